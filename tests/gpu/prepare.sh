@@ -1,0 +1,23 @@
+#!/bin/sh
+# Here (no GPU needed): builds the engine, kernels and GPU tests with CUDA into build-gpu/, then
+# gathers what the GPU machine runs into .gpu/ (ignored by git): the binaries, the libraries they
+# load (../shared/device/pack-libs), the test data and run-all.sh.
+# Then call the device tool with carry [".gpu"] and the command: sh .gpu/run-all.sh
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+pack_libs=${PACK_LIBS:-../shared/device/pack-libs}
+
+[ -d build-gpu ] || meson setup build-gpu -Dcuda=enabled -Dlauncher=disabled -Dbuildtype=release
+ninja -C build-gpu
+
+rm -rf .gpu
+mkdir -p .gpu/bin .gpu/tests
+cp build-gpu/engine/decapybara .gpu/bin/
+for t in build-gpu/tests/test-*; do
+  [ -x "$t" ] && [ -f "$t" ] && cp "$t" .gpu/tests/
+done
+[ -d tests/data ] && cp -r tests/data .gpu/data
+cp tests/gpu/run-all.sh .gpu/
+"$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
+du -sh .gpu

@@ -1,0 +1,29 @@
+#!/bin/sh
+# There (on the GPU machine): runs every GPU test and benchmark from .gpu/ (see prepare.sh) and
+# prints a table last. Logs go to $OUT when the device tool sets it.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-/tmp/dcp-gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$here/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export G_DEBUG=fatal-criticals G_TEST_SRCDIR="$here" DECAPYBARA_ENGINE="$here/bin/decapybara"
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader \
+  | tee "$out/gpu.txt"
+
+table=""
+for t in "$here"/tests/test-*; do
+  name=$(basename "$t")
+  start=$(date +%s.%N)
+  "$t" >"$out/$name.log" 2>&1
+  rc=$?
+  secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
+  case $rc in 0) result=PASS ;; 77) result=SKIP ;; *) result="FAIL($rc)"; tail -20 "$out/$name.log" ;; esac
+  table="$table$(printf '%-28s %-10s %ss' "$name" "$result" "$secs")\n"
+done
+
+"$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
+"$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
+
+printf '\n%-28s %-10s %s\n' test result time
+printf "$table"
