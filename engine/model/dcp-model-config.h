@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define DCP_MAX_LAYERS 256
+
+/* The text model's hyper-parameters (../shared/MODEL.md §1.1), read from a Hugging Face
+ * config.json: either a Qwen3_5ForConditionalGeneration config (the text model under
+ * "text_config") or a text-only Qwen3_5ForCausalLM one (flat). */
+typedef struct {
+  guint vocab_size;
+  guint hidden_size;
+  guint intermediate_size;
+  guint n_layers;
+  gboolean is_full_attention[DCP_MAX_LAYERS];  /* else a Gated DeltaNet layer */
+
+  /* gated full attention */
+  guint n_heads, n_kv_heads, head_dim;
+  guint rotary_dim;                 /* head_dim * partial_rotary_factor: 64 of 256 for the 27B */
+  double rope_theta;
+  guint mrope_section[3];           /* T, H, W frequency counts; sum = rotary_dim / 2 */
+  gboolean mrope_interleaved;
+
+  /* Gated DeltaNet */
+  guint linear_n_key_heads, linear_n_value_heads;
+  guint linear_key_head_dim, linear_value_head_dim;
+  guint linear_conv_kernel;
+
+  double rms_norm_eps;
+  guint max_position_embeddings;
+  gboolean tie_word_embeddings;
+  guint mtp_n_layers;               /* 0 when the checkpoint has no MTP head */
+  gboolean has_vision;              /* a vision_config is present */
+} DcpModelConfig;
+
+/* Reads and checks every field; an error names the field. */
+gboolean  dcp_model_config_from_json (DcpModelConfig *config,
+                                      JsonNode       *root,
+                                      GError        **error);
+gboolean  dcp_model_config_load      (DcpModelConfig *config,
+                                      const char     *config_json_path,
+                                      GError        **error);
+guint     dcp_model_config_n_full_attention (const DcpModelConfig *config);
+
+G_END_DECLS
