@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "dcp-log.h"
-#include "backend/dcp-gpu.h"
+#include "dcp-gpu.h"
 
 static gboolean opt_version;
 static gboolean opt_probe;
