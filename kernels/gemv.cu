@@ -33,9 +33,7 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kChunk = 1024;                        // K elements staged per step
 constexpr int kPadRow = 36;                         // shared floats per 32 x elements
-constexpr int kChunkFloats = kChunk / 32 * kPadRow; // shared floats per x vector per chunk
 
 // ---- formats -------------------------------------------------------------------------------
 
@@ -145,6 +143,26 @@ align16 (size_t n)
   return (n + 15) & ~(size_t) 15;
 }
 
+// Units per lane per chunk: as many as keep 64 weight words per lane in flight (the loads of a
+// chunk are all issued before its first use), fewer for larger batches so that the staged x
+// chunks stay within 37 KB of shared memory up to batch 8 (74 KB at 16).
+template <int F, int B, int R>
+constexpr int
+chunk_passes ()
+{
+  int p = Fmt<F>::kElems == 8 ? 4 : B <= 2 ? 4 : B <= 4 ? 2 : 1;
+  while (p > 1 && R * p * Fmt<F>::kWords > 64)
+    p /= 2;
+  return p;
+}
+
+template <int F, int B, int R>
+constexpr int
+chunk_elems ()
+{
+  return chunk_passes<F, B, R> () * 32 * Fmt<F>::kElems;
+}
+
 // ---- kernels -------------------------------------------------------------------------------
 
 template <int F, int B, int R>
@@ -153,7 +171,9 @@ gemv_kernel (const unsigned char *__restrict__ weight, const float *__restrict__
              float *__restrict__ y, int n_rows, int k_cols, int batch)
 {
   using T = Fmt<F>;
-  constexpr int kPasses = kChunk / T::kElems / 32;   // units per lane per chunk
+  constexpr int kPasses = chunk_passes<F, B, R> ();   // units per lane per chunk
+  constexpr int kChunk = chunk_elems<F, B, R> ();     // K elements staged per step
+  constexpr int kChunkFloats = kChunk / 32 * kPadRow; // shared floats per x vector per chunk
   constexpr int kGroups = T::kElems / 4;
   extern __shared__ float4 smem[];
   float *xs = (float *) smem;                          // B x kChunkFloats
@@ -168,6 +188,8 @@ gemv_kernel (const unsigned char *__restrict__ weight, const float *__restrict__
   const int n_units = (k_cols + T::kElems - 1) / T::kElems;
   const size_t row_bytes = (size_t) n_units * T::kUnitBytes;
   const unsigned char *scales = weight + align16 ((size_t) n_rows * row_bytes);
+  // x rows 16-byte aligned: stage them with 16-byte loads.
+  const bool x_vec4 = k_cols % 4 == 0 && ((uintptr_t) x) % 16 == 0;
 
   float acc[R][B];
 #pragma unroll
@@ -202,11 +224,30 @@ gemv_kernel (const unsigned char *__restrict__ weight, const float *__restrict__
           }
 
       __syncthreads ();   // the previous chunk's x reads are done
-      for (int i = threadIdx.x; i < B * kChunk; i += kThreads)
+      if (x_vec4)
         {
-          int b = i / kChunk, e = i % kChunk, k = k0 + e;
-          float v = b < batch && k < k_cols ? x[(size_t) b * k_cols + k] : 0.f;
-          xs[b * kChunkFloats + (e / 32) * kPadRow + e % 32] = v;
+          // Unrolled so that several loads are in flight before the first store.
+#pragma unroll 8
+          for (int it = 0; it < B * kChunk / 4 / kThreads; it++)
+            {
+              int i = it * kThreads + threadIdx.x;
+              int b = i / (kChunk / 4), e = i % (kChunk / 4) * 4, k = k0 + e;
+              float4 v = make_float4 (0.f, 0.f, 0.f, 0.f);
+              if (b < batch && k < k_cols)
+                v = __ldg ((const float4 *) (x + (size_t) b * k_cols + k));
+              *(float4 *) (xs + b * kChunkFloats + (e / 32) * kPadRow + e % 32) = v;
+            }
+        }
+      else
+        {
+#pragma unroll 8
+          for (int it = 0; it < B * kChunk / kThreads; it++)
+            {
+              int i = it * kThreads + threadIdx.x;
+              int b = i / kChunk, e = i % kChunk, k = k0 + e;
+              float v = b < batch && k < k_cols ? x[(size_t) b * k_cols + k] : 0.f;
+              xs[b * kChunkFloats + (e / 32) * kPadRow + e % 32] = v;
+            }
         }
       __syncthreads ();
 
@@ -291,7 +332,7 @@ launch (const void *d_weight, int n_rows, int k_cols, const float *d_x, int batc
         cudaStream_t stream)
 {
   static bool smem_raised = false;   // per instantiation; the attribute is per kernel
-  size_t smem = (size_t) B * kChunkFloats * sizeof (float);
+  size_t smem = (size_t) B * (chunk_elems<F, B, R> () / 32 * kPadRow) * sizeof (float);
   auto kernel = gemv_kernel<F, B, R>;
   if (smem > 48 * 1024 && !smem_raised)
     {

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Benchmark of dcpk_gemv over the 27B's decode GEMVs (shared/MODEL.md §1.2, §8) for each weight
+/* Benchmark of the decode kernels. dcpk_gemv over the 27B's decode GEMVs (shared/MODEL.md §1.2, §8) for each weight
  * format and batch 1, 4, 8, 16: the median time of a call (CUDA events, after a warm-up), the
  * weight bytes it streams per second next to the card's measured read bandwidth
  * (dcpk_bandwidth_probe), and the implied GEMV time of one whole decode step of the 27B.
  * Each timed sample runs over enough distinct copies of the weights (at least 512 MiB) that
  * none is served from the L2 cache. The weights are random bytes: the speed of a GEMV does not
  * depend on the values.
+ * dcpk_gdn_decode for the 27B's 48 GDN layers of one decode step (distinct states per layer and
+ * sequence) at 1, 4, 8, 16 sequences: time per step and the state bytes read and written per
+ * second.
  * Usage: bench-gemv [samples]   (default 7) */
 #include "config.h"
 
@@ -65,11 +68,104 @@ run_copies (void *user)
   return 0;
 }
 
+#define GDN_LAYERS 48
+#define GDN_MAX_SEQS 16
+
+typedef struct {
+  DcpkGdnShape shape;
+  DcpkGdnWeights weights;
+  int n_seqs;
+  float *qkv, *z, *b, *a, *out;
+  float **conv_ptrs[GDN_LAYERS], **state_ptrs[GDN_LAYERS];   /* device arrays */
+} GdnRun;
+
+static int
+run_gdn_layers (void *user)
+{
+  GdnRun *r = user;
+
+  for (int l = 0; l < GDN_LAYERS; l++)
+    {
+      int err = dcpk_gdn_decode (&r->shape, &r->weights, r->n_seqs, r->qkv, r->z, r->b, r->a,
+                                 r->conv_ptrs[l], r->state_ptrs[l], r->out, NULL);
+      if (err != 0)
+        return err;
+    }
+  return 0;
+}
+
 static void
 die (const char *what, int err)
 {
   fprintf (stderr, "bench-gemv: %s: %s\n", what, dcpk_error_string (err));
   exit (1);
+}
+
+/* The pool (at least 2.4 GB of random bytes) holds the states; they are overwritten with small
+ * values first. */
+static void
+bench_gdn (void *pool, int samples)
+{
+  static const int seqs[] = { 1, 4, 8, 16 };
+  GdnRun run = { { 16, 48, 128, 128, 4, 1e-6f }, { 0 }, 1 };
+  int conv_dim = 2 * 16 * 128 + 48 * 128, err;
+  gsize state_bytes = (gsize) 48 * 128 * 128 * 4, conv_bytes = (gsize) 3 * conv_dim * 4;
+  gsize per_seq = state_bytes + conv_bytes, io = (gsize) GDN_MAX_SEQS * conv_dim * 4;
+  char *base = pool;
+  gsize fill_bytes = 64 << 20;
+  float *small = g_new (float, fill_bytes / 4);
+  void *ptr_arrays = NULL, *smallw = NULL;
+  GRand *rng = g_rand_new_with_seed (99);
+
+  for (gsize i = 0; i < fill_bytes / 4; i++)
+    small[i] = (float) g_rand_double_range (rng, -0.1, 0.1);
+  /* Layout of the pool: [qkv, z, b, a, out: 5 x io] [small weights] [states]. */
+  for (gsize off = 0; off < 5 * io + (1 << 20) + (gsize) GDN_LAYERS * GDN_MAX_SEQS * per_seq;
+       off += fill_bytes)
+    if ((err = dcpk_memcpy_h2d (base + off, small, fill_bytes)) != 0)
+      die ("gdn fill", err);
+  run.qkv = (float *) base;
+  run.z = (float *) (base + io);
+  run.b = (float *) (base + 2 * io);
+  run.a = (float *) (base + 3 * io);
+  run.out = (float *) (base + 4 * io);
+  smallw = base + 5 * io;
+  run.weights.conv_weight = smallw;                      /* BF16 bit patterns of small floats */
+  run.weights.a_log = (const float *) ((char *) smallw + 256 * 1024);
+  run.weights.dt_bias = run.weights.a_log + 64;
+  run.weights.norm_weight = run.weights.dt_bias + 64;
+  if ((err = dcpk_malloc (&ptr_arrays, (gsize) 2 * GDN_LAYERS * GDN_MAX_SEQS * sizeof (void *))) != 0)
+    die ("gdn malloc", err);
+  for (int l = 0; l < GDN_LAYERS; l++)
+    {
+      void *host_ptrs[2][GDN_MAX_SEQS];
+      for (int q = 0; q < GDN_MAX_SEQS; q++)
+        {
+          char *seq = base + 5 * io + (1 << 20) + ((gsize) l * GDN_MAX_SEQS + q) * per_seq;
+          host_ptrs[0][q] = seq;
+          host_ptrs[1][q] = seq + conv_bytes;
+        }
+      run.conv_ptrs[l] = (float **) ptr_arrays + (gsize) 2 * l * GDN_MAX_SEQS;
+      run.state_ptrs[l] = run.conv_ptrs[l] + GDN_MAX_SEQS;
+      if ((err = dcpk_memcpy_h2d (run.conv_ptrs[l], host_ptrs, sizeof host_ptrs)) != 0)
+        die ("gdn pointers", err);
+    }
+
+  printf ("\nGDN decode step, 48 layers of the 27B:\n%5s %10s %14s\n", "seqs", "us/step",
+          "state GB/s");
+  for (guint i = 0; i < G_N_ELEMENTS (seqs); i++)
+    {
+      double ms = 0;
+
+      run.n_seqs = seqs[i];
+      if ((err = dcpk_time_median (run_gdn_layers, &run, 2, samples, &ms)) != 0)
+        die ("gdn", err);
+      printf ("%5d %10.1f %14.0f\n", seqs[i], ms * 1e3,
+              2.0 * GDN_LAYERS * seqs[i] * per_seq / (ms * 1e-3) / 1e9);
+    }
+  dcpk_free (ptr_arrays);
+  g_rand_free (rng);
+  g_free (small);
 }
 
 int
@@ -145,6 +241,8 @@ main (int argc, char **argv)
   printf ("\nWhole 27B decode step, GEMVs only (%.0f GB/s measured read peak):\n", peak);
   printf ("%-11s %5s %12s %13s %14s %7s\n", "format", "batch", "bytes", "time", "GB/s", "of peak");
   printf ("%s", summary->str);
+
+  bench_gdn (pool, samples);
 
   g_string_free (summary, TRUE);
   dcpk_free (y);
