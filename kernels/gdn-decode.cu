@@ -132,6 +132,7 @@ deltanet_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict
   // Pass 1: S <- decay S (kept in shared memory); r = Sᵀ k.
   float *S = states[seq] + (size_t) j * dm.d_k * dm.d_v;
   float r = 0.f;
+#pragma unroll 8
   for (int i = i0; i < i1; i++)
     {
       float sv = decay * S[(size_t) i * dm.d_v + col];
@@ -149,6 +150,7 @@ deltanet_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict
 
   // Pass 2: S <- S + k δᵀ, written back; o = Sᵀ q.
   float o = 0.f;
+#pragma unroll 8
   for (int i = i0; i < i1; i++)
     {
       float sv = fmaf (k[i], delta, s_tile[i * dm.d_v + col]);
