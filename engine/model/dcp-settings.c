@@ -311,7 +311,7 @@ dcp_settings_load_json (DcpSettings *s, JsonNode *root, GError **error)
   const char *key;
   JsonNode *node;
 
-  if (!JSON_NODE_HOLDS_OBJECT (root))
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "settings must be a JSON object");
       return FALSE;

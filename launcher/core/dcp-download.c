@@ -184,6 +184,7 @@ load_state (DcpDownload *self)
 
   if (!g_file_test (self->part_path, G_FILE_TEST_EXISTS) ||
       !json_parser_load_from_file (parser, self->state_path, NULL) ||
+      json_parser_get_root (parser) == NULL ||
       !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     return FALSE;
   o = json_node_get_object (json_parser_get_root (parser));
