@@ -122,12 +122,18 @@ write_string (GString    *out,
 }
 
 /* The shortest decimal that reads back as the same double (json-glib's own writer prints 17
- * digits, so 0.1 would come out as 0.10000000000000001). */
+ * digits, so 0.1 would come out as 0.10000000000000001); whole numbers below 2^53 as integers. */
 static void
 write_double (GString *out,
               double   value)
 {
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  if (value == floor (value) && fabs (value) < 9007199254740992.0)
+    {
+      g_string_append_printf (out, "%.0f", value == 0 ? 0.0 : value);
+      return;
+    }
 
   for (int digits = 1; digits <= 17; digits++)
     {

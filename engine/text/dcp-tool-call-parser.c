@@ -25,7 +25,7 @@
  * The parser holds a call until its close tag and then emits it whole, arguments included, as one
  * event (no argument deltas). Content is emitted as it comes, except a tail that may still start
  * "<tool_call>" and whitespace that may be the template's separator before a call. Whitespace
- * between and after successful calls is the template's, not the model's answer, and is dropped.
+ * around successful calls is the template's, not the model's answer, and is dropped.
  *
  * A block that does not parse (bad JSON, a missing </parameter> or </function>, an unknown function
  * when a tool list was given, no close tag by the end, another <tool_call> before the close tag)
@@ -517,14 +517,24 @@ step_text (DcpToolCallParser *self,
 
   if (self->skip_space)
     {
+      /* After a call: whitespace then another call is that call's separator; whitespace then
+       * text is dropped; whitespace at the end is dropped by _finish. */
       gsize n = 0;
+      gboolean found;
 
       while (n < self->pending->len && is_space (self->pending->str[n]))
         n++;
-      g_string_erase (self->pending, 0, n);
-      if (self->pending->len == 0)
+      if (n == self->pending->len)
+        return FALSE;
+      found = dcp_stream_match (self->pending->str, self->pending->len, needles, &pos, NULL);
+      if (!found && pos <= n)
         return FALSE;
       self->skip_space = FALSE;
+      if (!found || pos > n)
+        {
+          g_string_erase (self->pending, 0, n);
+          return TRUE;
+        }
     }
   if (dcp_stream_match (self->pending->str, self->pending->len, needles, &pos, NULL))
     {
@@ -603,9 +613,15 @@ dcp_tool_call_parser_finish (DcpToolCallParser *self,
 
   if (self->state == STATE_CALL)
     give_back (self, self->pending->len, FALSE, "no </tool_call> before the end", events);
-  else if (!self->skip_space)
-    dcp_output_events_append_text (events, DCP_OUTPUT_EVENT_CONTENT, self->pending->str,
-                                   self->pending->len);
+  else
+    {
+      gsize n = 0;
+
+      while (self->skip_space && n < self->pending->len && is_space (self->pending->str[n]))
+        n++;
+      dcp_output_events_append_text (events, DCP_OUTPUT_EVENT_CONTENT, self->pending->str + n,
+                                     self->pending->len - n);
+    }
   g_string_truncate (self->pending, 0);
   self->state = STATE_TEXT;
 }
