@@ -86,7 +86,9 @@ unfinished_utf8_tail (const char *text,
 
       if ((c & 0xC0) == 0x80)
         continue;  /* a continuation byte: look further back for the lead byte */
-      if (c >= 0xF0 && c <= 0xF4)
+      if (c >= 0xF5)
+        return 0;
+      if (c >= 0xF0)
         need = 4;
       else if (c >= 0xE0)
         need = 3;
