@@ -13,9 +13,9 @@
  *
  * Qwen3.5's template opens "<think>\n" in the generation prompt, so the model starts inside its
  * reasoning and the output is "reasoning\n</think>\n\ncontent" (starts_in_reasoning). Older
- * Qwen3 templates leave the tag to the model, which then begins with "<think>" itself: without
- * starts_in_reasoning an open tag at the very start of the output (after whitespace) opens the
- * reasoning, and any other start means there is none.
+ * Qwen3 templates leave the tag to the model, which then begins with "<think>" itself: an open tag
+ * at the very start of the output (after whitespace) opens the reasoning, and is dropped. Any
+ * other start means reasoning when starts_in_reasoning, else content with no reasoning at all.
  *
  * Newlines are trimmed the way the template trims them when it renders a turn back: reasoning
  * loses its leading and trailing newlines, content loses the newlines right after the close tag.
@@ -35,6 +35,7 @@ struct _DcpReasoningParser {
   char *open_tag;
   char *close_tag;
   char *end_at;         /* a tag that also ends the reasoning and stays in the content, or NULL */
+  gboolean starts_in_reasoning;
   State state;
   GString *pending;     /* received text not emitted yet */
   gboolean strip_newlines;  /* drop newlines at the start of the current section */
@@ -54,8 +55,8 @@ dcp_reasoning_parser_new (gboolean    starts_in_reasoning,
 
   self->open_tag = g_strdup (open_tag != NULL ? open_tag : "<think>");
   self->close_tag = g_strdup (close_tag != NULL ? close_tag : "</think>");
-  self->state = starts_in_reasoning ? STATE_REASONING : STATE_START;
-  self->strip_newlines = starts_in_reasoning;
+  self->starts_in_reasoning = starts_in_reasoning;
+  self->state = STATE_START;
   self->pending = g_string_new (NULL);
   return self;
 }
@@ -125,6 +126,13 @@ is_space (char c)
   return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
+static void
+leave_start (DcpReasoningParser *self)
+{
+  self->state = self->starts_in_reasoning ? STATE_REASONING : STATE_CONTENT;
+  self->strip_newlines = self->starts_in_reasoning;
+}
+
 /* START: decides once the text can no longer be (whitespace and) a prefix of the open tag.
  * Returns FALSE while it must wait for more text. */
 static gboolean
@@ -145,7 +153,7 @@ step_start (DcpReasoningParser *self)
     }
   if (rest < tag_len && memcmp (self->pending->str + ws, self->open_tag, rest) == 0)
     return FALSE;
-  self->state = STATE_CONTENT;
+  leave_start (self);
   return TRUE;
 }
 
@@ -255,6 +263,11 @@ dcp_reasoning_parser_finish (DcpReasoningParser *self,
   g_return_if_fail (self != NULL);
   g_return_if_fail (events != NULL);
 
+  if (self->state == STATE_START)
+    {
+      leave_start (self);
+      strip_front_newlines (self);
+    }
   len = self->pending->len;
   if (self->state == STATE_REASONING)
     {
