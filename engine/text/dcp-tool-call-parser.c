@@ -253,9 +253,28 @@ call_clear (gpointer data)
   g_free (call->arguments);
 }
 
+/* The arguments object from parameter names and their JSON values, in order. */
+static char *
+arguments_json (GPtrArray *keys,
+                GPtrArray *values)
+{
+  GString *out = g_string_new ("{");
+
+  for (guint i = 0; i < keys->len; i++)
+    {
+      if (i > 0)
+        g_string_append_c (out, ',');
+      append_key (out, keys->pdata[i]);
+      g_string_append (out, values->pdata[i]);
+    }
+  g_string_append_c (out, '}');
+  return g_string_free (out, FALSE);
+}
+
 /* One <function=NAME>…</function> block from *p; moves *p past it. A parameter value runs to the
  * first </parameter> that is followed (after whitespace) by another parameter or </function>, so a
- * value may itself contain "</parameter>". */
+ * value may itself contain "</parameter>". A repeated parameter keeps its first place and takes
+ * the last value. */
 static gboolean
 parse_xml_function (DcpToolCallParser *self,
                     const char       **p,
@@ -264,9 +283,9 @@ parse_xml_function (DcpToolCallParser *self,
                     GError           **error)
 {
   g_autofree char *name = NULL;
-  GString *arguments;
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) values = g_ptr_array_new_with_free_func (g_free);
   Call call;
-  guint n_arguments = 0;
 
   *p += strlen (FUNCTION_OPEN);
   name = read_tag_name (p, end);
@@ -279,13 +298,12 @@ parse_xml_function (DcpToolCallParser *self,
   if (!check_known (self, name, error))
     return FALSE;
 
-  arguments = g_string_new ("{");
   for (;;)
     {
       g_autofree char *parameter = NULL;
       g_autofree char *value = NULL;
-      g_autofree char *json = NULL;
       const char *value_start, *value_end, *search;
+      guint at;
 
       *p = skip_spaces (*p, end);
       if (starts_with (*p, end, FUNCTION_CLOSE))
@@ -297,7 +315,6 @@ parse_xml_function (DcpToolCallParser *self,
         {
           g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
                        "function \"%s\": expected <parameter= or </function>", name);
-          g_string_free (arguments, TRUE);
           return FALSE;
         }
       *p += strlen (PARAMETER_OPEN);
@@ -306,7 +323,6 @@ parse_xml_function (DcpToolCallParser *self,
         {
           g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
                        "function \"%s\": <parameter= without a name and '>'", name);
-          g_string_free (arguments, TRUE);
           return FALSE;
         }
       value_start = *p;
@@ -327,7 +343,6 @@ parse_xml_function (DcpToolCallParser *self,
           g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
                        "function \"%s\": parameter \"%s\" has no </parameter> before </function>",
                        name, parameter);
-          g_string_free (arguments, TRUE);
           return FALSE;
         }
       /* The template writes "<parameter=NAME>\n" VALUE "\n</parameter>". */
@@ -336,15 +351,19 @@ parse_xml_function (DcpToolCallParser *self,
       if (value_end > value_start && value_end[-1] == '\n')
         value_end--;
       value = g_strndup (value_start, value_end - value_start);
-      json = dcp_tool_argument_to_json (value, parameter_schema (self, name, parameter));
-      if (n_arguments++ > 0)
-        g_string_append_c (arguments, ',');
-      append_key (arguments, parameter);
-      g_string_append (arguments, json);
+      if (g_ptr_array_find_with_equal_func (keys, parameter, g_str_equal, &at))
+        {
+          g_free (values->pdata[at]);
+          values->pdata[at] = dcp_tool_argument_to_json (value, parameter_schema (self, name, parameter));
+        }
+      else
+        {
+          g_ptr_array_add (values, dcp_tool_argument_to_json (value, parameter_schema (self, name, parameter)));
+          g_ptr_array_add (keys, g_steal_pointer (&parameter));
+        }
     }
-  g_string_append_c (arguments, '}');
   call.name = g_steal_pointer (&name);
-  call.arguments = g_string_free (arguments, FALSE);
+  call.arguments = arguments_json (keys, values);
   g_array_append_val (calls, call);
   return TRUE;
 }

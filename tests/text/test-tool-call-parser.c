@@ -83,6 +83,10 @@ static const Case cases[] = {
     "<parameter=extra>\n[1, 2]\n</parameter>\n</function>\n</tool_call>",
     "T[0 get_weather {\"city\":\"42\",\"days\":7,\"metric\":true,\"lat\":48.85,"
     "\"opts\":{\"units\":\"C\",\"deep\":[1,2.5]},\"tags\":[\"a\",\"b\"],\"note\":null,\"extra\":[1,2]}]", 0 },
+  { "repeated-parameter", TRUE,
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nA\n</parameter>\n<parameter=days>\n1\n</parameter>\n"
+    "<parameter=city>\nB\n</parameter>\n</function>\n</tool_call>",
+    "T[0 get_weather {\"city\":\"B\",\"days\":1}]", 0 },
   { "bare-tool-entry", TRUE,
     "<tool_call>\n<function=bare>\n<parameter=n>\n5\n</parameter>\n</function>\n</tool_call>",
     "T[0 bare {\"n\":5}]", 0 },
