@@ -127,7 +127,8 @@ check_every_split (gconstpointer  config,
 
       while (at < len)
         {
-          gsize n = MIN ((gsize) g_test_rand_int_range (1, 9), len - at);
+          gsize n = (gsize) g_test_rand_int_range (1, 9);
+          n = MIN (n, len - at);
 
           g_ptr_array_add (pieces, g_strndup (input + at, n));
           at += n;

@@ -234,6 +234,74 @@ test_stream_match_random (void)
     }
 }
 
+/* Tool calls as the official templates render them (tool-call-goldens.json, written by
+ * make-tool-call-goldens.py with jinja2) are read back as the same calls with equal arguments. */
+static void
+test_template_roundtrip (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "text", "tool-call-goldens.json", NULL);
+  g_autoptr(JsonParser) json = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  JsonArray *goldens;
+
+  json_parser_load_from_file (json, path, &error);
+  g_assert_no_error (error);
+  goldens = json_node_get_array (json_parser_get_root (json));
+  g_assert_cmpuint (json_array_get_length (goldens), >=, 40);
+  for (guint g = 0; g < json_array_get_length (goldens); g++)
+    {
+      JsonObject *golden = json_array_get_object_element (goldens, g);
+      const char *text = json_object_get_string_member (golden, "text");
+      JsonArray *calls = json_object_get_array_member (golden, "calls");
+      DcpOutputParserOptions options = {
+        .reasoning = TRUE, .tool_calls = TRUE,
+        .thinking_open = json_object_get_boolean_member (golden, "thinking_open"),
+        .tools = json_object_get_array_member (golden, "tools"),
+      };
+      g_autoptr(DcpOutputParser) parser = dcp_output_parser_new (&options);
+      g_autoptr(GArray) events = dcp_output_events_new ();
+      g_autofree char *reasoning = NULL;
+      g_autofree char *content = NULL;
+      guint n_calls = 0;
+
+      g_test_message ("golden %u (%s)", g, json_object_get_string_member (golden, "template"));
+      for (gsize at = 0, len = strlen (text); at < len;)
+        {
+          gsize n = (gsize) g_test_rand_int_range (1, 12);
+          n = MIN (n, len - at);
+
+          dcp_output_parser_feed (parser, text + at, n, events);
+          at += n;
+        }
+      dcp_output_parser_finish (parser, events);
+      reasoning = events_text (events, DCP_OUTPUT_EVENT_REASONING);
+      content = events_text (events, DCP_OUTPUT_EVENT_CONTENT);
+      g_assert_cmpstr (reasoning, ==, "");
+      g_assert_cmpstr (content, ==, json_object_get_string_member (golden, "content"));
+      for (guint i = 0; i < events->len; i++)
+        {
+          DcpOutputEvent *e = &g_array_index (events, DcpOutputEvent, i);
+          JsonObject *want;
+          g_autoptr(JsonNode) got = NULL;
+
+          if (e->kind != DCP_OUTPUT_EVENT_TOOL_CALL)
+            continue;
+          g_assert_cmpuint (n_calls, <, json_array_get_length (calls));
+          want = json_array_get_object_element (calls, n_calls++);
+          g_assert_cmpstr (e->name, ==, json_object_get_string_member (want, "name"));
+          got = json_from_string (e->arguments, &error);
+          g_assert_no_error (error);
+          if (!json_node_equal (got, json_object_get_member (want, "arguments")))
+            {
+              g_autofree char *expected = json_to_string (json_object_get_member (want, "arguments"), FALSE);
+
+              g_assert_cmpstr (e->arguments, ==, expected);
+            }
+        }
+      g_assert_cmpuint (n_calls, ==, json_array_get_length (calls));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -246,6 +314,7 @@ main (int argc, char **argv)
       g_test_add_data_func (path, &cases[i], test_case);
     }
   g_test_add_func ("/output-parser/utf8-deltas", test_utf8_deltas);
+  g_test_add_func ("/output-parser/template-roundtrip", test_template_roundtrip);
   g_test_add_func ("/output-parser/stop-matcher", test_stop_matcher);
   g_test_add_func ("/output-parser/stream-match-random", test_stream_match_random);
   return g_test_run ();
