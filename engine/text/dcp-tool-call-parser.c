@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "dcp-error.h"
 #include "dcp-output-event.h"
 #include "dcp-stream-match.h"
 #include "dcp-tool-arguments.h"
@@ -218,7 +219,7 @@ check_known (DcpToolCallParser *self,
 {
   if (self->functions != NULL && !g_hash_table_contains (self->functions, name))
     {
-      g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                    "unknown function \"%s\"", name);
       return FALSE;
     }
@@ -291,7 +292,7 @@ parse_xml_function (DcpToolCallParser *self,
   name = read_tag_name (p, end);
   if (name == NULL)
     {
-      g_set_error_literal (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                            "<function= without a name and '>'");
       return FALSE;
     }
@@ -313,7 +314,7 @@ parse_xml_function (DcpToolCallParser *self,
         }
       if (!starts_with (*p, end, PARAMETER_OPEN))
         {
-          g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                        "function \"%s\": expected <parameter= or </function>", name);
           return FALSE;
         }
@@ -321,7 +322,7 @@ parse_xml_function (DcpToolCallParser *self,
       parameter = read_tag_name (p, end);
       if (parameter == NULL)
         {
-          g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                        "function \"%s\": <parameter= without a name and '>'", name);
           return FALSE;
         }
@@ -340,7 +341,7 @@ parse_xml_function (DcpToolCallParser *self,
         }
       if (value_end == NULL)
         {
-          g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                        "function \"%s\": parameter \"%s\" has no </parameter> before </function>",
                        name, parameter);
           return FALSE;
@@ -385,7 +386,7 @@ parse_json_call (DcpToolCallParser *self,
 
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
-      g_set_error_literal (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                            "the JSON call does not parse as an object");
       return FALSE;
     }
@@ -393,7 +394,7 @@ parse_json_call (DcpToolCallParser *self,
   name = string_member (object, "name");
   if (name == NULL || *name == '\0')
     {
-      g_set_error_literal (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                            "the JSON call has no \"name\" string");
       return FALSE;
     }
@@ -407,7 +408,7 @@ parse_json_call (DcpToolCallParser *self,
     arguments = parsed_arguments = dcp_json_parse_lenient (json_node_get_string (arguments));
   if (arguments != NULL && !JSON_NODE_HOLDS_OBJECT (arguments) && !JSON_NODE_HOLDS_NULL (arguments))
     {
-      g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                    "function \"%s\": \"arguments\" is not an object", name);
       return FALSE;
     }
@@ -437,7 +438,7 @@ parse_block (DcpToolCallParser *self,
     }
   if (!starts_with (p, end, FUNCTION_OPEN))
     {
-      g_set_error_literal (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                            "neither <function= nor a JSON object");
       return FALSE;
     }
@@ -449,7 +450,7 @@ parse_block (DcpToolCallParser *self,
     }
   if (p != end)
     {
-      g_set_error_literal (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                            "text after </function>");
       return FALSE;
     }
