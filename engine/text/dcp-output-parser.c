@@ -114,6 +114,23 @@ content_out (DcpOutputParser *self,
     dcp_output_events_append_text (events, DCP_OUTPUT_EVENT_CONTENT, text, len);
 }
 
+/* Passes the reasoning parser's events on: content to content_out, reasoning as it is. */
+static void
+route_split (DcpOutputParser *self,
+             GArray          *split,
+             GArray          *events)
+{
+  for (guint i = 0; i < split->len; i++)
+    {
+      DcpOutputEvent *e = &g_array_index (split, DcpOutputEvent, i);
+
+      if (e->kind == DCP_OUTPUT_EVENT_CONTENT)
+        content_out (self, e->text, strlen (e->text), events);
+      else
+        dcp_output_events_append_text (events, e->kind, e->text, strlen (e->text));
+    }
+}
+
 /* Sends stop-filtered text through the reasoning split and on to content_out. */
 static void
 text_out (DcpOutputParser *self,
@@ -130,15 +147,7 @@ text_out (DcpOutputParser *self,
     }
   split = dcp_output_events_new ();
   dcp_reasoning_parser_feed (self->reasoning, text, len, split);
-  for (guint i = 0; i < split->len; i++)
-    {
-      DcpOutputEvent *e = &g_array_index (split, DcpOutputEvent, i);
-
-      if (e->kind == DCP_OUTPUT_EVENT_CONTENT)
-        content_out (self, e->text, strlen (e->text), events);
-      else
-        dcp_output_events_append_text (events, e->kind, e->text, strlen (e->text));
-    }
+  route_split (self, split, events);
 }
 
 static void
@@ -210,15 +219,7 @@ dcp_output_parser_finish (DcpOutputParser *self,
     {
       split = dcp_output_events_new ();
       dcp_reasoning_parser_finish (self->reasoning, split);
-      for (guint i = 0; i < split->len; i++)
-        {
-          DcpOutputEvent *e = &g_array_index (split, DcpOutputEvent, i);
-
-          if (e->kind == DCP_OUTPUT_EVENT_CONTENT)
-            content_out (self, e->text, strlen (e->text), events);
-          else
-            dcp_output_events_append_text (events, e->kind, e->text, strlen (e->text));
-        }
+      route_split (self, split, events);
     }
   if (self->tools != NULL)
     dcp_tool_call_parser_finish (self->tools, events);

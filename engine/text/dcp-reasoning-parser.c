@@ -48,11 +48,12 @@ dcp_reasoning_parser_new (gboolean    starts_in_reasoning,
                           const char *open_tag,
                           const char *close_tag)
 {
-  DcpReasoningParser *self = g_new0 (DcpReasoningParser, 1);
+  DcpReasoningParser *self;
 
   g_return_val_if_fail (open_tag == NULL || *open_tag != '\0', NULL);
   g_return_val_if_fail (close_tag == NULL || *close_tag != '\0', NULL);
 
+  self = g_new0 (DcpReasoningParser, 1);
   self->open_tag = g_strdup (open_tag != NULL ? open_tag : "<think>");
   self->close_tag = g_strdup (close_tag != NULL ? close_tag : "</think>");
   self->starts_in_reasoning = starts_in_reasoning;
