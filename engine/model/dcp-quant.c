@@ -79,13 +79,15 @@ encode_e4m3 (guint32 u)
 static inline guint8
 encode_e2m3 (guint32 u)
 {
-  return ((u >> 26) & 0x20) | (guint8) encode_magnitude (u & F32_ABS_MASK, 3, 1, F32_7_5_BITS, 0x1f);
+  return ((u >> 26) & 0x20) |
+         (guint8) encode_magnitude (u & F32_ABS_MASK, 3, 1, F32_7_5_BITS, 0x1f);
 }
 
 static inline guint8
 encode_e3m2 (guint32 u)
 {
-  return ((u >> 26) & 0x20) | (guint8) encode_magnitude (u & F32_ABS_MASK, 2, 3, F32_28_BITS, 0x1f);
+  return ((u >> 26) & 0x20) |
+         (guint8) encode_magnitude (u & F32_ABS_MASK, 2, 3, F32_28_BITS, 0x1f);
 }
 
 static inline guint8
@@ -402,7 +404,7 @@ quantize_mx_row (DcpDType dtype, const float *v, guint64 cols, guint8 *out, guin
     {
       guint n = (guint) MIN ((guint64) MX_BLOCK, cols - b * MX_BLOCK);
       guint8 codes[MX_BLOCK];
-      float padded[MX_BLOCK] = { 0 };
+      float padded[MX_BLOCK];
       const float *x = v;
       /* (a constant count for full blocks lets the compiler vectorize) */
       guint32 amax = n == MX_BLOCK ? block_amax_bits (v, MX_BLOCK) : block_amax_bits (v, n);
@@ -423,6 +425,7 @@ quantize_mx_row (DcpDType dtype, const float *v, guint64 cols, guint8 *out, guin
       if (n < MX_BLOCK)
         {
           memcpy (padded, v, n * sizeof (float));
+          memset (padded + n, 0, (MX_BLOCK - n) * sizeof (float));
           x = padded;
         }
       for (guint i = 0; i < MX_BLOCK; i++)
@@ -447,9 +450,10 @@ quantize_nvfp4_row (const float *v, guint64 cols, float tensor_scale, guint8 *ou
     {
       guint n = (guint) MIN ((guint64) NVFP4_BLOCK, cols - b * NVFP4_BLOCK);
       guint8 codes[NVFP4_BLOCK] = { 0 };
-      float padded[NVFP4_BLOCK] = { 0 };
+      float padded[NVFP4_BLOCK];
       const float *x = v;
-      guint32 amax = n == NVFP4_BLOCK ? block_amax_bits (v, NVFP4_BLOCK) : block_amax_bits (v, n);
+      guint32 amax = n == NVFP4_BLOCK ? block_amax_bits (v, NVFP4_BLOCK)
+                                      : block_amax_bits (v, n);
       guint8 bs;
       float s;
 
@@ -465,6 +469,7 @@ quantize_nvfp4_row (const float *v, guint64 cols, float tensor_scale, guint8 *ou
       if (n < NVFP4_BLOCK)
         {
           memcpy (padded, v, n * sizeof (float));
+          memset (padded + n, 0, (NVFP4_BLOCK - n) * sizeof (float));
           x = padded;
         }
       if (s > 0)
