@@ -444,6 +444,65 @@ check_against_reference (DcpDType dtype, const float *src, guint64 rows, guint64
     g_assert_cmpuint (q[i], ==, 0);
 }
 
+/* Ties inside a block, at two scales: MXFP4 with amax 4 (X = 1) and the same values x 2^-20. */
+static void
+test_block_ties (void)
+{
+  const float in[8] = { 4, 2.5f, 5, 0.25f, -0.75f, -1.25f, 3.5f, -5 };
+  const float want[8] = { 4, 2, 4, 0, -1, -1, 4, -4 };
+  float v[32] = { 0 }, out[32];
+  guint8 q[17];
+
+  for (int k = 0; k >= -20; k -= 20)
+    {
+      for (guint i = 0; i < 8; i++)
+        v[i] = ldexpf (in[i], k);
+      dcp_quantize (DCP_DTYPE_MXFP4_E2M1, v, 1, 32, q);
+      g_assert_cmpuint (q[16], ==, 127 + k);
+      dcp_dequantize_rows (DCP_DTYPE_MXFP4_E2M1, q, 1, 32, 0, 1, out);
+      for (guint i = 0; i < 8; i++)
+        g_assert_cmpfloat (out[i], ==, ldexpf (want[i], k));
+    }
+}
+
+static void
+test_amax_and_tensor_scale (void)
+{
+  const float v[] = { 1, -7, NAN, 3, -INFINITY, INFINITY, 6.5f };
+
+  g_assert_cmpfloat (dcp_quant_amax (v, G_N_ELEMENTS (v)), ==, 7);
+  g_assert_cmpfloat (dcp_quant_amax (v + 2, 1), ==, 0);
+  g_assert_cmpfloat (dcp_quant_amax (NULL, 0), ==, 0);
+  g_assert_cmpfloat (dcp_quant_nvfp4_tensor_scale (2688), ==, 1);
+  g_assert_cmpfloat (dcp_quant_nvfp4_tensor_scale (6), ==, 6.0f / 2688.0f);
+  g_assert_cmpfloat (dcp_quant_nvfp4_tensor_scale (0), ==, 1);
+  g_assert_cmpfloat (dcp_quant_nvfp4_tensor_scale (1e-40f), ==, G_MINFLOAT);
+}
+
+/* Bad arguments are a critical (a programming error), and nothing is written. */
+static void
+test_bad_arguments (void)
+{
+  float src[64] = { 1 }, out[64] = { 0 };
+  guint8 q[256];
+
+  memset (q, 0xa5, sizeof q);
+  g_test_expect_message ("dcp-quant", G_LOG_LEVEL_CRITICAL, "*row_begin*");
+  dcp_dequantize_rows (DCP_DTYPE_MXFP8_E4M3, q, 2, 32, 1, 2, out);
+  g_test_assert_expected_messages ();
+  g_assert_cmpfloat (out[0], ==, 0);
+
+  g_test_expect_message ("dcp-quant", G_LOG_LEVEL_CRITICAL, "*tensor_scale*");
+  dcp_quantize_rows (DCP_DTYPE_NVFP4, src, 2, 32, 0, 2, 0.0f, q);
+  g_test_assert_expected_messages ();
+  g_assert_cmpuint (q[0], ==, 0xa5);
+
+  g_test_expect_message ("dcp-quant", G_LOG_LEVEL_CRITICAL, "*dtype*");
+  dcp_quantize (DCP_DTYPE_N, src, 1, 64, q);
+  g_test_assert_expected_messages ();
+  g_assert_cmpuint (q[0], ==, 0xa5);
+}
+
 /* ---- Random and hand-made blocks against the reference ----------------------------------- */
 
 static const DcpDType block_dtypes[] = {
@@ -914,6 +973,9 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/ties-to-even", test_ties_to_even);
   g_test_add_func ("/quant/saturation-and-specials", test_saturation_and_specials);
   g_test_add_func ("/quant/e8m0-block-scale", test_e8m0_block_scale);
+  g_test_add_func ("/quant/block-ties", test_block_ties);
+  g_test_add_func ("/quant/amax-and-tensor-scale", test_amax_and_tensor_scale);
+  g_test_add_func ("/quant/bad-arguments", test_bad_arguments);
   g_test_add_func ("/quant/tensor-bytes", test_tensor_bytes);
   g_test_add_func ("/quant/layout-bytes", test_layout_bytes);
   g_test_add_func ("/quant/random-against-reference", test_random_against_reference);
