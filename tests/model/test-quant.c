@@ -555,6 +555,45 @@ test_random_against_reference (void)
         }
 }
 
+/* MX blocks made of the format's exact values, midpoints (ties) and their FP32 neighbours, at
+ * scales 2^-127 .. 2^119: one element is the largest value, which pins X = 2^k, so every tie
+ * stays an exact tie after the division. */
+static void
+test_grid_blocks (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (2026);
+  const guint64 rows = 300, cols = 32;
+  g_autofree float *m = g_new (float, rows * cols);
+
+  for (guint d = 0; d < G_N_ELEMENTS (formats); d++)
+    {
+      const Format *f = &formats[d];
+      guint top = n_finite (f) - 1;
+
+      for (guint64 r = 0; r < rows; r++)
+        {
+          int k = g_rand_int_range (rand, -127, 120);
+
+          for (guint64 c = 0; c < cols; c++)
+            {
+              guint code = g_rand_int_range (rand, 0, top);
+              float y = (f->values[code] + f->values[code + 1]) / 2;
+
+              switch (g_rand_int_range (rand, 0, 4))
+                {
+                case 0: y = f->values[code]; break;
+                case 1: y = nextafterf (y, 0); break;
+                case 2: y = nextafterf (y, INFINITY); break;
+                default: break;
+                }
+              m[r * cols + c] = ldexpf (g_rand_boolean (rand) ? -y : y, k);
+            }
+          m[r * cols + g_rand_int_range (rand, 0, cols)] = ldexpf (f->max, k);
+        }
+      check_against_reference (f->dtype, m, rows, cols);
+    }
+}
+
 static void
 test_all_zero_blocks (void)
 {
@@ -979,6 +1018,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/tensor-bytes", test_tensor_bytes);
   g_test_add_func ("/quant/layout-bytes", test_layout_bytes);
   g_test_add_func ("/quant/random-against-reference", test_random_against_reference);
+  g_test_add_func ("/quant/grid-blocks", test_grid_blocks);
   g_test_add_func ("/quant/all-zero-blocks", test_all_zero_blocks);
   g_test_add_func ("/quant/huge-and-tiny", test_huge_and_tiny);
   g_test_add_func ("/quant/nonfinite-blocks", test_nonfinite_blocks);
