@@ -96,7 +96,7 @@ same_float (float a, float b)
 {
   if (isnan (a) || isnan (b))
     return isnan (a) && isnan (b);
-  return a == b && signbit (a) == signbit (b);
+  return a == b && !signbit (a) == !signbit (b);   /* signbit is any nonzero int */
 }
 
 /* ---- Element codecs ---------------------------------------------------------------------- */
