@@ -50,8 +50,9 @@ encode_magnitude (guint32 abits, int mbits, int bias, guint32 max_bits, guint32 
 {
   guint32 min_normal_bits = (guint32) (127 + 1 - bias) << 23;
   /* Subnormal: steps of 2^(1 - bias - mbits). Adding 2^23 steps puts the value in a binade
-   * whose ulp is one step, so the FPU's own round-to-nearest-even does the work and the bit
-   * difference is the number of steps (2^mbits steps is the smallest normal's code). */
+   * whose ulp is one step, so the FPU's own rounding (nearest even, the default mode) does
+   * the work and the bit difference is the number of steps (2^mbits steps is the smallest
+   * normal's code). */
   float magic = float_of ((guint32) (127 + 1 - bias - mbits + 23) << 23);
   guint32 sub = bits_of (float_of (abits) + magic) - bits_of (magic);
   /* Normal: round the FP32 mantissa to mbits bits (a carry moves into the exponent, which is
