@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-cpu-ops"
+
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dcp-cpu-ops.h"
+#include "dcp-float16.h"
+
+/* Rows dequantized at a time by one thread in dcp_cpu_matmul. */
+#define ROW_BLOCK 8
+
+DcpCpuMatrix
+dcp_cpu_matrix_from_view (const DcpTensorView *view)
+{
+  DcpCpuMatrix m = { view->dtype, view->shape[0], 1, view->data };
+
+  for (guint i = 1; i < view->ndim; i++)
+    m.cols *= view->shape[i];
+  return m;
+}
+
+void
+dcp_cpu_matrix_rows (const DcpCpuMatrix *m, guint64 row, guint64 n_rows, float *dst)
+{
+  guint64 n = n_rows * m->cols, first = row * m->cols;
+
+  g_assert (row + n_rows <= m->rows);
+  switch (m->dtype)
+    {
+    case DCP_DTYPE_F32:
+      memcpy (dst, (const float *) m->data + first, n * sizeof (float));
+      break;
+    case DCP_DTYPE_BF16:
+      for (guint64 i = 0; i < n; i++)
+        {
+          guint16 h;
+          memcpy (&h, m->data + 2 * (first + i), 2);
+          dst[i] = dcp_bf16_to_f32 (GUINT16_FROM_LE (h));
+        }
+      break;
+    case DCP_DTYPE_F16:
+      for (guint64 i = 0; i < n; i++)
+        {
+          guint16 h;
+          memcpy (&h, m->data + 2 * (first + i), 2);
+          dst[i] = dcp_f16_to_f32 (GUINT16_FROM_LE (h));
+        }
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+}
+
+typedef struct {
+  const DcpCpuMatrix *w;
+  const float *x;
+  guint n_tokens;
+  float *y;
+} MatmulJob;
+
+static void
+matmul_range (gpointer data, guint begin, guint end)
+{
+  MatmulJob *job = data;
+  guint64 cols = job->w->cols, rows = job->w->rows;
+  g_autofree float *block = g_new (float, ROW_BLOCK * cols);
+
+  for (guint r0 = begin; r0 < end; r0 += ROW_BLOCK)
+    {
+      guint n = MIN (ROW_BLOCK, end - r0);
+
+      dcp_cpu_matrix_rows (job->w, r0, n, block);
+      for (guint t = 0; t < job->n_tokens; t++)
+        {
+          const float *x = job->x + (gsize) t * cols;
+          float *y = job->y + (gsize) t * rows + r0;
+
+          for (guint i = 0; i < n; i++)
+            y[i] = dcp_cpu_dot (block + (gsize) i * cols, x, cols);
+        }
+    }
+}
+
+void
+dcp_cpu_matmul (DcpCpuPool *pool, const DcpCpuMatrix *w, const float *x, guint n_tokens, float *y)
+{
+  MatmulJob job = { w, x, n_tokens, y };
+
+  dcp_cpu_pool_run (pool, w->rows, matmul_range, &job);
+}
+
+/* Eight partial sums so that the compiler can keep them in one vector register; the order of
+ * additions is fixed, so the result does not depend on threads. */
+float
+dcp_cpu_dot (const float *a, const float *b, guint n)
+{
+  float acc[8] = { 0 };
+  float sum = 0;
+  guint i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    for (guint j = 0; j < 8; j++)
+      acc[j] += a[i + j] * b[i + j];
+  for (; i < n; i++)
+    acc[0] += a[i] * b[i];
+  for (guint j = 0; j < 8; j++)
+    sum += acc[j];
+  return sum;
+}
+
+static float
+rms_scale (const float *x, guint n, float eps)
+{
+  double ss = 0;
+
+  for (guint i = 0; i < n; i++)
+    ss += (double) x[i] * x[i];
+  return (float) (1.0 / sqrt (ss / n + eps));
+}
+
+void
+dcp_cpu_rms_norm_zc (const float *x, const float *w, guint n, float eps, float *y)
+{
+  float s = rms_scale (x, n, eps);
+
+  for (guint i = 0; i < n; i++)
+    y[i] = x[i] * s * (1.0f + w[i]);
+}
+
+void
+dcp_cpu_rms_norm (const float *x, const float *w, guint n, float eps, float *y)
+{
+  float s = rms_scale (x, n, eps);
+
+  for (guint i = 0; i < n; i++)
+    y[i] = x[i] * s * w[i];
+}
+
+void
+dcp_cpu_l2_norm (float *x, guint n, float eps)
+{
+  double ss = 0;
+  float s;
+
+  for (guint i = 0; i < n; i++)
+    ss += (double) x[i] * x[i];
+  s = (float) (1.0 / sqrt (ss + eps));
+  for (guint i = 0; i < n; i++)
+    x[i] *= s;
+}
+
+void
+dcp_cpu_rope (float *x, guint rotary_dim, double theta, guint pos)
+{
+  guint half = rotary_dim / 2;
+
+  for (guint i = 0; i < half; i++)
+    {
+      /* inv_freq in FP32 as transformers computes it, the angle in FP32 too */
+      float inv_freq = (float) (1.0 / pow (theta, (double) (2 * i) / rotary_dim));
+      float angle = (float) pos * inv_freq;
+      float c = cosf (angle), s = sinf (angle);
+      float a = x[i], b = x[i + half];
+
+      x[i] = a * c - b * s;
+      x[i + half] = b * c + a * s;
+    }
+}
+
+float
+dcp_cpu_silu (float x)
+{
+  return x / (1.0f + expf (-x));
+}
+
+float
+dcp_cpu_sigmoid (float x)
+{
+  return 1.0f / (1.0f + expf (-x));
+}
+
+/* log(1 + e^x), exact to float precision for large x (PyTorch's threshold 20). */
+float
+dcp_cpu_softplus (float x)
+{
+  return x > 20.0f ? x : log1pf (expf (x));
+}
