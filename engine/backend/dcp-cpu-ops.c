@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dcp-cpu-ops.h"
-#include "dcp-float16.h"
+#include "dcp-quant.h"
 
 /* Rows dequantized at a time by one thread in dcp_cpu_matmul. */
 #define ROW_BLOCK 8
@@ -15,43 +15,22 @@
 DcpCpuMatrix
 dcp_cpu_matrix_from_view (const DcpTensorView *view)
 {
-  DcpCpuMatrix m = { view->dtype, view->shape[0], 1, view->data };
+  DcpCpuMatrix m = { view->dtype, 1, view->n_elements, view->data };
 
-  for (guint i = 1; i < view->ndim; i++)
-    m.cols *= view->shape[i];
+  /* A 1-D tensor is one row; [n, a, b] is n rows of a * b. */
+  if (view->ndim > 1)
+    {
+      m.rows = view->shape[0];
+      m.cols = view->n_elements / MAX (view->shape[0], 1);
+    }
   return m;
 }
 
 void
 dcp_cpu_matrix_rows (const DcpCpuMatrix *m, guint64 row, guint64 n_rows, float *dst)
 {
-  guint64 n = n_rows * m->cols, first = row * m->cols;
-
   g_assert (row + n_rows <= m->rows);
-  switch (m->dtype)
-    {
-    case DCP_DTYPE_F32:
-      memcpy (dst, (const float *) m->data + first, n * sizeof (float));
-      break;
-    case DCP_DTYPE_BF16:
-      for (guint64 i = 0; i < n; i++)
-        {
-          guint16 h;
-          memcpy (&h, m->data + 2 * (first + i), 2);
-          dst[i] = dcp_bf16_to_f32 (GUINT16_FROM_LE (h));
-        }
-      break;
-    case DCP_DTYPE_F16:
-      for (guint64 i = 0; i < n; i++)
-        {
-          guint16 h;
-          memcpy (&h, m->data + 2 * (first + i), 2);
-          dst[i] = dcp_f16_to_f32 (GUINT16_FROM_LE (h));
-        }
-      break;
-    default:
-      g_assert_not_reached ();
-    }
+  dcp_dequantize_rows (m->dtype, m->data, m->rows, m->cols, row, n_rows, dst);
 }
 
 typedef struct {

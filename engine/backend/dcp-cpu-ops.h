@@ -17,6 +17,7 @@ typedef struct {
   const guint8 *data;
 } DcpCpuMatrix;
 
+/* A 1-D view is one row; an N-D view is shape[0] rows of the remaining elements. */
 DcpCpuMatrix dcp_cpu_matrix_from_view (const DcpTensorView *view);
 /* Rows [row, row + n_rows) as FP32 into dst (n_rows x cols). */
 void  dcp_cpu_matrix_rows     (const DcpCpuMatrix *m,

@@ -4,12 +4,28 @@
 #include "config.h"
 
 #include "dcp-cpu-weights.h"
+#include "dcp-quant.h"
 
 /* Small vectors owned by the weights (freed with them). */
 typedef struct {
   const DcpTensorSource *source;
   GPtrArray *owned;
 } Loader;
+
+/* The bytes must be what the format's layout (dcp-quant.h) needs for the shape. */
+static gboolean
+check_bytes (const DcpTensorView *view, const DcpCpuMatrix *m, GError **error)
+{
+  if (view->nbytes != dcp_quant_tensor_bytes (m->dtype, m->rows, m->cols))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "tensor “%s”: %" G_GUINT64_FORMAT " bytes, %s needs %" G_GUINT64_FORMAT,
+                   view->name, view->nbytes, dcp_dtype_name (m->dtype),
+                   dcp_quant_tensor_bytes (m->dtype, m->rows, m->cols));
+      return FALSE;
+    }
+  return TRUE;
+}
 
 static gboolean
 matrix (Loader *l, const char *name, guint64 rows, guint64 cols, DcpCpuMatrix *out, GError **error)
@@ -19,14 +35,8 @@ matrix (Loader *l, const char *name, guint64 rows, guint64 cols, DcpCpuMatrix *o
 
   if (view == NULL)
     return FALSE;
-  if (dcp_dtype_is_block (view->dtype))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "tensor “%s”: %s is not supported yet",
-                   name, dcp_dtype_name (view->dtype));
-      return FALSE;
-    }
   *out = dcp_cpu_matrix_from_view (view);
-  return TRUE;
+  return check_bytes (view, out, error);
 }
 
 /* A tensor of n elements whatever its shape ([n], [n, 1, k] as [n*k] ...), as FP32. */
@@ -49,14 +59,9 @@ vector (Loader *l, const char *name, guint64 n, GError **error)
                    G_GUINT64_FORMAT, name, view->n_elements, n);
       return NULL;
     }
-  if (dcp_dtype_is_block (view->dtype))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "tensor “%s”: %s is not supported yet",
-                   name, dcp_dtype_name (view->dtype));
-      return NULL;
-    }
   m = dcp_cpu_matrix_from_view (view);
-  m.cols = n / m.rows;
+  if (!check_bytes (view, &m, error))
+    return NULL;
   v = g_new (float, n);
   dcp_cpu_matrix_rows (&m, 0, m.rows, v);
   g_ptr_array_add (l->owned, v);
