@@ -94,7 +94,9 @@ typedef struct {
   guint chunk;
 } ChunkedJob;
 
-/* One value head, chunk by chunk. Within a chunk of n rows with cumulative log decay
+/* One value head, chunk by chunk. The cumulative log decays are kept in double: with strong
+ * decays they reach -1000 within a chunk, and a float sum would leave exp(gam_r - gam_s) of
+ * nearby rows (the ones that matter) with a relative error of 1e-4. Within a chunk of n rows with cumulative log decay
  * gam[r] = g[0] + ... + g[r] and the chunk's starting state S:
  *   A[r][s] = beta_r (k_r . k_s) exp(gam_r - gam_s)            for s < r
  *   U_r = beta_r v_r - sum_{s<r} A[r][s] U_s                    ((I + A) U = beta V)
@@ -108,7 +110,7 @@ chunked_heads (gpointer data, guint begin, guint end)
   const ChunkedJob *job = data;
   const DcpCpuDeltaRule *r = job->rule;
   guint C = job->chunk, dk = r->key_dim, dv = r->value_dim;
-  g_autofree float *gam = g_new (float, C);
+  g_autofree double *gam = g_new (double, C);
   g_autofree float *A = g_new (float, (gsize) C * C);
   g_autofree float *U = g_new (float, (gsize) C * dv);
   g_autofree float *W = g_new (float, (gsize) C * dk);
@@ -120,22 +122,22 @@ chunked_heads (gpointer data, guint begin, guint end)
       for (guint t0 = 0; t0 < r->n_tokens; t0 += C)
         {
           guint n = MIN (C, r->n_tokens - t0);
-          float last;
+          double last;
 
           for (guint a = 0; a < n; a++)
-            gam[a] = (a > 0 ? gam[a - 1] : 0.0f) + AT (r, g, t0 + a, j);
+            gam[a] = (a > 0 ? gam[a - 1] : 0.0) + AT (r, g, t0 + a, j);
           last = gam[n - 1];
 
           for (guint a = 0; a < n; a++)
             for (guint s = 0; s < a; s++)
               A[a * C + s] = AT (r, beta, t0 + a, j) *
                              dcp_cpu_dot (K (r, t0 + a, j), K (r, t0 + s, j), dk) *
-                             expf (gam[a] - gam[s]);
+                             (float) exp (gam[a] - gam[s]);
 
           /* Forward substitution for U and W; then U becomes Vn = U - W S. */
           for (guint a = 0; a < n; a++)
             {
-              float beta = AT (r, beta, t0 + a, j), ea = expf (gam[a]);
+              float beta = AT (r, beta, t0 + a, j), ea = (float) exp (gam[a]);
               const float *v = V (r, t0 + a, j), *k = K (r, t0 + a, j);
               float *u = U + (gsize) a * dv, *w = W + (gsize) a * dk;
 
@@ -162,7 +164,7 @@ chunked_heads (gpointer data, guint begin, guint end)
           for (guint a = 0; a < n; a++)
             {
               const float *q = Q (r, t0 + a, j);
-              float *o = O (r, t0 + a, j), ea = expf (gam[a]);
+              float *o = O (r, t0 + a, j), ea = (float) exp (gam[a]);
 
               memset (o, 0, dv * sizeof (float));
               for (guint i = 0; i < dk; i++)
@@ -172,7 +174,7 @@ chunked_heads (gpointer data, guint begin, guint end)
                 o[c] *= ea;
               for (guint s = 0; s <= a; s++)
                 {
-                  float x = dcp_cpu_dot (q, K (r, t0 + s, j), dk) * expf (gam[a] - gam[s]);
+                  float x = dcp_cpu_dot (q, K (r, t0 + s, j), dk) * (float) exp (gam[a] - gam[s]);
 
                   for (guint c = 0; c < dv; c++)
                     o[c] += x * U[(gsize) s * dv + c];
@@ -181,11 +183,11 @@ chunked_heads (gpointer data, guint begin, guint end)
 
           /* The state at the end of the chunk. */
           for (guint i = 0; i < dk * dv; i++)
-            S[i] *= expf (last);
+            S[i] *= (float) exp (last);
           for (guint a = 0; a < n; a++)
             {
               const float *k = K (r, t0 + a, j);
-              float x = expf (last - gam[a]);
+              float x = (float) exp (last - gam[a]);
 
               for (guint i = 0; i < dk; i++)
                 for (guint c = 0; c < dv; c++)
