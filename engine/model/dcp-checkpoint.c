@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "dcp-checkpoint.h"
 #include "dcp-safetensors.h"
 #include "dcp-tensor-names.h"
@@ -102,6 +104,20 @@ dcp_checkpoint_lookup (DcpCheckpoint *self, const char *canonical_name)
 {
   g_return_val_if_fail (self != NULL && canonical_name != NULL, NULL);
   return g_hash_table_lookup (self->tensors, canonical_name);
+}
+
+const char **
+dcp_checkpoint_get_names (DcpCheckpoint *self, guint *n_names)
+{
+  const char **names;
+  guint n;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  names = (const char **) g_hash_table_get_keys_as_array (self->tensors, &n);
+  qsort (names, n, sizeof (char *), compare_names);
+  if (n_names != NULL)
+    *n_names = n;
+  return names;
 }
 
 static const DcpTensorView *

@@ -18,6 +18,10 @@ void                  dcp_checkpoint_free       (DcpCheckpoint  *self);
 const DcpModelConfig *dcp_checkpoint_get_config (DcpCheckpoint  *self);
 const DcpTensorView  *dcp_checkpoint_lookup     (DcpCheckpoint  *self,
                                                  const char     *canonical_name);
+/* The canonical names of every tensor, sorted; free the array with g_free (the strings belong
+ * to the checkpoint). */
+const char          **dcp_checkpoint_get_names  (DcpCheckpoint  *self,
+                                                 guint          *n_names);
 /* A tensor source that looks tensors up in this checkpoint. */
 DcpTensorSource       dcp_checkpoint_get_source (DcpCheckpoint  *self);
 
