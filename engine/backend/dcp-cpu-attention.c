@@ -91,8 +91,7 @@ attend_range (gpointer data, guint begin, guint end)
           const float *v = job->cache->v + (gsize) j * job->cache->width + kv * hd;
           float p = scores[j] / sum;
 
-          for (guint d = 0; d < hd; d++)
-            o[d] += p * v[d];
+          dcp_cpu_axpy (o, p, v, hd);
         }
       for (guint d = 0; d < hd; d++)
         o[d] *= dcp_cpu_sigmoid (gate[d]);

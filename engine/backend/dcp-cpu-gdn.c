@@ -61,24 +61,19 @@ recurrent_heads (gpointer data, guint begin, guint end)
           float decay = expf (AT (r, g, t, j)), beta = AT (r, beta, t, j);
           float *o = O (r, t, j);
 
-          for (guint i = 0; i < dk * dv; i++)
-            S[i] *= decay;
+          dcp_cpu_scale (S, decay, dk * dv);
           /* delta = beta (v - S^T k) */
-          for (guint c = 0; c < dv; c++)
-            delta[c] = v[c];
+          memcpy (delta, v, dv * sizeof (float));
           for (guint i = 0; i < dk; i++)
-            for (guint c = 0; c < dv; c++)
-              delta[c] -= S[i * dv + c] * k[i];
-          for (guint c = 0; c < dv; c++)
-            delta[c] *= beta;
+            dcp_cpu_axpy (delta, -k[i], S + i * dv, dv);
+          dcp_cpu_scale (delta, beta, dv);
           /* S += k delta^T; o = S^T q */
           memset (o, 0, dv * sizeof (float));
           for (guint i = 0; i < dk; i++)
-            for (guint c = 0; c < dv; c++)
-              {
-                S[i * dv + c] += k[i] * delta[c];
-                o[c] += S[i * dv + c] * q[i];
-              }
+            {
+              dcp_cpu_axpy (S + i * dv, k[i], delta, dv);
+              dcp_cpu_axpy (o, q[i], S + i * dv, dv);
+            }
         }
     }
 }
@@ -147,18 +142,13 @@ chunked_heads (gpointer data, guint begin, guint end)
                 w[i] = beta * ea * k[i];
               for (guint s = 0; s < a; s++)
                 {
-                  float x = A[a * C + s];
-
-                  for (guint c = 0; c < dv; c++)
-                    u[c] -= x * U[(gsize) s * dv + c];
-                  for (guint i = 0; i < dk; i++)
-                    w[i] -= x * W[(gsize) s * dk + i];
+                  dcp_cpu_axpy (u, -A[a * C + s], U + (gsize) s * dv, dv);
+                  dcp_cpu_axpy (w, -A[a * C + s], W + (gsize) s * dk, dk);
                 }
             }
           for (guint a = 0; a < n; a++)
             for (guint i = 0; i < dk; i++)
-              for (guint c = 0; c < dv; c++)
-                U[(gsize) a * dv + c] -= W[(gsize) a * dk + i] * S[i * dv + c];
+              dcp_cpu_axpy (U + (gsize) a * dv, -W[(gsize) a * dk + i], S + i * dv, dv);
 
           /* Outputs from the chunk's starting state and the corrected values. */
           for (guint a = 0; a < n; a++)
@@ -168,30 +158,25 @@ chunked_heads (gpointer data, guint begin, guint end)
 
               memset (o, 0, dv * sizeof (float));
               for (guint i = 0; i < dk; i++)
-                for (guint c = 0; c < dv; c++)
-                  o[c] += q[i] * S[i * dv + c];
-              for (guint c = 0; c < dv; c++)
-                o[c] *= ea;
+                dcp_cpu_axpy (o, q[i], S + i * dv, dv);
+              dcp_cpu_scale (o, ea, dv);
               for (guint s = 0; s <= a; s++)
                 {
                   float x = dcp_cpu_dot (q, K (r, t0 + s, j), dk) * (float) exp (gam[a] - gam[s]);
 
-                  for (guint c = 0; c < dv; c++)
-                    o[c] += x * U[(gsize) s * dv + c];
+                  dcp_cpu_axpy (o, x, U + (gsize) s * dv, dv);
                 }
             }
 
           /* The state at the end of the chunk. */
-          for (guint i = 0; i < dk * dv; i++)
-            S[i] *= (float) exp (last);
+          dcp_cpu_scale (S, (float) exp (last), dk * dv);
           for (guint a = 0; a < n; a++)
             {
               const float *k = K (r, t0 + a, j);
               float x = (float) exp (last - gam[a]);
 
               for (guint i = 0; i < dk; i++)
-                for (guint c = 0; c < dv; c++)
-                  S[i * dv + c] += x * k[i] * U[(gsize) a * dv + c];
+                dcp_cpu_axpy (S + i * dv, x * k[i], U + (gsize) a * dv, dv);
             }
         }
     }

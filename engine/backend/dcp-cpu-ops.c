@@ -71,23 +71,68 @@ dcp_cpu_matmul (DcpCpuPool *pool, const DcpCpuMatrix *w, const float *x, guint n
   dcp_cpu_pool_run (pool, w->rows, matmul_range, &job);
 }
 
-/* Eight partial sums so that the compiler can keep them in one vector register; the order of
- * additions is fixed, so the result does not depend on threads. */
+/* Four-wide vectors (GCC/Clang vector extensions: SSE on any x86-64, NEON on arm64) so that
+ * the loops that carry the model's arithmetic run at vector speed at -O2. Loads and stores go
+ * through memcpy: no alignment is assumed. */
+typedef float F4 __attribute__ ((vector_size (16)));
+
+static inline F4
+load4 (const float *p)
+{
+  F4 v;
+
+  memcpy (&v, p, sizeof v);
+  return v;
+}
+
+static inline void
+store4 (float *p, F4 v)
+{
+  memcpy (p, &v, sizeof v);
+}
+
+/* Eight partial sums in a fixed order: the result does not depend on threads. */
 float
 dcp_cpu_dot (const float *a, const float *b, guint n)
 {
-  float acc[8] = { 0 };
-  float sum = 0;
+  F4 acc0 = { 0 }, acc1 = { 0 }, acc;
+  float sum;
   guint i = 0;
 
   for (; i + 8 <= n; i += 8)
-    for (guint j = 0; j < 8; j++)
-      acc[j] += a[i + j] * b[i + j];
+    {
+      acc0 += load4 (a + i) * load4 (b + i);
+      acc1 += load4 (a + i + 4) * load4 (b + i + 4);
+    }
+  acc = acc0 + acc1;
+  sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
   for (; i < n; i++)
-    acc[0] += a[i] * b[i];
-  for (guint j = 0; j < 8; j++)
-    sum += acc[j];
+    sum += a[i] * b[i];
   return sum;
+}
+
+void
+dcp_cpu_axpy (float *y, float a, const float *x, guint n)
+{
+  F4 va = { a, a, a, a };
+  guint i = 0;
+
+  for (; i + 4 <= n; i += 4)
+    store4 (y + i, load4 (y + i) + va * load4 (x + i));
+  for (; i < n; i++)
+    y[i] += a * x[i];
+}
+
+void
+dcp_cpu_scale (float *y, float a, guint n)
+{
+  F4 va = { a, a, a, a };
+  guint i = 0;
+
+  for (; i + 4 <= n; i += 4)
+    store4 (y + i, load4 (y + i) * va);
+  for (; i < n; i++)
+    y[i] *= a;
 }
 
 static float

@@ -36,6 +36,15 @@ void  dcp_cpu_matmul          (DcpCpuPool         *pool,
 float dcp_cpu_dot             (const float *a,
                                const float *b,
                                guint        n);
+/* y += a x */
+void  dcp_cpu_axpy            (float       *y,
+                               float        a,
+                               const float *x,
+                               guint        n);
+/* y *= a */
+void  dcp_cpu_scale           (float       *y,
+                               float        a,
+                               guint        n);
 /* y = x / sqrt(mean(x^2) + eps) * (1 + w): the zero-centred RMSNorm (w stored around 0). */
 void  dcp_cpu_rms_norm_zc     (const float *x,
                                const float *w,
