@@ -198,6 +198,9 @@ DcpJinjaValue *dcp_jinja_iterate        (DcpJinjaEval *ev, int line, DcpJinjaVal
 /* The `in` operator: -1 on error. */
 int            dcp_jinja_contains       (DcpJinjaEval *ev, int line, DcpJinjaValue *container,
                                          DcpJinjaValue *item, GError **error);
+/* a <op> b for a DcpJinjaBinOp. */
+DcpJinjaValue *dcp_jinja_binary_op      (DcpJinjaEval *ev, int line, int op, DcpJinjaValue *a,
+                                         DcpJinjaValue *b, GError **error);
 /* Calls a macro or function value with evaluated arguments. */
 DcpJinjaValue *dcp_jinja_call_value     (DcpJinjaEval *ev, int line, DcpJinjaValue *callee,
                                          GPtrArray *args, GPtrArray *kw_names,
