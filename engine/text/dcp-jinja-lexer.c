@@ -22,6 +22,8 @@ typedef struct {
   int line;
   const char *line_start;
   const char *counted;  /* line/line_start are right up to here */
+  const char *col_at;   /* column (0-based, in code points) of this point, kept incrementally */
+  int col;
 } Lexer;
 
 static void
@@ -36,23 +38,37 @@ advance_lines (Lexer *lx, const char *to)
   lx->counted = to;
 }
 
+/* The 1-based column of `at`; positions only ever move forward. */
+static int
+column (Lexer *lx, const char *at)
+{
+  advance_lines (lx, at);
+  if (lx->col_at < lx->line_start)
+    {
+      lx->col_at = lx->line_start;
+      lx->col = 0;
+    }
+  lx->col += (int) g_utf8_strlen (lx->col_at, at - lx->col_at);
+  lx->col_at = at;
+  return lx->col + 1;
+}
+
 static void
 emit (Lexer *lx, DcpJinjaTokenType type, const char *at, char *text)
 {
   DcpJinjaToken tok = { type, 0, 0, text };
-  advance_lines (lx, at);
+  tok.column = column (lx, at);
   tok.line = lx->line;
-  tok.column = (int) g_utf8_strlen (lx->line_start, at - lx->line_start) + 1;
   g_array_append_val (lx->tokens, tok);
 }
 
 static gboolean
 syntax_error (Lexer *lx, const char *at, GError **error, const char *what)
 {
-  advance_lines (lx, at);
+  int col = at >= lx->col_at ? column (lx, at)
+            : (int) g_utf8_strlen (lx->line_start, at - lx->line_start) + 1;
   g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-               "template syntax error at line %d, column %d: %s", lx->line,
-               (int) g_utf8_strlen (lx->line_start, at - lx->line_start) + 1, what);
+               "template syntax error at line %d, column %d: %s", lx->line, col, what);
   return FALSE;
 }
 
@@ -277,7 +293,7 @@ lex_tag (Lexer *lx, const char **pp, gboolean is_block, gboolean *line_starting,
 GArray *
 dcp_jinja_lex (const char *source, GError **error)
 {
-  Lexer lx = { source, NULL, 1, source, source };
+  Lexer lx = { source, NULL, 1, source, source, source, 0 };
   const char *p = source;
   gboolean line_starting = TRUE;
 

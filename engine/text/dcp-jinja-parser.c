@@ -13,9 +13,14 @@
  *   a if b else c;  or;  and;  not;  == != < <= > >= in, not in;  + -;  ~;  * / // %;  **;
  *   unary - +;  then postfix .attr [index] [a:b:c] (call), filters |f(args) and tests `is`. */
 
+/* Deeper nesting of expressions or blocks than this is refused, so that no template can
+ * exhaust the stack of the recursive parser or evaluator. */
+#define MAX_NESTING 256
+
 typedef struct {
   GArray *tokens;
   guint pos;
+  int depth;
 } Parser;
 
 static DcpJinjaNode *parse_expression (Parser *ps, gboolean with_cond, GError **error);
@@ -113,6 +118,16 @@ expect_type (Parser *ps, DcpJinjaTokenType type, GError **error)
     }
   next (ps);
   return TRUE;
+}
+
+static gboolean
+enter (Parser *ps, GError **error)
+{
+  if (++ps->depth <= MAX_NESTING)
+    return TRUE;
+  ps->depth--;
+  fail_at (peek (ps), error, "expressions or blocks nested deeper than %d", MAX_NESTING);
+  return FALSE;
 }
 
 static DcpJinjaNode *
@@ -489,7 +504,11 @@ parse_unary (Parser *ps, gboolean with_filter, GError **error)
     {
       DcpJinjaNode *operand;
       next (ps);
-      if (!(operand = parse_unary (ps, FALSE, error)))
+      if (!enter (ps, error))
+        return NULL;
+      operand = parse_unary (ps, FALSE, error);
+      ps->depth--;
+      if (operand == NULL)
         return NULL;
       node = node_new (DCP_JINJA_N_UNARY, tok->line);
       node->op = tok->text[0];
@@ -616,7 +635,11 @@ parse_not (Parser *ps, GError **error)
   if (is_name (peek (ps), "not"))
     {
       int line = next (ps)->line;
-      DcpJinjaNode *operand = parse_not (ps, error), *node;
+      DcpJinjaNode *operand, *node;
+      if (!enter (ps, error))
+        return NULL;
+      operand = parse_not (ps, error);
+      ps->depth--;
       if (operand == NULL)
         return NULL;
       node = node_new (DCP_JINJA_N_UNARY, line);
@@ -662,7 +685,11 @@ parse_or (Parser *ps, GError **error)
 static DcpJinjaNode *
 parse_expression (Parser *ps, gboolean with_cond, GError **error)
 {
-  DcpJinjaNode *node = parse_or (ps, error);
+  DcpJinjaNode *node;
+
+  if (!enter (ps, error))
+    return NULL;
+  node = parse_or (ps, error);
 
   while (with_cond && node && is_name (peek (ps), "if"))
     {
@@ -673,7 +700,8 @@ parse_expression (Parser *ps, gboolean with_cond, GError **error)
       if (!(cond->a = parse_or (ps, error)))
         {
           dcp_jinja_node_free (node);
-          return NULL;
+          node = NULL;
+          break;
         }
       if (is_name (peek (ps), "else"))
         {
@@ -681,10 +709,12 @@ parse_expression (Parser *ps, gboolean with_cond, GError **error)
           if (!(cond->c = parse_expression (ps, TRUE, error)))
             {
               dcp_jinja_node_free (node);
-              return NULL;
+              node = NULL;
+              break;
             }
         }
     }
+  ps->depth--;
   return node;
 }
 
@@ -895,8 +925,22 @@ parse_macro (Parser *ps, int line, GError **error)
   return g_steal_pointer (&node);
 }
 
+static DcpJinjaNode *parse_statement_inner (Parser *ps, GError **error);
+
 static DcpJinjaNode *
 parse_statement (Parser *ps, GError **error)
+{
+  DcpJinjaNode *node;
+
+  if (!enter (ps, error))
+    return NULL;
+  node = parse_statement_inner (ps, error);
+  ps->depth--;
+  return node;
+}
+
+static DcpJinjaNode *
+parse_statement_inner (Parser *ps, GError **error)
 {
   DcpJinjaToken *tok = next (ps);
   const char *word = tok->text;
@@ -979,6 +1023,6 @@ parse_body (Parser *ps, const char *const *ends, char **end_found, GError **erro
 GPtrArray *
 dcp_jinja_parse (GArray *tokens, GError **error)
 {
-  Parser ps = { tokens, 0 };
+  Parser ps = { tokens, 0, 0 };
   return parse_body (&ps, NULL, NULL, error);
 }

@@ -215,6 +215,45 @@ test_error_case (gconstpointer data)
     g_error ("%s: message \"%s\" lacks \"%s\"", c->name, error->message, c->message);
 }
 
+/* Nesting that would exhaust the stack of a recursive parser is refused. */
+static void
+test_deep_nesting (void)
+{
+  g_autoptr(GString) source = g_string_new ("{{ ");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpJinjaTemplate) tmpl = NULL;
+
+  for (int i = 0; i < 100000; i++)
+    g_string_append (source, i % 2 ? "(" : "[");
+  g_string_append (source, "1");
+  for (int i = 100000 - 1; i >= 0; i--)
+    g_string_append (source, i % 2 ? ")" : "]");
+  g_string_append (source, " }}");
+  tmpl = dcp_jinja_template_new (source->str, &error);
+  g_assert_null (tmpl);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  g_assert_nonnull (strstr (error->message, "nested deeper than"));
+  g_clear_error (&error);
+
+  g_string_assign (source, "");
+  for (int i = 0; i < 100000; i++)
+    g_string_append (source, "{% if true %}");
+  tmpl = dcp_jinja_template_new (source->str, &error);
+  g_assert_null (tmpl);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  g_clear_error (&error);
+
+  g_string_assign (source, "{{ ");
+  for (int i = 0; i < 100; i++)
+    g_string_append (source, "(-");
+  g_string_append (source, "1");
+  for (int i = 0; i < 100; i++)
+    g_string_append (source, ")");
+  g_string_append (source, " }}");
+  tmpl = dcp_jinja_template_new (source->str, &error);
+  g_assert_no_error (error);
+}
+
 static void
 test_invalid_utf8 (void)
 {
@@ -349,6 +388,7 @@ main (int argc, char **argv)
       g_test_add_data_func (path, &error_cases[i], test_error_case);
     }
   g_test_add_func ("/jinja/error/invalid-utf8", test_invalid_utf8);
+  g_test_add_func ("/jinja/error/deep-nesting", test_deep_nesting);
   g_test_add_func ("/jinja/random-strings", test_random_strings);
   g_test_add_func ("/chat-template/api", test_chat_template_api);
   g_test_add_func ("/chat-template/raise", test_chat_template_raise);
