@@ -508,6 +508,23 @@ eval (DcpJinjaEval *ev, Scope *scope, DcpJinjaNode *node, GError **error)
       if (!(a = eval (ev, scope, node->a, error)) || !(b = eval (ev, scope, node->b, error)))
         return NULL;
       return dcp_jinja_binary_op (ev, node->line, node->op, a, b, error);
+    case DCP_JINJA_N_COMPARE:
+      if (!(a = eval (ev, scope, node->a, error)))
+        return NULL;
+      for (guint i = 0; i < node->args->len; i++)
+        {
+          g_autoptr(DcpJinjaValue) result = NULL;
+          g_clear_pointer (&b, dcp_jinja_value_unref);
+          if (!(b = eval (ev, scope, g_ptr_array_index (node->args, i), error)) ||
+              !(result = dcp_jinja_binary_op (ev, node->line, g_array_index (node->ops, int, i),
+                                              a, b, error)))
+            return NULL;
+          if (i + 1 == node->args->len || !dcp_jinja_truthy (result))
+            return g_steal_pointer (&result);
+          g_clear_pointer (&a, dcp_jinja_value_unref);
+          a = g_steal_pointer (&b);
+        }
+      g_assert_not_reached ();
     case DCP_JINJA_N_AND:
     case DCP_JINJA_N_OR:
       if (!(a = eval (ev, scope, node->a, error)))
@@ -569,6 +586,10 @@ loop_object (GPtrArray *items, guint i)
   dcp_jinja_dict_set (loop, "length", dcp_jinja_int_new (n));
   dcp_jinja_dict_set (loop, "depth", dcp_jinja_int_new (1));
   dcp_jinja_dict_set (loop, "depth0", dcp_jinja_int_new (0));
+  {
+    g_autoptr(DcpJinjaValue) index = dcp_jinja_int_new (i);
+    dcp_jinja_dict_set (loop, "cycle", dcp_jinja_function_new ("cycle", index));
+  }
   if (i > 0)
     dcp_jinja_dict_set (loop, "previtem", dcp_jinja_value_ref (g_ptr_array_index (items, i - 1)));
   if (i + 1 < n)

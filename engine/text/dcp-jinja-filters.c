@@ -17,7 +17,7 @@
 static const char *const filters[] = {
   "abs", "capitalize", "count", "d", "default", "first", "float", "int", "items", "join", "last",
   "length", "list", "lower", "map", "reject", "rejectattr", "replace", "safe", "select",
-  "selectattr", "string", "title", "tojson", "trim", "upper", NULL,
+  "selectattr", "sort", "string", "title", "tojson", "trim", "upper", NULL,
 };
 
 static const char *const tests[] = {
@@ -195,6 +195,69 @@ map_items (DcpJinjaEval *ev, int line, DcpJinjaValue *seq, GPtrArray *args, GPtr
   return g_steal_pointer (&out);
 }
 
+typedef struct {
+  const char *attribute;
+  gboolean case_sensitive;
+  gboolean reverse;
+  gboolean failed;
+} SortContext;
+
+static DcpJinjaValue *
+sort_key (DcpJinjaValue *v, SortContext *ctx)
+{
+  DcpJinjaValue *key = v;
+
+  if (ctx->attribute && v->type == DCP_JINJA_DICT)
+    key = dcp_jinja_dict_lookup (v, ctx->attribute);
+  if (key == NULL)
+    return dcp_jinja_undefined_new (ctx->attribute);
+  if (!ctx->case_sensitive && key->type == DCP_JINJA_STRING)
+    return dcp_jinja_string_take (g_utf8_strdown (key->str.s, -1));
+  return dcp_jinja_value_ref (key);
+}
+
+static int
+compare_sort (gconstpointer pa, gconstpointer pb, gpointer data)
+{
+  SortContext *ctx = data;
+  g_autoptr(DcpJinjaValue) a = sort_key (*(DcpJinjaValue **) pa, ctx);
+  g_autoptr(DcpJinjaValue) b = sort_key (*(DcpJinjaValue **) pb, ctx);
+  int c = dcp_jinja_order (a, b);
+
+  if (c == -2)
+    {
+      ctx->failed = TRUE;
+      return 0;
+    }
+  return ctx->reverse ? -c : c;
+}
+
+/* sorted (value, key=..., reverse=...): stable, strings compared in lower case by default. */
+static DcpJinjaValue *
+sort_items (DcpJinjaEval *ev, int line, DcpJinjaValue *v, GPtrArray *args, GPtrArray *kw_names,
+            GPtrArray *kw_values, GError **error)
+{
+  DcpJinjaValue *reverse = param (args, kw_names, kw_values, 0, "reverse");
+  DcpJinjaValue *case_sensitive = param (args, kw_names, kw_values, 1, "case_sensitive");
+  DcpJinjaValue *attribute = param (args, kw_names, kw_values, 2, "attribute");
+  SortContext ctx = { NULL, FALSE, FALSE, FALSE };
+  DcpJinjaValue *items = dcp_jinja_iterate (ev, line, v, error);
+
+  if (items == NULL)
+    return NULL;
+  ctx.reverse = reverse && dcp_jinja_truthy (reverse);
+  ctx.case_sensitive = case_sensitive && dcp_jinja_truthy (case_sensitive);
+  ctx.attribute = attribute && attribute->type == DCP_JINJA_STRING ? attribute->str.s : NULL;
+  g_ptr_array_sort_with_data (items->list, compare_sort, &ctx);
+  if (ctx.failed)
+    {
+      dcp_jinja_value_unref (items);
+      dcp_jinja_fail (ev, line, error, "sort: the items cannot be ordered against each other");
+      return NULL;
+    }
+  return items;
+}
+
 static DcpJinjaValue *
 title_case (const char *s, gboolean whole)
 {
@@ -224,6 +287,9 @@ to_number (DcpJinjaValue *v, DcpJinjaValue *def, gboolean want_float)
     {
       g_autofree char *t = dcp_jinja_strip (v->str.s, NULL, TRUE, TRUE);
       char *end = NULL;
+      /* Python reads decimal only; strtod would also take hexadecimal. */
+      if (strpbrk (t, "xX"))
+        t[0] = '\0';
       if (!want_float)
         {
           gint64 i = g_ascii_strtoll (t, &end, 10);
@@ -302,6 +368,8 @@ dcp_jinja_apply_filter (DcpJinjaEval *ev, int line, const char *name, DcpJinjaVa
     return map_items (ev, line, v, args, kw_names, kw_values, error);
   if (strcmp (name, "list") == 0)
     return dcp_jinja_iterate (ev, line, v, error);
+  if (strcmp (name, "sort") == 0)
+    return sort_items (ev, line, v, args, kw_names, kw_values, error);
   if (strcmp (name, "first") == 0 || strcmp (name, "last") == 0)
     {
       g_autoptr(DcpJinjaValue) items = dcp_jinja_iterate (ev, line, v, error);

@@ -290,9 +290,33 @@ lex_tag (Lexer *lx, const char **pp, gboolean is_block, gboolean *line_starting,
     }
 }
 
-GArray *
-dcp_jinja_lex (const char *source, GError **error)
+/* jinja2 reads \r\n and \r as \n everywhere, and (keep_trailing_newline=False) drops one
+ * newline at the very end of the template. */
+static char *
+normalize_newlines (const char *source)
 {
+  GString *out = g_string_sized_new (strlen (source));
+
+  for (const char *p = source; *p; p++)
+    {
+      if (*p == '\r')
+        {
+          g_string_append_c (out, '\n');
+          if (p[1] == '\n')
+            p++;
+        }
+      else
+        g_string_append_c (out, *p);
+    }
+  if (out->len > 0 && out->str[out->len - 1] == '\n')
+    g_string_truncate (out, out->len - 1);
+  return g_string_free (out, FALSE);
+}
+
+GArray *
+dcp_jinja_lex (const char *raw_source, GError **error)
+{
+  g_autofree char *source = normalize_newlines (raw_source);
   Lexer lx = { source, NULL, 1, source, source, source, 0 };
   const char *p = source;
   gboolean line_starting = TRUE;

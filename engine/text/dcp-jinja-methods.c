@@ -518,5 +518,15 @@ dcp_jinja_call_method (DcpJinjaEval *ev, int line, DcpJinjaValue *method, GPtrAr
 {
   if (method->fn.self->type == DCP_JINJA_STRING)
     return call_string_method (ev, line, method->fn.self, method->fn.name, args, error);
+  if (method->fn.self->type == DCP_JINJA_INT)
+    {
+      /* loop.cycle (a, b, ...), bound to the iteration's index0 */
+      if (args->len == 0)
+        {
+          dcp_jinja_fail (ev, line, error, "no items for cycling given");
+          return NULL;
+        }
+      return dcp_jinja_value_ref (g_ptr_array_index (args, method->fn.self->i % args->len));
+    }
   return call_dict_method (ev, line, method->fn.self, method->fn.name, args, error);
 }

@@ -120,12 +120,21 @@ sequence_op (int op, DcpJinjaValue *a, DcpJinjaValue *b)
         g_string_append_len (s, a->str.s, a->str.len);
       return dcp_jinja_string_take (g_string_free (s, FALSE));
     }
+  if (op == DCP_JINJA_OP_MUL && (a->type == DCP_JINJA_LIST || a->type == DCP_JINJA_TUPLE) &&
+      (b->type == DCP_JINJA_INT || b->type == DCP_JINJA_BOOL))
+    {
+      DcpJinjaValue *r = dcp_jinja_list_new (a->type);
+      for (gint64 i = 0; i < int_of (b); i++)
+        for (guint k = 0; k < a->list->len; k++)
+          dcp_jinja_list_append (r, dcp_jinja_value_ref (g_ptr_array_index (a->list, k)));
+      return r;
+    }
   return NULL;
 }
 
 /* Python's <, <=, >, >=: -2 when the types cannot be ordered. */
-static int
-order (DcpJinjaValue *a, DcpJinjaValue *b)
+int
+dcp_jinja_order (DcpJinjaValue *a, DcpJinjaValue *b)
 {
   if (dcp_jinja_is_number (a) && dcp_jinja_is_number (b))
     {
@@ -145,7 +154,7 @@ order (DcpJinjaValue *a, DcpJinjaValue *b)
         {
           DcpJinjaValue *x = g_ptr_array_index (a->list, i), *y = g_ptr_array_index (b->list, i);
           if (!dcp_jinja_equal (x, y))
-            return order (x, y);
+            return dcp_jinja_order (x, y);
         }
       return a->list->len < b->list->len ? -1 : a->list->len > b->list->len;
     }
@@ -186,7 +195,7 @@ dcp_jinja_binary_op (DcpJinjaEval *ev, int line, int op, DcpJinjaValue *a, DcpJi
     }
   if (op >= DCP_JINJA_OP_LT && op <= DCP_JINJA_OP_GE)
     {
-      if ((c = order (a, b)) == -2)
+      if ((c = dcp_jinja_order (a, b)) == -2)
         return type_error (ev, line, op, a, b, error);
       switch (op)
         {

@@ -162,6 +162,7 @@ dcp_jinja_node_free (DcpJinjaNode *node)
   g_clear_pointer (&node->kwargs, g_ptr_array_unref);
   g_clear_pointer (&node->body, g_ptr_array_unref);
   g_clear_pointer (&node->else_body, g_ptr_array_unref);
+  g_clear_pointer (&node->ops, g_array_unref);
   g_free (node);
 }
 
@@ -594,15 +595,23 @@ parse_math1 (Parser *ps, GError **error)
   return parse_level (ps, parse_concat, ops, codes, error);
 }
 
+/* Comparisons chain as in Python: a < b < c is a < b and b < c, b evaluated once. */
 static DcpJinjaNode *
 parse_compare (Parser *ps, GError **error)
 {
   static const char *const ops[] = { "==", "!=", "<", "<=", ">", ">=", NULL };
   static const int codes[] = { DCP_JINJA_OP_EQ, DCP_JINJA_OP_NE, DCP_JINJA_OP_LT,
                                DCP_JINJA_OP_LE, DCP_JINJA_OP_GT, DCP_JINJA_OP_GE };
-  DcpJinjaNode *node = parse_math1 (ps, error);
+  DcpJinjaNode *first = parse_math1 (ps, error);
+  g_autoptr(DcpJinjaNode) chain = NULL;
 
-  while (node)
+  if (first == NULL)
+    return NULL;
+  chain = node_new (DCP_JINJA_N_COMPARE, first->line);
+  chain->a = first;
+  chain->args = node_array ();
+  chain->ops = g_array_new (FALSE, FALSE, sizeof (int));
+  for (;;)
     {
       int code = -1;
       DcpJinjaNode *rhs;
@@ -620,13 +629,16 @@ parse_compare (Parser *ps, GError **error)
         break;
       next (ps);
       if (!(rhs = parse_math1 (ps, error)))
-        {
-          dcp_jinja_node_free (node);
-          return NULL;
-        }
-      node = binary (DCP_JINJA_N_BINARY, code, node, rhs);
+        return NULL;
+      g_ptr_array_add (chain->args, rhs);
+      g_array_append_val (chain->ops, code);
     }
-  return node;
+  if (chain->args->len == 0)
+    {
+      chain->a = NULL;
+      return first;
+    }
+  return g_steal_pointer (&chain);
 }
 
 static DcpJinjaNode *

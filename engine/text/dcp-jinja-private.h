@@ -133,6 +133,7 @@ typedef enum {
   DCP_JINJA_N_TEST,      /* a: operand, name, args, op: 1 when negated */
   DCP_JINJA_N_UNARY,     /* op: '-', '+' or '!' (not), a */
   DCP_JINJA_N_BINARY,    /* op: a DcpJinjaBinOp, a, b */
+  DCP_JINJA_N_COMPARE,   /* a, then ops[i] (DcpJinjaBinOp) against args[i]: a chain a < b < c */
   DCP_JINJA_N_AND,       /* a, b */
   DCP_JINJA_N_OR,        /* a, b */
   DCP_JINJA_N_COND,      /* a: condition, b: then, c: else (nullable) */
@@ -158,6 +159,7 @@ struct _DcpJinjaNode {
   GPtrArray *kwargs;     /* DcpJinjaNode* */
   GPtrArray *body;       /* DcpJinjaNode* */
   GPtrArray *else_body;  /* DcpJinjaNode* */
+  GArray *ops;           /* int: the operators of a COMPARE chain */
 };
 
 GPtrArray     *dcp_jinja_parse          (GArray *tokens, GError **error);
@@ -201,6 +203,8 @@ int            dcp_jinja_contains       (DcpJinjaEval *ev, int line, DcpJinjaVal
 /* a <op> b for a DcpJinjaBinOp. */
 DcpJinjaValue *dcp_jinja_binary_op      (DcpJinjaEval *ev, int line, int op, DcpJinjaValue *a,
                                          DcpJinjaValue *b, GError **error);
+/* Python's ordering of two values: -1, 0, 1, or -2 when they cannot be ordered. */
+int            dcp_jinja_order          (DcpJinjaValue *a, DcpJinjaValue *b);
 /* Calls a macro or function value with evaluated arguments. */
 DcpJinjaValue *dcp_jinja_call_value     (DcpJinjaEval *ev, int line, DcpJinjaValue *callee,
                                          GPtrArray *args, GPtrArray *kw_names,

@@ -499,6 +499,8 @@ append_str (GString *out, DcpJinjaValue *v, gboolean repr)
   switch (v->type)
     {
     case DCP_JINJA_UNDEFINED:
+      if (repr)
+        g_string_append (out, "Undefined");
       break;
     case DCP_JINJA_NONE:
       g_string_append (out, "None");
