@@ -165,7 +165,7 @@ struct _DcpJinjaNode {
 GPtrArray     *dcp_jinja_parse          (GArray *tokens, GError **error);
 void           dcp_jinja_node_free      (DcpJinjaNode *node);
 
-/* ---- evaluation helpers (dcp-jinja-eval.c, dcp-jinja-filters.c, dcp-jinja-methods.c) ----- */
+/* ---- evaluation (dcp-jinja-eval.c, -operators.c, -filters.c, -methods.c) ------------------ */
 
 typedef struct _DcpJinjaEval DcpJinjaEval;
 
@@ -181,7 +181,7 @@ DcpJinjaValue *dcp_jinja_apply_filter   (DcpJinjaEval *ev, int line, const char 
 /* Returns -1 on error, else 0 or 1. */
 int            dcp_jinja_apply_test     (DcpJinjaEval *ev, int line, const char *name,
                                          DcpJinjaValue *operand, GPtrArray *args, GError **error);
-/* A method of a string, dict or list by name, or NULL when the type has none of that name. */
+/* Whether a value has a Python method of that name (str and dict methods), and calling one. */
 gboolean       dcp_jinja_has_method     (DcpJinjaValue *self, const char *name);
 DcpJinjaValue *dcp_jinja_call_method    (DcpJinjaEval *ev, int line, DcpJinjaValue *method,
                                          GPtrArray *args, GError **error);
