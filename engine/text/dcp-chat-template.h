@@ -26,7 +26,8 @@ void             dcp_chat_template_set_eos_token  (DcpChatTemplate *tmpl, const 
  * Errors: DCP_ERROR_INVALID_ARGUMENT when the request is not something the template accepts:
  * the template's raise_exception() (the message is the template's own text, unchanged), or a
  * runtime error such as using a missing field ("template line N: ..."); DCP_ERROR_TOO_LARGE
- * for runaway macro recursion or output over 256 MiB. */
+ * for a runaway template (macro recursion, loop iterations or output past the limits in
+ * docs/CHAT-TEMPLATES.md). */
 char            *dcp_chat_template_render         (DcpChatTemplate *tmpl, JsonNode *messages,
                                                    JsonNode *tools,
                                                    gboolean add_generation_prompt,

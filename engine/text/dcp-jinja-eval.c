@@ -15,6 +15,9 @@
 
 #define MAX_CALL_DEPTH 64
 #define MAX_OUTPUT_BYTES (256u << 20)
+/* Loop iterations and macro calls in one render: real templates need a few per message; this
+ * only stops a template that would run for minutes (nested loops over range ()). */
+#define MAX_STEPS 1000000
 
 struct _DcpJinjaTemplate {
   GPtrArray *body;
@@ -31,12 +34,23 @@ struct _DcpJinjaEval {
   Scope *top;
   GString *out;
   int depth;
+  guint64 steps;
 };
 
 typedef enum { EXEC_OK, EXEC_BREAK, EXEC_CONTINUE, EXEC_ERROR } ExecResult;
 
 static DcpJinjaValue *eval (DcpJinjaEval *ev, Scope *scope, DcpJinjaNode *node, GError **error);
 static ExecResult exec_body (DcpJinjaEval *ev, Scope *scope, GPtrArray *body, GError **error);
+
+static gboolean
+count_step (DcpJinjaEval *ev, int line, GError **error)
+{
+  if (++ev->steps <= MAX_STEPS)
+    return TRUE;
+  g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE,
+               "template line %d: more than %d loop iterations and macro calls", line, MAX_STEPS);
+  return FALSE;
+}
 
 void
 dcp_jinja_fail (DcpJinjaEval *ev, int line, GError **error, const char *fmt, ...)
@@ -203,6 +217,8 @@ call_macro (DcpJinjaEval *ev, int line, DcpJinjaNode *macro, GPtrArray *args, GP
                       macro->name, macro->names->len);
       return NULL;
     }
+  if (!count_step (ev, line, error))
+    return NULL;
   if (ev->depth >= MAX_CALL_DEPTH)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE,
@@ -629,6 +645,8 @@ exec_for (DcpJinjaEval *ev, Scope *scope, DcpJinjaNode *node, GError **error)
     {
       g_autoptr(Scope) inner = scope_new (scope);
       ExecResult r;
+      if (!count_step (ev, node->line, error))
+        return EXEC_ERROR;
       scope_set (inner, "loop", loop_object (items, i));
       if (!assign_targets (ev, node->line, inner, node->names, g_ptr_array_index (items, i), error))
         return EXEC_ERROR;
@@ -783,7 +801,7 @@ char *
 dcp_jinja_template_render (DcpJinjaTemplate *tmpl, DcpJinjaValue *globals, GError **error)
 {
   g_autoptr(Scope) top = scope_new (NULL);
-  DcpJinjaEval ev = { globals, top, NULL, 0 };
+  DcpJinjaEval ev = { globals, top, NULL, 0, 0 };
   ExecResult r;
 
   g_return_val_if_fail (tmpl != NULL, NULL);

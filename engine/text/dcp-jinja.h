@@ -20,7 +20,7 @@ DcpJinjaTemplate *dcp_jinja_template_new    (const char *source, GError **error)
 void              dcp_jinja_template_free   (DcpJinjaTemplate *tmpl);
 /* Renders with `globals` (a dict value) as the template's variables. Errors: a template's
  * raise_exception() and any runtime error (undefined value used, wrong types) are
- * DCP_ERROR_INVALID_ARGUMENT; runaway recursion or output is DCP_ERROR_TOO_LARGE. */
+ * DCP_ERROR_INVALID_ARGUMENT; runaway recursion, loops or output are DCP_ERROR_TOO_LARGE. */
 char             *dcp_jinja_template_render (DcpJinjaTemplate *tmpl, DcpJinjaValue *globals,
                                              GError **error);
 

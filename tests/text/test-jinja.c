@@ -207,6 +207,7 @@ static const ErrorCase error_cases[] = {
   { "set-non-namespace", "{% set d.x = 1 %}", DCP_ERROR_INVALID_ARGUMENT, "non-namespace" },
   { "deep-recursion", "{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}", DCP_ERROR_TOO_LARGE, "runaway recursion in 'r'" },
   { "too-many-args", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", DCP_ERROR_INVALID_ARGUMENT, "takes not more than 1 argument" },
+  { "runaway-loops", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", DCP_ERROR_TOO_LARGE, "more than 1000000 loop iterations" },
   { "huge-range", "{% for i in range(1000000000) %}{% endfor %}", DCP_ERROR_TOO_LARGE, "range too big" },
 };
 
