@@ -76,6 +76,7 @@ probe_done (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   if (!json_parser_load_from_data (parser, out, -1, &error) ||
+      json_parser_get_root (parser) == NULL ||
       !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     {
       show_probe_error (self, _("The engine's GPU report could not be read"));

@@ -163,10 +163,10 @@ dcp_model_config_from_json (DcpModelConfig *c, JsonNode *root, GError **error)
   JsonObject *top, *o;
   JsonNode *text;
 
-  g_return_val_if_fail (c != NULL && root != NULL, FALSE);
+  g_return_val_if_fail (c != NULL, FALSE);
   memset (c, 0, sizeof *c);
 
-  if (!JSON_NODE_HOLDS_OBJECT (root))
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     return invalid (error, "(root)", "must be a JSON object");
   top = json_node_get_object (root);
   text = json_object_get_member (top, "text_config");

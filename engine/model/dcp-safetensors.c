@@ -153,7 +153,7 @@ parse (DcpSafetensors *self, GError **error)
     return fail (error, self->path, NULL, "the header is not valid UTF-8");
   if (!json_parser_load_from_data (parser, (const char *) file + 8, header_len, &json_error))
     return fail (error, self->path, NULL, "the header is not valid JSON: %s", json_error->message);
-  if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+  if (json_parser_get_root (parser) == NULL || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     return fail (error, self->path, NULL, "the header is not a JSON object");
 
   json_object_iter_init (&iter, json_node_get_object (json_parser_get_root (parser)));

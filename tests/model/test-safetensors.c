@@ -93,6 +93,8 @@ test_damaged (void)
   expect_corrupt (ok, 4, -1, "outside");
   expect_corrupt ("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, -1, "not valid JSON");
   expect_corrupt ("[1,2]", 0, -1, "not a JSON object");
+  expect_corrupt ("", 0, -1, "not a JSON object");
+  expect_corrupt ("   ", 0, -1, "not a JSON object");
   expect_corrupt ("{\"a\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1, "“dtype”");
   expect_corrupt ("{\"a\":{\"dtype\":{},\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1, "“dtype”");
   expect_corrupt ("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, -1, "“shape”");

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-memory-plan"
+
+#include "config.h"
+
+#include <string.h>
+
+#include "dcp-error.h"
+#include "dcp-memory-plan.h"
+
+#define MIB (G_GUINT64_CONSTANT (1) << 20)
+#define GIB (G_GUINT64_CONSTANT (1) << 30)
+
+/* The CUDA runtime's own VRAM (context, cuBLAS workspace, kernel images). An estimate until the
+ * CUDA backend measures it; docs/MEMORY.md says so. */
+#define CUDA_CONTEXT_BYTES (600 * MIB)
+/* Host staging buffers for uploads and tier moves. */
+#define STAGING_BYTES (64 * MIB)
+/* Logit rows per conversation and step: the next token plus up to 8 draft tokens to verify. */
+#define LOGIT_ROWS_PER_CONVERSATION 9
+#define GDN_CHUNK 64
+
+void
+dcp_plan_settings_init_default (DcpPlanSettings *s)
+{
+  *s = (DcpPlanSettings) {
+    .context_mode = DCP_CONTEXT_POOL,
+    .conversations = 1,
+    .context_tokens = 0,
+    .kv_bits_k = 16,
+    .kv_bits_v = 16,
+    .rope_scaling = DCP_ROPE_SCALING_AUTO,
+    .prefill_chunk_tokens = 2048,
+    .keep_free_bytes = 512 * MIB,
+  };
+}
+
+gboolean
+dcp_plan_kv_bits_valid (guint bits)
+{
+  return bits == 16 || bits == 8 || bits == 6 || bits == 4;
+}
+
+/* Bytes of one head vector of `dim` values at `bits`: BF16 at 16 bits; otherwise MX elements
+ * (FP8 E4M3, FP6, FP4 E2M1) with one E8M0 scale byte per 32 values. */
+static guint64
+kv_vector_bytes (guint dim, guint bits)
+{
+  guint blocks = (dim + 31) / 32;
+
+  if (bits == 16)
+    return (guint64) dim * 2;
+  return (guint64) blocks * 32 * bits / 8 + blocks;
+}
+
+guint64
+dcp_plan_kv_bytes_per_token (const DcpModelConfig *c, guint kv_bits_k, guint kv_bits_v, gboolean with_mtp)
+{
+  guint layers = dcp_model_config_n_full_attention (c) + (with_mtp ? c->mtp_n_layers : 0);
+
+  return (guint64) layers * c->n_kv_heads *
+         (kv_vector_bytes (c->head_dim, kv_bits_k) + kv_vector_bytes (c->head_dim, kv_bits_v));
+}
+
+guint64
+dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *c)
+{
+  guint gdn_layers = c->n_layers - dcp_model_config_n_full_attention (c);
+  guint64 conv_dim = 2 * (guint64) c->linear_n_key_heads * c->linear_key_head_dim +
+                     (guint64) c->linear_n_value_heads * c->linear_value_head_dim;
+  /* FP32 recurrent state [H_v, d_k, d_v]; BF16 conv state of the last kernel-1 inputs. */
+  guint64 recurrent = (guint64) c->linear_n_value_heads * c->linear_key_head_dim * c->linear_value_head_dim * 4;
+  guint64 conv = conv_dim * (c->linear_conv_kernel - 1) * 2;
+
+  return gdn_layers * (recurrent + conv);
+}
+
+/* The largest step: a prompt chunk plus one token (and drafts) per conversation. FP32 buffers:
+ * residual, normed input and two spare hidden vectors; the widest projection (MLP gate+up,
+ * attention q+gate, GDN qkv+z); the chunked delta rule's per-head chunk matrices; logits. */
+static guint64
+activation_bytes (const DcpModelConfig *c, const DcpPlanSettings *s)
+{
+  guint64 t = (guint64) s->prefill_chunk_tokens + (guint64) s->conversations * LOGIT_ROWS_PER_CONVERSATION;
+  guint64 conv_dim = 2 * (guint64) c->linear_n_key_heads * c->linear_key_head_dim +
+                     (guint64) c->linear_n_value_heads * c->linear_value_head_dim;
+  guint64 mlp = 2 * (guint64) c->intermediate_size;
+  guint64 attn = 2 * (guint64) c->n_heads * c->head_dim;
+  guint64 gdn = conv_dim + (guint64) c->linear_n_value_heads * c->linear_value_head_dim;
+  guint64 widest = MAX (mlp, MAX (attn, gdn));
+  guint64 chunked = (guint64) c->linear_n_value_heads *
+                    (c->linear_key_head_dim + c->linear_value_head_dim + GDN_CHUNK);
+  guint64 logits = (guint64) s->conversations * LOGIT_ROWS_PER_CONVERSATION * c->vocab_size;
+
+  return 4 * (t * (4 * (guint64) c->hidden_size + widest + chunked) + logits);
+}
+
+static guint64
+round_down_pages (guint64 tokens)
+{
+  return tokens / DCP_PAGE_TOKENS * DCP_PAGE_TOKENS;
+}
+
+static guint64
+round_up_pages (guint64 tokens)
+{
+  return (tokens + DCP_PAGE_TOKENS - 1) / DCP_PAGE_TOKENS * DCP_PAGE_TOKENS;
+}
+
+gboolean
+dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanSettings *s,
+                         const DcpPlanDevice *d, GError **error)
+{
+  const DcpModelConfig *c = &m->config;
+  guint64 fixed, available;
+
+  g_return_val_if_fail (p != NULL && m != NULL && s != NULL && d != NULL, FALSE);
+  memset (p, 0, sizeof *p);
+
+  if (s->conversations < 1 || s->conversations > 64)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "conversations must be from 1 to 64, not %u", s->conversations);
+      return FALSE;
+    }
+  if (!dcp_plan_kv_bits_valid (s->kv_bits_k) || !dcp_plan_kv_bits_valid (s->kv_bits_v))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "KV bits must be 16, 8, 6 or 4, not %u/%u", s->kv_bits_k, s->kv_bits_v);
+      return FALSE;
+    }
+  if (s->speculator_mtp && (c->mtp_n_layers == 0 || m->mtp_bytes == 0))
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                           "the MTP speculator needs a model file with an MTP head, and this one has none");
+      return FALSE;
+    }
+  if (s->vision && m->vision_bytes == 0)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                           "vision needs a model file with the vision tower, and this one has none");
+      return FALSE;
+    }
+
+  p->model_max_context = c->max_position_embeddings;
+  if (s->rope_scaling == DCP_ROPE_SCALING_1M)
+    p->model_max_context = MAX (p->model_max_context, G_GUINT64_CONSTANT (1) << 20);
+  if (s->context_tokens > p->model_max_context)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "a context of %" G_GUINT64_FORMAT " tokens is past the model's %" G_GUINT64_FORMAT
+                   "%s", s->context_tokens, p->model_max_context,
+                   s->rope_scaling == DCP_ROPE_SCALING_1M ? "" : " (rope scaling 1m raises it to 1,048,576)");
+      return FALSE;
+    }
+
+  p->weights_text = m->text_weight_bytes;
+  p->weights_embedding = m->embedding_bytes;
+  p->weights_lm_head = m->lm_head_bytes;
+  p->weights_mtp = s->speculator_mtp ? m->mtp_bytes : 0;
+  p->weights_vision = s->vision ? m->vision_bytes : 0;
+  p->kv_bytes_per_token = dcp_plan_kv_bytes_per_token (c, s->kv_bits_k, s->kv_bits_v, s->speculator_mtp);
+  p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c);
+  p->gdn_states = p->gdn_bytes_per_conversation * s->conversations;
+  p->activations = activation_bytes (c, s);
+  p->cuda_context = CUDA_CONTEXT_BYTES;
+
+  fixed = p->weights_text + p->weights_embedding + p->weights_lm_head + p->weights_mtp +
+          p->weights_vision + p->gdn_states + p->activations + p->cuda_context;
+  p->vram_budget = d->vram_free_bytes > s->keep_free_bytes ? d->vram_free_bytes - s->keep_free_bytes : 0;
+  available = p->vram_budget > fixed ? p->vram_budget - fixed : 0;
+
+  if (s->context_mode == DCP_CONTEXT_POOL)
+    {
+      /* More pool than every conversation at the model's maximum is never used. */
+      guint64 useful = p->model_max_context * s->conversations;
+
+      p->pool_tokens = s->context_tokens
+        ? round_up_pages (s->context_tokens)
+        : MIN (round_down_pages (available / p->kv_bytes_per_token), round_up_pages (useful));
+      p->context_per_conversation = MIN (p->pool_tokens, p->model_max_context);
+    }
+  else
+    {
+      guint64 slot = s->context_tokens
+        ? round_up_pages (s->context_tokens)
+        : MIN (round_down_pages (available / s->conversations / p->kv_bytes_per_token),
+               round_down_pages (p->model_max_context));
+
+      p->context_per_conversation = MIN (slot, p->model_max_context);
+      p->pool_tokens = slot * s->conversations;
+    }
+  p->kv_pool = p->pool_tokens * p->kv_bytes_per_token;
+  p->vram_total = fixed + p->kv_pool;
+  p->fits = p->vram_total <= p->vram_budget && p->pool_tokens >= (guint64) DCP_PAGE_TOKENS * s->conversations;
+
+  p->ram_pinned = s->ram_cache_bytes + STAGING_BYTES;
+  p->disk = m->file_bytes + (s->context_mode == DCP_CONTEXT_POOL ? s->disk_cache_bytes : 0);
+  return TRUE;
+}
+
+static void
+add_line (GString *s, const char *what, guint64 bytes)
+{
+  if (bytes > 0)
+    g_string_append_printf (s, "  %-22s %8.2f GiB\n", what, bytes / (double) GIB);
+}
+
+char *
+dcp_memory_plan_describe (const DcpMemoryPlan *p)
+{
+  GString *s = g_string_new (NULL);
+
+  g_string_append (s, "VRAM:\n");
+  add_line (s, "text weights", p->weights_text);
+  add_line (s, "embedding", p->weights_embedding);
+  add_line (s, "lm_head", p->weights_lm_head);
+  add_line (s, "MTP head", p->weights_mtp);
+  add_line (s, "vision tower", p->weights_vision);
+  add_line (s, "KV pool", p->kv_pool);
+  add_line (s, "GDN states", p->gdn_states);
+  add_line (s, "activations", p->activations);
+  add_line (s, "CUDA context", p->cuda_context);
+  g_string_append_printf (s, "  %-22s %8.2f GiB of %.2f GiB available%s\n", "total",
+                          p->vram_total / (double) GIB, p->vram_budget / (double) GIB,
+                          p->fits ? "" : " (DOES NOT FIT)");
+  g_string_append_printf (s, "RAM (pinned): %.2f GiB; disk: %.2f GiB\n",
+                          p->ram_pinned / (double) GIB, p->disk / (double) GIB);
+  g_string_append_printf (s, "KV: %" G_GUINT64_FORMAT " bytes per token; pool of %" G_GUINT64_FORMAT
+                          " tokens; GDN state %.1f MiB per conversation\n",
+                          p->kv_bytes_per_token, p->pool_tokens, p->gdn_bytes_per_conversation / (double) MIB);
+  g_string_append_printf (s, "Set your client's context size to %" G_GUINT64_FORMAT, p->context_per_conversation);
+  return g_string_free (s, FALSE);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-model-config.h"
+
+G_BEGIN_DECLS
+
+/* The memory planner: the one formula for VRAM, RAM and disk that the launcher shows before
+ * loading and the engine allocates from, so that a prediction and the real allocation cannot
+ * drift apart. Pure arithmetic: no GPU, no files. docs/MEMORY.md explains every term. */
+
+#define DCP_PAGE_TOKENS 512   /* the attention KV pool's page: 512 tokens of every layer */
+
+typedef enum {
+  DCP_CONTEXT_POOL,      /* one shared pool of pages; any conversation may use all of it */
+  DCP_CONTEXT_FIXED,     /* one fixed slot per conversation */
+} DcpContextMode;
+
+typedef enum {
+  DCP_ROPE_SCALING_AUTO, /* native context; YaRN only when a requested context needs it */
+  DCP_ROPE_SCALING_OFF,  /* never past max_position_embeddings */
+  DCP_ROPE_SCALING_1M,   /* YaRN x4: one conversation up to 1,048,576 tokens */
+} DcpRopeScaling;
+
+/* What the model file says about itself (its metadata's byte sizes per component). */
+typedef struct {
+  DcpModelConfig config;
+  guint64 text_weight_bytes;   /* every text layer's weights and norms, as stored */
+  guint64 embedding_bytes;     /* embed_tokens: gathered rows only, but resident */
+  guint64 lm_head_bytes;
+  guint64 mtp_bytes;           /* 0 when the file has no MTP head */
+  guint64 vision_bytes;        /* 0 when the file has no vision tower */
+  guint64 file_bytes;          /* the model file on disk */
+} DcpPlanModel;
+
+/* The settings that cost memory. */
+typedef struct {
+  DcpContextMode context_mode;
+  guint conversations;          /* at once; 1..64 */
+  guint64 context_tokens;       /* 0 = auto: the largest that fits */
+  guint kv_bits_k, kv_bits_v;   /* 16, 8, 6 or 4 */
+  DcpRopeScaling rope_scaling;
+  gboolean speculator_mtp;      /* the MTP head drafts: its weights and KV are resident */
+  gboolean vision;              /* the vision tower is loaded */
+  guint prefill_chunk_tokens;   /* prompt tokens per step (activation workspace); 0 = 2048 */
+  guint64 keep_free_bytes;      /* VRAM left to the desktop and other programs */
+  guint64 ram_cache_bytes;      /* pinned RAM tier for idle conversations */
+  guint64 disk_cache_bytes;     /* disk tier (pool mode only) */
+} DcpPlanSettings;
+
+/* What the GPU offers (from `decapybara --probe --json`). */
+typedef struct {
+  guint64 vram_total_bytes;
+  guint64 vram_free_bytes;      /* before the engine starts */
+} DcpPlanDevice;
+
+typedef struct {
+  /* VRAM, by component */
+  guint64 weights_text, weights_embedding, weights_lm_head, weights_mtp, weights_vision;
+  guint64 kv_pool;              /* attention pages of every conversation */
+  guint64 gdn_states;           /* recurrent + conv state, one block per conversation */
+  guint64 activations;          /* per-step workspace: hidden states, MLP, logits */
+  guint64 cuda_context;         /* the runtime's own use, measured on the H200 */
+  guint64 vram_total;           /* the sum of the above */
+  /* host */
+  guint64 ram_pinned;           /* RAM cache tier + staging */
+  guint64 disk;                 /* model file + disk cache */
+  /* context */
+  guint64 kv_bytes_per_token;   /* every attention layer (and MTP's when it drafts), K and V */
+  guint64 gdn_bytes_per_conversation;
+  guint64 pool_tokens;          /* tokens the KV pool holds, a multiple of DCP_PAGE_TOKENS */
+  guint64 context_per_conversation; /* what each may use: pool = min(pool, model max); fixed = slot */
+  guint64 model_max_context;    /* from the config and rope scaling */
+  gboolean fits;                /* everything fits in the free VRAM less keep_free */
+  guint64 vram_budget;          /* free VRAM less keep_free */
+} DcpMemoryPlan;
+
+void     dcp_plan_settings_init_default (DcpPlanSettings *settings);
+guint64  dcp_plan_kv_bytes_per_token    (const DcpModelConfig *config,
+                                         guint                  kv_bits_k,
+                                         guint                  kv_bits_v,
+                                         gboolean               with_mtp);
+guint64  dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *config);
+gboolean dcp_plan_kv_bits_valid         (guint bits);
+/* Fills the plan. FALSE with an error only for settings that make no sense (0 conversations,
+ * unknown KV bits, a context past the model's maximum): a plan that does not fit is not an error, it has
+ * fits = FALSE and the launcher shows by how much. */
+gboolean dcp_memory_plan_compute        (DcpMemoryPlan         *plan,
+                                         const DcpPlanModel    *model,
+                                         const DcpPlanSettings *settings,
+                                         const DcpPlanDevice   *device,
+                                         GError               **error);
+/* "set your client's context size to N" and the breakdown, for logs and --help output. */
+char    *dcp_memory_plan_describe       (const DcpMemoryPlan   *plan);
+
+G_END_DECLS

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "dcp-memory-plan.h"
+
+G_BEGIN_DECLS
+
+/* The engine's settings: one table of keys (dcp-settings.c) that the command line, settings.json,
+ * environment variables, the launcher's controls and its "Copy command line" all go through.
+ * Precedence: defaults < settings.json < DECAPYBARA_* environment < command line. */
+
+typedef enum { DCP_BACKEND_CUDA, DCP_BACKEND_CPU } DcpBackendKind;
+typedef enum { DCP_ACTIVATIONS_FP8, DCP_ACTIVATIONS_BF16 } DcpActivations;
+typedef enum { DCP_SPECULATOR_OFF, DCP_SPECULATOR_MTP, DCP_SPECULATOR_NGRAM } DcpSpeculator;
+typedef enum {
+  DCP_PREFILL_BALANCED, DCP_PREFILL_DECODE_PRIORITY, DCP_PREFILL_PREFILL_PRIORITY
+} DcpPrefillPolicy;
+typedef enum {
+  DCP_LOOP_GUARD_STOP, DCP_LOOP_GUARD_END_THINKING, DCP_LOOP_GUARD_ESCAPE, DCP_LOOP_GUARD_OFF
+} DcpLoopGuardMode;
+typedef enum { DCP_VISION_OFF, DCP_VISION_BF16, DCP_VISION_FP8 } DcpVision;
+
+#define DCP_SIZE_AUTO G_MAXUINT64   /* ram-cache, disk-cache: "auto" */
+
+typedef struct {
+  char *model;                   /* a model file, or a folder to pick one from */
+  char *host;
+  guint port;
+  char *api_key;                 /* NULL: no authentication */
+  DcpContextMode context_mode;
+  guint conversations;
+  guint64 context_tokens;        /* 0 = auto */
+  guint kv_bits_k, kv_bits_v;
+  DcpRopeScaling rope_scaling;
+  DcpActivations activations;
+  DcpSpeculator speculator;
+  guint draft_length;            /* 0 = auto, 1..8 */
+  DcpPrefillPolicy prefill_policy;
+  guint prefill_chunk;           /* prompt tokens per step */
+  DcpLoopGuardMode loop_guard;
+  DcpVision vision;
+  guint64 ram_cache_bytes;       /* DCP_SIZE_AUTO, or bytes */
+  guint64 disk_cache_bytes;
+  guint64 keep_free_bytes;
+  DcpBackendKind backend;
+} DcpSettings;
+
+/* What a build and backend can do: a setting beyond it is refused with a message saying so. */
+typedef struct {
+  gboolean cuda;                 /* the CUDA backend is built and a GPU is present */
+  gboolean kv_quantized;         /* KV bits below 16 */
+  gboolean fp8_activations;
+  gboolean speculators;          /* mtp / ngram drafting */
+  gboolean vision;
+  gboolean tiers;                /* RAM and disk caches */
+  gboolean rope_yarn;            /* rope scaling 1m */
+} DcpEngineCaps;
+
+typedef struct {
+  const char *key;               /* "kv-bits": the option --kv-bits, the JSON key, DECAPYBARA_KV_BITS */
+  const char *arg;               /* the value's shape for --help: "K/V" */
+  const char *summary;           /* one line for --help */
+  const char *explanation;       /* the launcher's "?" text: what it does, the choices compared */
+} DcpSettingInfo;
+
+void                   dcp_settings_init_default (DcpSettings *settings);
+void                   dcp_settings_clear        (DcpSettings *settings);
+guint                  dcp_settings_count        (void);
+const DcpSettingInfo  *dcp_settings_info         (guint index);
+/* Parses one value for one key; the error names the key and says what is allowed. */
+gboolean               dcp_settings_set          (DcpSettings *settings,
+                                                  const char  *key,
+                                                  const char  *value,
+                                                  GError     **error);
+/* The current value as the command line would write it (NULL when unset, e.g. no API key). */
+char                  *dcp_settings_get          (const DcpSettings *settings,
+                                                  const char        *key);
+gboolean               dcp_settings_load_json    (DcpSettings *settings,
+                                                  JsonNode    *root,
+                                                  GError     **error);
+gboolean               dcp_settings_load_file    (DcpSettings *settings,
+                                                  const char  *path,
+                                                  GError     **error);
+/* Reads every DECAPYBARA_<KEY> variable of envp (g_get_environ () format). */
+gboolean               dcp_settings_load_environ (DcpSettings *settings,
+                                                  char       **envp,
+                                                  GError     **error);
+/* Settings that conflict, or that this engine cannot do yet: an error that says which and why. */
+gboolean               dcp_settings_validate     (const DcpSettings   *settings,
+                                                  const DcpEngineCaps *caps,
+                                                  GError             **error);
+/* The equivalent `decapybara ...` command line, options that differ from the defaults only;
+ * the API key is left out unless include_secrets. */
+char                  *dcp_settings_to_command_line (const DcpSettings *settings,
+                                                     gboolean           include_secrets);
+void                   dcp_settings_to_plan      (const DcpSettings *settings,
+                                                  DcpPlanSettings   *plan);
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (DcpSettings, dcp_settings_clear)
+
+G_END_DECLS

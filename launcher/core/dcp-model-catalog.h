@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <libsoup/soup.h>
+
+G_BEGIN_DECLS
+
+/* One model file the launcher can offer: on this computer, in the model repository, or both. */
+typedef struct {
+  char *name;          /* file name, e.g. "qwen3.8-27b-medium.mcapy" */
+  char *local_path;    /* NULL when not downloaded */
+  char *url;           /* NULL when not in the repository */
+  char *sha256;        /* from the repository's LFS metadata, or NULL */
+  guint64 size;
+} DcpModelEntry;
+
+void     dcp_model_entry_free       (DcpModelEntry *entry);
+/* The .mcapy files in dir, sorted by name (a missing folder is an empty list). */
+GPtrArray *dcp_model_catalog_list_local (const char  *dir,
+                                         GError     **error);
+/* The .mcapy files of a Hugging Face model repository, through its API at endpoint
+ * (https://huggingface.co, or $HF_ENDPOINT as the Hugging Face tools use it). */
+void       dcp_model_catalog_list_remote_async  (SoupSession         *session,
+                                                 const char          *endpoint,
+                                                 const char          *repo,
+                                                 const char          *revision,
+                                                 GCancellable        *cancellable,
+                                                 GAsyncReadyCallback  callback,
+                                                 gpointer             user_data);
+GPtrArray *dcp_model_catalog_list_remote_finish (GAsyncResult        *result,
+                                                 GError             **error);
+/* Parses the API's JSON answer (exposed for tests and the fuzzer). */
+GPtrArray *dcp_model_catalog_parse_tree (const char *endpoint,
+                                         const char *repo,
+                                         const char *revision,
+                                         GBytes     *json,
+                                         GError    **error);
+/* Joins local and remote lists by file name. Takes both arrays. */
+GPtrArray *dcp_model_catalog_merge      (GPtrArray  *local,
+                                         GPtrArray  *remote);
+const char *dcp_model_catalog_default_endpoint (void);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpModelEntry, dcp_model_entry_free)
+
+G_END_DECLS

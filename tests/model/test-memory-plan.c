@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/* The memory planner against numbers computed by hand for the 27B (../shared/MODEL.md §1). */
+#include "config.h"
+
+#include <string.h>
+
+#include "dcp-error.h"
+#include "dcp-memory-plan.h"
+
+#define MIB (G_GUINT64_CONSTANT (1) << 20)
+#define GIB (G_GUINT64_CONSTANT (1) << 30)
+
+static void
+config_27b (DcpModelConfig *c)
+{
+  memset (c, 0, sizeof *c);
+  c->vocab_size = 248320;
+  c->hidden_size = 5120;
+  c->intermediate_size = 17408;
+  c->n_layers = 64;
+  for (guint i = 0; i < 64; i++)
+    c->is_full_attention[i] = (i + 1) % 4 == 0;
+  c->n_heads = 24;
+  c->n_kv_heads = 4;
+  c->head_dim = 256;
+  c->rotary_dim = 64;
+  c->linear_n_key_heads = 16;
+  c->linear_n_value_heads = 48;
+  c->linear_key_head_dim = 128;
+  c->linear_value_head_dim = 128;
+  c->linear_conv_kernel = 4;
+  c->max_position_embeddings = 262144;
+  c->mtp_n_layers = 1;
+}
+
+static void
+test_kv_bytes_per_token (void)
+{
+  DcpModelConfig c;
+
+  config_27b (&c);
+  /* 16 layers x 4 KV heads x (K + V) bytes per 256-value head vector. BF16: 512 + 512. */
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, FALSE), ==, 16 * 4 * 1024);
+  /* MX: 8 blocks of 32; elements 32*bits/8 bytes per block, plus 1 scale byte per block.
+   * 8 bits: 256 + 8 = 264 bytes per vector. */
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 8, 8, FALSE), ==, 16 * 4 * (264 + 264));
+  /* 6 bits: 192 + 8 = 200; 4 bits: 128 + 8 = 136. */
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 6, 6, FALSE), ==, 16 * 4 * (200 + 200));
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 6, 4, FALSE), ==, 16 * 4 * (200 + 136));
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 4, 4, FALSE), ==, 16 * 4 * (136 + 136));
+  /* The MTP layer is one more attention layer when it drafts. */
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, TRUE), ==, 17 * 4 * 1024);
+}
+
+static void
+test_gdn_bytes (void)
+{
+  DcpModelConfig c;
+
+  config_27b (&c);
+  /* 48 GDN layers x (FP32 state 48 x 128 x 128 x 4 = 3,145,728
+   *                  + BF16 conv state 10,240 channels x 3 x 2 = 61,440) */
+  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c), ==, 48 * (3145728 + 61440));
+  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c), ==, 153944064);
+}
+
+static void
+model_tiny (DcpPlanModel *m)
+{
+  memset (m, 0, sizeof *m);
+  config_27b (&m->config);
+  m->text_weight_bytes = 14 * GIB;
+  m->embedding_bytes = 512 * MIB;
+  m->lm_head_bytes = 700 * MIB;
+  m->mtp_bytes = 300 * MIB;
+  m->file_bytes = 16 * GIB;
+}
+
+static void
+test_pool_auto (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice d = { 32 * GIB, 31 * GIB + 512 * MIB };
+  DcpMemoryPlan p;
+  g_autoptr(GError) error = NULL;
+  guint64 activations, fixed, budget, pool;
+
+  model_tiny (&m);
+  dcp_plan_settings_init_default (&s);
+  s.conversations = 4;
+  s.kv_bits_k = s.kv_bits_v = 4;
+  s.ram_cache_bytes = 8 * GIB;
+  s.disk_cache_bytes = 50 * GIB;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+  g_assert_no_error (error);
+
+  /* Step of 2048 prompt tokens + 4 x 9 = 2084 rows; per row FP32: 4 x 5120 hidden + the widest
+   * projection (MLP gate+up 2 x 17408 = 34816) + chunked GDN 48 x (128 + 128 + 64) = 15360;
+   * logits 4 x 9 x 248320. */
+  activations = 4 * (2084 * (20480 + 34816 + 15360) + G_GUINT64_CONSTANT (4) * 9 * 248320);
+  g_assert_cmpuint (activations, ==, 624746496);
+  g_assert_cmpuint (p.activations, ==, activations);
+
+  fixed = 14 * GIB + 512 * MIB + 700 * MIB + 4 * G_GUINT64_CONSTANT (153944064) + activations + 600 * MIB;
+  budget = 31 * GIB;                                  /* free less the default 512 MiB */
+  pool = (budget - fixed) / (16 * 4 * 272) / 512 * 512;
+  g_assert_cmpuint (p.vram_budget, ==, budget);
+  g_assert_cmpuint (p.pool_tokens, ==, pool);
+  g_assert_cmpuint (p.pool_tokens % 512, ==, 0);
+  g_assert_cmpuint (p.context_per_conversation, ==, MIN (pool, 262144));
+  g_assert_cmpuint (p.vram_total, ==, fixed + pool * 16 * 4 * 272);
+  g_assert_true (p.fits);
+  g_assert_cmpuint (p.vram_total, <=, budget);
+  g_assert_cmpuint (budget - p.vram_total, <, 512 * 16 * 4 * 272);   /* less than a page left */
+  g_assert_cmpuint (p.ram_pinned, ==, 8 * GIB + 64 * MIB);
+  g_assert_cmpuint (p.disk, ==, 66 * GIB);
+  g_assert_cmpuint (p.weights_mtp, ==, 0);            /* not drafting: not loaded */
+}
+
+static void
+test_pool_capped_and_fixed (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice h200 = { 140 * GIB, 139 * GIB };
+  DcpMemoryPlan p;
+  g_autoptr(GError) error = NULL;
+
+  model_tiny (&m);
+  dcp_plan_settings_init_default (&s);
+  s.kv_bits_k = s.kv_bits_v = 4;
+  /* One conversation on a big card: the pool stops at the model's 262,144 tokens. */
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_cmpuint (p.pool_tokens, ==, 262144);
+  g_assert_cmpuint (p.context_per_conversation, ==, 262144);
+  /* YaRN x4 lifts that to 1M. */
+  s.rope_scaling = DCP_ROPE_SCALING_1M;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_cmpuint (p.pool_tokens, ==, 1048576);
+
+  /* Fixed slots: 8 x 32K asked for; the disk cache needs the pool. */
+  s.rope_scaling = DCP_ROPE_SCALING_AUTO;
+  s.context_mode = DCP_CONTEXT_FIXED;
+  s.conversations = 8;
+  s.context_tokens = 32768;
+  s.disk_cache_bytes = 10 * GIB;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_cmpuint (p.context_per_conversation, ==, 32768);
+  g_assert_cmpuint (p.pool_tokens, ==, 8 * 32768);
+  g_assert_cmpuint (p.kv_pool, ==, G_GUINT64_CONSTANT (8) * 32768 * 16 * 4 * 272);
+  g_assert_cmpuint (p.disk, ==, 16 * GIB);
+  g_assert_true (p.fits);
+}
+
+static void
+test_does_not_fit (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice small = { 16 * GIB, 15 * GIB };
+  DcpMemoryPlan p;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+
+  model_tiny (&m);
+  dcp_plan_settings_init_default (&s);
+  /* 14 GiB of weights on 15 GiB free: no room for one page of KV per conversation. */
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &small, &error));
+  g_assert_false (p.fits);
+  text = dcp_memory_plan_describe (&p);
+  g_assert_nonnull (strstr (text, "DOES NOT FIT"));
+}
+
+static void
+test_bad_settings (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice d = { 32 * GIB, 31 * GIB };
+  DcpMemoryPlan p;
+
+  model_tiny (&m);
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    s.kv_bits_k = 5;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    s.conversations = 0;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    s.context_tokens = 300000;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "1m"));
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    s.vision = TRUE;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    m.mtp_bytes = 0;
+    s.speculator_mtp = TRUE;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/memory-plan/kv-bytes-per-token", test_kv_bytes_per_token);
+  g_test_add_func ("/memory-plan/gdn-bytes", test_gdn_bytes);
+  g_test_add_func ("/memory-plan/pool-auto", test_pool_auto);
+  g_test_add_func ("/memory-plan/pool-capped-and-fixed", test_pool_capped_and_fixed);
+  g_test_add_func ("/memory-plan/does-not-fit", test_does_not_fit);
+  g_test_add_func ("/memory-plan/bad-settings", test_bad_settings);
+  return g_test_run ();
+}
