@@ -124,17 +124,18 @@ select (const Row &r, bool count, float target, bool strict, float *hist, int *c
       if (threadIdx.x == 0)
         {
           int chosen = -1;
-          for (int b = 255; b >= 0; b--)
+          bool reached = false;
+          for (int b = 255; b >= 0 && !reached; b--)
             {
               float h = hist[b];
               if (h <= 0.f)
                 continue;
               chosen = b;
-              if (strict ? above + h > target : above + h >= target)
-                break;
-              above += h;
+              reached = strict ? above + h > target : above + h >= target;
+              if (!reached)
+                above += h;
             }
-          if (chosen >= 0 && !(strict ? above + hist[chosen] > target : above + hist[chosen] >= target))
+          if (chosen >= 0 && !reached)
             above -= hist[chosen];   // target unreached: the last bin, without its own weight
           *choice = chosen < 0 ? 0 : chosen;
           *above_s = above;
