@@ -127,7 +127,7 @@ SCRIPT_RANGES = {
 
 EMOJI = ['😀', '🎉', '👍', '👍🏽', '❤️', '🔥', '🚀', '🐍', '🦀', '🤖', '✅', '⚠️', '🇯🇵', '🇺🇸',
          '🇪🇺', '👨‍👩‍👧‍👦', '👩🏾‍💻', '🏳️‍🌈', '🧑‍🤝‍🧑', '1️⃣', '#️⃣', '🫠', '🏴‍☠️',
-         '👁️‍🗨️', '🙋‍♀️', '💁🏻‍♂️', '😶‍🌫️', '❤️‍🔥', '🧔🏿‍♀️', '🫱🏼‍🫲🏿', '©️', '™', '🀄', '🃏']
+         '👁️‍🗨️', '🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f', '🙋‍♀️', '💁🏻‍♂️', '😶‍🌫️', '❤️‍🔥', '🧔🏿‍♀️', '🫱🏼‍🫲🏿', '©️', '™', '🀄', '🃏']
 
 WHITESPACE = [' ', '  ', '\t', '\n', '\r', '\r\n', '\n\n', '\x0b', '\x0c', '\xa0', '\u1680',
               '\u2000', '\u2001', '\u2002', '\u2003', '\u2004', '\u2005', '\u2006', '\u2007',
@@ -244,7 +244,8 @@ def random_piece(rng, specials):
         out = []
         while len(out) < rng.randint(5, 40):
             c = chr(rng.choice([rng.randint(0x20, 0x2fff), rng.randint(0x3000, 0xd7ff),
-                                rng.randint(0xf900, 0xfffd), rng.randint(0x1f300, 0x1faff)]))
+                                rng.randint(0xf900, 0xfffd), rng.randint(0x1f300, 0x1faff),
+                                rng.randint(0x10000, 0x1f2ff), rng.randint(0x20000, 0x2a6df)]))
             if unicodedata.category(c) not in ('Cn', 'Co', 'Cs'):
                 out.append(c)
         return ''.join(out)
