@@ -39,7 +39,9 @@ DcpTokenizer *dcp_tokenizer_new_from_file   (const char              *path,
 DcpTokenizer *dcp_tokenizer_ref             (DcpTokenizer            *self);
 void          dcp_tokenizer_unref           (DcpTokenizer            *self);
 
-/* Appends the ids (guint32) of text to ids. len may be -1 for a NUL-terminated text. */
+/* Appends the ids (guint32) of text to ids. len may be -1 for a NUL-terminated text; texts are
+ * limited to G_MAXINT / 3 bytes, about 700 MB (GRegex counts in int, and replacing invalid
+ * bytes with U+FFFD can triple the size). */
 void          dcp_tokenizer_encode          (DcpTokenizer            *self,
                                              const char              *text,
                                              gssize                   len,
