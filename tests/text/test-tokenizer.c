@@ -164,6 +164,60 @@ test_qwen3_round_trip (void)
     }
 }
 
+/* Several threads encoding at once (sharing the word cache) get the ids one thread gets. */
+typedef struct {
+  GPtrArray *texts;  /* GString */
+  GPtrArray *want;   /* GArray */
+} ThreadWork;
+
+static void
+free_string (gpointer s)
+{
+  g_string_free (s, TRUE);
+}
+
+static gpointer
+encode_all (gpointer data)
+{
+  ThreadWork *work = data;
+  guint round, i;
+
+  for (round = 0; round < 3; round++)
+    for (i = 0; i < work->texts->len; i++)
+      {
+        GString *text = g_ptr_array_index (work->texts, i);
+        GArray *want = g_ptr_array_index (work->want, i);
+        g_autoptr(GArray) ids = encode (qwen3, text->str, text->len, 0);
+
+        if (ids->len != want->len || memcmp (ids->data, want->data, ids->len * 4) != 0)
+          return GINT_TO_POINTER (FALSE);
+      }
+  return GINT_TO_POINTER (TRUE);
+}
+
+static void
+test_qwen3_threads (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (g_test_rand_int ());
+  g_autoptr(GPtrArray) texts = g_ptr_array_new_with_free_func (free_string);
+  g_autoptr(GPtrArray) want = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  ThreadWork work = { texts, want };
+  GThread *threads[4];
+  guint i;
+
+  for (i = 0; i < 200; i++)
+    {
+      GString *text = random_text (rand, g_rand_int_range (rand, 1, 80));
+
+      g_ptr_array_add (texts, text);
+      g_ptr_array_add (want, encode (qwen3, text->str, text->len, 0));
+    }
+  for (i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("encode", encode_all, &work);
+  for (i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_assert_true (GPOINTER_TO_INT (g_thread_join (threads[i])));
+}
+
 /* GPT-2's byte-level character for byte b. */
 static gunichar
 byte_char (guint8 b)
@@ -581,6 +635,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/qwen3/special-as-text", test_qwen3_special_as_text);
   g_test_add_func ("/tokenizer/qwen3/decode", test_qwen3_decode);
   g_test_add_func ("/tokenizer/qwen3/round-trip", test_qwen3_round_trip);
+  g_test_add_func ("/tokenizer/qwen3/threads", test_qwen3_threads);
   g_test_add_func ("/tokenizer/stream/never-splits", test_stream_never_splits);
   g_test_add_func ("/tokenizer/stream/random-ids", test_stream_random_ids);
   g_test_add_func ("/tokenizer/utf8/invalid-policy", test_utf8_policy);
