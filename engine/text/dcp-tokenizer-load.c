@@ -622,6 +622,7 @@ load_pre_tokenizer (DcpTokenizer  *self,
 {
   GError *local = NULL;
   JsonObject *pre = optional_object (root, "pre_tokenizer", "", &local);
+  const char *type;
   JsonNode *node;
   JsonArray *list;
   guint i, n;
@@ -634,7 +635,13 @@ load_pre_tokenizer (DcpTokenizer  *self,
   if (pre == NULL)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "pre_tokenizer is null; only ByteLevel is "
                  "supported");
-  if (g_strcmp0 (json_object_get_string_member_with_default (pre, "type", ""), "Sequence") != 0)
+  type = optional_string (pre, "type", "pre_tokenizer.", &local);
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  if (g_strcmp0 (type, "Sequence") != 0)
     return load_byte_level (pre, "pre_tokenizer.", error);
 
   node = json_object_get_member (pre, "pretokenizers");

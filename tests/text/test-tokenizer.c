@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <glib/gstdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dcp-error.h"
@@ -594,6 +595,68 @@ test_small_errors (void)
     }
 }
 
+/* Every field of the small tokenizer replaced by a value of each JSON type: the result is a
+ * tokenizer or an error, never a crash or a critical warning. */
+static void
+test_small_wrong_types (void)
+{
+  static const char *const paths[][4] = {
+    { "model" }, { "normalizer" }, { "pre_tokenizer" }, { "decoder" }, { "post_processor" },
+    { "added_tokens" }, { "truncation" }, { "padding" },
+    { "model", "type" }, { "model", "vocab" }, { "model", "merges" }, { "model", "dropout" },
+    { "model", "byte_fallback" }, { "model", "ignore_merges" },
+    { "model", "continuing_subword_prefix" }, { "model", "end_of_word_suffix" },
+    { "model", "vocab", "a" }, { "model", "merges", "0" }, { "model", "merges", "1" },
+    { "model", "merges", "0", "0" },
+    { "normalizer", "type" }, { "decoder", "type" },
+    { "pre_tokenizer", "type" }, { "pre_tokenizer", "pretokenizers" },
+    { "pre_tokenizer", "pretokenizers", "0" }, { "pre_tokenizer", "pretokenizers", "0", "type" },
+    { "pre_tokenizer", "pretokenizers", "0", "pattern" },
+    { "pre_tokenizer", "pretokenizers", "0", "behavior" },
+    { "pre_tokenizer", "pretokenizers", "0", "invert" },
+    { "pre_tokenizer", "pretokenizers", "1", "use_regex" },
+    { "added_tokens", "0" }, { "added_tokens", "0", "id" }, { "added_tokens", "0", "content" },
+    { "added_tokens", "0", "special" }, { "added_tokens", "0", "normalized" },
+    { "added_tokens", "0", "lstrip" },
+  };
+  static const char *const values[] = { "null", "42", "-1", "1.5", "\"x\"", "\"\"", "true", "{}", "[]" };
+  guint p, v;
+
+  for (p = 0; p < G_N_ELEMENTS (paths); p++)
+    for (v = 0; v < G_N_ELEMENTS (values); v++)
+      {
+        g_autoptr(JsonNode) json = small_json ();
+        g_autoptr(GError) error = NULL;
+        g_autoptr(DcpTokenizer) tok = NULL;
+        JsonNode *container = json;
+        guint depth;
+
+        for (depth = 0; depth + 1 < G_N_ELEMENTS (paths[p]) && paths[p][depth + 1] != NULL; depth++)
+          container = JSON_NODE_HOLDS_ARRAY (container)
+            ? json_array_get_element (json_node_get_array (container), atoi (paths[p][depth]))
+            : json_object_get_member (json_node_get_object (container), paths[p][depth]);
+        if (JSON_NODE_HOLDS_ARRAY (container))
+          {
+            JsonArray *array = json_node_get_array (container);
+
+            json_array_remove_element (array, atoi (paths[p][depth]));
+            json_array_add_element (array, json_from_string (values[v], NULL));
+          }
+        else
+          json_object_set_member (json_node_get_object (container), paths[p][depth],
+                                  json_from_string (values[v], NULL));
+
+        tok = dcp_tokenizer_new_from_json (json, &error);
+        g_assert_true ((tok == NULL) == (error != NULL));
+        if (tok != NULL)
+          {
+            g_autoptr(GArray) ids = encode (tok, "a <x> b\n", -1, 0);
+
+            g_assert_cmpuint (ids->len, >, 0);
+          }
+      }
+}
+
 static void
 test_file_errors (void)
 {
@@ -643,6 +706,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/utf8/nfc", test_nfc_append);
   g_test_add_func ("/tokenizer/small/added-tokens", test_small_added_tokens);
   g_test_add_func ("/tokenizer/small/errors", test_small_errors);
+  g_test_add_func ("/tokenizer/small/wrong-types", test_small_wrong_types);
   g_test_add_func ("/tokenizer/file/errors", test_file_errors);
   status = g_test_run ();
   dcp_tokenizer_unref (qwen3);
