@@ -34,50 +34,83 @@ fail (GError    **error,
   return FALSE;
 }
 
-/* The member `name` of obj as an object; NULL without an error when it is absent or null. */
-static JsonObject *
-optional_object (JsonObject  *obj,
-                 const char  *name,
-                 const char  *where,
-                 GError     **error)
+/* The object member `name` of obj in *out; NULL when it is absent or null. */
+static gboolean
+get_object (JsonObject  *obj,
+            const char  *name,
+            const char  *where,
+            JsonObject **out,
+            GError     **error)
 {
   JsonNode *node = json_object_get_member (obj, name);
 
+  *out = NULL;
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return NULL;
+    return TRUE;
   if (!JSON_NODE_HOLDS_OBJECT (node))
-    fail (error, DCP_ERROR_CORRUPT_FILE, "%s%s is not an object", where, name);
-  else
-    return json_node_get_object (node);
-  return NULL;
+    return fail (error, DCP_ERROR_CORRUPT_FILE, "%s%s is not an object", where, name);
+  *out = json_node_get_object (node);
+  return TRUE;
 }
 
-/* A string member, or NULL (no error) when absent or null. */
-static const char *
-optional_string (JsonObject  *obj,
-                 const char  *name,
-                 const char  *where,
-                 GError     **error)
+/* Like get_object, but absent or null is an error. */
+static gboolean
+require_object (JsonObject  *obj,
+                const char  *name,
+                const char  *where,
+                JsonObject **out,
+                GError     **error)
+{
+  if (!get_object (obj, name, where, out, error))
+    return FALSE;
+  if (*out == NULL)
+    return fail (error, DCP_ERROR_CORRUPT_FILE, "%s%s is missing", where, name);
+  return TRUE;
+}
+
+/* The string member `name` of obj in *out; NULL when it is absent or null. */
+static gboolean
+get_string (JsonObject  *obj,
+            const char  *name,
+            const char  *where,
+            const char **out,
+            GError     **error)
 {
   JsonNode *node = json_object_get_member (obj, name);
 
+  *out = NULL;
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
-    return NULL;
+    return TRUE;
   if (json_node_get_value_type (node) != G_TYPE_STRING)
-    {
-      fail (error, DCP_ERROR_CORRUPT_FILE, "%s%s is not a string", where, name);
-      return NULL;
-    }
-  return json_node_get_string (node);
+    return fail (error, DCP_ERROR_CORRUPT_FILE, "%s%s is not a string", where, name);
+  *out = json_node_get_string (node);
+  return TRUE;
+}
+
+/* Fails unless the string member is absent, null or empty. */
+static gboolean
+require_empty (JsonObject  *obj,
+               const char  *name,
+               const char  *where,
+               GError     **error)
+{
+  const char *value;
+
+  if (!get_string (obj, name, where, &value, error))
+    return FALSE;
+  if (value != NULL && *value != '\0')
+    return fail (error, DCP_ERROR_NOT_SUPPORTED, "%s%s is \"%s\"; only none is supported", where,
+                 name, value);
+  return TRUE;
 }
 
 static gboolean
-optional_bool (JsonObject  *obj,
-               const char  *name,
-               const char  *where,
-               gboolean     fallback,
-               gboolean    *value,
-               GError     **error)
+get_bool (JsonObject  *obj,
+          const char  *name,
+          const char  *where,
+          gboolean     fallback,
+          gboolean    *value,
+          GError     **error)
 {
   JsonNode *node = json_object_get_member (obj, name);
 
@@ -100,7 +133,7 @@ require_bool (JsonObject  *obj,
 {
   gboolean value;
 
-  if (!optional_bool (obj, name, where, wanted, &value, error))
+  if (!get_bool (obj, name, where, wanted, &value, error))
     return FALSE;
   if (value != wanted)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "%s%s is %s; only %s is supported", where, name,
@@ -114,14 +147,10 @@ require_type (JsonObject  *obj,
               const char  *wanted,
               GError     **error)
 {
-  GError *local = NULL;
-  const char *type = optional_string (obj, "type", where, &local);
+  const char *type;
 
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!get_string (obj, "type", where, &type, error))
+    return FALSE;
   if (g_strcmp0 (type, wanted) != 0)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "%stype is \"%s\"; only \"%s\" is supported",
                  where, type ? type : "(none)", wanted);
@@ -270,56 +299,26 @@ load_model (DcpTokenizer  *self,
             const gunichar byte_to_char[256],
             GError       **error)
 {
-  GError *local = NULL;
-  JsonObject *model = optional_object (root, "model", "", &local);
-  JsonObject *vocab;
+  JsonObject *model, *vocab;
   JsonNode *node;
   JsonArray *merges;
-  const char *s;
   g_autofree DcpBpeMerge *resolved = NULL;
   guint32 byte_ids[256];
   guint i, n_merges;
 
-  if (model == NULL)
-    {
-      if (local != NULL)
-        g_propagate_error (error, local);
-      else
-        fail (error, DCP_ERROR_CORRUPT_FILE, "model is missing");
-      return FALSE;
-    }
+  if (!require_object (root, "model", "", &model, error))
+    return FALSE;
   if (json_object_has_member (model, "type") && !require_type (model, "model.", "BPE", error))
     return FALSE;
   node = json_object_get_member (model, "dropout");
   if (node != NULL && !JSON_NODE_HOLDS_NULL (node))
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "model.dropout is set; only null is supported");
-  s = optional_string (model, "continuing_subword_prefix", "model.", &local);
-  if (local == NULL && s != NULL && *s != '\0')
-    return fail (error, DCP_ERROR_NOT_SUPPORTED, "model.continuing_subword_prefix is \"%s\"; only "
-                 "none is supported", s);
-  s = local == NULL ? optional_string (model, "end_of_word_suffix", "model.", &local) : NULL;
-  if (local == NULL && s != NULL && *s != '\0')
-    return fail (error, DCP_ERROR_NOT_SUPPORTED, "model.end_of_word_suffix is \"%s\"; only none "
-                 "is supported", s);
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
-  if (!require_bool (model, "byte_fallback", "model.", FALSE, error) ||
-      !require_bool (model, "ignore_merges", "model.", FALSE, error))
-    return FALSE;
-
-  vocab = optional_object (model, "vocab", "model.", &local);
-  if (vocab == NULL)
-    {
-      if (local != NULL)
-        g_propagate_error (error, local);
-      else
-        fail (error, DCP_ERROR_CORRUPT_FILE, "model.vocab is missing");
-      return FALSE;
-    }
-  if (!load_vocab (self, vocab, error))
+  if (!require_empty (model, "continuing_subword_prefix", "model.", error) ||
+      !require_empty (model, "end_of_word_suffix", "model.", error) ||
+      !require_bool (model, "byte_fallback", "model.", FALSE, error) ||
+      !require_bool (model, "ignore_merges", "model.", FALSE, error) ||
+      !require_object (model, "vocab", "model.", &vocab, error) ||
+      !load_vocab (self, vocab, error))
     return FALSE;
 
   /* Byte-level BPE starts from one symbol per byte: all 256 must be in the vocabulary. */
@@ -411,7 +410,6 @@ load_added_tokens (DcpTokenizer  *self,
       JsonObject *obj;
       JsonNode *id;
       const char *content;
-      GError *local = NULL;
       guint k;
 
       if (!JSON_NODE_HOLDS_OBJECT (element))
@@ -422,12 +420,8 @@ load_added_tokens (DcpTokenizer  *self,
         return fail (error, DCP_ERROR_CORRUPT_FILE, "%sid is missing or not an integer", where);
       if (json_node_get_int (id) < 0 || json_node_get_int (id) >= MAX_ID)
         return fail (error, DCP_ERROR_CORRUPT_FILE, "%sid is out of range", where);
-      content = optional_string (obj, "content", where, &local);
-      if (local != NULL)
-        {
-          g_propagate_error (error, local);
-          return FALSE;
-        }
+      if (!get_string (obj, "content", where, &content, error))
+        return FALSE;
       if (content == NULL || *content == '\0')
         return fail (error, DCP_ERROR_CORRUPT_FILE, "%scontent is missing or empty", where);
       if (!g_utf8_validate (content, -1, NULL))
@@ -435,15 +429,18 @@ load_added_tokens (DcpTokenizer  *self,
       for (k = 0; k < G_N_ELEMENTS (unsupported); k++)
         if (!require_bool (obj, unsupported[k], where, FALSE, error))
           return FALSE;
-      if (!optional_bool (obj, "special", where, FALSE, &t->special, error) ||
-          !optional_bool (obj, "normalized", where, !t->special, &t->normalized, error))
+      if (!get_bool (obj, "special", where, FALSE, &t->special, error) ||
+          !get_bool (obj, "normalized", where, !t->special, &t->normalized, error))
         return FALSE;
       t->id = json_node_get_int (id);
       if (t->id != expected_added_id (self, n_vocab, content))
         return fail (error, DCP_ERROR_NOT_SUPPORTED, "%sid is %u, but tokenizers would give \"%s\" "
                      "the id %u", where, t->id, content, expected_added_id (self, n_vocab, content));
-      t->content = g_strdup (content);
-      t->len = strlen (content);
+      /* tokenizers keeps a normalized token in its normalized form: that is what it matches in
+       * normalized text, and what id_to_token and decode give back */
+      t->content = t->normalized && self->nfc ? g_utf8_normalize (content, -1, G_NORMALIZE_NFC)
+                                              : g_strdup (content);
+      t->len = strlen (t->content);
       self->n_added++;
     }
   return TRUE;
@@ -489,14 +486,10 @@ load_normalizer (DcpTokenizer  *self,
                  JsonObject    *root,
                  GError       **error)
 {
-  GError *local = NULL;
-  JsonObject *normalizer = optional_object (root, "normalizer", "", &local);
+  JsonObject *normalizer;
 
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!get_object (root, "normalizer", "", &normalizer, error))
+    return FALSE;
   if (normalizer == NULL)
     return TRUE;
   if (!require_type (normalizer, "normalizer.", "NFC", error))
@@ -566,21 +559,16 @@ load_split (DcpTokenizer  *self,
             const char    *where,
             GError       **error)
 {
-  GError *local = NULL;
   g_autofree char *pattern_where = g_strdup_printf ("%spattern.", where);
-  JsonObject *pattern = optional_object (split, "pattern", where, &local);
-  const char *behavior, *regex;
   g_autofree char *translated = NULL;
+  g_autoptr(GError) local = NULL;
+  JsonObject *pattern;
+  const char *behavior, *regex;
 
-  if (local == NULL && pattern == NULL)
-    return fail (error, DCP_ERROR_CORRUPT_FILE, "%spattern is missing", where);
-  behavior = local == NULL ? optional_string (split, "behavior", where, &local) : NULL;
-  regex = local == NULL ? optional_string (pattern, "Regex", pattern_where, &local) : NULL;
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!require_object (split, "pattern", where, &pattern, error) ||
+      !get_string (split, "behavior", where, &behavior, error) ||
+      !get_string (pattern, "Regex", pattern_where, &regex, error))
+    return FALSE;
   if (g_strcmp0 (behavior, "Isolated") != 0)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "%sbehavior is \"%s\"; only \"Isolated\" is "
                  "supported", where, behavior ? behavior : "(none)");
@@ -595,12 +583,8 @@ load_split (DcpTokenizer  *self,
     return FALSE;
   self->split = g_regex_new (translated, G_REGEX_OPTIMIZE, 0, &local);
   if (self->split == NULL)
-    {
-      fail (error, DCP_ERROR_NOT_SUPPORTED, "%sRegex is not accepted by GLib's regex engine: %s",
-            pattern_where, local->message);
-      g_error_free (local);
-      return FALSE;
-    }
+    return fail (error, DCP_ERROR_NOT_SUPPORTED, "%sRegex is not accepted by GLib's regex engine: "
+                 "%s", pattern_where, local->message);
   return TRUE;
 }
 
@@ -620,27 +604,19 @@ load_pre_tokenizer (DcpTokenizer  *self,
                     JsonObject    *root,
                     GError       **error)
 {
-  GError *local = NULL;
-  JsonObject *pre = optional_object (root, "pre_tokenizer", "", &local);
+  JsonObject *pre;
   const char *type;
   JsonNode *node;
   JsonArray *list;
   guint i, n;
 
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!get_object (root, "pre_tokenizer", "", &pre, error))
+    return FALSE;
   if (pre == NULL)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "pre_tokenizer is null; only ByteLevel is "
                  "supported");
-  type = optional_string (pre, "type", "pre_tokenizer.", &local);
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!get_string (pre, "type", "pre_tokenizer.", &type, error))
+    return FALSE;
   if (g_strcmp0 (type, "Sequence") != 0)
     return load_byte_level (pre, "pre_tokenizer.", error);
 
@@ -685,7 +661,6 @@ dcp_tokenizer_load_json (DcpTokenizer  *self,
   static const char *const must_be_null[] = { "truncation", "padding" };
   gunichar byte_to_char[256];
   gint16 char_to_byte[N_BYTE_CHARS];
-  GError *local = NULL;
   JsonObject *root, *section;
   guint i;
 
@@ -703,27 +678,19 @@ dcp_tokenizer_load_json (DcpTokenizer  *self,
                      must_be_null[i]);
     }
   if (!load_model (self, root, char_to_byte, byte_to_char, error) ||
-      !load_added_tokens (self, root, error) ||
       !load_normalizer (self, root, error) ||
+      !load_added_tokens (self, root, error) ||
       !load_pre_tokenizer (self, root, error))
     return FALSE;
 
-  section = optional_object (root, "decoder", "", &local);
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!get_object (root, "decoder", "", &section, error))
+    return FALSE;
   if (section == NULL)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, "decoder is null; only ByteLevel is supported");
   if (!require_type (section, "decoder.", "ByteLevel", error))
     return FALSE;
-  section = optional_object (root, "post_processor", "", &local);
-  if (local != NULL)
-    {
-      g_propagate_error (error, local);
-      return FALSE;
-    }
+  if (!get_object (root, "post_processor", "", &section, error))
+    return FALSE;
   if (section != NULL && !require_type (section, "post_processor.", "ByteLevel", error))
     return FALSE;
 
