@@ -40,6 +40,12 @@ void          dcp_utf8_append_nfc     (GString      *out,
                                        const char   *text,
                                        gsize         len);
 
+/* Unicode's White_Space (what Oniguruma's and Rust's \s match). */
+gboolean      dcp_unichar_is_white_space (gunichar c);
+/* What Rust's regex \w matches: Alphabetic, marks, decimal digits, connector punctuation and
+ * the joiners (tokenizers' test for single_word added tokens). */
+gboolean      dcp_unichar_is_word         (gunichar c);
+
 /* TRUE for a character that starts an NFC-independent stretch of text: canonical combining
  * class 0, unchanged by NFC, and never the second half of a canonical composition. Text made
  * of such characters only is already in NFC. Exposed for the unit test that checks this set
