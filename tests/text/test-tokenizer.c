@@ -85,6 +85,43 @@ test_qwen3_lookups (void)
   g_assert_null (dcp_tokenizer_get_token_bytes (qwen3, 999999, &len));
 }
 
+/* The added tokens agree with tokenizer_config.json's added_tokens_decoder. */
+static void
+test_qwen3_config (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3",
+                                                 "tokenizer_config.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  JsonObject *decoder;
+  JsonObjectIter iter;
+  const char *key;
+  JsonNode *node;
+  guint n = 0;
+
+  json_parser_load_from_file (parser, path, &error);
+  g_assert_no_error (error);
+  decoder = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
+                                           "added_tokens_decoder");
+  json_object_iter_init (&iter, decoder);
+  while (json_object_iter_next (&iter, &key, &node))
+    {
+      JsonObject *token = json_node_get_object (node);
+      guint32 id = g_ascii_strtoull (key, NULL, 10), found;
+
+      g_assert_cmpstr (dcp_tokenizer_id_to_token (qwen3, id), ==,
+                       json_object_get_string_member (token, "content"));
+      g_assert_true (dcp_tokenizer_token_to_id (qwen3, json_object_get_string_member (token, "content"),
+                                                &found));
+      g_assert_cmpuint (found, ==, id);
+      g_assert_true (dcp_tokenizer_is_added (qwen3, id));
+      g_assert_cmpint (dcp_tokenizer_is_special (qwen3, id), ==,
+                       json_object_get_boolean_member (token, "special"));
+      n++;
+    }
+  g_assert_cmpuint (n, ==, 26);
+}
+
 static void
 test_qwen3_special_as_text (void)
 {
@@ -776,6 +813,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/tokenizer/qwen3/known-ids", test_qwen3_known_ids);
   g_test_add_func ("/tokenizer/qwen3/lookups", test_qwen3_lookups);
+  g_test_add_func ("/tokenizer/qwen3/config", test_qwen3_config);
   g_test_add_func ("/tokenizer/qwen3/special-as-text", test_qwen3_special_as_text);
   g_test_add_func ("/tokenizer/qwen3/decode", test_qwen3_decode);
   g_test_add_func ("/tokenizer/qwen3/round-trip", test_qwen3_round_trip);
