@@ -296,7 +296,7 @@ encode_normalized (DcpTokenizer            *self,
 {
   g_autoptr(GString) nfc = NULL;
 
-  if (!self->nfc)
+  if (!self->nfc || dcp_utf8_is_nfc_quick (text, len))
     {
       split_added (self, &self->normalized_set, text, len, flags, ids, encode_words);
       return;

@@ -211,6 +211,18 @@ stable_at (const char *p)
   return (guchar) *p < 0x80 || dcp_utf8_is_nfc_stable (g_utf8_get_char (p));
 }
 
+gboolean
+dcp_utf8_is_nfc_quick (const char *text,
+                       gsize       len)
+{
+  const char *p = text, *end = text + len;
+
+  for (; p < end; p = g_utf8_next_char (p))
+    if (!stable_at (p))
+      return FALSE;
+  return TRUE;
+}
+
 /* A stable character is a normalization boundary: NFC(text) is the concatenation of NFC over
  * the stretches that start at stable characters. Only stretches with something unstable after
  * their first character go through GLib. NUL is stable, so only a stretch's first character can

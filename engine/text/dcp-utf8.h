@@ -35,6 +35,11 @@ gboolean      dcp_utf8_append_valid   (GString      *out,
                                        const char   *text,
                                        gsize         len);
 
+/* TRUE if text (valid UTF-8) is made of stable characters only (see below), so that it is
+ * already in NFC; FALSE says nothing either way. */
+gboolean      dcp_utf8_is_nfc_quick   (const char   *text,
+                                       gsize         len);
+
 /* Appends NFC(text) to out; text must be valid UTF-8 (it may contain NUL). */
 void          dcp_utf8_append_nfc     (GString      *out,
                                        const char   *text,
