@@ -380,7 +380,16 @@ check_case (const Case *c, guint32 seed)
   ref_append (&b, k, v, slots, n_app);
   pool_gpu = g_malloc (pool_bytes);
   CHECK_CUDA (dcpk_memcpy_d2h (pool_gpu, d_pool, pool_bytes));
-  g_assert_true (memcmp (pool_gpu, b.pool, pool_bytes) == 0);
+  for (gsize i = 0; i < pool_bytes; i++)
+    if (pool_gpu[i] != b.pool[i])
+      {
+        gsize in_page = i % b.page_bytes, kb = block_bytes (&b, c->k_format);
+        g_test_message ("pools differ first at byte %" G_GSIZE_FORMAT " (page %" G_GSIZE_FORMAT
+                        ", %s block, byte %" G_GSIZE_FORMAT "): gpu 0x%02x, ref 0x%02x", i,
+                        i / b.page_bytes, in_page < kb ? "K" : "V",
+                        in_page < kb ? in_page : in_page - kb, pool_gpu[i], b.pool[i]);
+        g_assert_cmpuint (pool_gpu[i], ==, b.pool[i]);
+      }
 
   /* Attention. */
   n_out = (gsize) b.n_rows * c->n_heads * c->head_dim;
