@@ -237,6 +237,8 @@ partial_kernel (Args a)
           for (int r = 0; r < kRows; r++)
             {
               float sc = 0.f, p;
+              if (r >= n_rows)   // block-uniform: the unused rows of the last group
+                break;
 #pragma unroll
               for (int d = 0; d < DPL; d++)
                 sc = fmaf (q[r][d], k[d], sc);
