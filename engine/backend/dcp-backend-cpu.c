@@ -103,6 +103,132 @@ cpu_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
   return bytes + 2 * sizeof (float) * (guint64) s->mtp_kv.n_tokens * s->mtp_kv.width;
 }
 
+/* The saved form: a header (magic, token count, layer count), then per layer the GDN conv and
+ * recurrent state or the KV cache's token count and its keys and values, then the MTP's KV. */
+#define STATE_MAGIC 0x53504344u   /* "DCPS" */
+
+static void
+put_u32 (GByteArray *out, guint32 v)
+{
+  g_byte_array_append (out, (const guint8 *) &v, sizeof v);
+}
+
+static void
+put_floats (GByteArray *out, const float *x, gsize n)
+{
+  if (n > 0)
+    g_byte_array_append (out, (const guint8 *) x, n * sizeof (float));
+}
+
+static void
+save_kv (GByteArray *out, const DcpCpuKvCache *kv)
+{
+  put_u32 (out, kv->n_tokens);
+  put_floats (out, kv->k, (gsize) kv->n_tokens * kv->width);
+  put_floats (out, kv->v, (gsize) kv->n_tokens * kv->width);
+}
+
+static void
+cpu_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
+{
+  put_u32 (out, STATE_MAGIC);
+  put_u32 (out, s->n_tokens);
+  put_u32 (out, s->n_layers);
+  for (guint i = 0; i < s->n_layers; i++)
+    {
+      const DcpCpuGdnState *g = &s->gdn[i];
+
+      if (g->state != NULL)
+        {
+          put_floats (out, g->conv, (gsize) g->conv_dim * g->conv_width);
+          put_floats (out, g->state, (gsize) g->n_value_heads * g->key_dim * g->value_dim);
+        }
+      else
+        save_kv (out, &s->kv[i]);
+    }
+  save_kv (out, &s->mtp_kv);
+}
+
+typedef struct {
+  const guint8 *p, *end;
+} Reader;
+
+static gboolean
+take (Reader *r, void *dst, gsize n)
+{
+  if ((gsize) (r->end - r->p) < n)
+    return FALSE;
+  if (n > 0)
+    memcpy (dst, r->p, n);
+  r->p += n;
+  return TRUE;
+}
+
+static gboolean
+load_kv (Reader *r, DcpCpuKvCache *kv, guint max_tokens)
+{
+  guint32 n;
+  gsize floats;
+  DcpCpuKvCache tmp;
+
+  if (!take (r, &n, sizeof n) || n > max_tokens)
+    return FALSE;
+  floats = (gsize) n * kv->width;
+  if ((gsize) (r->end - r->p) < 2 * floats * sizeof (float))
+    return FALSE;
+  /* Built in a temporary through the copy routine, which sizes the arrays. */
+  tmp.n_tokens = n;
+  tmp.capacity = n;
+  tmp.width = kv->width;
+  tmp.k = (float *) r->p;
+  tmp.v = (float *) (r->p + floats * sizeof (float));
+  if (((guintptr) r->p) % sizeof (float) == 0)
+    dcp_cpu_kv_cache_copy (kv, &tmp);
+  else
+    {
+      g_autofree float *k = g_memdup2 (tmp.k, floats * sizeof (float));
+      g_autofree float *v = g_memdup2 (tmp.v, floats * sizeof (float));
+
+      tmp.k = k;
+      tmp.v = v;
+      dcp_cpu_kv_cache_copy (kv, &tmp);
+    }
+  r->p += 2 * floats * sizeof (float);
+  return TRUE;
+}
+
+static gboolean
+cpu_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize size,
+                GError **error)
+{
+  Reader r = { data, data + size };
+  guint32 magic = 0, n_tokens = 0, n_layers = 0;
+  gboolean ok;
+
+  ok = take (&r, &magic, 4) && take (&r, &n_tokens, 4) && take (&r, &n_layers, 4) &&
+       magic == STATE_MAGIC && n_layers == s->n_layers;
+  for (guint i = 0; ok && i < s->n_layers; i++)
+    {
+      DcpCpuGdnState *g = &s->gdn[i];
+
+      if (g->state != NULL)
+        ok = take (&r, g->conv, (gsize) g->conv_dim * g->conv_width * sizeof (float)) &&
+             take (&r, g->state, (gsize) g->n_value_heads * g->key_dim * g->value_dim * sizeof (float));
+      else
+        ok = load_kv (&r, &s->kv[i], n_tokens) && s->kv[i].n_tokens == n_tokens;
+    }
+  ok = ok && load_kv (&r, &s->mtp_kv, G_MAXUINT32) && r.p == r.end;
+  if (!ok)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "saved sequence state: wrong size or not from this model (%" G_GSIZE_FORMAT " bytes)",
+                   size);
+      return FALSE;
+    }
+  s->n_tokens = n_tokens;
+  return TRUE;
+}
+
 /* x += Mixer(input_norm(x)); x += MLP(post_norm(x)) for n rows of x. */
 static void
 decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
@@ -250,6 +376,8 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->forward = cpu_forward;
   backend_class->has_mtp = cpu_has_mtp;
   backend_class->mtp_forward = cpu_mtp_forward;
+  backend_class->state_save = cpu_state_save;
+  backend_class->state_load = cpu_state_load;
 }
 
 static void

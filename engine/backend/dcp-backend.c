@@ -180,3 +180,19 @@ dcp_backend_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GEr
     }
   return DCP_BACKEND_GET_CLASS (self)->mtp_forward (self, items, n_items, error);
 }
+
+void
+dcp_backend_state_save (DcpBackend *self, const DcpSeqState *state, GByteArray *out)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self) && state != NULL && out != NULL);
+  DCP_BACKEND_GET_CLASS (self)->state_save (self, state, out);
+}
+
+gboolean
+dcp_backend_state_load (DcpBackend *self, DcpSeqState *state, const guint8 *data, gsize size,
+                        GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL, FALSE);
+  g_return_val_if_fail (data != NULL || size == 0, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->state_load (self, state, data, size, error);
+}

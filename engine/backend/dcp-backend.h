@@ -84,8 +84,19 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* Whether the model file carries the MTP head. */
   gboolean     (*has_mtp)            (DcpBackend         *self);
+  /* Appends the whole state to out as bytes (for the RAM and disk tiers). */
+  void         (*state_save)         (DcpBackend         *self,
+                                      const DcpSeqState  *state,
+                                      GByteArray         *out);
+  /* state becomes what state_save wrote; bytes of another model or a damaged blob give
+   * CORRUPT_FILE and leave state unusable until loaded again or freed. */
+  gboolean     (*state_load)         (DcpBackend         *self,
+                                      DcpSeqState        *state,
+                                      const guint8       *data,
+                                      gsize               size,
+                                      GError            **error);
 
-  gpointer padding[8];
+  gpointer padding[6];
 };
 
 const char           *dcp_backend_get_name   (DcpBackend        *self);
@@ -111,6 +122,14 @@ gboolean     dcp_backend_forward            (DcpBackend         *self,
 gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
+                                             GError            **error);
+void         dcp_backend_state_save         (DcpBackend         *self,
+                                             const DcpSeqState  *state,
+                                             GByteArray         *out);
+gboolean     dcp_backend_state_load         (DcpBackend         *self,
+                                             DcpSeqState        *state,
+                                             const guint8       *data,
+                                             gsize               size,
                                              GError            **error);
 
 /* For implementations: the name ("cpu", "cuda") and model config, set once when constructed. */
