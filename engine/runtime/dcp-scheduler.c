@@ -546,6 +546,7 @@ static AdmitResult
 admit_new (DcpScheduler *self, Seq *s, GError **error)
 {
   DcpPrefixEntry *e;
+  guint reuse;
 
   if (s->n_prompt > self->cap_tokens)
     {
@@ -573,11 +574,14 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       g_message ("sequence %" G_GUINT64_FORMAT ": cannot resume from its %u-token snapshot: %s",
                  s->id, e_len, local->message);
     }
+  reuse = e != NULL ? e->n_tokens : 0;
+  if (e != NULL)
+    e->last_used_us = self->now (self->now_data);
   if (!make_device_room (self, 0, 1, e))
     {
       if (e == NULL)
         return ADMIT_WAIT;
-      adopt_snapshot (self, s, e);
+      adopt_snapshot (self, s, e);   /* e may be gone after this */
     }
   else
     {
@@ -593,10 +597,9 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
                                : dcp_kv_pager_seq_new (self->pager);
       self->gdn_free--;
     }
-  if (e != NULL)
+  if (reuse > 0)
     {
-      s->n_read = s->cached = e->n_tokens;
-      e->last_used_us = self->now (self->now_data);
+      s->n_read = s->cached = reuse;
       self->stats.reuse_hits++;
       self->stats.reused_tokens += s->cached;
     }
