@@ -48,7 +48,8 @@ struct _DcpScheduler {
   guint gdn_free;
   DcpPrefixCache *cache;
   DcpTierStore *tiers;
-  GArray *copies;            /* DcpKvPageCopy, for backends with a paged pool */
+  DcpKvPool *kv_pool;        /* the backend's pages, when it has a paged pool */
+  GArray *copies;            /* DcpKvPageCopy: copy-on-write the pager asks for */
 
   GMutex lock;               /* guards what other threads touch: incoming, cancels, stopping,
                                 the published stats and list */
@@ -149,6 +150,45 @@ seq_finish (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError 
   self->stats.finished++;
   if (s->cb.finished != NULL)
     s->cb.finished (s->user_data, reason, &usage, error);
+}
+
+/* ---- device state and its pages ---- */
+
+static DcpSeqState *
+state_new (DcpScheduler *self, GError **error)
+{
+  if (self->kv_pool != NULL)
+    return dcp_backend_state_new_paged (self->backend, self->kv_pool, error);
+  return dcp_backend_state_new (self->backend, error);
+}
+
+/* Makes the pager's copy-on-write copies, then hands the state its page table. */
+static void
+sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
+{
+  g_autoptr(GArray) pages = NULL;
+  guint n;
+
+  if (self->kv_pool == NULL)
+    {
+      g_array_set_size (self->copies, 0);
+      return;
+    }
+  for (guint i = 0; i < self->copies->len; i++)
+    {
+      DcpKvPageCopy *c = &g_array_index (self->copies, DcpKvPageCopy, i);
+      dcp_backend_kv_pool_copy_page (self->backend, self->kv_pool, c->src, c->dst, c->n_tokens);
+      self->stats.pages_copied++;
+    }
+  g_array_set_size (self->copies, 0);
+  n = dcp_kv_pager_seq_get_n_pages (self->pager, pager_seq);
+  pages = g_array_sized_new (FALSE, FALSE, sizeof (guint32), n);
+  for (guint i = 0; i < n; i++)
+    {
+      guint32 p = dcp_kv_pager_seq_get_page (self->pager, pager_seq, i);
+      g_array_append_val (pages, p);
+    }
+  dcp_backend_state_set_pages (self->backend, state, (const guint32 *) pages->data, n);
 }
 
 /* ---- snapshots and tiers ---- */
@@ -336,20 +376,22 @@ entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
       dcp_prefix_cache_remove (self->cache, e);
       return FALSE;
     }
-  state = dcp_backend_state_new (self->backend, error);
+  state = state_new (self, error);
   if (state == NULL)
     return FALSE;
+  e->pager_seq = dcp_kv_pager_seq_new (self->pager);
+  g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
+  sync_pages (self, state, e->pager_seq);
   if (!dcp_backend_state_load (self->backend, state, g_bytes_get_data (blob, NULL),
                                g_bytes_get_size (blob), error))
     {
       dcp_backend_state_free (self->backend, state);
+      dcp_kv_pager_seq_free (self->pager, e->pager_seq);
       dcp_tier_store_remove (self->tiers, e->id);
       dcp_prefix_cache_remove (self->cache, e);
       return FALSE;
     }
   e->state = state;
-  e->pager_seq = dcp_kv_pager_seq_new (self->pager);
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
   self->gdn_free--;
   dcp_tier_store_remove (self->tiers, e->id);
   e->tier = DCP_TIER_DEVICE;
@@ -385,6 +427,7 @@ take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
   g_autoptr(GError) error = NULL;
   DcpPrefixEntry *e = dcp_prefix_cache_find (self->cache, tokens, s->n_read);
   DcpSeqState *state;
+  guint fork;
 
   if (self->config.max_snapshots == 0)
     return;
@@ -399,17 +442,24 @@ take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
                dcp_snapshot_kind_to_string (kind));
       return;
     }
-  state = dcp_backend_state_new (self->backend, &error);
-  if (state == NULL || !dcp_backend_state_copy (self->backend, state, s->state, &error))
+  state = state_new (self, &error);
+  if (state == NULL)
     {
       g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
-      if (state != NULL)
-        dcp_backend_state_free (self->backend, state);
+      return;
+    }
+  fork = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
+  sync_pages (self, state, fork);
+  if (!dcp_backend_state_copy (self->backend, state, s->state, &error))
+    {
+      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
+      dcp_backend_state_free (self->backend, state);
+      dcp_kv_pager_seq_free (self->pager, fork);
       return;
     }
   e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, kind);
   e->state = state;
-  e->pager_seq = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
+  e->pager_seq = fork;
   e->bytes = dcp_backend_state_get_bytes (self->backend, state);
   e->last_used_us = self->now (self->now_data);
   e->conversation = s->id;
@@ -480,17 +530,19 @@ resume_swapped (DcpScheduler *self, Seq *s, GError **error)
   blob = dcp_tier_store_get (self->tiers, SWAP_KEY (s->id), error);
   if (blob == NULL)
     return FALSE;
-  s->state = dcp_backend_state_new (self->backend, error);
+  s->state = state_new (self, error);
   if (s->state == NULL)
     return FALSE;
+  s->pager_seq = dcp_kv_pager_seq_new (self->pager);
+  g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
+  sync_pages (self, s->state, s->pager_seq);
   if (!dcp_backend_state_load (self->backend, s->state, g_bytes_get_data (blob, NULL),
                                g_bytes_get_size (blob), error))
     {
       dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
+      dcp_kv_pager_seq_free (self->pager, s->pager_seq);
       return FALSE;
     }
-  s->pager_seq = dcp_kv_pager_seq_new (self->pager);
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
   self->gdn_free--;
   self->stats.bytes_ram_to_device += g_bytes_get_size (blob);
   dcp_tier_store_remove (self->tiers, SWAP_KEY (s->id));
@@ -585,16 +637,18 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
     }
   else
     {
-      s->state = dcp_backend_state_new (self->backend, error);
+      s->state = state_new (self, error);
       if (s->state == NULL)
         return ADMIT_FAILED;
+      s->pager_seq = e != NULL ? dcp_kv_pager_seq_fork (self->pager, e->pager_seq, e->n_tokens)
+                               : dcp_kv_pager_seq_new (self->pager);
+      sync_pages (self, s->state, s->pager_seq);
       if (e != NULL && !dcp_backend_state_copy (self->backend, s->state, e->state, error))
         {
           dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
+          dcp_kv_pager_seq_free (self->pager, s->pager_seq);
           return ADMIT_FAILED;
         }
-      s->pager_seq = e != NULL ? dcp_kv_pager_seq_fork (self->pager, e->pager_seq, e->n_tokens)
-                               : dcp_kv_pager_seq_new (self->pager);
       self->gdn_free--;
     }
   if (reuse > 0)
@@ -623,6 +677,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       return ADMIT_WAIT;
     }
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_prompt, self->copies, NULL));
+  sync_pages (self, s->state, s->pager_seq);
   s->phase = DCP_SEQ_PROMPT;
   return ADMIT_OK;
 }
@@ -713,6 +768,7 @@ reserve_decode (DcpScheduler *self)
       if (make_room_to_grow (self, s->pager_seq, s->n_read + 1))
         {
           g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_read + 1, self->copies, NULL));
+          sync_pages (self, s->state, s->pager_seq);
           i++;
         }
       else if (self->running->len == 1)
@@ -949,6 +1005,7 @@ DcpScheduler *
 dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError **error)
 {
   g_autoptr(DcpScheduler) self = NULL;
+  g_autoptr(GError) pool_error = NULL;
 
   g_return_val_if_fail (DCP_IS_BACKEND (backend) && config != NULL, NULL);
   if (config->max_running == 0 || config->prefill_chunk == 0 || config->page_tokens == 0 ||
@@ -967,6 +1024,12 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
   self->cap_tokens = config->page_tokens *
     (config->context_mode == DCP_CONTEXT_FIXED ? config->kv_pages / config->max_running : config->kv_pages);
   self->pager = dcp_kv_pager_new (config->kv_pages, config->page_tokens);
+  self->kv_pool = dcp_backend_kv_pool_new (backend, config->kv_pages, config->page_tokens, &pool_error);
+  if (self->kv_pool == NULL && !g_error_matches (pool_error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED))
+    {
+      g_propagate_error (error, g_steal_pointer (&pool_error));
+      return NULL;
+    }
   self->gdn_free = config->gdn_blocks;
   self->cache = dcp_prefix_cache_new ();
   self->copies = g_array_new (FALSE, FALSE, sizeof (DcpKvPageCopy));
@@ -1019,6 +1082,8 @@ dcp_scheduler_free (DcpScheduler *self)
   g_clear_pointer (&self->tiers, dcp_tier_store_free);
   g_clear_pointer (&self->cache, dcp_prefix_cache_free);
   g_clear_pointer (&self->pager, dcp_kv_pager_free);
+  if (self->kv_pool != NULL)
+    dcp_backend_kv_pool_free (self->backend, g_steal_pointer (&self->kv_pool));
   g_clear_pointer (&self->copies, g_array_unref);
   g_clear_pointer (&self->cancels, g_array_unref);
   g_clear_pointer (&self->published_list, g_array_unref);

@@ -94,6 +94,7 @@ typedef struct {
   guint64 reuse_hits, reuse_misses;
   guint64 generated_tokens;
   guint64 snapshots_taken;
+  guint64 pages_copied;        /* copy-on-write of shared KV pages */
   guint64 preemptions;
   guint64 bytes_device_to_ram, bytes_ram_to_device;
   guint64 bytes_ram_to_disk, bytes_disk_to_device;

@@ -228,10 +228,78 @@ test_save_load (void)
   dcp_backend_state_free (backend, t);
 }
 
+/* A state whose attention KV lives in pages of a pool, in a scrambled order, gives exactly the
+ * logits of one with its own arrays; a copy that shares its first pages (only the rest are
+ * copied) continues exactly like the original; save/load goes through pages. Copy-on-write of
+ * pages runs in the invariant test (the scheduler counts the copies). */
+static void
+test_paged (void)
+{
+  enum { PAGES = 24, PAGE = 5, N = 47 };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (5);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+  g_autofree float *a = g_new (float, (gsize) N * vocab);
+  g_autofree float *b = g_new (float, (gsize) N * vocab);
+  guint32 ids[N + 2], order[PAGES], fork_pages[10];
+  DcpKvPool *pool = dcp_backend_kv_pool_new (backend, PAGES, PAGE, &error);
+  DcpSeqState *plain = dcp_backend_state_new (backend, &error);
+  DcpSeqState *paged = dcp_backend_state_new_paged (backend, pool, &error);
+  DcpSeqState *copy = dcp_backend_state_new_paged (backend, pool, &error);
+  DcpSeqState *loaded = dcp_backend_state_new_paged (backend, pool, &error);
+  DcpBatchItem item;
+
+  g_assert_no_error (error);
+  fill_random (rand, ids, N + 2);
+  for (guint i = 0; i < PAGES; i++)
+    order[i] = i;
+  for (guint i = PAGES - 1; i > 0; i--)
+    {
+      guint j = g_rand_int_range (rand, 0, i + 1), t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+  dcp_backend_state_set_pages (backend, paged, order, 10);   /* 50 positions */
+  item = (DcpBatchItem) { plain, ids, N, DCP_LOGITS_ALL, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids, 30, DCP_LOGITS_ALL, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids + 30, N - 30, DCP_LOGITS_ALL, b + (gsize) 30 * vocab, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, (gsize) N * vocab * 4, b, (gsize) N * vocab * 4);
+
+  /* Pages 0-7 (40 positions) shared, the last two its own. */
+  memcpy (fork_pages, order, 8 * sizeof (guint32));
+  fork_pages[8] = order[12];
+  fork_pages[9] = order[13];
+  dcp_backend_state_set_pages (backend, copy, fork_pages, 10);
+  g_assert_true (dcp_backend_state_copy (backend, copy, paged, &error));
+  item = (DcpBatchItem) { copy, ids + N, 1, DCP_LOGITS_LAST, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids + N, 1, DCP_LOGITS_LAST, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, vocab * 4, b, vocab * 4);
+
+  dcp_backend_state_save (backend, paged, blob);
+  dcp_backend_state_set_pages (backend, loaded, order + 14, 10);
+  g_assert_true (dcp_backend_state_load (backend, loaded, blob->data, blob->len, &error));
+  item = (DcpBatchItem) { loaded, ids + N + 1, 1, DCP_LOGITS_LAST, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids + N + 1, 1, DCP_LOGITS_LAST, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, vocab * 4, b, vocab * 4);
+
+  dcp_backend_state_free (backend, plain);
+  dcp_backend_state_free (backend, paged);
+  dcp_backend_state_free (backend, copy);
+  dcp_backend_state_free (backend, loaded);
+  dcp_backend_kv_pool_free (backend, pool);
+}
+
 /* ---- the property test ---- */
 
 typedef struct {
-  guint64 preemptions, reuse_hits, opening_hits, to_disk, from_disk, from_ram, corrupt, waits;
+  guint64 preemptions, reuse_hits, opening_hits, to_disk, from_disk, from_ram, corrupt, cow;
 } Coverage;
 
 static gint64 fake_now;
@@ -378,6 +446,7 @@ run_team (guint seed, Coverage *cov)
   cov->from_disk += stats.bytes_disk_to_device;
   cov->from_ram += stats.bytes_ram_to_device;
   cov->corrupt += stats.corrupt_files;
+  cov->cow += stats.pages_copied;
   for (guint i = 0; i < requests->len; i++)
     {
       Request *r = g_ptr_array_index (requests, i);
@@ -399,9 +468,9 @@ test_invariant (void)
   g_test_message ("preemptions %" G_GUINT64_FORMAT ", reuse hits %" G_GUINT64_FORMAT
                   ", opening hits %" G_GUINT64_FORMAT ", bytes RAM->disk %" G_GUINT64_FORMAT
                   ", disk->device %" G_GUINT64_FORMAT ", RAM->device %" G_GUINT64_FORMAT
-                  ", corrupt files %" G_GUINT64_FORMAT,
+                  ", corrupt files %" G_GUINT64_FORMAT ", pages copied %" G_GUINT64_FORMAT,
                   cov.preemptions, cov.reuse_hits, cov.opening_hits, cov.to_disk, cov.from_disk,
-                  cov.from_ram, cov.corrupt);
+                  cov.from_ram, cov.corrupt, cov.cow);
   g_assert_cmpuint (cov.preemptions, >, 0);
   g_assert_cmpuint (cov.reuse_hits, >, 0);
   g_assert_cmpuint (cov.opening_hits, >, 0);
@@ -409,6 +478,7 @@ test_invariant (void)
   g_assert_cmpuint (cov.from_disk, >, 0);
   g_assert_cmpuint (cov.from_ram, >, 0);
   g_assert_cmpuint (cov.corrupt, >, 0);
+  g_assert_cmpuint (cov.cow, >, 0);
 }
 
 int
@@ -419,6 +489,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   open_model ();
   g_test_add_func ("/scheduler/save-load", test_save_load);
+  g_test_add_func ("/scheduler/paged", test_paged);
   g_test_add_func ("/scheduler/invariant", test_invariant);
   ret = g_test_run ();
   g_object_unref (backend);
