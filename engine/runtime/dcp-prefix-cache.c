@@ -20,6 +20,7 @@ dcp_snapshot_kind_to_string (DcpSnapshotKind kind)
     case DCP_SNAPSHOT_OPENING: return "opening";
     case DCP_SNAPSHOT_PROMPT_END: return "prompt-end";
     case DCP_SNAPSHOT_ANSWER_END: return "answer-end";
+    case DCP_SNAPSHOT_PAGES: return "pages";
     default: return "unknown";
     }
 }

@@ -17,6 +17,7 @@ typedef enum {
   DCP_SNAPSHOT_OPENING,      /* the end of a shared opening (system prompt and tools) */
   DCP_SNAPSHOT_PROMPT_END,
   DCP_SNAPSHOT_ANSWER_END,
+  DCP_SNAPSHOT_PAGES,        /* every snapshot_pages pages inside a long prompt */
 } DcpSnapshotKind;
 
 const char *dcp_snapshot_kind_to_string (DcpSnapshotKind kind);

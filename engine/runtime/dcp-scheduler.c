@@ -87,6 +87,7 @@ dcp_scheduler_config_init (DcpSchedulerConfig *c)
   c->gdn_blocks = 2;
   c->context_mode = DCP_CONTEXT_POOL;
   c->max_snapshots = 64;
+  c->snapshot_pages = 16;
   c->eviction = DCP_EVICTION_QUEUE_AWARE;
 }
 
@@ -946,9 +947,15 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       if (s->phase != DCP_SEQ_PROMPT)
         continue;
       chunk = MIN (s->n_prompt - s->n_read, budget);
-      /* A chunk ends at the shared opening, so that its state can be kept. */
+      /* A chunk ends at the shared opening and at page-interval snapshots, so that the state
+       * there can be kept. */
       if (s->opening > s->n_read && s->opening < s->n_prompt)
         chunk = MIN (chunk, s->opening - s->n_read);
+      if (self->config.snapshot_pages > 0)
+        {
+          guint every = self->config.snapshot_pages * self->config.page_tokens;
+          chunk = MIN (chunk, every - s->n_read % every);
+        }
       item.n_tokens = chunk;
       if (s->n_read + chunk == s->n_prompt)
         {
@@ -984,6 +991,9 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         s->cb.progress (s->user_data, s->n_read, s->n_prompt);
       if (s->n_read == s->opening && s->opening < s->n_prompt)
         take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
+      else if (self->config.snapshot_pages > 0 && s->n_read < s->n_prompt &&
+               s->n_read % (self->config.snapshot_pages * self->config.page_tokens) == 0)
+        take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
       if (s->n_read < s->n_prompt)
         continue;
       take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);

@@ -28,6 +28,8 @@ typedef struct {
   guint gdn_blocks;            /* GDN state blocks on the device (running + snapshots) */
   DcpContextMode context_mode; /* fixed: each running sequence may hold kv_pages / max_running */
   guint max_snapshots;         /* prefix snapshots kept over all tiers */
+  guint snapshot_pages;        /* also snapshot a prompt every this many pages (0: never), so
+                                  that a prompt edited in the middle resumes near the edit */
   guint64 ram_bytes;           /* RAM tier budget */
   guint64 disk_bytes;          /* disk tier budget */
   char *disk_dir;              /* NULL: no disk tier */

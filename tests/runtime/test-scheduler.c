@@ -299,7 +299,7 @@ test_paged (void)
 /* ---- the property test ---- */
 
 typedef struct {
-  guint64 preemptions, reuse_hits, opening_hits, to_disk, from_disk, from_ram, corrupt, cow;
+  guint64 preemptions, reuse_hits, opening_hits, to_disk, from_disk, from_ram, corrupt, cow, page_hits;
 } Coverage;
 
 static gint64 fake_now;
@@ -338,6 +338,7 @@ run_team (guint seed, Coverage *cov)
   config.kv_pages = (100 + g_rand_int_range (rand, 0, 300)) / config.page_tokens;
   config.gdn_blocks = config.max_running + g_rand_int_range (rand, 0, 4);
   config.max_snapshots = g_rand_int_range (rand, 0, 12);
+  config.snapshot_pages = g_rand_int_range (rand, 0, 4);
   config.ram_bytes = g_rand_boolean (rand) ? 0 : (guint64) g_rand_int_range (rand, 100, 800) * 1024;
   config.disk_bytes = (guint64) g_rand_int_range (rand, 0, 4000) * 1024;
   config.disk_dir = dir;
@@ -452,6 +453,9 @@ run_team (guint seed, Coverage *cov)
       Request *r = g_ptr_array_index (requests, i);
       if (r->usage.cached_prompt_tokens == opening_len)
         cov->opening_hits++;
+      else if (config.snapshot_pages > 0 && r->usage.cached_prompt_tokens > 0 &&
+               r->usage.cached_prompt_tokens % (config.snapshot_pages * config.page_tokens) == 0)
+        cov->page_hits++;
     }
   g_clear_pointer (&sched, dcp_scheduler_free);
   g_assert_cmpint (g_rmdir (dir), ==, 0);
@@ -479,6 +483,7 @@ test_invariant (void)
   g_assert_cmpuint (cov.from_ram, >, 0);
   g_assert_cmpuint (cov.corrupt, >, 0);
   g_assert_cmpuint (cov.cow, >, 0);
+  g_assert_cmpuint (cov.page_hits, >, 0);
 }
 
 int
