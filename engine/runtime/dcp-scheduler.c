@@ -679,6 +679,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
     }
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_prompt, self->copies, NULL));
   sync_pages (self, s->state, s->pager_seq);
+  self->stats.prompt_tokens += s->n_prompt;
   s->phase = DCP_SEQ_PROMPT;
   return ADMIT_OK;
 }
@@ -1150,7 +1151,6 @@ dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
   s->id = self->next_id++;
   s->submit_us = self->now (self->now_data);
   self->stats.requests++;
-  self->stats.prompt_tokens += s->n_prompt;
   g_queue_push_tail (&self->incoming, s);
   g_cond_signal (&self->cond);
   g_mutex_unlock (&self->lock);

@@ -90,7 +90,7 @@ typedef enum {
 typedef struct {
   guint64 steps;
   guint64 requests, finished;
-  guint64 prompt_tokens;       /* served */
+  guint64 prompt_tokens;       /* served: prompts of the sequences that started */
   guint64 prompt_tokens_read;  /* computed by the model */
   guint64 reused_tokens;       /* prompt tokens resumed from snapshots */
   guint64 reuse_hits, reuse_misses;

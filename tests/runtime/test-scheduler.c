@@ -327,7 +327,7 @@ run_team (guint seed, Coverage *cov)
   gboolean busy = TRUE;
   guint damaged = 0;
   DcpSchedulerStats stats;
-  guint step = 0;
+  guint step = 0, cap_tokens;
 
   dcp_scheduler_config_init (&config);
   config.max_running = g_rand_int_range (rand, 1, 6);
@@ -343,6 +343,9 @@ run_team (guint seed, Coverage *cov)
   config.disk_bytes = (guint64) g_rand_int_range (rand, 0, 4000) * 1024;
   config.disk_dir = dir;
   config.eviction = g_rand_boolean (rand) ? DCP_EVICTION_QUEUE_AWARE : DCP_EVICTION_LRU;
+  config.context_mode = g_rand_int_range (rand, 0, 4) == 0 ? DCP_CONTEXT_FIXED : DCP_CONTEXT_POOL;
+  cap_tokens = config.page_tokens *
+    (config.context_mode == DCP_CONTEXT_FIXED ? config.kv_pages / config.max_running : config.kv_pages);
   sched = dcp_scheduler_new (backend, &config, &error);
   g_assert_no_error (error);
   dcp_scheduler_set_clock (sched, fake_clock, NULL);
@@ -436,7 +439,7 @@ run_team (guint seed, Coverage *cov)
     }
 
   for (guint i = 0; i < requests->len; i++)
-    check_request (g_ptr_array_index (requests, i), config.kv_pages * config.page_tokens);
+    check_request (g_ptr_array_index (requests, i), cap_tokens);
   dcp_scheduler_get_stats (sched, &stats);
   g_assert_cmpuint (stats.finished, ==, requests->len);
   g_assert_cmpuint (stats.running + stats.waiting, ==, 0);
@@ -486,6 +489,106 @@ test_invariant (void)
   g_assert_cmpuint (cov.page_hits, >, 0);
 }
 
+/* ---- the engine thread ---- */
+
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint finished;
+} Waiter;
+
+static Waiter waiter;
+
+static void
+on_finished_wake (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
+                  const GError *error)
+{
+  on_finished (user_data, reason, usage, error);
+  g_mutex_lock (&waiter.lock);
+  waiter.finished++;
+  g_cond_signal (&waiter.cond);
+  g_mutex_unlock (&waiter.lock);
+}
+
+static gpointer
+engine_thread (gpointer sched)
+{
+  dcp_scheduler_run (sched);
+  return NULL;
+}
+
+/* Submissions from another thread while the engine thread runs the loop; a cancelled request
+ * ends with CANCELLED; stop cancels what is left and returns. */
+static void
+test_thread (void)
+{
+  static const DcpSeqCallbacks wake = { on_progress, on_token, on_finished_wake };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (9);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  DcpSeqParams p = { 0 };
+  GThread *thread;
+  guint64 long_id;
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 4;
+  config.prefill_chunk = 7;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  thread = g_thread_new ("engine", engine_thread, sched);
+  for (guint i = 0; i < 4; i++)
+    {
+      Request *r = g_new0 (Request, 1);
+
+      r->prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+      r->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+      g_array_set_size (r->prompt, 10 + 9 * i);
+      fill_random (rand, (guint32 *) r->prompt->data, r->prompt->len);
+      r->max_tokens = i == 3 ? 400 : 8;
+      r->stop = vocab;   /* never sampled */
+      g_ptr_array_add (requests, r);
+      dcp_sampler_params_init (&p.sampling);
+      p.sampling.temperature = 0;
+      p.prompt = (guint32 *) r->prompt->data;
+      p.n_prompt = r->prompt->len;
+      p.max_tokens = r->max_tokens;
+      long_id = dcp_scheduler_submit (sched, &p, &wake, r, &error);
+      g_assert_no_error (error);
+    }
+  dcp_scheduler_cancel (sched, long_id);
+  g_mutex_lock (&waiter.lock);
+  while (waiter.finished < 4)
+    g_cond_wait (&waiter.cond, &waiter.lock);
+  g_mutex_unlock (&waiter.lock);
+  dcp_scheduler_stop (sched);
+  g_thread_join (thread);
+  for (guint i = 0; i < 3; i++)
+    check_request (g_ptr_array_index (requests, i), G_MAXUINT);
+  g_assert_cmpint (((Request *) g_ptr_array_index (requests, 3))->reason, ==, DCP_SEQ_FINISH_CANCELLED);
+  g_assert_cmpuint (((Request *) g_ptr_array_index (requests, 3))->tokens->len, <, 400);
+
+  /* Bad input is refused at once, naming the field. */
+  p.prompt = (guint32 *) ((Request *) g_ptr_array_index (requests, 0))->prompt->data;
+  p.n_prompt = 0;
+  g_assert_cmpuint (dcp_scheduler_submit (sched, &p, &wake, NULL, &error), ==, 0);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  {
+    guint32 bad[2] = { 1, vocab + 5 };
+
+    p.prompt = bad;
+    p.n_prompt = 2;
+    g_assert_cmpuint (dcp_scheduler_submit (sched, &p, &wake, NULL, &error), ==, 0);
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "prompt"));
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -495,6 +598,7 @@ main (int argc, char **argv)
   open_model ();
   g_test_add_func ("/scheduler/save-load", test_save_load);
   g_test_add_func ("/scheduler/paged", test_paged);
+  g_test_add_func ("/scheduler/thread", test_thread);
   g_test_add_func ("/scheduler/invariant", test_invariant);
   ret = g_test_run ();
   g_object_unref (backend);
