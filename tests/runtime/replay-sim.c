@@ -115,6 +115,7 @@ typedef struct {
   guint turn;                /* next turn */
   double arrive;             /* of the next or current turn */
   gboolean queued, running, done;
+  gboolean preempted;        /* waiting at the head of the queue to resume where it stopped */
   guint prompt_left, answer_left;
   double ready;              /* running: its state is on the device from then on */
   gboolean first_token_seen;
@@ -309,6 +310,17 @@ admit (Sim *sim, guint a)
   guint total = g->tokens + turn->new_tokens;
   double need = state_bytes (sim, total) - (g->loc == LOC_DEVICE ? g->bytes : 0);
 
+  if (g->preempted)
+    {
+      /* Back from RAM whole: its prompt and answer go on where they stopped. */
+      if (!device_room (sim, g->bytes, a))
+        return FALSE;
+      g->ready = bring_back (sim, g);
+      set_loc (sim, g, LOC_DEVICE);
+      g->running = TRUE;
+      g->preempted = FALSE;
+      return TRUE;
+    }
   if (!device_room (sim, need, a))
     return FALSE;
   sim->res->served += total;
@@ -369,7 +381,6 @@ static void
 run_sim (Sim *sim)
 {
   GPtrArray *running = g_ptr_array_new ();
-  guint opening = sim->ag[sim->n].tokens;
 
   for (;;)
     {
@@ -503,16 +514,12 @@ run_sim (Sim *sim)
             sim->res->dev_to_ram += y->bytes;
             y->running = FALSE;
             y->queued = TRUE;
-            y->tokens -= turn_of (sim, a)->new_tokens;   /* admit adds them again ... */
-            sim->res->served -= y->tokens + turn_of (sim, a)->new_tokens;
-            sim->res->reused -= y->tokens;   /* ... and this is not a reuse */
-            sim->res->read -= y->prompt_left;
+            y->preempted = TRUE;
             g_queue_push_head (&sim->queue, GUINT_TO_POINTER (a + 1));
             sim->res->preemptions++;
           }
     }
   sim->res->end = sim->t;
-  (void) opening;
   g_ptr_array_unref (running);
 }
 
