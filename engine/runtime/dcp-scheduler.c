@@ -568,6 +568,35 @@ opening_in_progress (DcpScheduler *self, const Seq *s)
 
 typedef enum { ADMIT_OK, ADMIT_WAIT, ADMIT_FAILED } AdmitResult;
 
+/* Says why a prompt could not resume further: the snapshot sharing the most tokens with it
+ * ends past where they part (the client changed earlier text), or none shares anything. */
+static void
+log_divergence (DcpScheduler *self, const Seq *s, guint reuse)
+{
+  const DcpPrefixEntry *best = NULL;
+  guint best_common = 0;
+
+  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
+    {
+      const DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
+      guint n = MIN (e->n_tokens, s->n_prompt), common = 0;
+
+      while (common < n && e->tokens[common] == s->prompt[common])
+        common++;
+      if (common > best_common && common < e->n_tokens)
+        {
+          best = e;
+          best_common = common;
+        }
+    }
+  if (best != NULL && best_common > reuse)
+    g_message ("sequence %" G_GUINT64_FORMAT ": resumes from %u tokens: a %u-token %s snapshot "
+               "shares its first %u tokens, then differs (no state is kept at that point)",
+               s->id, reuse, best->n_tokens, dcp_snapshot_kind_to_string (best->kind), best_common);
+  else if (reuse == 0 && dcp_prefix_cache_get_n (self->cache) > 0)
+    g_debug ("sequence %" G_GUINT64_FORMAT ": no snapshot begins its prompt", s->id);
+}
+
 /* The only free GDN block is the snapshot's own: the sequence takes over its state and pages,
  * and the snapshot stays behind in RAM (when the budget allows) for others. */
 static void
@@ -659,11 +688,8 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       self->stats.reused_tokens += s->cached;
     }
   else
-    {
-      self->stats.reuse_misses++;
-      if (dcp_prefix_cache_get_n (self->cache) > 0)
-        g_debug ("sequence %" G_GUINT64_FORMAT ": no snapshot begins its prompt", s->id);
-    }
+    self->stats.reuse_misses++;
+  log_divergence (self, s, reuse);
   if (!make_room_to_grow (self, s->pager_seq, s->n_prompt))
     {
       seq_release_device (self, s);
