@@ -22,6 +22,9 @@ for t in "$here"/tests/test-*; do
   table="$table$(printf '%-28s %-10s %ss' "$name" "$result" "$secs")\n"
 done
 
+# Decode kernel benchmark (about 20 s): the whole table goes to the log, the summary here.
+"$here/bin/bench-gemv" >"$out/bench-gemv.log" 2>&1 && sed -n '/^Whole/,$p' "$out/bench-gemv.log"
+
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
 
