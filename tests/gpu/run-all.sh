@@ -24,6 +24,8 @@ done
 
 # Decode kernel benchmark (about 20 s): the whole table goes to the log, the summary here.
 "$here/bin/bench-gemv" >"$out/bench-gemv.log" 2>&1 && sed -n '/^Whole/,$p' "$out/bench-gemv.log"
+# Decode attention and sampling benchmark: the whole table.
+"$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
 
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
