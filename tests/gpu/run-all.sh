@@ -14,10 +14,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --form
 table=""
 for t in "$here"/tests/test-*; do
   name=$(basename "$t")
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   "$t" >"$out/$name.log" 2>&1
   rc=$?
-  secs=$(echo "$(date +%s.%N) - $start" | bc 2>/dev/null || echo "?")
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  secs=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
   case $rc in 0) result=PASS ;; 77) result=SKIP ;; *) result="FAIL($rc)"; tail -20 "$out/$name.log" ;; esac
   table="$table$(printf '%-28s %-10s %ss' "$name" "$result" "$secs")\n"
 done
