@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-backend.h"
+#include "dcp-tensor-source.h"
+
+G_BEGIN_DECLS
+
+/* The CPU reference backend: every layer of the text model and the MTP head in plain C with
+ * FP32 activations and accumulation, weights dequantized from the source's format as they are
+ * used. Matrix products are split across n_threads threads; results do not depend on it. */
+#define DCP_TYPE_BACKEND_CPU (dcp_backend_cpu_get_type ())
+G_DECLARE_FINAL_TYPE (DcpBackendCpu, dcp_backend_cpu, DCP, BACKEND_CPU, DcpBackend)
+
+/* The source must outlive the backend. n_threads 0 = one per CPU core. */
+DcpBackend *dcp_backend_cpu_new                (const DcpModelConfig  *config,
+                                                const DcpTensorSource *source,
+                                                guint                  n_threads,
+                                                GError               **error);
+/* Prompt chunks of more than one token run the chunked form of the gated delta rule with this
+ * chunk size (default 64); 0 runs the token-by-token recurrence everywhere. */
+void        dcp_backend_cpu_set_gdn_chunk_size (DcpBackendCpu         *self,
+                                                guint                  chunk_size);
+guint       dcp_backend_cpu_get_n_threads      (DcpBackendCpu         *self);
+
+G_END_DECLS

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-backend"
+
+#include "config.h"
+
+#include "dcp-backend.h"
+#include "dcp-error.h"
+
+typedef struct {
+  char *name;
+  DcpModelConfig config;
+} DcpBackendPrivate;
+
+G_DEFINE_ABSTRACT_TYPE_WITH_PRIVATE (DcpBackend, dcp_backend, G_TYPE_OBJECT)
+
+static void
+dcp_backend_finalize (GObject *object)
+{
+  DcpBackendPrivate *priv = dcp_backend_get_instance_private (DCP_BACKEND (object));
+
+  g_free (priv->name);
+  G_OBJECT_CLASS (dcp_backend_parent_class)->finalize (object);
+}
+
+static gboolean
+default_has_mtp (DcpBackend *self)
+{
+  return FALSE;
+}
+
+static gboolean
+default_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GError **error)
+{
+  g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "the model has no MTP head");
+  return FALSE;
+}
+
+static void
+dcp_backend_class_init (DcpBackendClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = dcp_backend_finalize;
+  klass->has_mtp = default_has_mtp;
+  klass->mtp_forward = default_mtp_forward;
+}
+
+static void
+dcp_backend_init (DcpBackend *self)
+{
+}
+
+void
+dcp_backend_set_model (DcpBackend *self, const char *name, const DcpModelConfig *config)
+{
+  DcpBackendPrivate *priv = dcp_backend_get_instance_private (self);
+
+  g_return_if_fail (DCP_IS_BACKEND (self) && name != NULL && config != NULL);
+  g_free (priv->name);
+  priv->name = g_strdup (name);
+  priv->config = *config;
+}
+
+const char *
+dcp_backend_get_name (DcpBackend *self)
+{
+  DcpBackendPrivate *priv = dcp_backend_get_instance_private (self);
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self), NULL);
+  return priv->name;
+}
+
+const DcpModelConfig *
+dcp_backend_get_config (DcpBackend *self)
+{
+  DcpBackendPrivate *priv = dcp_backend_get_instance_private (self);
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self), NULL);
+  return &priv->config;
+}
+
+gboolean
+dcp_backend_has_mtp (DcpBackend *self)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->has_mtp (self);
+}
+
+DcpSeqState *
+dcp_backend_state_new (DcpBackend *self, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self), NULL);
+  return DCP_BACKEND_GET_CLASS (self)->state_new (self, error);
+}
+
+void
+dcp_backend_state_free (DcpBackend *self, DcpSeqState *state)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self));
+  if (state != NULL)
+    DCP_BACKEND_GET_CLASS (self)->state_free (self, state);
+}
+
+gboolean
+dcp_backend_state_copy (DcpBackend *self, DcpSeqState *dst, const DcpSeqState *src, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (dst != NULL && src != NULL, FALSE);
+  if (dst == src)
+    return TRUE;
+  return DCP_BACKEND_GET_CLASS (self)->state_copy (self, dst, src, error);
+}
+
+guint
+dcp_backend_state_get_n_tokens (DcpBackend *self, const DcpSeqState *state)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL, 0);
+  return DCP_BACKEND_GET_CLASS (self)->state_get_n_tokens (self, state);
+}
+
+guint64
+dcp_backend_state_get_bytes (DcpBackend *self, const DcpSeqState *state)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL, 0);
+  return DCP_BACKEND_GET_CLASS (self)->state_get_bytes (self, state);
+}
+
+/* Checks what every backend would check: tokens in the vocabulary, outputs where asked. */
+static gboolean
+check_rows (DcpBackend *self, const char *what, guint index, const guint32 *tokens, guint n_tokens,
+            DcpLogitsMode mode, const float *logits, GError **error)
+{
+  DcpBackendPrivate *priv = dcp_backend_get_instance_private (self);
+
+  if (n_tokens == 0 || tokens == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s %u: no tokens", what, index);
+      return FALSE;
+    }
+  for (guint i = 0; i < n_tokens; i++)
+    if (tokens[i] >= priv->config.vocab_size)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "%s %u: token %u is outside the vocabulary (%u)", what, index, tokens[i],
+                     priv->config.vocab_size);
+        return FALSE;
+      }
+  if (mode != DCP_LOGITS_NONE && logits == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s %u: no logits buffer", what, index);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (items != NULL || n_items == 0, FALSE);
+  for (guint i = 0; i < n_items; i++)
+    {
+      g_return_val_if_fail (items[i].state != NULL, FALSE);
+      if (!check_rows (self, "batch item", i, items[i].tokens, items[i].n_tokens,
+                       items[i].logits_mode, items[i].logits, error))
+        return FALSE;
+    }
+  return DCP_BACKEND_GET_CLASS (self)->forward (self, items, n_items, error);
+}
+
+gboolean
+dcp_backend_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
+  g_return_val_if_fail (items != NULL || n_items == 0, FALSE);
+  for (guint i = 0; i < n_items; i++)
+    {
+      g_return_val_if_fail (items[i].state != NULL && items[i].hidden != NULL, FALSE);
+      if (!check_rows (self, "MTP item", i, items[i].tokens, items[i].n_tokens,
+                       items[i].logits_mode, items[i].logits, error))
+        return FALSE;
+    }
+  return DCP_BACKEND_GET_CLASS (self)->mtp_forward (self, items, n_items, error);
+}

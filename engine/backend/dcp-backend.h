@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <glib-object.h>
+
+#include "dcp-model-config.h"
+
+G_BEGIN_DECLS
+
+/* A backend runs the model: the CPU reference (dcp-backend-cpu.h) or CUDA. The scheduler owns
+ * one DcpSeqState per sequence (KV cache of the attention layers, conv and recurrent state of
+ * the Gated DeltaNet layers, the MTP head's KV cache) and hands the backend a batch of items per
+ * step: each item is one sequence with its own new tokens (one decode token, a draft to verify,
+ * or a chunk of its prompt). The backend appends those tokens to the sequence's state and
+ * returns logits for the last or for every new position. A state can be copied into another
+ * (snapshot before speculative tokens or at a reusable prefix; restore by copying back). */
+
+#define DCP_TYPE_BACKEND (dcp_backend_get_type ())
+G_DECLARE_DERIVABLE_TYPE (DcpBackend, dcp_backend, DCP, BACKEND, GObject)
+
+/* A sequence's state; what is inside belongs to the backend that made it. */
+typedef struct _DcpSeqState DcpSeqState;
+
+typedef enum {
+  DCP_LOGITS_NONE,   /* only fill the state (a prompt chunk that is not the last) */
+  DCP_LOGITS_LAST,   /* the last new position: 1 x vocab */
+  DCP_LOGITS_ALL,    /* every new position: n_tokens x vocab */
+} DcpLogitsMode;
+
+typedef struct {
+  DcpSeqState *state;
+  const guint32 *tokens;
+  guint n_tokens;
+  DcpLogitsMode logits_mode;
+  float *logits;     /* out: rows x vocab_size, rows by logits_mode; NULL with DCP_LOGITS_NONE */
+  float *hidden;     /* out, optional: the final-normed hidden states of the same rows
+                        (rows x hidden_size), what the MTP head takes */
+} DcpBatchItem;
+
+/* One sequence's rows for the MTP head (../shared/MODEL.md §4): row i combines token
+ * tokens[i] (the token after the one at position p_i) with hidden[i] (the main model's
+ * final-normed hidden state at p_i, or the MTP's own output when chaining draft steps). Rows are
+ * appended to the MTP head's own KV cache in the state, at its next positions. */
+typedef struct {
+  DcpSeqState *state;
+  const guint32 *tokens;
+  const float *hidden;      /* n_tokens x hidden_size */
+  guint n_tokens;
+  DcpLogitsMode logits_mode;
+  float *logits;            /* out: rows x vocab_size */
+  float *hidden_out;        /* out, optional: the MTP's normed output rows, for chaining */
+} DcpMtpItem;
+
+struct _DcpBackendClass {
+  GObjectClass parent_class;
+
+  /* A new, empty sequence state. */
+  DcpSeqState *(*state_new)          (DcpBackend         *self,
+                                      GError            **error);
+  void         (*state_free)         (DcpBackend         *self,
+                                      DcpSeqState        *state);
+  /* dst becomes an exact copy of src (both made by this backend). */
+  gboolean     (*state_copy)         (DcpBackend         *self,
+                                      DcpSeqState        *dst,
+                                      const DcpSeqState  *src,
+                                      GError            **error);
+  /* Tokens the main model has read into the state. */
+  guint        (*state_get_n_tokens) (DcpBackend         *self,
+                                      const DcpSeqState  *state);
+  /* Bytes the state holds now. */
+  guint64      (*state_get_bytes)    (DcpBackend         *self,
+                                      const DcpSeqState  *state);
+  /* One step over a batch; items name distinct states. */
+  gboolean     (*forward)            (DcpBackend         *self,
+                                      DcpBatchItem       *items,
+                                      guint               n_items,
+                                      GError            **error);
+  /* The MTP head over a batch (NOT_SUPPORTED when the model has none). */
+  gboolean     (*mtp_forward)        (DcpBackend         *self,
+                                      DcpMtpItem         *items,
+                                      guint               n_items,
+                                      GError            **error);
+  /* Whether the model file carries the MTP head. */
+  gboolean     (*has_mtp)            (DcpBackend         *self);
+
+  gpointer padding[8];
+};
+
+const char           *dcp_backend_get_name   (DcpBackend        *self);
+const DcpModelConfig *dcp_backend_get_config (DcpBackend        *self);
+gboolean              dcp_backend_has_mtp    (DcpBackend        *self);
+
+DcpSeqState *dcp_backend_state_new          (DcpBackend         *self,
+                                             GError            **error);
+void         dcp_backend_state_free         (DcpBackend         *self,
+                                             DcpSeqState        *state);
+gboolean     dcp_backend_state_copy         (DcpBackend         *self,
+                                             DcpSeqState        *dst,
+                                             const DcpSeqState  *src,
+                                             GError            **error);
+guint        dcp_backend_state_get_n_tokens (DcpBackend         *self,
+                                             const DcpSeqState  *state);
+guint64      dcp_backend_state_get_bytes    (DcpBackend         *self,
+                                             const DcpSeqState  *state);
+gboolean     dcp_backend_forward            (DcpBackend         *self,
+                                             DcpBatchItem       *items,
+                                             guint               n_items,
+                                             GError            **error);
+gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
+                                             DcpMtpItem         *items,
+                                             guint               n_items,
+                                             GError            **error);
+
+/* For implementations: the name ("cpu", "cuda") and model config, set once when constructed. */
+void         dcp_backend_set_model          (DcpBackend           *self,
+                                             const char           *name,
+                                             const DcpModelConfig *config);
+
+G_END_DECLS

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-cpu-attention"
+
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dcp-cpu-attention.h"
+
+void
+dcp_cpu_kv_cache_init (DcpCpuKvCache *cache, guint width)
+{
+  memset (cache, 0, sizeof *cache);
+  cache->width = width;
+}
+
+void
+dcp_cpu_kv_cache_clear (DcpCpuKvCache *cache)
+{
+  g_clear_pointer (&cache->k, g_free);
+  g_clear_pointer (&cache->v, g_free);
+  cache->n_tokens = cache->capacity = 0;
+}
+
+static void
+reserve (DcpCpuKvCache *cache, guint n_tokens)
+{
+  if (n_tokens <= cache->capacity)
+    return;
+  cache->capacity = MAX (n_tokens, MAX (64, 2 * cache->capacity));
+  cache->k = g_renew (float, cache->k, (gsize) cache->capacity * cache->width);
+  cache->v = g_renew (float, cache->v, (gsize) cache->capacity * cache->width);
+}
+
+void
+dcp_cpu_kv_cache_copy (DcpCpuKvCache *dst, const DcpCpuKvCache *src)
+{
+  gsize n = (gsize) src->n_tokens * src->width;
+
+  g_assert (dst->width == src->width);
+  reserve (dst, src->n_tokens);
+  if (n > 0)
+    {
+      memcpy (dst->k, src->k, n * sizeof (float));
+      memcpy (dst->v, src->v, n * sizeof (float));
+    }
+  dst->n_tokens = src->n_tokens;
+}
+
+typedef struct {
+  const DcpModelConfig *config;
+  const DcpCpuKvCache *cache;
+  const float *qg;        /* [n_tokens, n_heads, 2 * head_dim]: query | gate per head */
+  guint first_pos, n_tokens;
+  float *attn;            /* [n_tokens, n_heads * head_dim], gated */
+} AttendJob;
+
+/* One (token, head) pair per index: causal softmax over the cache, then the sigmoid gate. */
+static void
+attend_range (gpointer data, guint begin, guint end)
+{
+  AttendJob *job = data;
+  const DcpModelConfig *c = job->config;
+  guint hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+  float scale = 1.0f / sqrtf ((float) hd);
+  g_autofree float *scores = g_new (float, job->first_pos + job->n_tokens);
+
+  for (guint i = begin; i < end; i++)
+    {
+      guint t = i / c->n_heads, head = i % c->n_heads, kv = head / group;
+      guint n_keys = job->first_pos + t + 1;
+      const float *q = job->qg + ((gsize) t * c->n_heads + head) * 2 * hd;
+      const float *gate = q + hd;
+      float *o = job->attn + ((gsize) t * c->n_heads + head) * hd;
+      float max = -INFINITY, sum = 0;
+
+      for (guint j = 0; j < n_keys; j++)
+        {
+          scores[j] = dcp_cpu_dot (q, job->cache->k + (gsize) j * job->cache->width + kv * hd, hd) * scale;
+          max = MAX (max, scores[j]);
+        }
+      for (guint j = 0; j < n_keys; j++)
+        {
+          scores[j] = expf (scores[j] - max);
+          sum += scores[j];
+        }
+      memset (o, 0, hd * sizeof (float));
+      for (guint j = 0; j < n_keys; j++)
+        {
+          const float *v = job->cache->v + (gsize) j * job->cache->width + kv * hd;
+          float p = scores[j] / sum;
+
+          dcp_cpu_axpy (o, p, v, hd);
+        }
+      for (guint d = 0; d < hd; d++)
+        o[d] *= dcp_cpu_sigmoid (gate[d]);
+    }
+}
+
+void
+dcp_cpu_attention_forward (DcpCpuPool                   *pool,
+                           const DcpModelConfig         *c,
+                           const DcpCpuAttentionWeights *w,
+                           DcpCpuKvCache                *cache,
+                           const float                  *h,
+                           guint                         n_tokens,
+                           float                        *out)
+{
+  guint hd = c->head_dim, kvw = c->n_kv_heads * hd;
+  float eps = (float) c->rms_norm_eps;
+  g_autofree float *qg = g_new (float, (gsize) n_tokens * c->n_heads * 2 * hd);
+  g_autofree float *k = g_new (float, (gsize) n_tokens * kvw);
+  g_autofree float *v = g_new (float, (gsize) n_tokens * kvw);
+  g_autofree float *attn = g_new (float, (gsize) n_tokens * c->n_heads * hd);
+  guint first_pos = cache->n_tokens;
+  AttendJob job = { c, cache, qg, first_pos, n_tokens, attn };
+
+  dcp_cpu_matmul (pool, &w->q, h, n_tokens, qg);
+  dcp_cpu_matmul (pool, &w->k, h, n_tokens, k);
+  dcp_cpu_matmul (pool, &w->v, h, n_tokens, v);
+
+  /* Per-head zero-centred RMSNorm, then RoPE over the rotary dims, of queries and keys. */
+  for (guint t = 0; t < n_tokens; t++)
+    {
+      for (guint head = 0; head < c->n_heads; head++)
+        {
+          float *q = qg + ((gsize) t * c->n_heads + head) * 2 * hd;
+
+          dcp_cpu_rms_norm_zc (q, w->q_norm, hd, eps, q);
+          dcp_cpu_rope (q, c->rotary_dim, c->rope_theta, first_pos + t);
+        }
+      for (guint kv = 0; kv < c->n_kv_heads; kv++)
+        {
+          float *kh = k + (gsize) t * kvw + kv * hd;
+
+          dcp_cpu_rms_norm_zc (kh, w->k_norm, hd, eps, kh);
+          dcp_cpu_rope (kh, c->rotary_dim, c->rope_theta, first_pos + t);
+        }
+    }
+
+  reserve (cache, first_pos + n_tokens);
+  memcpy (cache->k + (gsize) first_pos * kvw, k, (gsize) n_tokens * kvw * sizeof (float));
+  memcpy (cache->v + (gsize) first_pos * kvw, v, (gsize) n_tokens * kvw * sizeof (float));
+  cache->n_tokens += n_tokens;
+
+  dcp_cpu_pool_run (pool, n_tokens * c->n_heads, attend_range, &job);
+  dcp_cpu_matmul (pool, &w->o, attn, n_tokens, out);
+}

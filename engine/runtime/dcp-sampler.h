@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-error.h"
+
+G_BEGIN_DECLS
+
+/* Sampling parameters as the OpenAI and Anthropic APIs (and vLLM) name them. */
+typedef struct {
+  double temperature;         /* 0: greedy (argmax, lowest id on ties) */
+  guint top_k;                /* keep the k most likely tokens; 0: off */
+  double top_p;               /* keep the smallest set of most likely tokens whose mass is at
+                                 least top_p; 1: off */
+  double min_p;               /* keep tokens at least min_p times as likely as the most likely
+                                 one; 0: off */
+  double presence_penalty;    /* subtracted from the logit of every token generated so far */
+  double frequency_penalty;   /* subtracted once per time the token was generated */
+  double repetition_penalty;  /* tokens in the prompt or generated: positive logits divided
+                                 by it, negative ones multiplied; 1: off */
+  guint64 seed;               /* the same seed, logits and history give the same tokens */
+} DcpSamplerParams;
+
+/* temperature 1, no truncation, no penalties, seed 0. */
+void dcp_sampler_params_init (DcpSamplerParams *params);
+
+/* One sequence's sampler: its random stream and the token counts the penalties use.
+ * Order of operations on the logits: banned tokens removed; presence and frequency penalties
+ * (generated tokens) and the repetition penalty (prompt and generated tokens); then greedy if
+ * temperature is 0; else divide by temperature, softmax, top-k, top-p, min-p (each on the
+ * distribution the previous one left, renormalised), draw. */
+typedef struct _DcpSampler DcpSampler;
+
+/* An error names the parameter that is out of range. */
+DcpSampler *dcp_sampler_new        (const DcpSamplerParams *params,
+                                    guint                   vocab_size,
+                                    GError                **error);
+void        dcp_sampler_free       (DcpSampler             *self);
+/* Prompt tokens count for the repetition penalty only. */
+void        dcp_sampler_add_prompt (DcpSampler             *self,
+                                    const guint32          *tokens,
+                                    guint                   n_tokens);
+/* A token that was generated (whoever chose it): counts for every penalty. */
+void        dcp_sampler_accept     (DcpSampler             *self,
+                                    guint32                 token);
+/* The next token from vocab_size logits; banned tokens (may be NULL) are never drawn unless
+ * every token is banned. Does not accept the token. */
+guint32     dcp_sampler_sample     (DcpSampler             *self,
+                                    const float            *logits,
+                                    const guint32          *banned,
+                                    guint                   n_banned);
+/* The distribution dcp_sampler_sample draws from (one-hot when greedy) into probs. */
+void        dcp_sampler_probabilities (DcpSampler          *self,
+                                       const float         *logits,
+                                       const guint32       *banned,
+                                       guint                n_banned,
+                                       double              *probs);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpSampler, dcp_sampler_free)
+
+G_END_DECLS
