@@ -8,6 +8,7 @@
 #include "dcp-checksum.h"
 #include "dcp-error.h"
 #include "dcp-model-file.h"
+#include "dcp-quant.h"
 #include "dcp-tensor-schema.h"
 
 /* Index entry fields: byte offsets within the 96-byte entry (docs/FORMAT.md). */
@@ -63,13 +64,11 @@ get64 (const guint8 *p)
   return GUINT64_FROM_LE (v);
 }
 
-/* The block layout of dcp-quant.h, computed here with overflow checks so that the reader can
- * size an index entry before trusting it: element plane, scale plane at the next multiple of 16,
- * NVFP4's tensor scale at the next multiple of 16 after that. */
 gboolean
 dcp_model_tensor_bytes (DcpDType dtype, const guint64 *shape, guint ndim, guint64 *nbytes)
 {
-  guint64 n, blocks, block_elements, block_bytes, plane;
+  DcpQuantLayout layout;
+  guint64 n;
 
   g_return_val_if_fail (shape != NULL && nbytes != NULL, FALSE);
 
@@ -83,25 +82,9 @@ dcp_model_tensor_bytes (DcpDType dtype, const guint64 *shape, guint ndim, guint6
       return TRUE;
     }
   /* Block formats hold matrices; blocks run along the last dimension. */
-  if (ndim != 2)
+  if (ndim != 2 || !dcp_quant_layout (dtype, shape[0], shape[1], &layout))
     return FALSE;
-  switch (dtype)
-    {
-    case DCP_DTYPE_MXFP8_E4M3: block_elements = 32; block_bytes = 32; break;
-    case DCP_DTYPE_MXFP6_E2M3:
-    case DCP_DTYPE_MXFP6_E3M2: block_elements = 32; block_bytes = 24; break;
-    case DCP_DTYPE_MXFP4_E2M1: block_elements = 32; block_bytes = 16; break;
-    case DCP_DTYPE_NVFP4:      block_elements = 16; block_bytes = 8; break;
-    default: return FALSE;
-    }
-  blocks = shape[1] / block_elements + (shape[1] % block_elements != 0);
-  /* rows x blocks x (block bytes + 1 scale byte) plus padding must stay far below 2^64. */
-  if (shape[0] != 0 && blocks > (G_MAXUINT64 >> 8) / shape[0])
-    return FALSE;
-  plane = shape[0] * blocks * block_bytes;
-  *nbytes = (plane + 15) / 16 * 16 + shape[0] * blocks;
-  if (dtype == DCP_DTYPE_NVFP4)
-    *nbytes = (*nbytes + 15) / 16 * 16 + 4;
+  *nbytes = layout.total_bytes;
   return TRUE;
 }
 
