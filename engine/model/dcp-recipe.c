@@ -34,7 +34,7 @@ static const DcpDType mixes[DCP_RECIPE_N][DCP_GROUP_KEEP] = {
   /*              embed lm_head q/k/v  o    gdn_qkv z   a/b  out  gate/up down mtp vision */
   [DCP_RECIPE_BF16]   = { B16, B16, B16, B16, B16, B16, B16, B16, B16, B16, B16, B16 },
   [DCP_RECIPE_XXL]    = { B16, B16, B16, B16, F8,  F8,  B16, F8,  F6,  F6,  F8,  B16 },
-  [DCP_RECIPE_LARGE]  = { F8,  F8,  F8,  F8,  F6,  F6,  B16, F6,  F6,  F6,  F8,  B16 },
+  [DCP_RECIPE_LARGE]  = { F8,  F8,  F6,  F6,  F6,  F6,  B16, F6,  F6,  F6,  F8,  B16 },
   [DCP_RECIPE_MEDIUM] = { F8,  F8,  F8,  F8,  F4,  F4,  B16, F4,  F4,  F6,  F6,  F8 },
   [DCP_RECIPE_SMALL]  = { F6,  F8,  F6,  F6,  F4,  F4,  B16, F4,  F4,  F4,  F4,  F8 },
   [DCP_RECIPE_TINY]   = { F4,  F4,  F4,  F4,  F4,  F4,  B16, F4,  F4,  F4,  F4,  F8 },
