@@ -303,7 +303,7 @@ dcp_checkpoint_open (const char *dir, const char *tokenizer_dir, GError **error)
   self->generation = load_json (gen_path, FALSE, error);
   if (self->generation == NULL && error && *error)
     return NULL;
-  if (!load_tokenizer (self, tokenizer_dir ? tokenizer_dir : dir, error) || !open_shards (self, error))
+  if (!open_shards (self, error) || !load_tokenizer (self, tokenizer_dir ? tokenizer_dir : dir, error))
     return NULL;
   return g_steal_pointer (&self);
 }
