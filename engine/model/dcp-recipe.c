@@ -157,6 +157,7 @@ plan_tensor (DcpRecipe recipe, const DcpModelConfig *config, const char *name, D
   plan->group_bytes[group] += bytes;
   plan->group_params[group] += n;
   plan->component_bytes[dcp_tensor_component (name)] += bytes;
+  plan->component_params[dcp_tensor_component (name)] += n;
 }
 
 void

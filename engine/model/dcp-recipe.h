@@ -71,6 +71,7 @@ typedef struct {
   guint64 group_bytes[DCP_GROUP_N];
   guint64 group_params[DCP_GROUP_N];
   guint64 component_bytes[DCP_COMPONENT_N];
+  guint64 component_params[DCP_COMPONENT_N];
 } DcpRecipePlan;
 
 void            dcp_recipe_plan          (DcpRecipe             recipe,

@@ -261,6 +261,29 @@ run_plan (void)
         }
       g_print ("\n");
     }
+  for (guint row = 0; row < 3; row++)
+    {
+      g_print ("%-12s", row == 0 ? "gpu weights" : row == 1 ? "bits/weight" : "all weights");
+      for (guint r = 0; r < DCP_RECIPE_N; r++)
+        {
+          DcpRecipePlan plan;
+          guint64 gpu, params, all = 0;
+          g_autofree char *cell = NULL;
+
+          dcp_recipe_plan (r, &config, &plan);
+          gpu = plan.component_bytes[DCP_COMPONENT_TEXT] + plan.component_bytes[DCP_COMPONENT_LM_HEAD];
+          params = plan.component_params[DCP_COMPONENT_TEXT] + plan.component_params[DCP_COMPONENT_LM_HEAD];
+          for (guint k = 0; k < DCP_COMPONENT_N; k++)
+            all += plan.component_bytes[k];
+          cell = row == 0 ? g_strdup_printf ("%.2f GiB", gpu / 1073741824.0)
+               : row == 1 ? g_strdup_printf ("%.2f", 8.0 * gpu / params)
+               : g_strdup_printf ("%.2f GiB", all / 1073741824.0);
+          g_print (" %-22s", cell);
+        }
+      g_print ("\n");
+    }
+  g_print ("gpu weights: text layers + lm_head (the embedding table stays in host memory; MTP apart);\n"
+           "all weights: text, embedding, lm_head and MTP (the vision tower is not in a config's plan)\n");
   return 0;
 }
 
