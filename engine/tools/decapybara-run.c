@@ -12,15 +12,16 @@
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
-#include "dcp-checkpoint.h"
 #include "dcp-log.h"
 #include "dcp-loop-guard.h"
+#include "dcp-model-source.h"
 #include "dcp-sampler.h"
 
 /* Every option lands in this struct; a group of entries per concern, so that more groups
  * (tokenizer and template options) can be added beside these. */
 typedef struct {
   char *model;
+  char *tokenizer;
   char *backend;
   int threads;
   char *ids;
@@ -63,7 +64,9 @@ parse_seed (const char *name, const char *value, gpointer data, GError **error)
 
 static const GOptionEntry model_entries[] = {
   { "model", 'm', 0, G_OPTION_ARG_FILENAME, &opt.model,
-    "The model: a Hugging Face checkpoint folder (config.json + *.safetensors)", "PATH" },
+    "The model: a .mcapy file, a folder holding one, or a Hugging Face checkpoint folder", "PATH" },
+  { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt.tokenizer,
+    "Take a checkpoint's tokenizer files from this folder", "DIR" },
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt.backend,
     "cpu (default) or cuda", "NAME" },
   { "threads", 't', 0, G_OPTION_ARG_INT, &opt.threads,
@@ -131,9 +134,9 @@ parse_ids (const char *text, const char *option, GError **error)
   return ids;
 }
 
-/* Opens the model at opt.model and makes the backend; the checkpoint must outlive it. */
+/* Opens the model at opt.model and makes the backend; the model must outlive it. */
 static DcpBackend *
-open_backend (DcpCheckpoint **checkpoint, GError **error)
+open_backend (DcpModelSource **model, GError **error)
 {
   DcpTensorSource source;
 
@@ -148,17 +151,11 @@ open_backend (DcpCheckpoint **checkpoint, GError **error)
                    "--backend: “%s” is neither cpu nor cuda", opt.backend);
       return NULL;
     }
-  if (!g_file_test (opt.model, G_FILE_TEST_IS_DIR))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "--model %s: not a checkpoint folder (.mcapy files are not read yet)", opt.model);
-      return NULL;
-    }
-  *checkpoint = dcp_checkpoint_open (opt.model, error);
-  if (*checkpoint == NULL)
+  *model = dcp_model_source_open (opt.model, opt.tokenizer, error);
+  if (*model == NULL)
     return NULL;
-  source = dcp_checkpoint_get_source (*checkpoint);
-  return dcp_backend_cpu_new (dcp_checkpoint_get_config (*checkpoint), &source,
+  source = dcp_model_source_get_tensors (*model);
+  return dcp_backend_cpu_new (dcp_model_source_get_config (*model), &source,
                               (guint) MAX (opt.threads, 0), error);
 }
 
@@ -305,7 +302,7 @@ main (int argc, char **argv)
   g_autoptr(GOptionContext) context = NULL;
   g_autoptr(GOptionGroup) sampling = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpCheckpoint) checkpoint = NULL;
+  g_autoptr(DcpModelSource) model = NULL;
   g_autoptr(DcpBackend) backend = NULL;
   g_autoptr(GArray) ids = NULL, stop = NULL;
   g_autofree float *logits = NULL;
@@ -333,7 +330,7 @@ main (int argc, char **argv)
   if ((ids = parse_ids (opt.ids, "ids", &error)) == NULL ||
       (opt.stop_ids != NULL && (stop = parse_ids (opt.stop_ids, "stop-ids", &error)) == NULL))
     return fail (error);
-  if ((backend = open_backend (&checkpoint, &error)) == NULL)
+  if ((backend = open_backend (&model, &error)) == NULL)
     return fail (error);
 
   run.backend = backend;
