@@ -12,6 +12,47 @@
 #include "dcp-error.h"
 #include "dcp-image.h"
 
+/* The text of one text block into out; an image block is checked and refused. */
+static gboolean
+block_text (JsonObject *block, const char *where, GString *out, GError **error)
+{
+  const char *type = NULL, *text = NULL;
+
+  if (!dcp_json_string (block, where, "type", TRUE, &type, error))
+    return FALSE;
+  if (g_str_equal (type, "image"))
+    {
+      JsonObject *source = NULL;
+      const char *media_type = NULL, *data = NULL;
+      g_autofree char *source_where = g_strdup_printf ("%s.source", where);
+
+      if (!dcp_json_object (block, where, "source", TRUE, &source, error))
+        return FALSE;
+      if (g_strcmp0 (json_object_get_string_member_with_default (source, "type", ""), "base64") != 0)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                       "%s.type: only base64 images are supported", source_where);
+          return FALSE;
+        }
+      if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error)
+          || !dcp_json_string (source, source_where, "data", TRUE, &data, error))
+        return FALSE;
+      return dcp_image_check (where, media_type, data, error);
+    }
+  if (!g_str_equal (type, "text"))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s.type: \"%s\" blocks are not supported here",
+                   where, type);
+      return FALSE;
+    }
+  if (!dcp_json_string (block, where, "text", TRUE, &text, error))
+    return FALSE;
+  if (out->len > 0)
+    g_string_append_c (out, '\n');
+  g_string_append (out, text);
+  return TRUE;
+}
+
 /* Text of a string or of an array of text blocks (system prompts, tool results). */
 static gboolean
 collect_text (JsonNode *node, const char *where, GString *out, GError **error)
@@ -33,41 +74,10 @@ collect_text (JsonNode *node, const char *where, GString *out, GError **error)
     {
       g_autofree char *block_where = g_strdup_printf ("%s[%u]", where, i);
       JsonObject *block;
-      const char *type = NULL, *text = NULL;
 
       if (!dcp_json_element_object (blocks, where, i, &block, error)
-          || !dcp_json_string (block, block_where, "type", TRUE, &type, error))
+          || !block_text (block, block_where, out, error))
         return FALSE;
-      if (g_str_equal (type, "image"))
-        {
-          JsonObject *source = NULL;
-          const char *media_type = NULL, *data = NULL, *source_type = NULL;
-
-          if (!dcp_json_object (block, block_where, "source", TRUE, &source, error)
-              || !dcp_json_string (source, block_where, "source.type", FALSE, &source_type, error))
-            return FALSE;
-          if (g_strcmp0 (json_object_get_string_member_with_default (source, "type", ""), "base64") != 0)
-            {
-              g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                           "%s.source.type: only base64 images are supported", block_where);
-              return FALSE;
-            }
-          if (!dcp_json_string (source, block_where, "media_type", TRUE, &media_type, error)
-              || !dcp_json_string (source, block_where, "data", TRUE, &data, error))
-            return FALSE;
-          return dcp_image_check (block_where, media_type, data, error);
-        }
-      if (!g_str_equal (type, "text"))
-        {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s.type: \"%s\" blocks are not supported here",
-                       block_where, type);
-          return FALSE;
-        }
-      if (!dcp_json_string (block, block_where, "text", TRUE, &text, error))
-        return FALSE;
-      if (out->len > 0 && i > 0)
-        g_string_append_c (out, '\n');
-      g_string_append (out, text);
     }
   return TRUE;
 }
@@ -131,14 +141,7 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
         return FALSE;
       if (g_str_equal (type, "text") || g_str_equal (type, "image"))
         {
-          g_autoptr(JsonArray) one = json_array_new ();
-          g_autoptr(JsonNode) node = NULL;
-
-          json_array_add_object_element (one, json_object_ref (block));
-          node = json_node_init_array (json_node_alloc (), one);
-          if (text->len > 0)
-            g_string_append_c (text, '\n');
-          if (!collect_text (node, block_where, text, error))
+          if (!block_text (block, block_where, text, error))
             return FALSE;
         }
       else if (g_str_equal (type, "thinking") && g_str_equal (role, "assistant"))
