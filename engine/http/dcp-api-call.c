@@ -19,12 +19,44 @@ stop_hangup_watch (DcpApiCall *call)
     }
 }
 
+/* libsoup 3.2 (Debian 12) never closes a kept-alive connection that the client closes while it
+ * is idle (fixed in libsoup 3.3): the socket stays in CLOSE-WAIT and its memory and file
+ * descriptor leak, one per streamed request for clients that drop the connection after a stream.
+ * So after each response we watch the idle socket ourselves and close it at end of file; data
+ * instead means the next request, which libsoup reads. */
+static gboolean
+on_idle_socket (GSocket *socket, GIOCondition condition, gpointer user_data)
+{
+  char byte;
+  gssize n = recv (g_socket_get_fd (socket), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return G_SOURCE_CONTINUE;
+  if (n <= 0)
+    g_socket_close (socket, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+watch_idle_socket (SoupServerMessage *msg)
+{
+  GSocket *socket = soup_server_message_get_socket (msg);
+  g_autoptr(GSource) source = NULL;
+
+  if (socket == NULL || g_socket_is_closed (socket))
+    return;
+  source = g_socket_create_source (socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+  g_source_set_callback (source, G_SOURCE_FUNC (on_idle_socket), NULL, NULL);
+  g_source_attach (source, NULL);
+}
+
 static void
 on_finished (SoupServerMessage *msg, gpointer user_data)
 {
   DcpApiCall *call = user_data;
   guint status = soup_server_message_get_status (msg);
 
+  watch_idle_socket (msg);
   call->gone = TRUE;
   stop_hangup_watch (call);
   g_cancellable_cancel (call->cancellable);
