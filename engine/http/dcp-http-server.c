@@ -209,6 +209,7 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
 {
   g_autoptr(GInetAddress) address = NULL;
   g_autoptr(GSocketAddress) socket_address = NULL;
+  g_autoptr(GSocket) listener = NULL;
   g_autoptr(GError) local = NULL;
   DcpHttpServer *self;
 
@@ -237,8 +238,17 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
   soup_server_add_early_handler (self->soup, NULL, early_handle, self, NULL);
   soup_server_add_handler (self->soup, NULL, handle, self, NULL);
 
+  /* Our own listening socket, for a backlog that absorbs many agents connecting at once
+   * (GSocketListener's default is 10). */
   socket_address = g_inet_socket_address_new (address, options->port);
-  if (!soup_server_listen (self->soup, socket_address, 0, &local))
+  listener = g_socket_new (g_inet_address_get_family (address), G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &local);
+  if (listener != NULL)
+    {
+      g_socket_set_listen_backlog (listener, 1024);
+      if (!g_socket_bind (listener, socket_address, TRUE, &local) || !g_socket_listen (listener, &local))
+        g_clear_object (&listener);
+    }
+  if (listener == NULL || !soup_server_listen_socket (self->soup, listener, 0, &local))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "cannot listen on %s port %u: %s", options->host, options->port,
                    local->message);

@@ -81,6 +81,9 @@ dcp_sse_new (SoupServerMessage *msg, guint keepalive_seconds, DcpSseKeepalive st
   soup_message_headers_set_content_type (headers, "text/event-stream", NULL);
   soup_message_headers_replace (headers, "Cache-Control", "no-cache");
   soup_message_headers_replace (headers, "X-Accel-Buffering", "no");
+  /* Clients drop a stream's connection after the last event anyway; closing it here also avoids
+   * libsoup 3.2 keeping (leaking) idle connections that the client closed. */
+  soup_message_headers_replace (headers, "Connection", "close");
   soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
   if (keepalive_seconds > 0)
