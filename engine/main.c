@@ -7,8 +7,12 @@
 #include <locale.h>
 #include <stdio.h>
 
-#include "dcp-log.h"
+#include <glib-unix.h>
+
+#include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
+#include "dcp-http-server.h"
+#include "dcp-log.h"
 
 static gboolean opt_version;
 static gboolean opt_probe;
@@ -16,6 +20,11 @@ static gboolean opt_json;
 static gboolean opt_no_measure;
 static gboolean opt_verbose;
 static int opt_device;
+static char *opt_host;
+static int opt_port = 8080;
+static char *opt_api_key;
+static gboolean opt_test_executor;
+static int opt_keepalive = 10;
 
 static const GOptionEntry entries[] = {
   { "probe", 0, 0, G_OPTION_ARG_NONE, &opt_probe,
@@ -26,6 +35,17 @@ static const GOptionEntry entries[] = {
     "With --probe: skip the bandwidth measurement (about a second)", NULL },
   { "device", 0, 0, G_OPTION_ARG_INT, &opt_device,
     "CUDA device index (default 0)", "N" },
+  { "host", 0, 0, G_OPTION_ARG_STRING, &opt_host,
+    "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)", "ADDRESS" },
+  { "port", 0, 0, G_OPTION_ARG_INT, &opt_port,
+    "Port to listen on (default 8080; 0 picks a free one)", "PORT" },
+  { "api-key", 0, 0, G_OPTION_ARG_STRING, &opt_api_key,
+    "Require this key (Authorization: Bearer or x-api-key) on every route but /health; "
+    "default: DECAPYBARA_API_KEY", "KEY" },
+  { "sse-keepalive", 0, 0, G_OPTION_ARG_INT, &opt_keepalive,
+    "Seconds between keep-alives on an idle stream (default 10)", "SECONDS" },
+  { "test-executor", 0, 0, G_OPTION_ARG_NONE, &opt_test_executor,
+    "Serve the scripted test executor instead of a model (for tests; also DECAPYBARA_TEST_EXECUTOR=1)", NULL },
   { "verbose", 'v', 0, G_OPTION_ARG_NONE, &opt_verbose,
     "Log debug messages", NULL },
   { "version", 0, 0, G_OPTION_ARG_NONE, &opt_version,
@@ -60,6 +80,55 @@ run_probe (void)
   return 0;
 }
 
+static gboolean
+on_stop_signal (gpointer user_data)
+{
+  GMainLoop *loop = user_data;
+
+  g_message ("stopping");
+  g_main_loop_quit (loop);
+  return G_SOURCE_CONTINUE;
+}
+
+static int
+run_server (DcpExecutor *executor)
+{
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (executor);
+  g_autoptr(DcpHttpServer) server = NULL;
+  g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *url = NULL;
+  DcpHttpOptions options;
+  guint sigint, sigterm;
+
+  dcp_http_options_init (&options);
+  if (opt_host != NULL)
+    options.host = opt_host;
+  if (opt_port < 0 || opt_port > 65535 || opt_keepalive < 0)
+    {
+      g_printerr ("decapybara: --port must be 0..65535 and --sse-keepalive >= 0\n");
+      return 2;
+    }
+  options.port = opt_port;
+  options.keepalive_seconds = opt_keepalive;
+  options.api_key = opt_api_key != NULL ? opt_api_key : g_getenv ("DECAPYBARA_API_KEY");
+  server = dcp_http_server_new (&options, queue, &error);
+  if (server == NULL)
+    {
+      g_printerr ("decapybara: %s\n", error->message);
+      return 1;
+    }
+  url = dcp_http_server_get_url (server);
+  g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
+
+  sigint = g_unix_signal_add (SIGINT, on_stop_signal, loop);
+  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, loop);
+  g_main_loop_run (loop);
+  g_source_remove (sigint);
+  g_source_remove (sigterm);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -87,7 +156,11 @@ main (int argc, char **argv)
   if (opt_probe)
     return run_probe ();
 
-  g_printerr ("decapybara: serving is not built yet; this version can only --probe the GPU.\n"
+  if (opt_test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
+    return run_server (dcp_executor_scripted_new ());
+
+  g_printerr ("decapybara: serving a model is not built yet; this version can --probe the GPU, or serve\n"
+              "the scripted test executor with --test-executor.\n"
               "Try 'decapybara --help'.\n");
   return 2;
 }
