@@ -339,6 +339,14 @@ generation_start (Generation *g, GError **error)
                    g->prompt->len, self->context_length - 1);
       return FALSE;
     }
+  for (guint i = 0; i < g->prompt->len; i++)
+    if (g_array_index (g->prompt, guint32, i) >= config->vocab_size)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "prompt: token %u is outside the model's vocabulary of %u",
+                     g_array_index (g->prompt, guint32, i), config->vocab_size);
+        return FALSE;
+      }
   g->max_new = self->context_length - g->prompt->len;
   if (request->max_tokens >= 0)
     g->max_new = MIN (g->max_new, request->max_tokens);
