@@ -406,11 +406,9 @@ load_added_tokens (DcpTokenizer  *self,
       JsonNode *element = json_array_get_element (array, i);
       DcpAddedToken *t = &self->added[self->n_added];
       g_autofree char *where = g_strdup_printf ("added_tokens[%u].", i);
-      static const char *const unsupported[] = { "single_word", "lstrip", "rstrip" };
       JsonObject *obj;
       JsonNode *id;
       const char *content;
-      guint k;
 
       if (!JSON_NODE_HOLDS_OBJECT (element))
         return fail (error, DCP_ERROR_CORRUPT_FILE, "added_tokens[%u] is not an object", i);
@@ -426,10 +424,10 @@ load_added_tokens (DcpTokenizer  *self,
         return fail (error, DCP_ERROR_CORRUPT_FILE, "%scontent is missing or empty", where);
       if (!g_utf8_validate (content, -1, NULL))
         return fail (error, DCP_ERROR_CORRUPT_FILE, "%scontent is not UTF-8", where);
-      for (k = 0; k < G_N_ELEMENTS (unsupported); k++)
-        if (!require_bool (obj, unsupported[k], where, FALSE, error))
-          return FALSE;
-      if (!get_bool (obj, "special", where, FALSE, &t->special, error) ||
+      if (!get_bool (obj, "single_word", where, FALSE, &t->single_word, error) ||
+          !get_bool (obj, "lstrip", where, FALSE, &t->lstrip, error) ||
+          !get_bool (obj, "rstrip", where, FALSE, &t->rstrip, error) ||
+          !get_bool (obj, "special", where, FALSE, &t->special, error) ||
           !get_bool (obj, "normalized", where, !t->special, &t->normalized, error))
         return FALSE;
       t->id = json_node_get_int (id);

@@ -19,6 +19,9 @@ typedef struct {
   gsize len;
   gboolean special;
   gboolean normalized;  /* matched in normalized text, not in the raw input */
+  gboolean single_word; /* matched only between non-word characters */
+  gboolean lstrip;      /* takes the white space before it */
+  gboolean rstrip;      /* takes the white space after it */
 } DcpAddedToken;
 
 /* Added tokens matched in one pass, leftmost first and, at one position, longest first. */

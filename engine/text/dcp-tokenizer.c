@@ -145,8 +145,50 @@ typedef void (*EncodeFunc) (DcpTokenizer            *self,
                             DcpTokenizerEncodeFlags  flags,
                             GArray                  *ids);
 
+static gboolean
+word_before (const char *text,
+             gsize       at)
+{
+  return at > 0 && dcp_unichar_is_word (g_utf8_get_char (g_utf8_find_prev_char (text, text + at)));
+}
+
+static gboolean
+word_after (const char *text,
+            gsize       at,
+            gsize       len)
+{
+  return at < len && dcp_unichar_is_word (g_utf8_get_char (text + at));
+}
+
+static gsize
+white_space_before (const char *text,
+                    gsize       at)
+{
+  while (at > 0)
+    {
+      const char *prev = g_utf8_find_prev_char (text, text + at);
+
+      if (!dcp_unichar_is_white_space (g_utf8_get_char (prev)))
+        break;
+      at = prev - text;
+    }
+  return at;
+}
+
+static gsize
+white_space_after (const char *text,
+                   gsize       at,
+                   gsize       len)
+{
+  while (at < len && dcp_unichar_is_white_space (g_utf8_get_char (text + at)))
+    at = g_utf8_next_char (text + at) - text;
+  return at;
+}
+
 /* Splits the set's added tokens out of text, leftmost first and longest first at one position,
- * and hands the stretches between them to rest. */
+ * and hands the stretches between them to rest. As in tokenizers, matching always goes on
+ * after the match itself, also when the token is taken as text, fails its single_word test,
+ * or takes white space after it (rstrip). */
 static void
 split_added (DcpTokenizer            *self,
              const DcpAddedTokenSet  *set,
@@ -167,6 +209,7 @@ split_added (DcpTokenizer            *self,
     {
       guint8 b = text[i];
       const DcpAddedToken *hit = NULL;
+      gsize start, stop;
       guint k;
 
       for (k = set->first[b]; k < set->first[b + 1]; k++)
@@ -184,18 +227,20 @@ split_added (DcpTokenizer            *self,
           i++;
           continue;
         }
-      /* A special token taken as text stays part of its stretch, and matching resumes after
-       * it, as in tokenizers. */
+      start = i;
+      stop = i += hit->len;
       if (hit->special && (flags & DCP_TOKENIZER_ENCODE_SPECIAL_AS_TEXT))
-        {
-          i += hit->len;
-          continue;
-        }
-      if (i > stretch)
-        rest (self, text + stretch, i - stretch, flags, ids);
+        continue;
+      if (hit->single_word && (word_before (text, start) || word_after (text, stop, len)))
+        continue;
+      if (hit->lstrip)
+        start = MAX (white_space_before (text, start), stretch);
+      if (hit->rstrip)
+        stop = white_space_after (text, stop, len);
+      if (start > stretch)
+        rest (self, text + stretch, start - stretch, flags, ids);
       g_array_append_val (ids, hit->id);
-      i += hit->len;
-      stretch = i;
+      stretch = stop;
     }
   if (stretch < len)
     rest (self, text + stretch, len - stretch, flags, ids);
@@ -251,7 +296,7 @@ encode_normalized (DcpTokenizer            *self,
 {
   g_autoptr(GString) nfc = NULL;
 
-  if (!self->nfc)
+  if (!self->nfc || dcp_utf8_is_nfc_quick (text, len))
     {
       split_added (self, &self->normalized_set, text, len, flags, ids, encode_words);
       return;

@@ -120,6 +120,39 @@ dcp_utf8_append_valid (GString    *out,
   return valid;
 }
 
+gboolean
+dcp_unichar_is_white_space (gunichar c)
+{
+  return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+         c == 0x205f || c == 0x3000;
+}
+
+gboolean
+dcp_unichar_is_word (gunichar c)
+{
+  switch (g_unichar_type (c))
+    {
+    case G_UNICODE_LOWERCASE_LETTER:
+    case G_UNICODE_MODIFIER_LETTER:
+    case G_UNICODE_OTHER_LETTER:
+    case G_UNICODE_TITLECASE_LETTER:
+    case G_UNICODE_UPPERCASE_LETTER:
+    case G_UNICODE_SPACING_MARK:
+    case G_UNICODE_ENCLOSING_MARK:
+    case G_UNICODE_NON_SPACING_MARK:
+    case G_UNICODE_DECIMAL_NUMBER:
+    case G_UNICODE_LETTER_NUMBER:
+    case G_UNICODE_CONNECT_PUNCTUATION:
+      return TRUE;
+    default:
+      /* the joiners, and the symbols that are Alphabetic (circled and squared letters) */
+      return c == 0x200c || c == 0x200d || (c >= 0x24b6 && c <= 0x24e9) ||
+             (c >= 0x1f130 && c <= 0x1f149) || (c >= 0x1f150 && c <= 0x1f169) ||
+             (c >= 0x1f170 && c <= 0x1f189);
+    }
+}
+
 /* Characters with combining class 0 that NFC leaves alone and that never end a canonical
  * decomposition pair. Deliberately incomplete (common scripts only): a character missing here
  * only sends its stretch of text through g_utf8_normalize. test-tokenizer checks every entry
@@ -176,6 +209,18 @@ static gboolean
 stable_at (const char *p)
 {
   return (guchar) *p < 0x80 || dcp_utf8_is_nfc_stable (g_utf8_get_char (p));
+}
+
+gboolean
+dcp_utf8_is_nfc_quick (const char *text,
+                       gsize       len)
+{
+  const char *p = text, *end = text + len;
+
+  for (; p < end; p = g_utf8_next_char (p))
+    if (!stable_at (p))
+      return FALSE;
+  return TRUE;
 }
 
 /* A stable character is a normalization boundary: NFC(text) is the concatenation of NFC over

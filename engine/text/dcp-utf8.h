@@ -35,10 +35,21 @@ gboolean      dcp_utf8_append_valid   (GString      *out,
                                        const char   *text,
                                        gsize         len);
 
+/* TRUE if text (valid UTF-8) is made of stable characters only (see below), so that it is
+ * already in NFC; FALSE says nothing either way. */
+gboolean      dcp_utf8_is_nfc_quick   (const char   *text,
+                                       gsize         len);
+
 /* Appends NFC(text) to out; text must be valid UTF-8 (it may contain NUL). */
 void          dcp_utf8_append_nfc     (GString      *out,
                                        const char   *text,
                                        gsize         len);
+
+/* Unicode's White_Space (what Oniguruma's and Rust's \s match). */
+gboolean      dcp_unichar_is_white_space (gunichar c);
+/* What Rust's regex \w matches: Alphabetic, marks, decimal digits, connector punctuation and
+ * the joiners (tokenizers' test for single_word added tokens). */
+gboolean      dcp_unichar_is_word         (gunichar c);
 
 /* TRUE for a character that starts an NFC-independent stretch of text: canonical combining
  * class 0, unchanged by NFC, and never the second half of a canonical composition. Text made

@@ -85,6 +85,43 @@ test_qwen3_lookups (void)
   g_assert_null (dcp_tokenizer_get_token_bytes (qwen3, 999999, &len));
 }
 
+/* The added tokens agree with tokenizer_config.json's added_tokens_decoder. */
+static void
+test_qwen3_config (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3",
+                                                 "tokenizer_config.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  JsonObject *decoder;
+  JsonObjectIter iter;
+  const char *key;
+  JsonNode *node;
+  guint n = 0;
+
+  json_parser_load_from_file (parser, path, &error);
+  g_assert_no_error (error);
+  decoder = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
+                                           "added_tokens_decoder");
+  json_object_iter_init (&iter, decoder);
+  while (json_object_iter_next (&iter, &key, &node))
+    {
+      JsonObject *token = json_node_get_object (node);
+      guint32 id = g_ascii_strtoull (key, NULL, 10), found;
+
+      g_assert_cmpstr (dcp_tokenizer_id_to_token (qwen3, id), ==,
+                       json_object_get_string_member (token, "content"));
+      g_assert_true (dcp_tokenizer_token_to_id (qwen3, json_object_get_string_member (token, "content"),
+                                                &found));
+      g_assert_cmpuint (found, ==, id);
+      g_assert_true (dcp_tokenizer_is_added (qwen3, id));
+      g_assert_cmpint (dcp_tokenizer_is_special (qwen3, id), ==,
+                       json_object_get_boolean_member (token, "special"));
+      n++;
+    }
+  g_assert_cmpuint (n, ==, 26);
+}
+
 static void
 test_qwen3_special_as_text (void)
 {
@@ -162,6 +199,80 @@ test_qwen3_round_trip (void)
       back = dcp_tokenizer_decode (qwen3, (guint32 *) ids->data, ids->len, 0, &len);
       /* q + U+0308 has no precomposed form: the text is already NFC */
       g_assert_cmpmem (back, len, text->str, text->len);
+    }
+}
+
+static JsonNode *
+load_qwen3_json (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3",
+                                                 "tokenizer.json.gz", NULL);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  g_autoptr(GInputStream) raw = G_INPUT_STREAM (g_file_read (file, NULL, NULL));
+  g_autoptr(GZlibDecompressor) gunzip = g_zlib_decompressor_new (G_ZLIB_COMPRESSOR_FORMAT_GZIP);
+  g_autoptr(GInputStream) stream = g_converter_input_stream_new (raw, G_CONVERTER (gunzip));
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+
+  json_parser_load_from_stream (parser, stream, NULL, &error);
+  g_assert_no_error (error);
+  return json_node_copy (json_parser_get_root (parser));
+}
+
+/* single_word, lstrip and rstrip, set on a copy of Qwen3's file; the expected ids are what
+ * tokenizers 0.23.3 gives with the same flags (tokenizer_oracle.py checks them on its corpus). */
+static void
+test_qwen3_token_flags (void)
+{
+  static const struct {
+    const char *text;
+    guint32 ids[4];
+    guint n;
+  } cases[] = {
+    { "-<think>", { 12, 151667 }, 2 },
+    { "\xc2\xb2<think>", { 29456, 151667 }, 2 },     /* superscript two is not a word character */
+    { "<think>", { 151667 }, 1 },
+    { " \xc2\xa0 </think>x", { 151668, 87 }, 2 },    /* lstrip takes all white space */
+    { "<tool_call>\xe3\x80\x80y", { 151657, 88 }, 2 }, /* rstrip too */
+  };
+  static const char *const not_single_words[] = {
+    "a<think>b", "_<think>", "\xe2\x85\xb0<think>", "\xe2\x80\x8d<think>", "<think>\xcc\x81",
+    "\xe2\x93\x90<think>", "\xe4\xb8\xad<think>",
+  };
+  g_autoptr(JsonNode) json = load_qwen3_json ();
+  JsonArray *added = json_object_get_array_member (json_node_get_object (json), "added_tokens");
+  g_autoptr(DcpTokenizer) tok = NULL;
+  g_autoptr(GError) error = NULL;
+  guint i;
+
+  for (i = 0; i < json_array_get_length (added); i++)
+    {
+      JsonObject *t = json_array_get_object_element (added, i);
+      const char *content = json_object_get_string_member (t, "content");
+
+      if (g_str_equal (content, "<think>"))
+        json_object_set_boolean_member (t, "single_word", TRUE);
+      else if (g_str_equal (content, "</think>"))
+        json_object_set_boolean_member (t, "lstrip", TRUE);
+      else if (g_str_equal (content, "<tool_call>"))
+        json_object_set_boolean_member (t, "rstrip", TRUE);
+    }
+  tok = dcp_tokenizer_new_from_json (json, &error);
+  g_assert_no_error (error);
+
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GArray) ids = encode (tok, cases[i].text, -1, 0);
+
+      assert_ids (ids, cases[i].ids, cases[i].n);
+    }
+  for (i = 0; i < G_N_ELEMENTS (not_single_words); i++)
+    {
+      g_autoptr(GArray) ids = encode (tok, not_single_words[i], -1, 0);
+      guint k;
+
+      for (k = 0; k < ids->len; k++)
+        g_assert_cmpuint (g_array_index (ids, guint32, k), !=, 151667);
     }
 }
 
@@ -497,11 +608,9 @@ set_normalizer (JsonObject *root)
 }
 
 static void
-set_lstrip (JsonObject *root)
+set_byte_fallback (JsonObject *root)
 {
-  JsonArray *added = json_object_get_array_member (root, "added_tokens");
-
-  json_object_set_boolean_member (json_array_get_object_element (added, 1), "lstrip", TRUE);
+  json_object_set_boolean_member (json_object_get_object_member (root, "model"), "byte_fallback", TRUE);
 }
 
 static void
@@ -577,7 +686,7 @@ test_small_errors (void)
   } cases[] = {
     { set_model_type, DCP_ERROR_NOT_SUPPORTED, "model.type" },
     { set_normalizer, DCP_ERROR_NOT_SUPPORTED, "normalizer.type" },
-    { set_lstrip, DCP_ERROR_NOT_SUPPORTED, "added_tokens[1].lstrip" },
+    { set_byte_fallback, DCP_ERROR_NOT_SUPPORTED, "model.byte_fallback" },
     { set_bad_merge, DCP_ERROR_CORRUPT_FILE, "model.merges[3]" },
     { set_behavior, DCP_ERROR_NOT_SUPPORTED, "pretokenizers[0].behavior" },
     { set_bad_regex, DCP_ERROR_NOT_SUPPORTED, "pattern.Regex" },
@@ -704,10 +813,12 @@ main (int argc, char **argv)
 
   g_test_add_func ("/tokenizer/qwen3/known-ids", test_qwen3_known_ids);
   g_test_add_func ("/tokenizer/qwen3/lookups", test_qwen3_lookups);
+  g_test_add_func ("/tokenizer/qwen3/config", test_qwen3_config);
   g_test_add_func ("/tokenizer/qwen3/special-as-text", test_qwen3_special_as_text);
   g_test_add_func ("/tokenizer/qwen3/decode", test_qwen3_decode);
   g_test_add_func ("/tokenizer/qwen3/round-trip", test_qwen3_round_trip);
   g_test_add_func ("/tokenizer/qwen3/threads", test_qwen3_threads);
+  g_test_add_func ("/tokenizer/qwen3/token-flags", test_qwen3_token_flags);
   g_test_add_func ("/tokenizer/stream/never-splits", test_stream_never_splits);
   g_test_add_func ("/tokenizer/stream/random-ids", test_stream_random_ids);
   g_test_add_func ("/tokenizer/utf8/invalid-policy", test_utf8_policy);
