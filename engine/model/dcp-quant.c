@@ -42,55 +42,71 @@ float_of (guint32 u)
 
 /* Rounds a magnitude (FP32 bits, sign clear, not NaN) to nearest even in a minifloat with
  * `mbits` mantissa bits and exponent bias `bias`, saturating at the magnitude code max_code
- * whose FP32 bits are max_bits. Returns the magnitude code. Infinities saturate. */
+ * whose FP32 bits are max_bits. Returns the magnitude code. Infinities saturate. Both
+ * roundings are computed and one is selected, without branches: Gaussian data puts many
+ * elements on each side of the smallest normal, where a branch would be mispredicted. */
 static inline guint32
 encode_magnitude (guint32 abits, int mbits, int bias, guint32 max_bits, guint32 max_code)
 {
   guint32 min_normal_bits = (guint32) (127 + 1 - bias) << 23;
-
-  if (abits >= max_bits)
-    return max_code;
-  if (abits < min_normal_bits)
-    {
-      /* Subnormal: steps of 2^(1 - bias - mbits). Adding 2^23 steps puts the value in a
-       * binade whose ulp is one step, so the FPU's own round-to-nearest-even does the work
-       * and the bit difference is the number of steps (2^mbits means the smallest normal). */
-      float magic = float_of ((guint32) (127 + 1 - bias - mbits + 23) << 23);
-      return bits_of (float_of (abits) + magic) - bits_of (magic);
-    }
+  /* Subnormal: steps of 2^(1 - bias - mbits). Adding 2^23 steps puts the value in a binade
+   * whose ulp is one step, so the FPU's own rounding (nearest even, the default mode) does
+   * the work and the bit difference is the number of steps (2^mbits steps is the smallest
+   * normal's code). */
+  float magic = float_of ((guint32) (127 + 1 - bias - mbits + 23) << 23);
+  guint32 sub = bits_of (float_of (abits) + magic) - bits_of (magic);
   /* Normal: round the FP32 mantissa to mbits bits (a carry moves into the exponent, which is
-   * right), then rebias the exponent. */
-  abits += ((1u << (22 - mbits)) - 1) + ((abits >> (23 - mbits)) & 1);
-  return (abits >> (23 - mbits)) - ((guint32) (127 - bias) << mbits);
+   * right), then rebias the exponent. Wraps harmlessly when abits is subnormal here. */
+  guint32 rounded = abits + ((1u << (22 - mbits)) - 1) + ((abits >> (23 - mbits)) & 1);
+  guint32 normal = (rounded >> (23 - mbits)) - ((guint32) (127 - bias) << mbits);
+  guint32 is_sub = -(guint32) (abits < min_normal_bits);   /* all ones or zero */
+  guint32 is_max = -(guint32) (abits >= max_bits);
+  guint32 code = (sub & is_sub) | (normal & ~is_sub);
+
+  return (max_code & is_max) | (code & ~is_max);
 }
 
 static inline guint8
 encode_e4m3 (guint32 u)
 {
-  guint8 sign = (u >> 24) & 0x80;
+  guint32 sign = (u >> 24) & 0x80;
   guint32 a = u & F32_ABS_MASK;
+  guint32 is_nan = -(guint32) (a > F32_INF_BITS);
+  guint32 code = encode_magnitude (a, 3, 7, F32_448_BITS, 0x7e);
 
-  if (a > F32_INF_BITS)
-    return sign | 0x7f;
-  return sign | (guint8) encode_magnitude (a, 3, 7, F32_448_BITS, 0x7e);
+  return (guint8) (sign | (0x7f & is_nan) | (code & ~is_nan));
 }
 
 static inline guint8
 encode_e2m3 (guint32 u)
 {
-  return ((u >> 26) & 0x20) | (guint8) encode_magnitude (u & F32_ABS_MASK, 3, 1, F32_7_5_BITS, 0x1f);
+  return ((u >> 26) & 0x20) |
+         (guint8) encode_magnitude (u & F32_ABS_MASK, 3, 1, F32_7_5_BITS, 0x1f);
 }
 
 static inline guint8
 encode_e3m2 (guint32 u)
 {
-  return ((u >> 26) & 0x20) | (guint8) encode_magnitude (u & F32_ABS_MASK, 2, 3, F32_28_BITS, 0x1f);
+  return ((u >> 26) & 0x20) |
+         (guint8) encode_magnitude (u & F32_ABS_MASK, 2, 3, F32_28_BITS, 0x1f);
 }
 
 static inline guint8
 encode_e2m1 (guint32 u)
 {
   return ((u >> 28) & 0x08) | (guint8) encode_magnitude (u & F32_ABS_MASK, 1, 1, F32_6_BITS, 0x7);
+}
+
+static G_ALWAYS_INLINE inline guint8
+encode_element (DcpDType dtype, guint32 u)
+{
+  switch (dtype)
+    {
+    case DCP_DTYPE_MXFP8_E4M3: return encode_e4m3 (u);
+    case DCP_DTYPE_MXFP6_E2M3: return encode_e2m3 (u);
+    case DCP_DTYPE_MXFP6_E3M2: return encode_e3m2 (u);
+    default:                   return encode_e2m1 (u);
+    }
 }
 
 /* Exact value of a minifloat code with ebits exponent and mbits mantissa bits (no specials). */
@@ -388,8 +404,11 @@ quantize_mx_row (DcpDType dtype, const float *v, guint64 cols, guint8 *out, guin
   for (guint64 b = 0; b < n_blocks; b++, v += MX_BLOCK, out += bbytes)
     {
       guint n = (guint) MIN ((guint64) MX_BLOCK, cols - b * MX_BLOCK);
-      guint8 codes[MX_BLOCK] = { 0 };
-      guint32 amax = block_amax_bits (v, n);
+      guint8 codes[MX_BLOCK];
+      float padded[MX_BLOCK];
+      const float *x = v;
+      /* (a constant count for full blocks lets the compiler vectorize) */
+      guint32 amax = n == MX_BLOCK ? block_amax_bits (v, MX_BLOCK) : block_amax_bits (v, n);
       guint32 e, scale;
       float inv;
 
@@ -403,17 +422,15 @@ quantize_mx_row (DcpDType dtype, const float *v, guint64 cols, guint8 *out, guin
       scale = e > (guint32) emax ? e - (guint32) emax : 0;
       scales[b] = (guint8) scale;
       inv = float_of ((254 - scale) << 23);  /* 1 / X = 2^(127 - scale), always normal */
-      for (guint i = 0; i < n; i++)
+      /* Padding elements are encoded too (as 0 x inv = 0), so the loop has a fixed count. */
+      if (n < MX_BLOCK)
         {
-          guint32 u = bits_of (v[i] * inv);
-          switch (dtype)
-            {
-            case DCP_DTYPE_MXFP8_E4M3: codes[i] = encode_e4m3 (u); break;
-            case DCP_DTYPE_MXFP6_E2M3: codes[i] = encode_e2m3 (u); break;
-            case DCP_DTYPE_MXFP6_E3M2: codes[i] = encode_e3m2 (u); break;
-            default:                   codes[i] = encode_e2m1 (u); break;
-            }
+          memcpy (padded, v, n * sizeof (float));
+          memset (padded + n, 0, (MX_BLOCK - n) * sizeof (float));
+          x = padded;
         }
+      for (guint i = 0; i < MX_BLOCK; i++)
+        codes[i] = encode_element (dtype, bits_of (x[i] * inv));
       switch (dtype)
         {
         case DCP_DTYPE_MXFP8_E4M3: memcpy (out, codes, MX_BLOCK); break;
@@ -434,7 +451,10 @@ quantize_nvfp4_row (const float *v, guint64 cols, float tensor_scale, guint8 *ou
     {
       guint n = (guint) MIN ((guint64) NVFP4_BLOCK, cols - b * NVFP4_BLOCK);
       guint8 codes[NVFP4_BLOCK] = { 0 };
-      guint32 amax = block_amax_bits (v, n);
+      float padded[NVFP4_BLOCK];
+      const float *x = v;
+      guint32 amax = n == NVFP4_BLOCK ? block_amax_bits (v, NVFP4_BLOCK)
+                                      : block_amax_bits (v, n);
       guint8 bs;
       float s;
 
@@ -447,9 +467,15 @@ quantize_nvfp4_row (const float *v, guint64 cols, float tensor_scale, guint8 *ou
       bs = encode_e4m3 (bits_of (float_of (amax) / 6.0f / tensor_scale));
       scales[b] = bs;
       s = t->e4m3[bs] * tensor_scale;  /* the same product the decoder forms */
+      if (n < NVFP4_BLOCK)
+        {
+          memcpy (padded, v, n * sizeof (float));
+          memset (padded + n, 0, (NVFP4_BLOCK - n) * sizeof (float));
+          x = padded;
+        }
       if (s > 0)
-        for (guint i = 0; i < n; i++)
-          codes[i] = encode_e2m1 (bits_of (v[i] / s));
+        for (guint i = 0; i < NVFP4_BLOCK; i++)
+          codes[i] = encode_e2m1 (bits_of (x[i] / s));
       pack_fp4 (codes, NVFP4_BLOCK, out);
     }
 }

@@ -110,8 +110,9 @@ float   dcp_fp4_e2m1_to_f32 (guint8 code);
 guint8  dcp_f32_to_fp4_e2m1 (float  v);
 /* E8M0: 2^(code - 127); 0xff is NaN. */
 float   dcp_e8m0_to_f32     (guint8 code);
-/* E8M0 of a block whose largest |value| is amax (finite, >= 0) for an element format whose
- * largest exponent is emax_elem: max (floor (log2 (amax)) - emax_elem, -127) + 127. */
+/* E8M0 of a block whose largest |value| is amax, for an element format whose largest exponent
+ * is emax_elem: max (floor (log2 (amax)) - emax_elem, -127) + 127; 0xff (NaN) when amax is
+ * NaN or infinite. */
 guint8  dcp_e8m0_block_scale (float amax,
                               int   emax_elem);
 
