@@ -164,12 +164,12 @@ compare_strings (gconstpointer a, gconstpointer b)
   return g_strcmp0 (*(char *const *) a, *(char *const *) b);
 }
 
-/* The shard files: from the index's weight_map, or the single file, or every *.safetensors. */
+/* The shard files: from the index's weight_map, else every *.safetensors in the folder
+ * (model.safetensors alone, usually). */
 static GPtrArray *
 list_shards (const char *dir, GError **error)
 {
   g_autofree char *index_path = g_build_filename (dir, "model.safetensors.index.json", NULL);
-  g_autofree char *single = g_build_filename (dir, "model.safetensors", NULL);
   g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(JsonNode) index = NULL;
 
@@ -209,8 +209,6 @@ list_shards (const char *dir, GError **error)
         }
       g_ptr_array_sort (files, compare_strings);
     }
-  else if (g_file_test (single, G_FILE_TEST_EXISTS))
-    g_ptr_array_add (files, g_steal_pointer (&single));
   else
     {
       g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);

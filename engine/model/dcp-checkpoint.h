@@ -8,8 +8,9 @@
 
 G_BEGIN_DECLS
 
-/* A Hugging Face checkpoint folder: config.json; model.safetensors, or shards listed by
- * model.safetensors.index.json, or else every *.safetensors file; generation_config.json
+/* A Hugging Face checkpoint folder: config.json; the shards listed by
+ * model.safetensors.index.json, or else every *.safetensors file (usually model.safetensors
+ * alone); generation_config.json
  * (optional); and the tokenizer files tokenizer.json (or tokenizer.json.gz) and
  * tokenizer_config.json, from the same folder or another one. Opening maps every shard, checks
  * every tensor's name (it must have a canonical name, dcp-tensor-names.h) and shape (against the

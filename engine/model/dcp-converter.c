@@ -17,16 +17,21 @@
 #define SLICE_ELEMENTS (4u << 20)   /* FP32 elements converted per slice: 16 MiB */
 #define PLACEHOLDER_SHA256 "0000000000000000000000000000000000000000000000000000000000000000"
 
+/* The shards' SHA-256, a few threads taking shards in turn (GChecksum hashes about 0.4 GB/s on
+ * one core, too slow for a 54 GB checkpoint on its own). */
 typedef struct {
   DcpCheckpoint *ckpt;
-  GPtrArray *sha256;        /* char *, per shard */
+  char **sha256;            /* per shard */
+  gint next;
+  GMutex lock;
   GError *error;
 } HashJob;
-
 /* Quantization of one slice, split by rows over a thread pool. */
 typedef struct {
   DcpDType dtype;
-  const float *src;
+  const DcpTensorView *view;  /* the source matrix */
+  guint64 first_row;          /* of the slice in it */
+  float *src;                 /* the slice in FP32, filled by the parts */
   guint64 rows, cols;
   guint8 *dst;
   GMutex lock;
@@ -57,56 +62,24 @@ static gpointer
 hash_shards (gpointer data)
 {
   HashJob *job = data;
+  guint n = dcp_checkpoint_get_n_shards (job->ckpt);
+  guint s;
 
-  for (guint s = 0; s < dcp_checkpoint_get_n_shards (job->ckpt); s++)
+  while ((s = (guint) g_atomic_int_add (&job->next, 1)) < n)
     {
-      char *hex = dcp_checkpoint_hash_shard (job->ckpt, s, &job->error);
-      if (hex == NULL)
-        break;
-      g_ptr_array_add (job->sha256, hex);
+      GError *error = NULL;
+      job->sha256[s] = dcp_checkpoint_hash_shard (job->ckpt, s, &error);
+      if (error != NULL)
+        {
+          g_mutex_lock (&job->lock);
+          if (job->error == NULL)
+            job->error = error;
+          else
+            g_error_free (error);
+          g_mutex_unlock (&job->lock);
+        }
     }
   return NULL;
-}
-
-static void
-quantize_part (gpointer data, gpointer user_data G_GNUC_UNUSED)
-{
-  SlicePart *part = data;
-  Slice *s = part->slice;
-
-  dcp_quantize_rows (s->dtype, s->src + part->row_begin * s->cols, s->rows, s->cols,
-                     part->row_begin, part->n_rows, 1.0f, s->dst);
-  g_mutex_lock (&s->lock);
-  if (--s->pending == 0)
-    g_cond_signal (&s->done);
-  g_mutex_unlock (&s->lock);
-  g_free (part);
-}
-
-/* Quantizes rows x cols floats as a standalone tensor into dst, in parallel by rows. */
-static void
-quantize_slice (Converter *c, DcpDType dtype, const float *src, guint64 rows, guint64 cols, guint8 *dst)
-{
-  Slice s = { dtype, src, rows, cols, dst, { 0 }, { 0 }, 0 };
-  guint64 per = MAX ((rows + c->n_threads - 1) / c->n_threads, 1);
-
-  g_mutex_init (&s.lock);
-  g_cond_init (&s.done);
-  g_mutex_lock (&s.lock);
-  for (guint64 r = 0; r < rows; r += per)
-    {
-      SlicePart *part = g_new (SlicePart, 1);
-      part->slice = &s;
-      part->row_begin = r;
-      part->n_rows = MIN (per, rows - r);
-      s.pending++;
-      g_thread_pool_push (c->pool, part, NULL);
-    }
-  while (s.pending > 0)
-    g_cond_wait (&s.done, &s.lock);
-  g_mutex_unlock (&s.lock);
-  g_mutex_clear (&s.lock);
-  g_cond_clear (&s.done);
 }
 
 static void
@@ -140,6 +113,50 @@ to_f32 (const DcpTensorView *v, guint64 first, guint64 n, float *out)
     default:
       g_assert_not_reached ();
     }
+}
+
+static void
+quantize_part (gpointer data, gpointer user_data G_GNUC_UNUSED)
+{
+  SlicePart *part = data;
+  Slice *s = part->slice;
+
+  to_f32 (s->view, (s->first_row + part->row_begin) * s->cols, part->n_rows * s->cols, s->src + part->row_begin * s->cols);
+  dcp_quantize_rows (s->dtype, s->src + part->row_begin * s->cols, s->rows, s->cols,
+                     part->row_begin, part->n_rows, 1.0f, s->dst);
+  g_mutex_lock (&s->lock);
+  if (--s->pending == 0)
+    g_cond_signal (&s->done);
+  g_mutex_unlock (&s->lock);
+  g_free (part);
+}
+
+/* Converts rows [first_row, first_row + rows) of a matrix to FP32 in src and quantizes them as a
+ * standalone tensor into dst, in parallel by rows. */
+static void
+quantize_slice (Converter *c, DcpDType dtype, const DcpTensorView *view, guint64 first_row, float *src,
+                guint64 rows, guint64 cols, guint8 *dst)
+{
+  Slice s = { dtype, view, first_row, src, rows, cols, dst, { 0 }, { 0 }, 0 };
+  guint64 per = MAX ((rows + c->n_threads - 1) / c->n_threads, 1);
+
+  g_mutex_init (&s.lock);
+  g_cond_init (&s.done);
+  g_mutex_lock (&s.lock);
+  for (guint64 r = 0; r < rows; r += per)
+    {
+      SlicePart *part = g_new (SlicePart, 1);
+      part->slice = &s;
+      part->row_begin = r;
+      part->n_rows = MIN (per, rows - r);
+      s.pending++;
+      g_thread_pool_push (c->pool, part, NULL);
+    }
+  while (s.pending > 0)
+    g_cond_wait (&s.done, &s.lock);
+  g_mutex_unlock (&s.lock);
+  g_mutex_clear (&s.lock);
+  g_cond_clear (&s.done);
 }
 
 static void
@@ -224,8 +241,7 @@ write_block (Converter *c, guint index, const DcpTensorView *v, DcpDType dtype, 
           c->f32_size = n * cols;
           c->f32 = g_new (float, c->f32_size);
         }
-      to_f32 (v, r * cols, n * cols, c->f32);
-      quantize_slice (c, dtype, c->f32, n, cols, c->buf);
+      quantize_slice (c, dtype, v, r, c->f32, n, cols, c->buf);
       if (!dcp_model_writer_write (c->writer, index, r * whole.row_bytes, c->buf, plane, error) ||
           !dcp_model_writer_write (c->writer, index, whole.scales_offset + r * whole.blocks_per_row,
                                    c->buf + part.scales_offset, scales, error))
@@ -258,7 +274,7 @@ copy_without (JsonNode *node, const char *member)
 }
 
 static JsonNode *
-build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, GPtrArray *sha256)
+build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, char **sha256)
 {
   DcpCheckpoint *ckpt = c->ckpt;
   const DcpConvertOptions *o = c->options;
@@ -366,7 +382,7 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
       json_builder_set_member_name (b, "bytes");
       json_builder_add_int_value (b, dcp_checkpoint_get_shard_size (ckpt, s));
       json_builder_set_member_name (b, "sha256");
-      json_builder_add_string_value (b, sha256 && s < sha256->len ? sha256->pdata[s] : PLACEHOLDER_SHA256);
+      json_builder_add_string_value (b, sha256 ? sha256[s] : PLACEHOLDER_SHA256);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -405,9 +421,11 @@ convert (Converter *c, GError **error)
   g_autofree DcpDType *dtypes = g_new (DcpDType, n);
   g_autofree guint64 *sizes = g_new (guint64, n);
   g_autoptr(JsonNode) plan = NULL, metadata = NULL;
-  g_autoptr(GPtrArray) sha256 = g_ptr_array_new_with_free_func (g_free);
-  HashJob job = { c->ckpt, sha256, NULL };
-  GThread *hasher;
+  guint n_shards = dcp_checkpoint_get_n_shards (c->ckpt);
+  g_autoptr(GPtrArray) sha256 = g_ptr_array_new_full (n_shards, g_free);
+  HashJob job = { c->ckpt, NULL, 0, { 0 }, NULL };
+  GThread *hashers[8];
+  guint n_hashers = CLAMP (MIN (n_shards, c->n_threads / 2), 1, G_N_ELEMENTS (hashers));
   gboolean ok = TRUE;
 
   for (guint i = 0; i < n; i++)
@@ -425,14 +443,20 @@ convert (Converter *c, GError **error)
   if (!dcp_model_writer_begin (c->writer, dcp_checkpoint_get_tokenizer (c->ckpt), json_size (plan) + 4096, error))
     return FALSE;
 
-  hasher = g_thread_new ("dcp-sha256", hash_shards, &job);
+  g_ptr_array_set_size (sha256, n_shards);
+  job.sha256 = (char **) sha256->pdata;
+  g_mutex_init (&job.lock);
+  for (guint h = 0; h < n_hashers; h++)
+    hashers[h] = g_thread_new ("dcp-sha256", hash_shards, &job);
   for (guint i = 0; i < n && ok; i++)
     {
       const DcpTensorView *v = dcp_checkpoint_get_tensor (c->ckpt, i)->view;
       ok = dcp_dtype_is_block (dtypes[i]) ? write_block (c, i, v, dtypes[i], error)
                                           : write_plain (c, i, v, dtypes[i], error);
     }
-  g_thread_join (hasher);
+  for (guint h = 0; h < n_hashers; h++)
+    g_thread_join (hashers[h]);
+  g_mutex_clear (&job.lock);
   if (!ok)
     {
       g_clear_error (&job.error);
@@ -444,7 +468,7 @@ convert (Converter *c, GError **error)
       return FALSE;
     }
   report (c, "", TRUE);
-  metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), sha256);
+  metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), (char **) sha256->pdata);
   return dcp_model_writer_finish (c->writer, metadata, error);
 }
 

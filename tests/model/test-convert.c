@@ -425,6 +425,94 @@ test_sharded (void)
   remove_dir (tok);
 }
 
+static GBytes *
+random_bf16 (GRand *rand, guint64 n)
+{
+  guint16 *h = g_new (guint16, n);
+
+  for (guint64 k = 0; k < n; k++)
+    h[k] = GUINT16_TO_LE (dcp_f32_to_bf16 ((float) g_rand_double_range (rand, -0.1, 0.1)));
+  return g_bytes_new_take (h, 2 * n);
+}
+
+/* MTP and vision tensors are kept: real-heads plus a second file of them, found as *.safetensors
+ * (no index), converted with the medium recipe. */
+static void
+test_mtp_vision (void)
+{
+  static const guint64 fc[] = { 128, 256 }, up[] = { 384, 128 }, norm[] = { 128 };
+  static const guint64 qkv[] = { 96, 40 }, bias[] = { 96 }, patch[] = { 8, 3, 2, 4, 4 }, pos[] = { 16, 8 };
+  StTensor extra[] = {
+    { "mtp.fc.weight", DCP_DTYPE_BF16, fc, 2, NULL },
+    { "mtp.layers.0.mlp.up_proj.weight", DCP_DTYPE_BF16, up, 2, NULL },
+    { "mtp.norm.weight", DCP_DTYPE_BF16, norm, 1, NULL },
+    { "model.visual.blocks.0.attn.qkv.weight", DCP_DTYPE_BF16, qkv, 2, NULL },
+    { "model.visual.blocks.0.attn.qkv.bias", DCP_DTYPE_BF16, bias, 1, NULL },
+    { "model.visual.patch_embed.proj.weight", DCP_DTYPE_BF16, patch, 5, NULL },
+    { "model.visual.pos_embed.weight", DCP_DTYPE_BF16, pos, 2, NULL },
+  };
+  static const struct { const char *name; DcpDType dtype; } want[] = {
+    { "mtp.fc.weight", DCP_DTYPE_MXFP6_E2M3 },
+    { "mtp.layers.0.mlp.up_proj.weight", DCP_DTYPE_MXFP6_E2M3 },
+    { "mtp.norm.weight", DCP_DTYPE_BF16 },
+    { "visual.blocks.0.attn.qkv.weight", DCP_DTYPE_MXFP8_E4M3 },
+    { "visual.blocks.0.attn.qkv.bias", DCP_DTYPE_BF16 },
+    { "visual.patch_embed.proj.weight", DCP_DTYPE_BF16 },
+    { "visual.pos_embed.weight", DCP_DTYPE_BF16 },
+  };
+  g_autofree char *input = g_test_build_filename (G_TEST_DIST, "data", "models", "real-heads", NULL);
+  g_autofree char *tok = small_tokenizer_dir ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("dcp-mtp-vision-XXXXXX", &error);
+  g_autofree char *extra_path = g_build_filename (dir, "extra.safetensors", NULL);
+  g_autofree char *out = g_build_filename (dir, "out.mcapy", NULL);
+  g_autoptr(GArray) tensors = g_array_new (FALSE, FALSE, sizeof (StTensor));
+  g_autoptr(DcpModelFile) file = NULL;
+  g_autoptr(DcpCheckpoint) ckpt = NULL;
+  DcpConvertOptions options = { dir, tok, out, DCP_RECIPE_MEDIUM, NULL, NULL, FALSE, 2 };
+  GRand *rand = g_rand_new_with_seed (99);
+  JsonObject *m, *sizes;
+
+  for (guint i = 0; i < G_N_ELEMENTS (extra); i++)
+    {
+      guint64 n = 1;
+      for (guint d = 0; d < extra[i].ndim; d++)
+        n *= extra[i].shape[d];
+      extra[i].bytes = random_bf16 (rand, n);
+      g_array_append_val (tensors, extra[i]);
+    }
+  write_safetensors (extra_path, tensors);
+  copy_file (input, dir, "config.json");
+  copy_file (input, dir, "model.safetensors");
+
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
+  file = dcp_model_file_open (out, &error);
+  g_assert_no_error (error);
+  ckpt = dcp_checkpoint_open (dir, tok, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (dcp_checkpoint_get_n_shards (ckpt), ==, 2);
+  check_tensors (ckpt, file, DCP_RECIPE_MEDIUM);
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      const DcpTensorView *t = dcp_model_file_lookup (file, want[i].name);
+      g_assert_nonnull (t);
+      g_assert_cmpint (t->dtype, ==, want[i].dtype);
+    }
+  g_assert_cmpuint (dcp_model_file_lookup (file, "visual.patch_embed.proj.weight")->ndim, ==, 5);
+  m = dcp_model_file_get_metadata (file);
+  g_assert_true (json_object_get_boolean_member (json_object_get_object_member (m, "parts"), "mtp"));
+  g_assert_true (json_object_get_boolean_member (json_object_get_object_member (m, "parts"), "vision"));
+  sizes = json_object_get_object_member (m, "sizes");
+  g_assert_cmpint (json_object_get_int_member (sizes, "mtp"), >, 0);
+  g_assert_cmpint (json_object_get_int_member (sizes, "vision"), >, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (extra); i++)
+    g_bytes_unref (extra[i].bytes);
+  g_rand_free (rand);
+  remove_dir (dir);
+  remove_dir (tok);
+}
+
 static void
 expect_refused (const char *dir, const char *tok, const char *what)
 {
@@ -483,6 +571,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/convert/real-heads", "real-heads", test_convert_all);
   g_test_add_data_func ("/convert/odd-sizes", "odd-sizes", test_convert_all);
   g_test_add_func ("/convert/sharded", test_sharded);
+  g_test_add_func ("/convert/mtp-vision", test_mtp_vision);
   g_test_add_func ("/convert/refused", test_refused);
   g_test_add_func ("/convert/tool", test_tool);
   return g_test_run ();
