@@ -13,7 +13,9 @@ G_BEGIN_DECLS
  * step: each item is one sequence with its own new tokens (one decode token, a draft to verify,
  * or a chunk of its prompt). The backend appends those tokens to the sequence's state and
  * returns logits for the last or for every new position. A state can be copied into another
- * (snapshot before speculative tokens or at a reusable prefix; restore by copying back). */
+ * (snapshot before speculative tokens or at a reusable prefix; restore by copying back).
+ * One thread drives a backend at a time (the engine thread); a backend may use more inside.
+ * Positions are the state's token count: text-only input, where mRoPE is plain RoPE. */
 
 #define DCP_TYPE_BACKEND (dcp_backend_get_type ())
 G_DECLARE_DERIVABLE_TYPE (DcpBackend, dcp_backend, DCP, BACKEND, GObject)
@@ -67,7 +69,7 @@ struct _DcpBackendClass {
   /* Tokens the main model has read into the state. */
   guint        (*state_get_n_tokens) (DcpBackend         *self,
                                       const DcpSeqState  *state);
-  /* Bytes the state holds now. */
+  /* Bytes of state the sequence holds now (live KV entries, GDN states). */
   guint64      (*state_get_bytes)    (DcpBackend         *self,
                                       const DcpSeqState  *state);
   /* One step over a batch; items name distinct states. */

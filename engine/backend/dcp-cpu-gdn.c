@@ -196,12 +196,12 @@ dcp_cpu_delta_rule_chunked (DcpCpuPool *pool, const DcpCpuDeltaRule *rule, guint
 static void
 conv_silu (const DcpCpuGdnWeights *w, DcpCpuGdnState *s, const float *x, guint n_tokens, float *u)
 {
-  guint K = s->conv_width + 1, D = s->conv_dim;
+  guint kernel_size = s->conv_width + 1, D = s->conv_dim;
   g_autofree float *window = g_new (float, s->conv_width + n_tokens);
 
   for (guint c = 0; c < D; c++)
     {
-      const float *kernel = w->conv + (gsize) c * K;
+      const float *kernel = w->conv + (gsize) c * kernel_size;
 
       /* window = [state of c | x[0..n_tokens) of c] */
       memcpy (window, s->conv + (gsize) c * s->conv_width, s->conv_width * sizeof (float));
@@ -211,7 +211,7 @@ conv_silu (const DcpCpuGdnWeights *w, DcpCpuGdnState *s, const float *x, guint n
         {
           float acc = 0;
 
-          for (guint j = 0; j < K; j++)
+          for (guint j = 0; j < kernel_size; j++)
             acc += kernel[j] * window[t + j];
           u[(gsize) t * D + c] = dcp_cpu_silu (acc);
         }
