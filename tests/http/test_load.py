@@ -25,7 +25,11 @@ from engine_fixture import Engine  # noqa: E402
 CLIENTS = 64
 WARMUP_SECONDS = 3      # twice: the allocator's arenas reach their working size
 LOAD_SECONDS = 8
-RSS_TOLERANCE_KIB = 1536
+# libsoup 3.2 (Debian 12) leaks the GSocket of every accepted connection (valgrind: ~0.35 KiB;
+# fixed in libsoup 3.3), and every stream is one connection: so 1 KiB per stream is allowed on
+# top of a fixed 1 MiB. A leak of our own of a few KiB per request still fails.
+RSS_FIXED_KIB = 1024
+RSS_PER_STREAM_KIB = 1
 WORDS = 24
 EXPECTED = " ".join(str(i) for i in range(1, WORDS + 1))
 
@@ -77,16 +81,17 @@ def main():
         ok2, err2 = round_of_load(client, LOAD_SECONDS)
         time.sleep(0.5)
         rss2 = engine.rss_kib()
+        tolerance = RSS_FIXED_KIB + RSS_PER_STREAM_KIB * ok2
         with urllib.request.urlopen(engine.url + "/stats") as r:
             stats = json.load(r)
         with urllib.request.urlopen(engine.url + "/health") as r:
             healthy = r.status == 200
         print(f"warm-up: {ok1} streams, {err1} errors; load: {ok2} streams, {err2} errors in "
               f"{time.monotonic() - start:.1f} s; VmRSS {rss1} KiB -> {rss2} KiB "
-              f"({rss2 - rss1:+d} KiB, tolerance {RSS_TOLERANCE_KIB}); waiting {stats['requests_waiting']}")
+              f"({rss2 - rss1:+d} KiB, tolerance {tolerance}); waiting {stats['requests_waiting']}")
         assert err1 == 0 and err2 == 0, "clients saw errors"
         assert ok2 >= 2 * CLIENTS, "too few requests served to judge memory"
-        assert rss2 - rss1 <= RSS_TOLERANCE_KIB, "the engine's memory grew under load"
+        assert rss2 - rss1 <= tolerance, "the engine's memory grew under load"
         assert stats["generations_finished"]["stop"] == ok1 + ok2
         assert stats["requests_waiting"] == 0 and stats["requests_running"] == 0
         assert healthy
