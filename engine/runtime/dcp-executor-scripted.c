@@ -146,13 +146,14 @@ wanted_tool (DcpRequest *request)
 {
   JsonArray *tools;
   JsonNode *choice = request->tool_choice;
-  JsonArray *messages = json_node_get_array (request->messages);
+  JsonArray *messages;
   JsonObject *last;
   const char *role;
 
   if (request->kind != DCP_REQUEST_CHAT || request->tools == NULL)
     return NULL;
   tools = json_node_get_array (request->tools);
+  messages = json_node_get_array (request->messages);
   if (json_array_get_length (tools) == 0)
     return NULL;
   if (choice != NULL && JSON_NODE_HOLDS_OBJECT (choice))
