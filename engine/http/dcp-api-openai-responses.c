@@ -270,7 +270,6 @@ static JsonObject *
 response_object (Responses *r, const char *status)
 {
   JsonObject *o = json_object_new ();
-  DcpChoiceResult *c = &r->result->choices[0];
 
   json_object_set_string_member (o, "id", r->request->id);
   json_object_set_string_member (o, "object", "response");
@@ -296,7 +295,6 @@ response_object (Responses *r, const char *status)
     json_object_set_null_member (o, "incomplete_details");
   if (!g_str_equal (status, "in_progress"))
     json_object_set_object_member (o, "usage", usage_object (&r->result->usage));
-  (void) c;
   return o;
 }
 
