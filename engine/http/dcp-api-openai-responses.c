@@ -209,7 +209,8 @@ parse (DcpApiCall *call, JsonObject *body, GError **error)
     }
   request->messages = json_node_init_array (json_node_alloc (), out);
   if (tools != NULL && json_array_get_length (tools) > 0
-      && (request->tools = dcp_openai_convert_tools (tools, "tools", error)) == NULL)
+      && (request->tools = dcp_openai_convert_tools (tools, "tools", error)) == NULL
+      && *error != NULL)
     return NULL;
   choice = json_object_get_member (body, "tool_choice");
   if (choice != NULL && !JSON_NODE_HOLDS_NULL (choice)

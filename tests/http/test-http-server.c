@@ -383,7 +383,8 @@ test_disconnect (void)
     g_autoptr(GSocketConnection) second = raw_post (&e, "/v1/chat/completions", body_plain);
     g_autofree char *got = read_until (first, "\"content\":\" 5\"", 10);
 
-    g_assert_nonnull (got);
+    g_assert_nonnull (strstr (got, "\"content\":\" 5\""));
+    wait_for_stat (&e, NULL, "requests_waiting", 1);
     g_io_stream_close (G_IO_STREAM (second), NULL, NULL);
     g_io_stream_close (G_IO_STREAM (first), NULL, NULL);
     wait_for_stat (&e, "generations_finished", "cancelled", 3);
