@@ -230,6 +230,19 @@ test_malformed (void)
     g_assert_cmpuint (request (&e, "GET", "/v1/chat/completions", NULL, 0, NULL, &r3, NULL), ==, 405);
     openai_error (r3, &param);
   }
+  {
+    /* Nesting deep enough to overflow a recursive parser's stack. */
+    gsize depth = 1000000;
+    g_autofree char *deep = g_malloc (2 * depth + 8);
+    g_autoptr(JsonNode) reply = NULL;
+
+    memcpy (deep, "{\"a\":", 5);
+    memset (deep + 5, '[', depth);
+    memset (deep + 5 + depth, ']', depth);
+    deep[5 + 2 * depth] = '}';
+    g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", deep, 6 + 2 * depth, NULL, &reply, NULL), ==, 400);
+    g_assert_nonnull (strstr (openai_error (reply, NULL), "deeper than 128 levels"));
+  }
   assert_serving (&e);
   engine_stop (&e);
 }
