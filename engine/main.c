@@ -23,6 +23,7 @@ static int opt_device;
 static char *opt_host;
 static int opt_port = 8080;
 static char *opt_api_key;
+static char *opt_api_key_file;
 static gboolean opt_test_executor;
 static int opt_keepalive = 10;
 
@@ -42,6 +43,8 @@ static const GOptionEntry entries[] = {
   { "api-key", 0, 0, G_OPTION_ARG_STRING, &opt_api_key,
     "Require this key (Authorization: Bearer or x-api-key) on every route but /health; "
     "default: DECAPYBARA_API_KEY", "KEY" },
+  { "api-key-file", 0, 0, G_OPTION_ARG_FILENAME, &opt_api_key_file,
+    "Read the API key from the first line of this file (keeps it out of the process list)", "FILE" },
   { "sse-keepalive", 0, 0, G_OPTION_ARG_INT, &opt_keepalive,
     "Seconds between keep-alives on an idle stream (default 10)", "SECONDS" },
   { "test-executor", 0, 0, G_OPTION_ARG_NONE, &opt_test_executor,
@@ -98,6 +101,7 @@ run_server (DcpExecutor *executor)
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GError) error = NULL;
   g_autofree char *url = NULL;
+  g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
   guint sigint, sigterm;
 
@@ -112,6 +116,16 @@ run_server (DcpExecutor *executor)
   options.port = opt_port;
   options.keepalive_seconds = opt_keepalive;
   options.api_key = opt_api_key != NULL ? opt_api_key : g_getenv ("DECAPYBARA_API_KEY");
+  if (opt_api_key_file != NULL)
+    {
+      if (!g_file_get_contents (opt_api_key_file, &key_from_file, NULL, &error))
+        {
+          g_printerr ("decapybara: --api-key-file: %s\n", error->message);
+          return 2;
+        }
+      key_from_file[strcspn (key_from_file, "\r\n")] = '\0';
+      options.api_key = key_from_file;
+    }
   server = dcp_http_server_new (&options, queue, &error);
   if (server == NULL)
     {

@@ -307,6 +307,24 @@ test_auth (void)
   g_assert_cmpuint (request (&e, "GET", "/v1/models", NULL, 0, x_api_key, &r5, NULL), ==, 200);
   g_assert_true (json_object_has_member (json_node_get_object (r5), "has_more"));
   engine_stop (&e);
+
+  {
+    /* The key from a file (first line), which wins over the environment. */
+    g_autofree char *path = NULL;
+    int fd = g_file_open_tmp ("decapybara-key-XXXXXX", &path, NULL);
+    const char *const file_args[] = { "--api-key-file", path, NULL };
+    static const char *const env[] = { "DECAPYBARA_API_KEY", "other", NULL };
+    static const char *const filed[] = { "Authorization", "Bearer from-file", NULL };
+    static const char *const env_key[] = { "Authorization", "Bearer other", NULL };
+
+    close (fd);
+    g_assert_true (g_file_set_contents (path, "from-file\nsecond line\n", -1, NULL));
+    engine_start (&e, file_args, env);
+    g_assert_cmpuint (request (&e, "GET", "/v1/models", NULL, 0, filed, NULL, NULL), ==, 200);
+    g_assert_cmpuint (request (&e, "GET", "/v1/models", NULL, 0, env_key, NULL, NULL), ==, 401);
+    engine_stop (&e);
+    g_unlink (path);
+  }
 }
 
 /* A raw HTTP/1.1 request on its own connection, for streams read byte by byte. */
