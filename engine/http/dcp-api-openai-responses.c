@@ -282,8 +282,10 @@ response_object (Responses *r, const char *status)
   json_object_set_boolean_member (o, "parallel_tool_calls", TRUE);
   json_object_set_member (o, "tool_choice", r->request->tool_choice ? json_node_copy (r->request->tool_choice)
                                                                     : json_node_init_string (json_node_alloc (), "auto"));
-  json_object_set_member (o, "tools", r->request->tools ? json_node_copy (r->request->tools)
-                                                        : json_node_init_array (json_node_alloc (), json_array_new ()));
+  if (r->request->tools != NULL)
+    json_object_set_member (o, "tools", json_node_copy (r->request->tools));
+  else
+    json_object_set_array_member (o, "tools", json_array_new ());
   json_object_set_null_member (o, "error");
   if (g_str_equal (status, "incomplete"))
     {

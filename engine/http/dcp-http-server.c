@@ -231,6 +231,7 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
     .max_messages = options->max_messages,
     .max_tokens = options->max_tokens,
     .max_choices = 16,
+    .max_waiting = 1024,
     .keepalive_seconds = options->keepalive_seconds,
   };
   if (options->api_key != NULL && options->api_key[0] != '\0')
