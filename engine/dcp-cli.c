@@ -28,6 +28,8 @@ on_setting (const char *option_name, const char *value, gpointer data, GError **
 static const GOptionEntry program_entries[] = {
   { "settings", 0, 0, G_OPTION_ARG_FILENAME, NULL,
     "Read settings from FILE (default: ~/.config/decapybara/settings.json if it exists)", "FILE" },
+  { "api-key-file", 0, 0, G_OPTION_ARG_FILENAME, NULL,
+    "Read the API key from the first line of this file (keeps it out of the process list)", "FILE" },
   { "threads", 't', 0, G_OPTION_ARG_INT, NULL,
     "CPU backend threads (default: one per core)", "N" },
   { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, NULL,
@@ -56,7 +58,7 @@ static GOptionEntry *
 build_entries (DcpCli *cli)
 {
   gpointer targets[] = {
-    &cli->settings_file, &cli->threads, &cli->tokenizer, &cli->keepalive, &cli->probe, &cli->json,
+    &cli->settings_file, &cli->api_key_file, &cli->threads, &cli->tokenizer, &cli->keepalive, &cli->probe, &cli->json,
     &cli->no_measure, &cli->device, &cli->no_dbus, &cli->dbus_name, &cli->dbus_fd,
     &cli->test_executor, &cli->verbose, &cli->version,
   };
@@ -140,6 +142,7 @@ dcp_cli_clear (DcpCli *cli)
 {
   dcp_settings_clear (&cli->settings);
   g_clear_pointer (&cli->settings_file, g_free);
+  g_clear_pointer (&cli->api_key_file, g_free);
   g_clear_pointer (&cli->tokenizer, g_free);
   g_clear_pointer (&cli->dbus_name, g_free);
 }

@@ -13,6 +13,7 @@ G_BEGIN_DECLS
 typedef struct {
   DcpSettings settings;
   char *settings_file;
+  char *api_key_file;
   gboolean probe;
   gboolean json;
   gboolean no_measure;

@@ -6,6 +6,7 @@
 
 #include <locale.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <glib-unix.h>
 
@@ -61,6 +62,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GError) error = NULL;
   g_autofree char *url = NULL;
+  g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
   guint sigint, sigterm;
 
@@ -75,6 +77,16 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
   options.port = cli->settings.port;
   options.keepalive_seconds = cli->keepalive;
   options.api_key = cli->settings.api_key;
+  if (cli->api_key_file != NULL)
+    {
+      if (!g_file_get_contents (cli->api_key_file, &key_from_file, NULL, &error))
+        {
+          g_printerr ("decapybara: --api-key-file: %s\n", error->message);
+          return 2;
+        }
+      key_from_file[strcspn (key_from_file, "\r\n")] = '\0';
+      options.api_key = key_from_file;
+    }
   server = dcp_http_server_new (&options, queue, &error);
   if (server == NULL)
     {

@@ -570,7 +570,10 @@ stream_event (Messages *m, const DcpEvent *event)
       JsonObject *o = json_object_new ();
 
       if (event->kind == DCP_EVENT_PROGRESS)
-        m->result->usage.prompt_tokens = event->prompt_total;
+        {
+          m->result->usage.prompt_tokens = event->prompt_total;
+          m->result->usage.cached_prompt_tokens = event->prompt_done;
+        }
       json_object_set_object_member (o, "message", message_object (m, FALSE));
       send (m, "message_start", o);
       m->started = TRUE;

@@ -224,6 +224,12 @@ dcp_api_call_check_ready (DcpApiCall *call, GError **error)
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "the model is still loading; try again shortly");
       return FALSE;
     }
+  if (dcp_request_queue_waiting (call->context->queue) >= call->context->max_waiting)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "the queue is full (%u requests waiting); try again later",
+                   call->context->max_waiting);
+      return FALSE;
+    }
   return TRUE;
 }
 

@@ -18,6 +18,7 @@ typedef struct {
   guint            max_messages;
   gint64           max_tokens;          /* upper limit of a request's max_tokens */
   guint            max_choices;         /* upper limit of n */
+  guint            max_waiting;         /* requests in the queue before new ones get 503 */
   guint            keepalive_seconds;
 } DcpApiContext;
 

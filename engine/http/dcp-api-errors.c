@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include "dcp-api-errors.h"
-#include "dcp-error.h"
 
 static const char *
 openai_type (guint status)
@@ -131,23 +130,4 @@ dcp_api_error_param (const char *message)
   if (colon == NULL || colon == message || strchr (message, ' ') < colon)
     return NULL;
   return g_strndup (message, colon - message);
-}
-
-/* status 0: the error's own (dcp_error_http_status). */
-void
-dcp_api_reply_error (SoupServerMessage *msg, DcpApiFlavor flavor, guint status, const GError *error,
-                     const char *request_id)
-{
-  g_autoptr(JsonNode) body = NULL;
-  g_autofree char *param = NULL;
-
-  g_return_if_fail (error != NULL);
-
-  if (status == 0)
-    status = dcp_error_http_status (error);
-  if (status == 499)
-    status = 400;
-  param = dcp_api_error_param (error->message);
-  body = dcp_api_error_body (flavor, status, error->message, param, request_id);
-  dcp_api_reply_json (msg, status, body);
 }

@@ -23,10 +23,5 @@ char     *dcp_api_error_param     (const char   *message);
 void      dcp_api_reply_json      (SoupServerMessage *msg,
                                    guint              status,
                                    JsonNode          *body);
-void      dcp_api_reply_error     (SoupServerMessage *msg,
-                                   DcpApiFlavor       flavor,
-                                   guint              status,
-                                   const GError      *error,
-                                   const char        *request_id);
 
 G_END_DECLS

@@ -6,6 +6,40 @@
 #include "dcp-api-json.h"
 #include "dcp-error.h"
 
+#define MAX_DEPTH 128
+
+/* json-glib parses recursively: a body of a million '[' would overflow the stack. So the depth
+ * of arrays and objects is measured first (outside strings). */
+static gboolean
+nesting_ok (const char *data, gsize length)
+{
+  gboolean in_string = FALSE;
+  guint depth = 0;
+
+  for (gsize i = 0; i < length; i++)
+    {
+      char c = data[i];
+
+      if (in_string)
+        {
+          if (c == '\\')
+            i++;
+          else if (c == '"')
+            in_string = FALSE;
+        }
+      else if (c == '"')
+        in_string = TRUE;
+      else if (c == '[' || c == '{')
+        {
+          if (++depth > MAX_DEPTH)
+            return FALSE;
+        }
+      else if ((c == ']' || c == '}') && depth > 0)
+        depth--;
+    }
+  return TRUE;
+}
+
 /* The body must be UTF-8 JSON with an object at the top (json-glib would accept other roots). */
 JsonObject *
 dcp_api_parse_body (SoupServerMessage *msg, GError **error)
@@ -26,6 +60,12 @@ dcp_api_parse_body (SoupServerMessage *msg, GError **error)
   if (!g_utf8_validate_len (data, length, NULL))
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "the request body is not valid UTF-8");
+      return NULL;
+    }
+  if (!nesting_ok (data, length))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "the request body nests arrays and objects deeper than %d levels", MAX_DEPTH);
       return NULL;
     }
   if (!json_parser_load_from_data (parser, data, length, &local))

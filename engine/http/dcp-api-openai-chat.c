@@ -256,7 +256,8 @@ parse (DcpApiCall *call, JsonObject *body, gboolean *include_usage, GError **err
   if ((request->messages = dcp_openai_convert_messages (call, messages, error)) == NULL)
     return NULL;
   if (tools != NULL && json_array_get_length (tools) > 0
-      && (request->tools = dcp_openai_convert_tools (tools, "tools", error)) == NULL)
+      && (request->tools = dcp_openai_convert_tools (tools, "tools", error)) == NULL
+      && *error != NULL)
     return NULL;
   choice = json_object_get_member (body, "tool_choice");
   if (choice != NULL && !JSON_NODE_HOLDS_NULL (choice)

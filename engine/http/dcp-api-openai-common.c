@@ -337,7 +337,8 @@ dcp_openai_convert_messages (DcpApiCall *call, JsonArray *messages, GError **err
 }
 
 /* Chat Completions tools ({type, function: {name, ...}}) or the Responses API's flat ones
- * ({type, name, description, parameters}); both become the Chat Completions shape. */
+ * ({type, name, description, parameters}); both become the Chat Completions shape. NULL with
+ * *error unset when no function tool is left. */
 JsonNode *
 dcp_openai_convert_tools (JsonArray *tools, const char *where, GError **error)
 {
@@ -353,11 +354,12 @@ dcp_openai_convert_tools (JsonArray *tools, const char *where, GError **error)
       if (!dcp_json_element_object (tools, where, i, &tool, error)
           || !dcp_json_string (tool, tool_where, "type", TRUE, &type, error))
         return NULL;
+      /* Hosted and freeform tools (web_search, local_shell, custom, ...) cannot run here; clients
+       * such as Codex CLI offer them alongside their function tools, so they are left out. */
       if (!g_str_equal (type, "function"))
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s.type: \"%s\" tools are not supported; only function",
-                       tool_where, type);
-          return NULL;
+          g_debug ("%s: leaving out a \"%s\" tool", tool_where, type);
+          continue;
         }
       if (!dcp_json_object (tool, tool_where, "function", FALSE, &function, error))
         return NULL;
@@ -378,6 +380,8 @@ dcp_openai_convert_tools (JsonArray *tools, const char *where, GError **error)
       json_object_set_object_member (tool_out, "function", fn_out);
       json_array_add_object_element (out, tool_out);
     }
+  if (json_array_get_length (out) == 0)
+    return NULL;
   return json_node_init_array (json_node_alloc (), out);
 }
 

@@ -209,7 +209,8 @@ parse (DcpApiCall *call, JsonObject *body, GError **error)
     }
   request->messages = json_node_init_array (json_node_alloc (), out);
   if (tools != NULL && json_array_get_length (tools) > 0
-      && (request->tools = dcp_openai_convert_tools (tools, "tools", error)) == NULL)
+      && (request->tools = dcp_openai_convert_tools (tools, "tools", error)) == NULL
+      && *error != NULL)
     return NULL;
   choice = json_object_get_member (body, "tool_choice");
   if (choice != NULL && !JSON_NODE_HOLDS_NULL (choice)
@@ -270,7 +271,6 @@ static JsonObject *
 response_object (Responses *r, const char *status)
 {
   JsonObject *o = json_object_new ();
-  DcpChoiceResult *c = &r->result->choices[0];
 
   json_object_set_string_member (o, "id", r->request->id);
   json_object_set_string_member (o, "object", "response");
@@ -282,8 +282,10 @@ response_object (Responses *r, const char *status)
   json_object_set_boolean_member (o, "parallel_tool_calls", TRUE);
   json_object_set_member (o, "tool_choice", r->request->tool_choice ? json_node_copy (r->request->tool_choice)
                                                                     : json_node_init_string (json_node_alloc (), "auto"));
-  json_object_set_member (o, "tools", r->request->tools ? json_node_copy (r->request->tools)
-                                                        : json_node_init_array (json_node_alloc (), json_array_new ()));
+  if (r->request->tools != NULL)
+    json_object_set_member (o, "tools", json_node_copy (r->request->tools));
+  else
+    json_object_set_array_member (o, "tools", json_array_new ());
   json_object_set_null_member (o, "error");
   if (g_str_equal (status, "incomplete"))
     {
@@ -296,7 +298,6 @@ response_object (Responses *r, const char *status)
     json_object_set_null_member (o, "incomplete_details");
   if (!g_str_equal (status, "in_progress"))
     json_object_set_object_member (o, "usage", usage_object (&r->result->usage));
-  (void) c;
   return o;
 }
 

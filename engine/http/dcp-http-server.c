@@ -122,7 +122,7 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
   DcpHttpServer *self = user_data;
   const char *method = soup_server_message_get_method (msg);
   const Route *route = NULL;
-  gboolean path_known = FALSE;
+  const char *allowed = NULL;
   g_autofree char *id = g_strdup_printf ("req_%" G_GUINT64_FORMAT, ++self->next_id);
   g_autoptr(DcpApiCall) call = NULL;
   g_autoptr(JsonObject) body = NULL;
@@ -132,7 +132,7 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
   for (guint i = 0; i < G_N_ELEMENTS (routes); i++)
     if (path_matches (&routes[i], path))
       {
-        path_known = TRUE;
+        allowed = routes[i].method;
         if (g_str_equal (routes[i].method, method)
             || (g_str_equal (method, "HEAD") && g_str_equal (routes[i].method, "GET")))
           route = &routes[i];
@@ -146,8 +146,9 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
 
   if (route == NULL)
     {
-      if (path_known)
+      if (allowed != NULL)
         {
+          soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Allow", allowed);
           g_set_error (&error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s is not allowed on %s", method, path);
           dcp_api_call_reply_error (call, SOUP_STATUS_METHOD_NOT_ALLOWED, error);
         }
@@ -230,6 +231,7 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
     .max_messages = options->max_messages,
     .max_tokens = options->max_tokens,
     .max_choices = 16,
+    .max_waiting = 1024,
     .keepalive_seconds = options->keepalive_seconds,
   };
   if (options->api_key != NULL && options->api_key[0] != '\0')

@@ -138,10 +138,3 @@ dcp_sse_close (DcpSse *self)
   soup_message_body_complete (soup_server_message_get_response_body (self->msg));
   soup_server_message_unpause (self->msg);
 }
-
-gboolean
-dcp_sse_is_open (DcpSse *self)
-{
-  g_return_val_if_fail (self != NULL, FALSE);
-  return self->open;
-}

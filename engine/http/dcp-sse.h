@@ -25,7 +25,6 @@ void      dcp_sse_free     (DcpSse *self);
 void      dcp_sse_send     (DcpSse *self, const char *event, JsonNode *data);
 void      dcp_sse_send_raw (DcpSse *self, const char *data);
 void      dcp_sse_close    (DcpSse *self);
-gboolean  dcp_sse_is_open  (DcpSse *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpSse, dcp_sse_free)
 

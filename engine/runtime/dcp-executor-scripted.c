@@ -154,6 +154,7 @@ wanted_tool (DcpRequest *request)
     return NULL;
   messages = json_node_get_array (request->messages);
   tools = json_node_get_array (request->tools);
+  messages = json_node_get_array (request->messages);
   if (json_array_get_length (tools) == 0)
     return NULL;
   if (choice != NULL && JSON_NODE_HOLDS_OBJECT (choice))
@@ -320,6 +321,11 @@ stream_words (Run *run, DcpEventKind kind, const char *text, gint64 budget, gint
 static gboolean
 read_prompt (Run *run, gint64 n_tokens)
 {
+  DcpEvent *start = dcp_event_new (DCP_EVENT_PROGRESS);
+
+  start->prompt_done = run->usage.cached_prompt_tokens;
+  start->prompt_total = n_tokens;
+  dcp_event_sink_emit (run->sink, start);
   if (strstr (dcp_request_last_user_text (run->request), "slow prompt") == NULL)
     return !g_cancellable_is_cancelled (run->request->cancellable);
   for (guint i = 1; i <= 12; i++)

@@ -37,6 +37,7 @@ G_BEGIN_DECLS
  *    - otherwise "You said: <last user text>".
  * 3. max_tokens caps reasoning + content tokens (finish reason length), as does the room left in
  *    the context. Stop strings cut the content before the first match (finish reason stop).
+ * Every run starts with a PROGRESS event (prompt_done = the cached tokens, prompt_total = all).
  * With "slow prompt" in the user text, reading the prompt takes 3 s, with a PROGRESS event every
  * 250 ms. Sampling parameters and seed do not change the output. With logprobs, each content
  * token gets logprob -0.25 and top_logprobs alternatives "<token>" (-0.25) then "alt1", "alt2", ...

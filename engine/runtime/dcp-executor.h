@@ -12,7 +12,9 @@ G_BEGIN_DECLS
  * run(); the events come back on the main thread, where each API writes them in its own shape.
  *
  * Events of one choice, in order:
- *   (PROGRESS)*  while the prompt is read (for keep-alives; optional)
+ *   (PROGRESS)*  while the prompt is read (optional; a first one with prompt_done = the cached
+ *                prompt tokens and prompt_total = all of them lets the APIs report the prompt
+ *                size before the answer, as Anthropic's message_start does)
  *   (REASONING | CONTENT | TOOL_CALL)*  text deltas and complete tool calls, in output order
  *   FINISH  with the reason and the usage
  * ERROR instead of FINISH ends the whole request (no further choices); a prompt longer than the

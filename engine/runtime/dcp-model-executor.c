@@ -175,6 +175,32 @@ sampler_params (DcpModelExecutor *self, const DcpSampling *s, DcpSamplerParams *
   p->seed = s->has_seed ? s->seed : ((guint64) g_random_int () << 32 | g_random_int ());
 }
 
+/* Whether any message has an image part. */
+static gboolean
+has_images (DcpRequest *request)
+{
+  JsonArray *messages = json_node_get_array (request->messages);
+
+  for (guint i = 0; i < json_array_get_length (messages); i++)
+    {
+      JsonNode *message = json_array_get_element (messages, i);
+      JsonNode *content = JSON_NODE_HOLDS_OBJECT (message)
+                          ? json_object_get_member (json_node_get_object (message), "content") : NULL;
+      JsonArray *parts = content && JSON_NODE_HOLDS_ARRAY (content) ? json_node_get_array (content) : NULL;
+
+      for (guint j = 0; parts != NULL && j < json_array_get_length (parts); j++)
+        {
+          JsonNode *part = json_array_get_element (parts, j);
+
+          if (JSON_NODE_HOLDS_OBJECT (part) &&
+              g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (part), "type", ""),
+                         "image") == 0)
+            return TRUE;
+        }
+    }
+  return FALSE;
+}
+
 static char *
 render_prompt (DcpModelExecutor *self, DcpRequest *request, GError **error)
 {
@@ -183,7 +209,7 @@ render_prompt (DcpModelExecutor *self, DcpRequest *request, GError **error)
 
   if (request->kind == DCP_REQUEST_PROMPT)
     return g_strdup (request->prompt ? request->prompt : "");
-  if (dcp_request_has_images (request))
+  if (has_images (request))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "images: vision is not implemented yet");
       return NULL;

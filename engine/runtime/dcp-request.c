@@ -113,29 +113,3 @@ dcp_request_last_user_text (const DcpRequest *request)
     }
   return "";
 }
-
-gboolean
-dcp_request_has_images (const DcpRequest *request)
-{
-  JsonArray *messages;
-
-  g_return_val_if_fail (request != NULL, FALSE);
-  if (request->messages == NULL)
-    return FALSE;
-  messages = json_node_get_array (request->messages);
-  for (guint i = 0; i < json_array_get_length (messages); i++)
-    {
-      JsonNode *content = json_object_get_member (json_array_get_object_element (messages, i), "content");
-
-      if (content == NULL || !JSON_NODE_HOLDS_ARRAY (content))
-        continue;
-      for (guint j = 0; j < json_array_get_length (json_node_get_array (content)); j++)
-        {
-          JsonObject *part = json_array_get_object_element (json_node_get_array (content), j);
-
-          if (g_strcmp0 (json_object_get_string_member_with_default (part, "type", ""), "image") == 0)
-            return TRUE;
-        }
-    }
-  return FALSE;
-}

@@ -68,7 +68,6 @@ DcpRequest  *dcp_request_ref             (DcpRequest *request);
 void         dcp_request_unref           (DcpRequest *request);
 gboolean     dcp_request_thinking_enabled (const DcpRequest *request);
 const char  *dcp_request_last_user_text  (const DcpRequest *request);
-gboolean     dcp_request_has_images      (const DcpRequest *request);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpRequest, dcp_request_unref)
 

@@ -230,6 +230,19 @@ test_malformed (void)
     g_assert_cmpuint (request (&e, "GET", "/v1/chat/completions", NULL, 0, NULL, &r3, NULL), ==, 405);
     openai_error (r3, &param);
   }
+  {
+    /* Nesting deep enough to overflow a recursive parser's stack. */
+    gsize depth = 1000000;
+    g_autofree char *deep = g_malloc (2 * depth + 8);
+    g_autoptr(JsonNode) reply = NULL;
+
+    memcpy (deep, "{\"a\":", 5);
+    memset (deep + 5, '[', depth);
+    memset (deep + 5 + depth, ']', depth);
+    deep[5 + 2 * depth] = '}';
+    g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", deep, 6 + 2 * depth, NULL, &reply, NULL), ==, 400);
+    g_assert_nonnull (strstr (openai_error (reply, NULL), "deeper than 128 levels"));
+  }
   assert_serving (&e);
   engine_stop (&e);
 }
@@ -294,6 +307,24 @@ test_auth (void)
   g_assert_cmpuint (request (&e, "GET", "/v1/models", NULL, 0, x_api_key, &r5, NULL), ==, 200);
   g_assert_true (json_object_has_member (json_node_get_object (r5), "has_more"));
   engine_stop (&e);
+
+  {
+    /* The key from a file (first line), which wins over the environment. */
+    g_autofree char *path = NULL;
+    int fd = g_file_open_tmp ("decapybara-key-XXXXXX", &path, NULL);
+    const char *const file_args[] = { "--api-key-file", path, NULL };
+    static const char *const env[] = { "DECAPYBARA_API_KEY", "other", NULL };
+    static const char *const filed[] = { "Authorization", "Bearer from-file", NULL };
+    static const char *const env_key[] = { "Authorization", "Bearer other", NULL };
+
+    close (fd);
+    g_assert_true (g_file_set_contents (path, "from-file\nsecond line\n", -1, NULL));
+    engine_start (&e, file_args, env);
+    g_assert_cmpuint (request (&e, "GET", "/v1/models", NULL, 0, filed, NULL, NULL), ==, 200);
+    g_assert_cmpuint (request (&e, "GET", "/v1/models", NULL, 0, env_key, NULL, NULL), ==, 401);
+    engine_stop (&e);
+    g_unlink (path);
+  }
 }
 
 /* A raw HTTP/1.1 request on its own connection, for streams read byte by byte. */
@@ -383,7 +414,8 @@ test_disconnect (void)
     g_autoptr(GSocketConnection) second = raw_post (&e, "/v1/chat/completions", body_plain);
     g_autofree char *got = read_until (first, "\"content\":\" 5\"", 10);
 
-    g_assert_nonnull (got);
+    g_assert_nonnull (strstr (got, "\"content\":\" 5\""));
+    wait_for_stat (&e, NULL, "requests_waiting", 1);
     g_io_stream_close (G_IO_STREAM (second), NULL, NULL);
     g_io_stream_close (G_IO_STREAM (first), NULL, NULL);
     wait_for_stat (&e, "generations_finished", "cancelled", 3);

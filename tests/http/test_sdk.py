@@ -198,7 +198,10 @@ class OpenAIResponses(Base):
         tools = [{"type": "function", "name": "shell", "description": "run",
                   "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}]
         types = []
-        with self.oai.responses.stream(model="codex", input="call the tool", tools=tools,
+        # As Codex CLI does: a developer message, hosted tools beside the function ones.
+        with self.oai.responses.stream(model="codex", tools=tools + [{"type": "web_search"}],
+                                       input=[{"role": "developer", "content": "Rules."},
+                                              {"role": "user", "content": [{"type": "input_text", "text": "call the tool"}]}],
                                        reasoning={"effort": "medium"}) as stream:
             for event in stream:
                 types.append(event.type)
