@@ -492,12 +492,13 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
 
   dcp_sampler_accept (g->sampler, token);
   g->usage.completion_tokens++;
-  if (g->in_thinking)
-    g->usage.reasoning_tokens++;
-  if ((gint64) token == self->think_start)
-    g->in_thinking = TRUE;
-  else if ((gint64) token == self->think_end)
+  /* </think> closes the reasoning and is not part of it. */
+  if ((gint64) token == self->think_end)
     g->in_thinking = FALSE;
+  else if (g->in_thinking)
+    g->usage.reasoning_tokens++;
+  else if ((gint64) token == self->think_start)
+    g->in_thinking = TRUE;
 
   g_string_truncate (g->text, 0);
   dcp_token_stream_push (g->detok, token, g->text);

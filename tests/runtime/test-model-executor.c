@@ -4,6 +4,9 @@
  * cancellation, the prompt count against transformers' rendering, errors. */
 #include "config.h"
 
+#include <glib/gstdio.h>
+#include <unistd.h>
+
 #include "dcp-backend-open.h"
 #include "dcp-model-executor.h"
 
@@ -299,6 +302,96 @@ test_checkpoint (void)
   g_assert_error (last_event (e2)->error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
 }
 
+/* The tiny model's checkpoint with the Qwen3.5 chat template (whose generation prompt opens
+ * <think>), assembled in a temporary folder. */
+static char *
+thinking_model_folder (void)
+{
+  g_autoptr(GError) error = NULL;
+  char *dir = g_dir_make_tmp ("dcp-thinking-XXXXXX", &error);
+  g_autofree char *template = NULL;
+  g_autofree char *template_path = g_test_build_filename (G_TEST_DIST, "data", "chat-templates", "qwen3.5.jinja", NULL);
+  g_autofree char *tokenizer = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", "tokenizer.json.gz", NULL);
+  g_autofree char *config_path = g_build_filename (dir, "tokenizer_config.json", NULL);
+  g_autofree char *jinja_path = g_build_filename (dir, "chat_template.jinja", NULL);
+  g_autofree char *link = g_build_filename (dir, "tokenizer.json.gz", NULL);
+  const char *files[] = { "config.json", "generation_config.json", "model.safetensors" };
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *target = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", files[i], NULL);
+      g_autofree char *path = g_build_filename (dir, files[i], NULL);
+
+      g_assert_cmpint (symlink (target, path), ==, 0);
+    }
+  g_assert_cmpint (symlink (tokenizer, link), ==, 0);
+  g_file_get_contents (template_path, &template, NULL, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (jinja_path, template, -1, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (config_path, "{\"eos_token\": \"<|im_end|>\"}", -1, &error);
+  g_assert_no_error (error);
+  return dir;
+}
+
+static void
+remove_folder (const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+
+      g_unlink (path);
+    }
+  g_rmdir (dir);
+}
+
+/* The prompt leaves the model inside <think>: its tokens are reasoning until the budget is spent,
+ * then "</think>\n\n" is fed and the rest is content. */
+static void
+test_thinking_budget (void)
+{
+  g_autofree char *dir = thinking_model_folder ();
+  g_autoptr(DcpExecutor) executor = open_executor (dir, NULL, 0);
+
+  for (gint64 budget = 2; budget <= 6; budget += 4)
+    {
+      g_autoptr(DcpRequest) request = chat_request (14, 1.0, (guint64) budget);
+      g_autoptr(GPtrArray) events = NULL;
+      DcpEvent *finish;
+      guint n_reasoning = 0, n_content = 0;
+
+      request->thinking_budget = budget;
+      events = run (executor, request, FALSE);
+      finish = last_event (events);
+      g_assert_cmpint (finish->kind, ==, DCP_EVENT_FINISH);
+      for (guint i = 0; i < events->len; i++)
+        {
+          DcpEvent *e = events->pdata[i];
+
+          if (e->kind == DCP_EVENT_REASONING)
+            {
+              g_assert_cmpuint (n_content, ==, 0);
+              n_reasoning++;
+            }
+          else if (e->kind == DCP_EVENT_CONTENT)
+            n_content++;
+        }
+      g_test_message ("budget %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " reasoning of %" G_GINT64_FORMAT " tokens",
+                      budget, finish->usage.reasoning_tokens, finish->usage.completion_tokens);
+      g_assert_cmpuint (n_reasoning, >, 0);
+      /* A random model may end its turn or close thinking early; never past the budget. */
+      g_assert_cmpint (finish->usage.reasoning_tokens, <=, budget);
+      if (finish->usage.completion_tokens > budget + 2)
+        g_assert_cmpint (finish->usage.reasoning_tokens, ==, budget);
+    }
+  remove_folder (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -310,5 +403,6 @@ main (int argc, char **argv)
   g_test_add_func ("/model-executor/count-tokens", test_count_tokens);
   g_test_add_func ("/model-executor/errors", test_errors);
   g_test_add_func ("/model-executor/checkpoint", test_checkpoint);
+  g_test_add_func ("/model-executor/thinking-budget", test_thinking_budget);
   return g_test_run ();
 }
