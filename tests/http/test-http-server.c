@@ -383,7 +383,7 @@ stat_member (Engine *e, const char *object, const char *name)
 static void
 wait_for_stat (Engine *e, const char *object, const char *name, gint64 value)
 {
-  for (int i = 0; i < 100 && stat_member (e, object, name) != value; i++)
+  for (int i = 0; i < 250 && stat_member (e, object, name) != value; i++)   /* 5 s: loaded CI machines */
     g_usleep (20000);
   g_assert_cmpint (stat_member (e, object, name), ==, value);
 }
