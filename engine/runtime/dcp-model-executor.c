@@ -28,6 +28,11 @@ typedef struct {
   gint64 think_start;          /* <think>, -1 when the vocabulary has none */
   gint64 think_end;
   DcpSamplerParams defaults;   /* the model's generation defaults */
+  /* With n > 1 choices the prompt is read once: the state after it and the first logits, kept
+   * until the last choice of that request. */
+  DcpRequest *shared_request;
+  DcpSeqState *shared_state;
+  float *shared_logits;
 } DcpModelExecutor;
 
 /* One choice being generated: everything a step needs, so that a scheduler can interleave the
@@ -36,6 +41,7 @@ typedef struct {
   DcpModelExecutor *exec;
   DcpRequest *request;
   DcpEventSink *sink;
+  guint choice;
   GArray *prompt;              /* guint32 */
   DcpSeqState *state;
   DcpSampler *sampler;
@@ -154,8 +160,9 @@ read_defaults (DcpModelExecutor *self, JsonObject *generation)
     p->temperature = 0;
 }
 
+/* Choice i of a seeded request draws with seed + i: reproducible, and the choices differ. */
 static void
-sampler_params (DcpModelExecutor *self, const DcpSampling *s, DcpSamplerParams *p)
+sampler_params (DcpModelExecutor *self, const DcpSampling *s, guint choice, DcpSamplerParams *p)
 {
   *p = self->defaults;
   if (s->temperature >= 0)
@@ -172,7 +179,7 @@ sampler_params (DcpModelExecutor *self, const DcpSampling *s, DcpSamplerParams *
     p->frequency_penalty = s->frequency_penalty;
   if (s->repetition_penalty != 1 && s->repetition_penalty > 0)
     p->repetition_penalty = s->repetition_penalty;
-  p->seed = s->has_seed ? s->seed : ((guint64) g_random_int () << 32 | g_random_int ());
+  p->seed = s->has_seed ? s->seed + choice : ((guint64) g_random_int () << 32 | g_random_int ());
 }
 
 /* Whether any message has an image part. */
@@ -377,7 +384,7 @@ generation_start (Generation *g, GError **error)
   if (request->max_tokens >= 0)
     g->max_new = MIN (g->max_new, request->max_tokens);
 
-  sampler_params (self, &request->sampling, &params);
+  sampler_params (self, &request->sampling, g->choice, &params);
   g->sampler = dcp_sampler_new (&params, config->vocab_size, error);
   if (g->sampler == NULL)
     return FALSE;
@@ -565,6 +572,41 @@ generation_finish (Generation *g, DcpFinishReason reason)
 }
 
 static void
+drop_shared (DcpModelExecutor *self)
+{
+  if (self->shared_state != NULL)
+    dcp_backend_state_free (self->backend, self->shared_state);
+  self->shared_state = NULL;
+  g_clear_pointer (&self->shared_logits, g_free);
+  g_clear_pointer (&self->shared_request, dcp_request_unref);
+}
+
+/* The prompt for this choice: read by the backend, or copied from the first choice's. */
+static gboolean
+read_prompt (Generation *g, guint choice, GError **error)
+{
+  DcpModelExecutor *self = g->exec;
+  guint vocab = dcp_backend_get_config (self->backend)->vocab_size;
+
+  if (choice > 0 && self->shared_request == g->request && self->shared_state != NULL)
+    {
+      memcpy (g->logits, self->shared_logits, vocab * sizeof (float));
+      return dcp_backend_state_copy (self->backend, g->state, self->shared_state, error);
+    }
+  drop_shared (self);
+  if (!generation_prefill (g, error))
+    return FALSE;
+  if (g->request->n <= 1 || cancelled (g))
+    return TRUE;
+  self->shared_state = dcp_backend_state_new (self->backend, error);
+  if (self->shared_state == NULL || !dcp_backend_state_copy (self->backend, self->shared_state, g->state, error))
+    return FALSE;
+  self->shared_logits = g_memdup2 (g->logits, vocab * sizeof (float));
+  self->shared_request = dcp_request_ref (g->request);
+  return TRUE;
+}
+
+static void
 model_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink)
 {
   Generation g = { 0 };
@@ -575,10 +617,12 @@ model_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   g.request = request;
   g.sink = sink;
   g.start_us = g_get_monotonic_time ();
-  if (!generation_start (&g, &error) || !generation_prefill (&g, &error))
+  g.choice = choice;
+  if (!generation_start (&g, &error) || !read_prompt (&g, choice, &error))
     {
       emit_error (&g, error);
       generation_clear (&g);
+      drop_shared (g.exec);
       return;
     }
   if (cancelled (&g))
@@ -593,6 +637,8 @@ model_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   g_debug ("%s choice %u: %" G_GINT64_FORMAT " prompt, %" G_GINT64_FORMAT " completion tokens",
            request->id, choice, g.usage.prompt_tokens, g.usage.completion_tokens);
   generation_clear (&g);
+  if (choice + 1 >= request->n || error != NULL)
+    drop_shared (g.exec);
 }
 
 static void
@@ -600,6 +646,7 @@ model_free (DcpExecutor *executor)
 {
   DcpModelExecutor *self = get_self (executor);
 
+  drop_shared (self);
   g_clear_pointer (&self->template, dcp_chat_template_free);
   g_clear_pointer (&self->tokenizer, dcp_tokenizer_unref);
   g_clear_object (&self->backend);

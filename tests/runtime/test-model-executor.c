@@ -88,15 +88,21 @@ chat_request (gint64 max_tokens, double temperature, guint64 seed)
 
 /* Runs one choice; returns the events, the last being FINISH or ERROR. */
 static GPtrArray *
-run (DcpExecutor *executor, DcpRequest *request, gboolean cancel_after_content)
+run_choice (DcpExecutor *executor, DcpRequest *request, guint choice, gboolean cancel_after_content)
 {
   Collect c = { { collect_emit }, g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_event_free), NULL };
 
   if (cancel_after_content)
     c.cancel_after_content = request->cancellable;
-  dcp_executor_run (executor, request, 0, &c.sink);
+  dcp_executor_run (executor, request, choice, &c.sink);
   g_assert_cmpuint (c.events->len, >, 0);
   return c.events;
+}
+
+static GPtrArray *
+run (DcpExecutor *executor, DcpRequest *request, gboolean cancel_after_content)
+{
+  return run_choice (executor, request, 0, cancel_after_content);
 }
 
 static DcpEvent *
@@ -235,6 +241,29 @@ test_cancel (void)
       g_assert_cmpint (last_event (e2)->reason, ==, DCP_FINISH_CANCELLED);
       g_assert_cmpint (last_event (e2)->usage.completion_tokens, <, 50);
     }
+}
+
+/* n = 2: the second choice starts from a copy of the first one's prompt state and draws with
+ * seed + 1, exactly what a single request with seed + 1 gives when it reads the prompt itself. */
+static void
+test_choices (void)
+{
+  g_autoptr(DcpExecutor) executor = tiny ();
+  g_autoptr(DcpRequest) two = chat_request (10, 1.0, 40);
+  g_autoptr(DcpRequest) alone = chat_request (10, 1.0, 41);
+  g_autoptr(GPtrArray) e0 = NULL, e1 = NULL, ea = NULL;
+  g_autofree char *t0 = NULL, *t1 = NULL, *ta = NULL;
+
+  two->n = 2;
+  e0 = run_choice (executor, two, 0, FALSE);
+  e1 = run_choice (executor, two, 1, FALSE);
+  ea = run (executor, alone, FALSE);
+  t0 = answer (e0);
+  t1 = answer (e1);
+  ta = answer (ea);
+  g_assert_cmpstr (t1, ==, ta);
+  g_assert_cmpstr (t0, !=, t1);
+  g_assert_cmpint (last_event (e1)->usage.prompt_tokens, ==, 37);
 }
 
 /* Counts from tokenizers on what transformers' apply_chat_template renders with Qwen3's template. */
@@ -399,6 +428,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model-executor/seeded", test_seeded);
   g_test_add_func ("/model-executor/max-tokens", test_max_tokens);
   g_test_add_func ("/model-executor/stop-string", test_stop_string);
+  g_test_add_func ("/model-executor/choices", test_choices);
   g_test_add_func ("/model-executor/cancel", test_cancel);
   g_test_add_func ("/model-executor/count-tokens", test_count_tokens);
   g_test_add_func ("/model-executor/errors", test_errors);
