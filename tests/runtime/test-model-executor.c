@@ -421,6 +421,31 @@ test_thinking_budget (void)
   remove_folder (dir);
 }
 
+/* --model takes a folder holding exactly one .mcapy file (preferred over checkpoint files beside
+ * it); two are refused by name. */
+static void
+test_model_folder (void)
+{
+  g_autofree char *folder = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", NULL);
+  g_autofree char *file = g_build_filename (folder, "tiny.mcapy", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpModelSource) model = dcp_model_source_open (folder, NULL, &error);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-two-XXXXXX", &error);
+  g_autofree char *a = g_build_filename (dir, "a.mcapy", NULL);
+  g_autofree char *b = g_build_filename (dir, "b.mcapy", NULL);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (dcp_model_source_get_path (model), ==, file);
+  g_assert_nonnull (dcp_model_source_get_chat_template (model));
+  g_assert_nonnull (dcp_model_source_get_generation (model));
+  g_assert_cmpint (symlink (file, a), ==, 0);
+  g_assert_cmpint (symlink (file, b), ==, 0);
+  g_assert_null (dcp_model_source_open (dir, NULL, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "more than one .mcapy"));
+  remove_folder (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -434,5 +459,6 @@ main (int argc, char **argv)
   g_test_add_func ("/model-executor/errors", test_errors);
   g_test_add_func ("/model-executor/checkpoint", test_checkpoint);
   g_test_add_func ("/model-executor/thinking-budget", test_thinking_budget);
+  g_test_add_func ("/model-executor/model-folder", test_model_folder);
   return g_test_run ();
 }
