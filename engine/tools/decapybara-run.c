@@ -12,18 +12,25 @@
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
-#include "dcp-checkpoint.h"
 #include "dcp-log.h"
 #include "dcp-loop-guard.h"
+#include "dcp-model-source.h"
+#include "dcp-run-text.h"
 #include "dcp-sampler.h"
 
 /* Every option lands in this struct; a group of entries per concern, so that more groups
  * (tokenizer and template options) can be added beside these. */
 typedef struct {
   char *model;
+  char *tokenizer;
   char *backend;
   int threads;
   char *ids;
+  char *prompt;
+  char *chat;
+  char *encode;
+  char *decode;
+  char *render;
   char *logits;
   int generate;
   int prefill_chunk;
@@ -63,13 +70,25 @@ parse_seed (const char *name, const char *value, gpointer data, GError **error)
 
 static const GOptionEntry model_entries[] = {
   { "model", 'm', 0, G_OPTION_ARG_FILENAME, &opt.model,
-    "The model: a Hugging Face checkpoint folder (config.json + *.safetensors)", "PATH" },
+    "The model: a .mcapy file, a folder holding one, or a Hugging Face checkpoint folder", "PATH" },
+  { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt.tokenizer,
+    "Take a checkpoint's tokenizer files from this folder", "DIR" },
   { "backend", 0, 0, G_OPTION_ARG_STRING, &opt.backend,
     "cpu (default) or cuda", "NAME" },
   { "threads", 't', 0, G_OPTION_ARG_INT, &opt.threads,
     "CPU backend threads (default: one per core)", "N" },
   { "ids", 0, 0, G_OPTION_ARG_STRING, &opt.ids,
     "The input token ids, comma-separated", "1,2,3" },
+  { "prompt", 'p', 0, G_OPTION_ARG_STRING, &opt.prompt,
+    "Generate from this raw prompt through the engine's pipeline and print the text", "TEXT" },
+  { "chat", 0, 0, G_OPTION_ARG_FILENAME, &opt.chat,
+    "Generate an answer to a conversation: {\"messages\", \"tools\", \"kwargs\"}", "FILE.json" },
+  { "encode", 0, 0, G_OPTION_ARG_STRING, &opt.encode,
+    "Print the token ids of TEXT (the model's tokenizer)", "TEXT" },
+  { "decode", 0, 0, G_OPTION_ARG_STRING, &opt.decode,
+    "Print the text of comma-separated token ids", "IDS" },
+  { "render", 0, 0, G_OPTION_ARG_FILENAME, &opt.render,
+    "Print the prompt the chat template renders for a conversation file", "FILE.json" },
   { "logits", 0, 0, G_OPTION_ARG_FILENAME, &opt.logits,
     "Write the logits of every position the model reads as little-endian float32 "
     "[positions x vocab]", "FILE" },
@@ -131,9 +150,9 @@ parse_ids (const char *text, const char *option, GError **error)
   return ids;
 }
 
-/* Opens the model at opt.model and makes the backend; the checkpoint must outlive it. */
+/* Opens the model at opt.model and makes the backend; the model must outlive it. */
 static DcpBackend *
-open_backend (DcpCheckpoint **checkpoint, GError **error)
+open_backend (DcpModelSource **model, GError **error)
 {
   DcpTensorSource source;
 
@@ -148,17 +167,11 @@ open_backend (DcpCheckpoint **checkpoint, GError **error)
                    "--backend: “%s” is neither cpu nor cuda", opt.backend);
       return NULL;
     }
-  if (!g_file_test (opt.model, G_FILE_TEST_IS_DIR))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "--model %s: not a checkpoint folder (.mcapy files are not read yet)", opt.model);
-      return NULL;
-    }
-  *checkpoint = dcp_checkpoint_open (opt.model, error);
-  if (*checkpoint == NULL)
+  *model = dcp_model_source_open (opt.model, opt.tokenizer, error);
+  if (*model == NULL)
     return NULL;
-  source = dcp_checkpoint_get_source (*checkpoint);
-  return dcp_backend_cpu_new (dcp_checkpoint_get_config (*checkpoint), &source,
+  source = dcp_model_source_get_tensors (*model);
+  return dcp_backend_cpu_new (dcp_model_source_get_config (*model), &source,
                               (guint) MAX (opt.threads, 0), error);
 }
 
@@ -292,6 +305,37 @@ generate (Run *run, GArray *prompt, GArray *stop, float *logits, GError **error)
   return TRUE;
 }
 
+/* --prompt, --chat: the request from the options, through the model executor. */
+static gboolean
+run_text (GError **error)
+{
+  g_autoptr(DcpRequest) request = NULL;
+  g_autoptr(DcpModelSource) model = NULL;
+  g_autoptr(DcpBackend) backend = NULL;
+
+  if (opt.chat != NULL)
+    request = dcp_run_load_chat (opt.chat, error);
+  else
+    {
+      request = dcp_request_new (DCP_REQUEST_PROMPT);
+      request->prompt = g_strdup (opt.prompt);
+    }
+  if (request == NULL || (backend = open_backend (&model, error)) == NULL)
+    return FALSE;
+  /* Options left at their defaults take the model's generation defaults. */
+  request->max_tokens = opt.generate > 0 ? opt.generate : 256;
+  request->sampling.temperature = opt.temperature;
+  request->sampling.top_k = opt.top_k > 0 ? opt.top_k : -1;
+  request->sampling.top_p = opt.top_p < 1 ? opt.top_p : -1;
+  request->sampling.min_p = opt.min_p > 0 ? opt.min_p : -1;
+  request->sampling.presence_penalty = opt.presence_penalty;
+  request->sampling.frequency_penalty = opt.frequency_penalty;
+  request->sampling.repetition_penalty = opt.repetition_penalty;
+  request->sampling.has_seed = opt.seed_given;
+  request->sampling.seed = (guint64) opt.seed;
+  return dcp_run_generate (g_steal_pointer (&model), backend, request, opt.timing, error);
+}
+
 static int
 fail (const GError *error)
 {
@@ -305,7 +349,7 @@ main (int argc, char **argv)
   g_autoptr(GOptionContext) context = NULL;
   g_autoptr(GOptionGroup) sampling = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpCheckpoint) checkpoint = NULL;
+  g_autoptr(DcpModelSource) model = NULL;
   g_autoptr(DcpBackend) backend = NULL;
   g_autoptr(GArray) ids = NULL, stop = NULL;
   g_autofree float *logits = NULL;
@@ -313,7 +357,7 @@ main (int argc, char **argv)
   int status = 0;
 
   setlocale (LC_ALL, "");
-  context = g_option_context_new ("- run a model on token ids");
+  context = g_option_context_new ("- run a model on token ids or text");
   g_option_context_add_main_entries (context, model_entries, NULL);
   sampling = g_option_group_new ("sampling", "Sampling options (with --generate):",
                                  "Show sampling options", NULL, NULL);
@@ -325,15 +369,31 @@ main (int argc, char **argv)
       return 2;
     }
   dcp_log_init (opt.verbose);
-  if (opt.model == NULL || opt.ids == NULL)
+  if (opt.model == NULL ||
+      (opt.ids != NULL) + (opt.prompt != NULL) + (opt.chat != NULL) + (opt.encode != NULL) +
+      (opt.decode != NULL) + (opt.render != NULL) != 1)
     {
-      g_printerr ("decapybara-run: --model and --ids are required\nTry 'decapybara-run --help'.\n");
+      g_printerr ("decapybara-run: --model and one of --ids, --prompt, --chat, --encode, --decode, "
+                  "--render are required\nTry 'decapybara-run --help'.\n");
       return 2;
     }
+  if (opt.encode != NULL || opt.decode != NULL || opt.render != NULL)
+    {
+      gboolean ok;
+
+      if ((model = dcp_model_source_open (opt.model, opt.tokenizer, &error)) == NULL)
+        return fail (error);
+      ok = opt.encode != NULL ? dcp_run_encode (model, opt.encode, &error)
+         : opt.decode != NULL ? dcp_run_decode (model, opt.decode, &error)
+         : dcp_run_render (model, opt.render, &error);
+      return ok ? 0 : fail (error);
+    }
+  if (opt.prompt != NULL || opt.chat != NULL)
+    return run_text (&error) ? 0 : fail (error);
   if ((ids = parse_ids (opt.ids, "ids", &error)) == NULL ||
       (opt.stop_ids != NULL && (stop = parse_ids (opt.stop_ids, "stop-ids", &error)) == NULL))
     return fail (error);
-  if ((backend = open_backend (&checkpoint, &error)) == NULL)
+  if ((backend = open_backend (&model, &error)) == NULL)
     return fail (error);
 
   run.backend = backend;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* DcpCheckpoint: a Hugging Face checkpoint folder as a tensor source under canonical names, on
- * the committed test checkpoint and on sharded, duplicated and incomplete folders made here. */
+ * the committed test checkpoint and on sharded, duplicated, unknown and incomplete folders made
+ * here (tokenizer files from tests/data/tokenizer/qwen3). */
 #include "config.h"
 
 #include <glib/gstdio.h>
@@ -9,26 +10,33 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-checkpoint.h"
 
+static char *
+tokenizer_dir (void)
+{
+  return g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
+}
+
 static void
 test_real (void)
 {
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "real-heads", NULL);
+  g_autofree char *tok = tokenizer_dir ();
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (dir, &error);
-  g_autofree const char **names = NULL;
+  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (dir, tok, &error);
   const DcpTensorView *q;
   DcpTensorSource source;
   guint n;
 
   g_assert_no_error (error);
   g_assert_cmpuint (dcp_checkpoint_get_config (ckpt)->n_layers, ==, 4);
-  names = dcp_checkpoint_get_names (ckpt, &n);
+  n = dcp_checkpoint_get_n_tensors (ckpt);
   g_assert_cmpuint (n, ==, 56);
   for (guint i = 0; i < n; i++)
     {
-      g_assert_false (g_str_has_prefix (names[i], "model."));
-      if (i > 0)
-        g_assert_cmpint (strcmp (names[i - 1], names[i]), <, 0);
+      const DcpCheckpointTensor *t = dcp_checkpoint_get_tensor (ckpt, i);
+
+      g_assert_false (g_str_has_prefix (t->name, "model."));
+      g_assert_true (dcp_checkpoint_lookup (ckpt, t->name) == t->view);
     }
   q = dcp_checkpoint_lookup (ckpt, "layers.3.self_attn.q_proj.weight");
   g_assert_nonnull (q);
@@ -98,6 +106,7 @@ static void
 test_shards (void)
 {
   g_autofree char *dir = make_folder ();
+  g_autofree char *tok = tokenizer_dir ();
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpCheckpoint) ckpt = NULL;
   const DcpTensorView *norm;
@@ -106,14 +115,13 @@ test_shards (void)
 
   write_shard (dir, "model-00001-of-00002.safetensors", "model.layers.0.input_layernorm.weight", 96);
   write_shard (dir, "model-00002-of-00002.safetensors", "model.norm.weight", 96);
-  write_shard (dir, "extra.safetensors", "optimizer.state", 4);   /* no part of the model: skipped */
-  ckpt = dcp_checkpoint_open (dir, &error);
+  ckpt = dcp_checkpoint_open (dir, tok, &error);
   g_assert_no_error (error);
   norm = dcp_checkpoint_lookup (ckpt, "layers.0.input_layernorm.weight");
   g_assert_nonnull (norm);
   g_assert_cmpfloat (dcp_tensor_view_get_f32 (norm, 95), ==, 96.0f);
   g_assert_nonnull (dcp_checkpoint_lookup (ckpt, "norm.weight"));
-  g_assert_null (dcp_checkpoint_lookup (ckpt, "optimizer.state"));
+  g_assert_null (dcp_checkpoint_lookup (ckpt, "model.norm.weight"));
 
   /* an incomplete model: the backend names the first missing tensor */
   source = dcp_checkpoint_get_source (ckpt);
@@ -126,9 +134,16 @@ test_shards (void)
 
   /* the same tensor in two shards */
   write_shard (dir, "model-00003-of-00003.safetensors", "model.norm.weight", 96);
-  g_assert_null (dcp_checkpoint_open (dir, &error));
+  g_assert_null (dcp_checkpoint_open (dir, tok, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
   g_assert_nonnull (strstr (error->message, "model.norm.weight"));
+  g_clear_error (&error);
+
+  /* a tensor that belongs to no part of the model is refused, by name */
+  write_shard (dir, "model-00003-of-00003.safetensors", "optimizer.state", 4);
+  g_assert_null (dcp_checkpoint_open (dir, tok, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "optimizer.state"));
   remove_folder (dir);
 }
 
@@ -136,13 +151,14 @@ static void
 test_missing (void)
 {
   g_autofree char *dir = make_folder ();
+  g_autofree char *tok = tokenizer_dir ();
   g_autoptr(GError) error = NULL;
 
-  g_assert_null (dcp_checkpoint_open (dir, &error));
+  g_assert_null (dcp_checkpoint_open (dir, tok, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND);
   g_clear_error (&error);
   remove_folder (dir);
-  g_assert_null (dcp_checkpoint_open (dir, &error));
+  g_assert_null (dcp_checkpoint_open (dir, tok, &error));
   g_assert_nonnull (error);
 }
 

@@ -54,13 +54,14 @@ fixture_set_up (Fixture *f, gconstpointer data)
 {
   const char *model = data;
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", model, NULL);
+  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autofree char *prompt_path = g_build_filename (dir, "golden", "prompt.json", NULL);
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GError) error = NULL;
   DcpTensorSource source;
   JsonObject *o;
 
-  f->checkpoint = dcp_checkpoint_open (dir, &error);
+  f->checkpoint = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   g_assert_no_error (error);
   source = dcp_checkpoint_get_source (f->checkpoint);
   f->backend = dcp_backend_cpu_new (dcp_checkpoint_get_config (f->checkpoint), &source, 2, &error);

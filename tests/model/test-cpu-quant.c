@@ -83,38 +83,38 @@ test_quantized (gconstpointer data)
 {
   const Case *k = data;
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", k->model, NULL);
+  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autofree char *golden_path = g_build_filename (dir, "golden", "prefill.f32", NULL);
   g_autofree char *prompt_path = g_build_filename (dir, "golden", "prompt.json", NULL);
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (dir, &error);
+  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   g_autoptr(TestTensors) quantized = test_tensors_new ();
   g_autoptr(TestTensors) dequantized = test_tensors_new ();
   g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autofree const char **names = NULL;
   g_autofree float *golden = NULL, *q_logits = NULL, *d_logits = NULL;
   g_autofree guint32 *ids = NULL;
   const DcpModelConfig *c;
   JsonArray *prompt;
-  guint n_names, n, V, agree = 0;
+  guint n, V, agree = 0;
   double worst_same = 0, worst_golden = 0, errors[64];
   gsize len;
 
   g_assert_no_error (error);
   c = dcp_checkpoint_get_config (ckpt);
   V = c->vocab_size;
-  names = dcp_checkpoint_get_names (ckpt, &n_names);
-  for (guint i = 0; i < n_names; i++)
+  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
     {
-      const DcpTensorView *v = dcp_checkpoint_lookup (ckpt, names[i]);
+      const char *name = dcp_checkpoint_get_tensor (ckpt, i)->name;
+      const DcpTensorView *v = dcp_checkpoint_get_tensor (ckpt, i)->view;
       guint64 bytes;
       float *plain;
       guint8 *q;
       float *back;
 
-      if (v->ndim != 2 || (k->head_only && !g_str_equal (names[i], "lm_head.weight")))
+      if (v->ndim != 2 || (k->head_only && !g_str_equal (name, "lm_head.weight")))
         {
-          test_tensors_add (quantized, names[i], v->dtype, v->ndim, v->shape, g_memdup2 (v->data, v->nbytes), v->nbytes);
-          test_tensors_add (dequantized, names[i], v->dtype, v->ndim, v->shape, g_memdup2 (v->data, v->nbytes), v->nbytes);
+          test_tensors_add (quantized, name, v->dtype, v->ndim, v->shape, g_memdup2 (v->data, v->nbytes), v->nbytes);
+          test_tensors_add (dequantized, name, v->dtype, v->ndim, v->shape, g_memdup2 (v->data, v->nbytes), v->nbytes);
           continue;
         }
       plain = g_new (float, v->n_elements);
@@ -124,8 +124,8 @@ test_quantized (gconstpointer data)
       dcp_quantize (k->dtype, plain, v->shape[0], v->shape[1], q);
       back = g_new (float, v->n_elements);
       dcp_dequantize_rows (k->dtype, q, v->shape[0], v->shape[1], 0, v->shape[0], back);
-      test_tensors_add (quantized, names[i], k->dtype, 2, v->shape, q, bytes);
-      test_tensors_add (dequantized, names[i], DCP_DTYPE_F32, 2, v->shape, back, v->n_elements * sizeof (float));
+      test_tensors_add (quantized, name, k->dtype, 2, v->shape, q, bytes);
+      test_tensors_add (dequantized, name, DCP_DTYPE_F32, 2, v->shape, back, v->n_elements * sizeof (float));
       g_free (plain);
     }
   g_assert_cmpint (test_tensors_get (quantized, "lm_head.weight")->dtype, ==, k->dtype);
@@ -178,8 +178,9 @@ static void
 test_plain_rows (void)
 {
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "odd-sizes", NULL);
+  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (dir, &error);
+  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   const DcpTensorView *v;
   DcpCpuMatrix m;
   g_autofree float *ours = NULL, *theirs = NULL;

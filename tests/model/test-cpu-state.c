@@ -20,10 +20,11 @@ static Model *
 model_open (const char *name)
 {
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", name, NULL);
+  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autoptr(GError) error = NULL;
   Model *m = g_new0 (Model, 1);
 
-  m->checkpoint = dcp_checkpoint_open (dir, &error);
+  m->checkpoint = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   g_assert_no_error (error);
   m->vocab = dcp_checkpoint_get_config (m->checkpoint)->vocab_size;
   return m;

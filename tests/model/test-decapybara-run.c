@@ -35,12 +35,16 @@ run_tool (RunResult *r, const char *first_arg, ...)
 {
   g_autofree char *dir = g_path_get_dirname (g_getenv ("DECAPYBARA_ENGINE"));
   g_autofree char *tool = g_build_filename (dir, "decapybara-run", NULL);
+  /* the test checkpoints have no tokenizer files of their own */
+  g_autofree char *tokenizer = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
   g_autoptr(GSubprocess) proc = NULL;
   g_autoptr(GError) error = NULL;
   va_list ap;
 
   g_ptr_array_add (argv, tool);
+  g_ptr_array_add (argv, "--tokenizer");
+  g_ptr_array_add (argv, tokenizer);
   va_start (ap, first_arg);
   for (const char *a = first_arg; a != NULL; a = va_arg (ap, const char *))
     g_ptr_array_add (argv, (gpointer) a);

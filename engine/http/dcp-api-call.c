@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-http"
+
+#include "config.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "dcp-api-call.h"
+#include "dcp-error.h"
+
+static void
+stop_hangup_watch (DcpApiCall *call)
+{
+  if (call->hangup_watch != NULL)
+    {
+      g_source_destroy (call->hangup_watch);
+      g_clear_pointer (&call->hangup_watch, g_source_unref);
+    }
+}
+
+/* libsoup 3.2 (Debian 12) never closes a kept-alive connection that the client closes while it
+ * is idle (fixed in libsoup 3.3): the socket stays in CLOSE-WAIT and its memory and file
+ * descriptor leak, one per streamed request for clients that drop the connection after a stream.
+ * So after each response we watch the idle socket ourselves and close it at end of file; data
+ * instead means the next request, which libsoup reads. */
+static gboolean
+on_idle_socket (GSocket *socket, GIOCondition condition, gpointer user_data)
+{
+  char byte;
+  gssize n = recv (g_socket_get_fd (socket), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return G_SOURCE_CONTINUE;
+  if (n <= 0)
+    g_socket_close (socket, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+watch_idle_socket (SoupServerMessage *msg)
+{
+  GSocket *socket = soup_server_message_get_socket (msg);
+  g_autoptr(GSource) source = NULL;
+
+  if (socket == NULL || g_socket_is_closed (socket))
+    return;
+  source = g_socket_create_source (socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+  g_source_set_callback (source, G_SOURCE_FUNC (on_idle_socket), NULL, NULL);
+  g_source_attach (source, NULL);
+}
+
+static void
+on_finished (SoupServerMessage *msg, gpointer user_data)
+{
+  DcpApiCall *call = user_data;
+  guint status = soup_server_message_get_status (msg);
+
+  watch_idle_socket (msg);
+  call->gone = TRUE;
+  stop_hangup_watch (call);
+  g_cancellable_cancel (call->cancellable);
+  dcp_stats_http_request (call->context->stats, call->route, status);
+  g_message ("%s %s %s %u %.1f ms", call->request_id, soup_server_message_get_method (msg),
+             g_uri_get_path (soup_server_message_get_uri (msg)), status,
+             (g_get_monotonic_time () - call->start_us) / 1000.0);
+  g_clear_signal_handler (&call->finished_id, msg);
+  dcp_api_call_unref (call);
+}
+
+/* The call keeps itself alive until its message finishes. */
+DcpApiCall *
+dcp_api_call_new (DcpApiContext *context, SoupServerMessage *msg, DcpApiFlavor flavor, const char *route,
+                  const char *request_id)
+{
+  DcpApiCall *call = g_new0 (DcpApiCall, 1);
+
+  call->ref_count = 2;
+  call->context = context;
+  call->msg = g_object_ref (msg);
+  call->flavor = flavor;
+  call->route = g_strdup (route);
+  call->request_id = g_strdup (request_id);
+  call->start_us = g_get_monotonic_time ();
+  call->cancellable = g_cancellable_new ();
+  call->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (on_finished), call);
+  return call;
+}
+
+DcpApiCall *
+dcp_api_call_ref (DcpApiCall *call)
+{
+  g_return_val_if_fail (call != NULL, NULL);
+  call->ref_count++;
+  return call;
+}
+
+void
+dcp_api_call_unref (DcpApiCall *call)
+{
+  g_return_if_fail (call != NULL);
+  if (--call->ref_count > 0)
+    return;
+  stop_hangup_watch (call);
+  g_clear_signal_handler (&call->finished_id, call->msg);
+  g_clear_pointer (&call->sse, dcp_sse_free);
+  g_object_unref (call->msg);
+  g_object_unref (call->cancellable);
+  g_free (call->route);
+  g_free (call->request_id);
+  g_free (call);
+}
+
+/* Readable while we are not reading: either the peer closed (recv gives 0 or an error) or it
+ * pipelined another request (then we cannot tell, and stop watching). */
+static gboolean
+on_hangup_watch (GSocket *socket, GIOCondition condition, gpointer user_data)
+{
+  DcpApiCall *call = user_data;
+  char byte;
+  gssize n = recv (g_socket_get_fd (socket), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return G_SOURCE_CONTINUE;
+  if (n <= 0)
+    {
+      g_debug ("%s: the client hung up", call->request_id);
+      g_cancellable_cancel (call->cancellable);
+    }
+  g_clear_pointer (&call->hangup_watch, g_source_unref);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+watch_hangup (DcpApiCall *call)
+{
+  GSocket *socket = soup_server_message_get_socket (call->msg);
+
+  if (socket == NULL || call->hangup_watch != NULL)
+    return;
+  call->hangup_watch = g_socket_create_source (socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+  g_source_set_callback (call->hangup_watch, G_SOURCE_FUNC (on_hangup_watch), call, NULL);
+  g_source_attach (call->hangup_watch, NULL);
+}
+
+/* The reply comes later (from an engine event): hold the message. */
+void
+dcp_api_call_defer (DcpApiCall *call)
+{
+  g_return_if_fail (call != NULL && !call->deferred);
+  call->deferred = TRUE;
+  soup_server_message_pause (call->msg);
+  watch_hangup (call);
+}
+
+void
+dcp_api_call_reply_json (DcpApiCall *call, guint status, JsonNode *body)
+{
+  g_return_if_fail (call != NULL);
+  if (call->gone)
+    return;
+  stop_hangup_watch (call);
+  if (call->sse != NULL)
+    {
+      g_critical ("%s: a JSON reply on an SSE stream", call->request_id);
+      return;
+    }
+  dcp_api_reply_json (call->msg, status, body);
+  if (call->deferred)
+    {
+      call->deferred = FALSE;
+      soup_server_message_unpause (call->msg);
+    }
+}
+
+void
+dcp_api_call_reply_error (DcpApiCall *call, guint status, const GError *error)
+{
+  g_autoptr(JsonNode) body = NULL;
+  g_autofree char *param = NULL;
+
+  g_return_if_fail (call != NULL && error != NULL);
+  if (status == 0)
+    status = dcp_error_http_status (error);
+  if (status == 499)
+    status = 400;
+  if (status >= 500)
+    g_warning ("%s: %s", call->request_id, error->message);
+  else
+    g_debug ("%s: %u %s", call->request_id, status, error->message);
+  param = dcp_api_error_param (error->message);
+  body = dcp_api_error_body (call->flavor, status, error->message, param, call->request_id);
+  dcp_api_call_reply_json (call, status, body);
+}
+
+/* Errors from the engine: a prompt too long for the context is the client's problem (400) with
+ * the wording Anthropic uses, which Claude Code reacts to by compacting. */
+void
+dcp_api_call_reply_engine_error (DcpApiCall *call, const GError *error)
+{
+  g_return_if_fail (call != NULL && error != NULL);
+  dcp_api_call_reply_error (call, g_error_matches (error, DCP_ERROR, DCP_ERROR_TOO_LARGE) ? 400 : 0, error);
+}
+
+DcpSse *
+dcp_api_call_start_sse (DcpApiCall *call)
+{
+  g_return_val_if_fail (call != NULL && call->sse == NULL, NULL);
+  call->sse = dcp_sse_new (call->msg, call->context->keepalive_seconds,
+                           call->flavor == DCP_API_ANTHROPIC ? DCP_SSE_KEEPALIVE_PING
+                                                             : DCP_SSE_KEEPALIVE_COMMENT);
+  watch_hangup (call);
+  return call->sse;
+}
+
+gboolean
+dcp_api_call_check_ready (DcpApiCall *call, GError **error)
+{
+  g_auto(DcpModelInfo) info = { 0 };
+
+  dcp_api_call_model_info (call, &info);
+  if (!info.loaded)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "the model is still loading; try again shortly");
+      return FALSE;
+    }
+  if (dcp_request_queue_waiting (call->context->queue) >= call->context->max_waiting)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "the queue is full (%u requests waiting); try again later",
+                   call->context->max_waiting);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+dcp_api_call_model_info (DcpApiCall *call, DcpModelInfo *info)
+{
+  dcp_executor_get_info (dcp_request_queue_get_executor (call->context->queue), info);
+}
+
+/* Events pass through here first, for the latency histograms and token counters. */
+typedef struct {
+  DcpApiCall    *call;
+  DcpEventFunc   callback;
+  gpointer       user_data;
+  GDestroyNotify destroy;
+  gint64         last_us;
+} Forward;
+
+static void
+forward_event (const DcpEvent *event, gpointer data)
+{
+  Forward *f = data;
+  DcpStats *stats = f->call->context->stats;
+  gint64 now = g_get_monotonic_time ();
+
+  switch (event->kind)
+    {
+    case DCP_EVENT_REASONING:
+    case DCP_EVENT_CONTENT:
+    case DCP_EVENT_TOOL_CALL:
+      if (f->last_us == 0)
+        dcp_stats_first_token (stats, (now - f->call->start_us) / 1e6);
+      else
+        dcp_stats_token_gap (stats, (now - f->last_us) / 1e6);
+      f->last_us = now;
+      break;
+    case DCP_EVENT_FINISH:
+      dcp_stats_generation_end (stats, event->reason, &event->usage);
+      break;
+    case DCP_EVENT_ERROR:
+      dcp_stats_generation_error (stats);
+      break;
+    case DCP_EVENT_PROGRESS:
+      break;
+    }
+  f->callback (event, f->user_data);
+}
+
+static void
+forward_free (gpointer data)
+{
+  Forward *f = data;
+
+  if (f->destroy != NULL)
+    f->destroy (f->user_data);
+  dcp_api_call_unref (f->call);
+  g_free (f);
+}
+
+/* Runs the request with the call's cancellable; the callback gets its events on this thread. */
+void
+dcp_api_call_submit (DcpApiCall *call, DcpRequest *request, DcpEventFunc callback, gpointer user_data,
+                     GDestroyNotify destroy)
+{
+  Forward *f;
+
+  g_return_if_fail (call != NULL && request != NULL && callback != NULL);
+
+  g_set_object (&request->cancellable, call->cancellable);
+  if (request->id == NULL)
+    request->id = g_strdup (call->request_id);
+  f = g_new0 (Forward, 1);
+  f->call = dcp_api_call_ref (call);
+  f->callback = callback;
+  f->user_data = user_data;
+  f->destroy = destroy;
+  dcp_stats_generation_start (call->context->stats);
+  dcp_request_queue_submit (call->context->queue, request, forward_event, f, forward_free);
+}

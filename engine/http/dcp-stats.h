@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "dcp-executor.h"
+
+G_BEGIN_DECLS
+
+/* DcpStats: the server's counters and latency histograms, read by GET /stats (JSON) and
+ * GET /metrics (Prometheus text format 0.0.4). Main thread only. */
+typedef struct _DcpStats DcpStats;
+
+DcpStats *dcp_stats_new               (void);
+void      dcp_stats_free              (DcpStats *self);
+void      dcp_stats_http_request      (DcpStats *self, const char *route, guint status);
+void      dcp_stats_generation_start  (DcpStats *self);
+void      dcp_stats_first_token       (DcpStats *self, double seconds);
+void      dcp_stats_token_gap         (DcpStats *self, double seconds);
+void      dcp_stats_generation_end    (DcpStats *self, DcpFinishReason reason, const DcpUsage *usage);
+void      dcp_stats_generation_error  (DcpStats *self);
+JsonNode *dcp_stats_to_json           (DcpStats *self, guint waiting, guint running);
+char     *dcp_stats_to_prometheus     (DcpStats *self, guint waiting, guint running);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpStats, dcp_stats_free)
+
+G_END_DECLS

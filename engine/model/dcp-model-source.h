@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "dcp-memory-plan.h"
+#include "dcp-model-config.h"
+#include "dcp-tensor-source.h"
+
+G_BEGIN_DECLS
+
+/* A model opened for running, whatever it is stored in: a .mcapy model file (dcp-model-file.h),
+ * a folder holding exactly one .mcapy file, or a Hugging Face checkpoint folder
+ * (dcp-checkpoint.h, tokenizer files from tokenizer_dir when not NULL). It gives what the engine
+ * needs to run it: the config, the weights as a tensor source, the tokenizer JSON, the chat
+ * template and the generation defaults. */
+typedef struct _DcpModelSource DcpModelSource;
+
+DcpModelSource        *dcp_model_source_open              (const char      *path,
+                                                           const char      *tokenizer_dir,
+                                                           GError         **error);
+void                   dcp_model_source_free              (DcpModelSource  *self);
+
+/* The file or folder actually opened (a folder's .mcapy file once found). */
+const char            *dcp_model_source_get_path          (DcpModelSource  *self);
+const DcpModelConfig  *dcp_model_source_get_config        (DcpModelSource  *self);
+DcpTensorSource        dcp_model_source_get_tensors       (DcpModelSource  *self);
+/* tokenizer.json as a JSON object node, or NULL when the model has none. */
+JsonNode              *dcp_model_source_get_tokenizer     (DcpModelSource  *self);
+/* The Jinja chat template, or NULL. */
+const char            *dcp_model_source_get_chat_template (DcpModelSource  *self);
+/* generation_config.json as an object, or NULL. */
+JsonObject            *dcp_model_source_get_generation    (DcpModelSource  *self);
+/* tokenizer_config.json as an object, or NULL. */
+JsonObject            *dcp_model_source_get_tokenizer_config (DcpModelSource *self);
+/* What the memory planner needs: the config and the bytes of each part as stored. */
+void                   dcp_model_source_get_plan_model    (DcpModelSource  *self,
+                                                           DcpPlanModel    *plan);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpModelSource, dcp_model_source_free)
+
+G_END_DECLS

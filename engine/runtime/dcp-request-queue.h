@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-executor.h"
+
+G_BEGIN_DECLS
+
+/* DcpRequestQueue: the engine thread. Requests are taken first come, first served and run one at
+ * a time through an executor (the batching scheduler replaces this behind the same calls).
+ * Events are delivered to the callback in the main context of the thread that submitted, in
+ * order; after the last one (the FINISH of the last choice, or an ERROR) the destroy notify runs.
+ * A request cancelled while it waits ends with FINISH reason CANCELLED without running. */
+
+typedef struct _DcpRequestQueue DcpRequestQueue;
+
+typedef void (*DcpEventFunc) (const DcpEvent *event, gpointer user_data);
+
+DcpRequestQueue *dcp_request_queue_new     (DcpExecutor *executor);
+void             dcp_request_queue_free    (DcpRequestQueue *self);
+void             dcp_request_queue_submit  (DcpRequestQueue *self,
+                                            DcpRequest      *request,
+                                            DcpEventFunc     callback,
+                                            gpointer         user_data,
+                                            GDestroyNotify   destroy);
+guint            dcp_request_queue_waiting (DcpRequestQueue *self);
+guint            dcp_request_queue_running (DcpRequestQueue *self);
+DcpExecutor     *dcp_request_queue_get_executor (DcpRequestQueue *self);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpRequestQueue, dcp_request_queue_free)
+
+G_END_DECLS

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The official openai and anthropic SDKs (pinned in tests/requirements.txt) drive every route of
+the real engine, run with the scripted test executor (its behaviour is specified in
+engine/runtime/dcp-executor-scripted.h), streaming and not, tools and thinking included, and the
+shapes the SDKs parse are checked. Exit 77 (skip) only when the SDKs cannot be imported."""
+import base64
+import json
+import os
+import struct
+import sys
+import unittest
+import urllib.request
+import zlib
+
+try:
+    import anthropic
+    import openai
+except ImportError as e:
+    print(f"skipping: {e}")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_fixture import Engine  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {
+    "name": "lookup", "description": "Look a word up",
+    "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}]
+
+
+def png_1x1():
+    """A valid 1x1 RGBA PNG, built here so that its checksums are right."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n"
+                            + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0))
+                            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00\xff"))
+                            + chunk(b"IEND", b"")).decode()
+
+
+PNG = png_1x1()
+
+
+class Base(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.engine = Engine()
+        cls.oai = openai.OpenAI(base_url=cls.engine.url + "/v1", api_key="unused", max_retries=0)
+        cls.ant = anthropic.Anthropic(base_url=cls.engine.url, api_key="unused", max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.engine.stop()
+        assert status == 0, f"engine exit status {status}\n{cls.engine.log_text()}"
+
+
+class OpenAIChat(Base):
+    def test_models(self):
+        models = self.oai.models.list()
+        self.assertEqual(models.data[0].id, "decapybara-test")
+        self.assertEqual(models.data[0].model_extra["context_length"], 4096)
+
+    def test_plain(self):
+        r = self.oai.chat.completions.create(model="any-name", messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello big world"}])
+        self.assertEqual(r.model, "any-name")
+        self.assertEqual(r.object, "chat.completion")
+        self.assertEqual(r.choices[0].message.content, "You said: hello big world")
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+        self.assertEqual(r.usage.completion_tokens, 5)
+        # system Be brief. user hello big world = 7 words
+        self.assertEqual(r.usage.prompt_tokens, 7)
+
+    def test_stream_with_usage_and_reasoning(self):
+        stream = self.oai.chat.completions.create(
+            model="m", stream=True, stream_options={"include_usage": True}, reasoning_effort="high",
+            messages=[{"role": "user", "content": "one two"}])
+        content, reasoning, finish, usage = "", "", None, None
+        for chunk in stream:
+            if chunk.usage:
+                usage = chunk.usage
+            for c in chunk.choices:
+                content += c.delta.content or ""
+                reasoning += (c.delta.model_extra or {}).get("reasoning_content") or ""
+                finish = c.finish_reason or finish
+        self.assertEqual(content, "You said: one two")
+        self.assertEqual(reasoning, "The user wrote 2 words. I will answer.")
+        self.assertEqual(finish, "stop")
+        self.assertEqual(usage.completion_tokens_details.reasoning_tokens, 8)
+        self.assertEqual(usage.completion_tokens, 8 + 4)
+
+    def test_thinking_off_by_kwargs(self):
+        r = self.oai.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], reasoning_effort="high",
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        self.assertIsNone((r.choices[0].message.model_extra or {}).get("reasoning_content"))
+
+    def test_tools_round_trip(self):
+        r = self.oai.chat.completions.create(model="m", tools=TOOLS, messages=[
+            {"role": "user", "content": "please use the tool"}])
+        call = r.choices[0].message.tool_calls[0]
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        self.assertEqual(call.function.name, "lookup")
+        self.assertEqual(json.loads(call.function.arguments), {"text": "please use the tool"})
+        r2 = self.oai.chat.completions.create(model="m", tools=TOOLS, messages=[
+            {"role": "user", "content": "please use the tool"},
+            r.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "forty two"}])
+        self.assertEqual(r2.choices[0].message.content, "Tool result: forty two")
+
+    def test_tools_stream(self):
+        stream = self.oai.chat.completions.create(model="m", tools=TOOLS, tool_choice="required", stream=True,
+                                                  messages=[{"role": "user", "content": "abc"}])
+        calls, finish = [], None
+        for chunk in stream:
+            for c in chunk.choices:
+                calls += c.delta.tool_calls or []
+                finish = c.finish_reason or finish
+        self.assertEqual(finish, "tool_calls")
+        self.assertEqual(calls[0].function.name, "lookup")
+        self.assertEqual(calls[0].index, 0)
+        self.assertEqual(json.loads(calls[0].function.arguments), {"text": "abc"})
+
+    def test_tool_choice_none(self):
+        r = self.oai.chat.completions.create(model="m", tools=TOOLS, tool_choice="none",
+                                             messages=[{"role": "user", "content": "use the tool"}])
+        self.assertIsNone(r.choices[0].message.tool_calls)
+
+    def test_max_tokens_stop_n_logprobs(self):
+        r = self.oai.chat.completions.create(model="m", max_completion_tokens=3, messages=[
+            {"role": "user", "content": "count to 100"}])
+        self.assertEqual(r.choices[0].message.content, "1 2 3")
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        r = self.oai.chat.completions.create(model="m", stop=[" 5"], messages=[
+            {"role": "user", "content": "count to 10"}])
+        self.assertEqual(r.choices[0].message.content, "1 2 3 4")
+        r = self.oai.chat.completions.create(model="m", n=2, logprobs=True, top_logprobs=2, seed=7,
+                                             temperature=0.7, top_p=0.9, presence_penalty=0.5,
+                                             frequency_penalty=0.1, messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual([c.index for c in r.choices], [0, 1])
+        lp = r.choices[1].logprobs.content
+        self.assertEqual("".join(t.token for t in lp), "You said: hi")
+        self.assertEqual(lp[0].top_logprobs[1].token, "alt1")
+
+    def test_prefix_reuse(self):
+        msgs = [{"role": "user", "content": "a long shared opening of several words"}]
+        self.oai.chat.completions.create(model="m", messages=msgs)
+        r = self.oai.chat.completions.create(model="m", messages=msgs + [
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}])
+        # user a long shared opening of several words: 8 tokens in common
+        self.assertEqual(r.usage.prompt_tokens_details.cached_tokens, 8)
+
+    def test_errors(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", response_format={"type": "json_object"},
+                                             messages=[{"role": "user", "content": "x"}])
+        self.assertIn("response_format", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG}}]}])
+        self.assertIn("images are not supported yet", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "w " * 5000}])
+        self.assertEqual(e.exception.body["code"], "context_length_exceeded")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=[{"role": "wizard", "content": "x"}])
+        self.assertEqual(e.exception.body["param"], "messages[0].role")
+
+    def test_error_mid_stream(self):
+        with self.assertRaises(openai.APIError) as e:
+            for _ in self.oai.chat.completions.create(model="m", stream=True, messages=[
+                    {"role": "user", "content": "trigger error"}]):
+                pass
+        self.assertIn("scripted failure", str(e.exception))
+
+
+class OpenAICompletions(Base):
+    def test_plain_and_stream(self):
+        r = self.oai.completions.create(model="m", prompt="count to 40")
+        self.assertEqual(r.choices[0].text, " ".join(str(i) for i in range(1, 17)))
+        self.assertEqual(r.choices[0].finish_reason, "length")
+        text = "".join(c.choices[0].text for c in self.oai.completions.create(
+            model="m", prompt="count to 5", stream=True, max_tokens=100) if c.choices)
+        self.assertEqual(text, "1 2 3 4 5")
+        r = self.oai.completions.create(model="m", prompt="hi", logprobs=2)
+        self.assertEqual(r.choices[0].logprobs.tokens, ["You", " said:", " hi"])
+
+
+class OpenAIResponses(Base):
+    def test_plain(self):
+        r = self.oai.responses.create(model="codex", instructions="Be terse.", input="hello")
+        self.assertEqual(r.status, "completed")
+        self.assertEqual(r.output_text, "You said: hello")
+        self.assertEqual(r.usage.input_tokens, 5)
+
+    def test_stream_with_reasoning_and_function(self):
+        tools = [{"type": "function", "name": "shell", "description": "run",
+                  "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}]
+        types = []
+        # As Codex CLI does: a developer message, hosted tools beside the function ones.
+        with self.oai.responses.stream(model="codex", tools=tools + [{"type": "web_search"}],
+                                       input=[{"role": "developer", "content": "Rules."},
+                                              {"role": "user", "content": [{"type": "input_text", "text": "call the tool"}]}],
+                                       reasoning={"effort": "medium"}) as stream:
+            for event in stream:
+                types.append(event.type)
+            final = stream.get_final_response()
+        self.assertEqual(types[0:2], ["response.created", "response.in_progress"])
+        self.assertIn("response.reasoning_text.delta", types)
+        self.assertIn("response.function_call_arguments.done", types)
+        self.assertEqual(types[-1], "response.completed")
+        calls = [o for o in final.output if o.type == "function_call"]
+        self.assertEqual(calls[0].name, "shell")
+        # The tool's output comes back as the next turn's input.
+        r = self.oai.responses.create(model="codex", tools=tools, input=[
+            {"role": "user", "content": "call the tool"},
+            {"type": "function_call", "call_id": calls[0].call_id, "name": "shell",
+             "arguments": calls[0].arguments},
+            {"type": "function_call_output", "call_id": calls[0].call_id, "output": "done ok"}])
+        self.assertEqual(r.output_text, "Tool result: done ok")
+
+    def test_incomplete(self):
+        r = self.oai.responses.create(model="codex", input="count to 50", max_output_tokens=4)
+        self.assertEqual(r.status, "incomplete")
+        self.assertEqual(r.incomplete_details.reason, "max_output_tokens")
+
+
+class Anthropic(Base):
+    def test_plain(self):
+        r = self.ant.messages.create(model="claude-haiku-4-5", max_tokens=100, system="Be brief.",
+                                     messages=[{"role": "user", "content": "hello"}])
+        self.assertEqual(r.model, "claude-haiku-4-5")
+        self.assertEqual(r.content[0].text, "You said: hello")
+        self.assertEqual(r.stop_reason, "end_turn")
+        self.assertEqual(r.usage.output_tokens, 3)
+
+    def test_stream_thinking_budget(self):
+        with self.ant.messages.stream(model="claude-sonnet-4-5", max_tokens=100,
+                                      thinking={"type": "enabled", "budget_tokens": 3},
+                                      messages=[{"role": "user", "content": "hey there"}]) as stream:
+            types = [e.type for e in stream]
+            final = stream.get_final_message()
+        self.assertEqual(final.content[0].type, "thinking")
+        self.assertEqual(final.content[0].thinking, "The user wrote")
+        self.assertEqual(final.content[1].text, "You said: hey there")
+        self.assertEqual(types[0], "message_start")
+        self.assertEqual(types[-1], "message_stop")
+        self.assertIn("message_delta", types)
+
+    def test_adaptive_thinking(self):
+        r = self.ant.messages.create(model="m", max_tokens=100, thinking={"type": "adaptive"},
+                                     messages=[{"role": "user", "content": "a b c"}])
+        self.assertEqual(r.content[0].thinking, "The user wrote 3 words. I will answer.")
+
+    def test_tools_stream_and_round_trip(self):
+        tools = [{"name": "lookup", "description": "Look up",
+                  "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}},
+                 {"type": "web_search_20250305", "name": "web_search"}]
+        with self.ant.messages.stream(model="m", max_tokens=200, tools=tools,
+                                      tool_choice={"type": "tool", "name": "lookup"},
+                                      messages=[{"role": "user", "content": "find x"}]) as stream:
+            final = stream.get_final_message()
+        self.assertEqual(final.stop_reason, "tool_use")
+        use = final.content[-1]
+        self.assertEqual((use.type, use.name, use.input), ("tool_use", "lookup", {"text": "find x"}))
+        r = self.ant.messages.create(model="m", max_tokens=100, tools=tools, messages=[
+            {"role": "user", "content": "find x"},
+            {"role": "assistant", "content": [b.model_dump() for b in final.content]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                          "content": [{"type": "text", "text": "found"}]}]}])
+        self.assertEqual(r.content[0].text, "Tool result: found")
+
+    def test_stop_sequences_and_cache(self):
+        msgs = [{"role": "user", "content": "count to 30"}]
+        r = self.ant.messages.create(model="m", max_tokens=100, stop_sequences=[" 4"], messages=msgs)
+        self.assertEqual((r.content[0].text, r.stop_reason, r.stop_sequence), ("1 2 3", "stop_sequence", " 4"))
+        r = self.ant.messages.create(model="m", max_tokens=100, messages=msgs)
+        self.assertGreater(r.usage.cache_read_input_tokens, 0)
+        r = self.ant.messages.create(model="m", max_tokens=5, messages=msgs)
+        self.assertEqual(r.stop_reason, "max_tokens")
+
+    def test_count_tokens_and_models(self):
+        n = self.ant.messages.count_tokens(model="m", system="sys", messages=[{"role": "user", "content": "a b c"}])
+        self.assertEqual(n.input_tokens, 6)  # system sys user a b c
+        models = self.ant.models.list()
+        self.assertEqual(models.data[0].type, "model")
+        self.assertEqual(models.data[0].id, "decapybara-test")
+
+    def test_errors(self):
+        with self.assertRaises(anthropic.BadRequestError) as e:
+            self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "w " * 5000}])
+        self.assertIn("prompt is too long", str(e.exception))
+        self.assertEqual(e.exception.body["error"]["type"], "invalid_request_error")
+        with self.assertRaises(anthropic.BadRequestError) as e:
+            self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]}])
+        self.assertIn("images are not supported yet", str(e.exception))
+        with self.assertRaises(anthropic.BadRequestError):
+            self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "robot", "content": "x"}])
+
+    def test_error_mid_stream(self):
+        with self.assertRaises(anthropic.APIStatusError) as e:
+            with self.ant.messages.stream(model="m", max_tokens=100,
+                                          messages=[{"role": "user", "content": "trigger error"}]) as stream:
+                for _ in stream:
+                    pass
+        self.assertIn("scripted failure", str(e.exception))
+
+
+class Auth(unittest.TestCase):
+    def test_key(self):
+        engine = Engine(env={"DECAPYBARA_API_KEY": "s3cret"})
+        try:
+            with urllib.request.urlopen(engine.url + "/health") as r:
+                self.assertEqual(r.status, 200)
+            for key, ok in (("wrong", False), ("s3cret", True)):
+                oai = openai.OpenAI(base_url=engine.url + "/v1", api_key=key, max_retries=0)
+                ant = anthropic.Anthropic(base_url=engine.url, api_key=key, max_retries=0)
+                if ok:
+                    self.assertEqual(oai.models.list().data[0].id, "decapybara-test")
+                    self.assertEqual(ant.messages.create(model="m", max_tokens=5, messages=[
+                        {"role": "user", "content": "x"}]).content[0].text, "You said: x")
+                else:
+                    with self.assertRaises(openai.AuthenticationError):
+                        oai.models.list()
+                    with self.assertRaises(anthropic.AuthenticationError) as e:
+                        ant.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+                    self.assertEqual(e.exception.body["error"]["type"], "authentication_error")
+        finally:
+            self.assertEqual(engine.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/* The engine's command line (DECAPYBARA_ENGINE): settings.json < DECAPYBARA_* < options (the
+ * model path an error names shows which won), --help lists every setting of the table, what the
+ * CPU backend cannot do is refused with "not implemented yet", D-Bus options. */
+#include "config.h"
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "dcp-settings.h"
+
+typedef struct {
+  int status;
+  char *out;
+  char *err;
+} Result;
+
+static void
+result_clear (Result *r)
+{
+  g_free (r->out);
+  g_free (r->err);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Result, result_clear)
+
+/* Runs the engine with argv (NULL-terminated, without the program) and extra environment
+ * (KEY=VALUE strings, NULL-terminated, may be NULL); XDG_CONFIG_HOME points at config_home. */
+static void
+run_engine (Result *r, const char *config_home, const char * const *env, const char * const *args)
+{
+  g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                                                       G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+
+  g_subprocess_launcher_unsetenv (launcher, "DECAPYBARA_MODEL");
+  g_subprocess_launcher_unsetenv (launcher, "DECAPYBARA_BACKEND");
+  g_subprocess_launcher_setenv (launcher, "XDG_CONFIG_HOME", config_home, TRUE);
+  for (guint i = 0; env != NULL && env[i] != NULL; i++)
+    {
+      g_auto(GStrv) kv = g_strsplit (env[i], "=", 2);
+
+      g_subprocess_launcher_setenv (launcher, kv[0], kv[1], TRUE);
+    }
+  g_ptr_array_add (argv, (gpointer) g_getenv ("DECAPYBARA_ENGINE"));
+  for (guint i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  proc = g_subprocess_launcher_spawnv (launcher, (const char * const *) argv->pdata, &error);
+  g_assert_no_error (error);
+  g_subprocess_communicate_utf8 (proc, NULL, NULL, &r->out, &r->err, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_get_if_exited (proc));
+  r->status = g_subprocess_get_exit_status (proc);
+}
+
+static void
+test_precedence (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *home = g_dir_make_tmp ("dcp-cli-XXXXXX", &error);
+  g_autofree char *dir = g_build_filename (home, "decapybara", NULL);
+  g_autofree char *file = g_build_filename (dir, "settings.json", NULL);
+  g_autofree char *other = g_build_filename (home, "other.json", NULL);
+  const char *env[] = { "DECAPYBARA_MODEL=/nonexistent/from-env.mcapy", NULL };
+  const char *cpu[] = { "--backend", "cpu", NULL };
+  const char *cpu_model[] = { "--backend", "cpu", "--model", "/nonexistent/from-option.mcapy", NULL };
+  const char *two[] = { "--backend", "cpu", "--model", "/nonexistent/first.mcapy",
+                        "--model", "/nonexistent/second.mcapy", NULL };
+  const char *with_file[] = { "--backend", "cpu", "--settings", other, NULL };
+
+  g_assert_no_error (error);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  g_file_set_contents (file, "{\"model\": \"/nonexistent/from-file.mcapy\"}", -1, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (other, "{\"model\": \"/nonexistent/from-other.mcapy\"}", -1, &error);
+  g_assert_no_error (error);
+
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, cpu);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (r.err, "from-file.mcapy: no such file"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, env, cpu);
+    g_assert_nonnull (strstr (r.err, "from-env.mcapy: no such file"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, env, cpu_model);
+    g_assert_nonnull (strstr (r.err, "from-option.mcapy: no such file"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, two);
+    g_assert_nonnull (strstr (r.err, "second.mcapy: no such file"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, with_file);
+    g_assert_nonnull (strstr (r.err, "from-other.mcapy: no such file"));
+  }
+  g_unlink (file);
+  g_unlink (other);
+  g_rmdir (dir);
+  g_rmdir (home);
+}
+
+static void
+test_help_and_refusals (void)
+{
+  const char *help[] = { "--help", NULL };
+  const char *fp8[] = { "--backend", "cpu", "--activations", "fp8", NULL };
+  const char *cuda[] = { "--model", "/nonexistent.mcapy", NULL };
+  const char *fd[] = { "--backend", "cpu", "--dbus-fd", "3", NULL };
+  const char *bad[] = { "--kv-bits", "7/7", NULL };
+  g_autofree char *home = g_dir_make_tmp ("dcp-cli-XXXXXX", NULL);
+
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, help);
+    g_assert_cmpint (r.status, ==, 0);
+    for (guint i = 0; i < dcp_settings_count (); i++)
+      {
+        const DcpSettingInfo *info = dcp_settings_info (i);
+        g_autofree char *option = g_strdup_printf ("--%s=", info->key);
+
+        g_assert_nonnull (strstr (r.out, option));
+        g_assert_nonnull (strstr (r.out, info->summary));
+      }
+    g_assert_nonnull (strstr (r.out, "--settings"));
+    g_assert_nonnull (strstr (r.out, "--no-dbus"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, fp8);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (r.err, "--activations fp8 is not implemented yet"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, cuda);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (r.err, "--backend cpu"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, fd);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_nonnull (strstr (r.err, "D-Bus"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, bad);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_nonnull (strstr (r.err, "kv-bits"));
+  }
+  g_rmdir (home);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/engine-cli/precedence", test_precedence);
+  g_test_add_func ("/engine-cli/help-and-refusals", test_help_and_refusals);
+  return g_test_run ();
+}
