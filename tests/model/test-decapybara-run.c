@@ -43,7 +43,7 @@ run_tool (RunResult *r, const char *first_arg, ...)
   va_list ap;
 
   g_ptr_array_add (argv, tool);
-  g_ptr_array_add (argv, "--tokenizer");
+  g_ptr_array_add (argv, (gpointer) "--tokenizer");
   g_ptr_array_add (argv, tokenizer);
   va_start (ap, first_arg);
   for (const char *a = first_arg; a != NULL; a = va_arg (ap, const char *))

@@ -26,10 +26,11 @@ static void
 open_model (void)
 {
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "odd-sizes", NULL);
+  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autoptr(GError) error = NULL;
   DcpTensorSource source;
 
-  checkpoint = dcp_checkpoint_open (dir, &error);
+  checkpoint = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   g_assert_no_error (error);
   source = dcp_checkpoint_get_source (checkpoint);
   backend = dcp_backend_cpu_new (dcp_checkpoint_get_config (checkpoint), &source, 1, &error);
