@@ -9,6 +9,8 @@
 
 #include <glib-unix.h>
 
+#include "dcp-dashboard.h"
+#include "dcp-engine-service.h"
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
@@ -25,6 +27,7 @@ static int opt_port = 8080;
 static char *opt_api_key;
 static gboolean opt_test_executor;
 static int opt_keepalive = 10;
+static DcpControlOptions control;
 
 static const GOptionEntry entries[] = {
   { "probe", 0, 0, G_OPTION_ARG_NONE, &opt_probe,
@@ -83,18 +86,18 @@ run_probe (void)
 static gboolean
 on_stop_signal (gpointer user_data)
 {
-  GMainLoop *loop = user_data;
-
-  g_message ("stopping");
-  g_main_loop_quit (loop);
+  dcp_engine_state_stop (user_data);
   return G_SOURCE_CONTINUE;
 }
 
 static int
 run_server (DcpExecutor *executor)
 {
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (executor);
+  g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
   g_autoptr(DcpHttpServer) server = NULL;
+  g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
+  g_autoptr(DcpDashboard) dashboard = NULL;
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GError) error = NULL;
   g_autofree char *url = NULL;
@@ -120,9 +123,17 @@ run_server (DcpExecutor *executor)
     }
   url = dcp_http_server_get_url (server);
   g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
+  dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
+  if (!dcp_engine_service_start (service, &control, &error))
+    {
+      g_printerr ("decapybara: %s\n", error->message);
+      return 1;
+    }
+  dashboard = dcp_dashboard_new (state, control.no_dashboard);
+  g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
 
-  sigint = g_unix_signal_add (SIGINT, on_stop_signal, loop);
-  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, loop);
+  sigint = g_unix_signal_add (SIGINT, on_stop_signal, state);
+  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, state);
   g_main_loop_run (loop);
   g_source_remove (sigint);
   g_source_remove (sigterm);
@@ -138,6 +149,7 @@ main (int argc, char **argv)
   setlocale (LC_ALL, "");
   context = g_option_context_new ("- serve Qwen3.5-family models over OpenAI and Anthropic APIs");
   g_option_context_add_main_entries (context, entries, NULL);
+  g_option_context_add_group (context, dcp_control_option_group (&control));
   g_option_context_set_summary (context,
     "Decapybara is an inference server for the Qwen3.5/3.6/3.8 (qwen3_5) model family.");
   if (!g_option_context_parse (context, &argc, &argv, &error))
