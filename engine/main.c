@@ -115,6 +115,9 @@ run_server (DcpExecutor *executor)
   options.port = opt_port;
   options.keepalive_seconds = opt_keepalive;
   options.api_key = opt_api_key != NULL ? opt_api_key : g_getenv ("DECAPYBARA_API_KEY");
+  /* Before "listening on": from then on a signal stops cleanly. */
+  sigint = g_unix_signal_add (SIGINT, on_stop_signal, state);
+  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, state);
   server = dcp_http_server_new (&options, queue, &error);
   if (server == NULL)
     {
@@ -132,8 +135,6 @@ run_server (DcpExecutor *executor)
   dashboard = dcp_dashboard_new (state, control.no_dashboard);
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
 
-  sigint = g_unix_signal_add (SIGINT, on_stop_signal, state);
-  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, state);
   g_main_loop_run (loop);
   g_source_remove (sigint);
   g_source_remove (sigterm);
