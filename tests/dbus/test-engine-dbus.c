@@ -187,23 +187,39 @@ post_thread (gpointer data)
 
 /* A long streamed answer in a thread; join it for the response. */
 static GThread *
-start_long_stream (guint16 port)
+start_stream (guint16 port, const char *text)
 {
   Post *post = g_new0 (Post, 1);
 
   post->port = port;
-  post->body = chat_body ("count to 90000", TRUE);
+  post->body = chat_body (text, TRUE);
   return g_thread_new ("stream", post_thread, post);
 }
 
+static GThread *
+start_long_stream (guint16 port)
+{
+  return start_stream (port, "count to 90000");
+}
+
+/* The stream ended with the stopping error event after the content it had (if any). */
 static void
-assert_stream_stopped (GThread *thread)
+assert_stream_stopped (GThread *thread, gboolean had_content)
 {
   g_autofree char *response = g_thread_join (thread);
+  const char *error = strstr (response, "the engine is stopping");
 
   g_assert_nonnull (strstr (response, "200 OK"));
-  g_assert_nonnull (strstr (response, "\"content\":\"1\""));
-  g_assert_nonnull (strstr (response, "the engine is stopping"));
+  g_assert_nonnull (error);
+  if (had_content)
+    {
+      const char *first = strstr (response, "\"content\":\"1\"");
+
+      g_assert_nonnull (first);
+      g_assert_cmpuint (first - response, <, error - response);
+    }
+  else
+    g_assert_null (strstr (response, "You said"));
 }
 
 /* The body of an HTTP response. */
@@ -391,7 +407,7 @@ test_session_bus (void)
   /* Stop: the stream ends with an error event, the engine exits 0. */
   dcp_dbus_engine1_call_stop_sync (proxy, NULL, &error);
   g_assert_no_error (error);
-  assert_stream_stopped (stream);
+  assert_stream_stopped (stream, TRUE);
   engine_wait_exit_0 (&e);
   log = engine_log (&e);
   g_assert_nonnull (strstr (log, "[conv 2] ended: the engine is stopping"));
@@ -500,7 +516,7 @@ test_no_bus (gconstpointer data)
   g_assert_true (engine_wait_log (&e, "[conv 2] started", 10));
   g_usleep (100000);
   g_subprocess_send_signal (e.proc, no_dbus ? SIGINT : SIGTERM);
-  assert_stream_stopped (stream);
+  assert_stream_stopped (stream, TRUE);
   engine_wait_exit_0 (&e);
 
   log = engine_log (&e);
@@ -546,13 +562,18 @@ pty_read_until (int master, GString *seen, const char *const *texts)
   return NULL;
 }
 
+/* A pseudo-terminal of 120 x 40, or -1 (the test skips) where there are none. */
 static int
 open_pty (int *slave)
 {
   struct winsize size = { .ws_row = 40, .ws_col = 120 };
   int master = posix_openpt (O_RDWR | O_NOCTTY);
 
-  g_assert_cmpint (master, >=, 0);
+  if (master < 0)
+    {
+      g_test_skip ("no pseudo-terminals here");
+      return -1;
+    }
   g_assert_cmpint (grantpt (master), ==, 0);
   g_assert_cmpint (unlockpt (master), ==, 0);
   *slave = open (ptsname (master), O_RDWR | O_NOCTTY);
@@ -576,13 +597,16 @@ test_dashboard (void)
   g_autofree char *after = NULL;
   const char *first_frame[] = { "\033[?1049h", "State    ready", "Model    decapybara-test", "tokens/s",
                                 "Queue    0 waiting", "VRAM", "q or Ctrl+C stops the engine", NULL };
-  const char *writing[] = { "vram  writing", "1 of 1 conversations active", "[conv 1] started", NULL };
+  /* The scripted executor reads a "slow prompt" for 3 s, with progress. */
+  const char *reading[] = { "vram  reading  [", "%", "1 of 1 conversations active", "[conv 1] started", NULL };
   const char *restored[] = { "\033[?1049l", NULL };
   struct termios mode;
   GThread *stream;
   Engine e = { 0 };
   int slave, master = open_pty (&slave);
 
+  if (master < 0)
+    return;
   engine_spawn (&e, args, NULL, slave, -1);
   screen = pty_read_until (master, seen, first_frame);
   g_assert_nonnull (screen);
@@ -593,14 +617,14 @@ test_dashboard (void)
   g_assert_false (mode.c_lflag & ICANON);
   g_assert_false (mode.c_lflag & ECHO);
 
-  stream = start_long_stream ((guint16) atoi (port));
-  running = pty_read_until (master, seen, writing);
+  stream = start_stream ((guint16) atoi (port), "slow prompt please");
+  running = pty_read_until (master, seen, reading);
   g_assert_nonnull (running);
 
   g_assert_cmpint (write (master, "q", 1), ==, 1);
   after = pty_read_until (master, seen, restored);
   g_assert_nonnull (after);
-  assert_stream_stopped (stream);
+  assert_stream_stopped (stream, FALSE);
   engine_wait_exit_0 (&e);
   g_assert_cmpint (tcgetattr (slave, &mode), ==, 0);
   g_assert_true (mode.c_lflag & ICANON);
@@ -621,6 +645,8 @@ test_no_dashboard (void)
   Engine e = { 0 };
   int slave, master = open_pty (&slave);
 
+  if (master < 0)
+    return;
   engine_spawn (&e, args, NULL, slave, -1);
   text = pty_read_until (master, seen, lines);
   g_assert_nonnull (text);
