@@ -9,65 +9,27 @@
 
 #include <glib-unix.h>
 
+#include "dcp-cli.h"
 #include "dcp-dashboard.h"
+#include "dcp-engine-model.h"
 #include "dcp-engine-service.h"
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
 #include "dcp-log.h"
 
-static gboolean opt_version;
-static gboolean opt_probe;
-static gboolean opt_json;
-static gboolean opt_no_measure;
-static gboolean opt_verbose;
-static int opt_device;
-static char *opt_host;
-static int opt_port = 8080;
-static char *opt_api_key;
-static gboolean opt_test_executor;
-static int opt_keepalive = 10;
-static DcpControlOptions control;
-
-static const GOptionEntry entries[] = {
-  { "probe", 0, 0, G_OPTION_ARG_NONE, &opt_probe,
-    "Report the GPU (name, VRAM, measured memory bandwidth) and exit", NULL },
-  { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json,
-    "With --probe: print the report as JSON", NULL },
-  { "no-measure", 0, 0, G_OPTION_ARG_NONE, &opt_no_measure,
-    "With --probe: skip the bandwidth measurement (about a second)", NULL },
-  { "device", 0, 0, G_OPTION_ARG_INT, &opt_device,
-    "CUDA device index (default 0)", "N" },
-  { "host", 0, 0, G_OPTION_ARG_STRING, &opt_host,
-    "Address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)", "ADDRESS" },
-  { "port", 0, 0, G_OPTION_ARG_INT, &opt_port,
-    "Port to listen on (default 8080; 0 picks a free one)", "PORT" },
-  { "api-key", 0, 0, G_OPTION_ARG_STRING, &opt_api_key,
-    "Require this key (Authorization: Bearer or x-api-key) on every route but /health; "
-    "default: DECAPYBARA_API_KEY", "KEY" },
-  { "sse-keepalive", 0, 0, G_OPTION_ARG_INT, &opt_keepalive,
-    "Seconds between keep-alives on an idle stream (default 10)", "SECONDS" },
-  { "test-executor", 0, 0, G_OPTION_ARG_NONE, &opt_test_executor,
-    "Serve the scripted test executor instead of a model (for tests; also DECAPYBARA_TEST_EXECUTOR=1)", NULL },
-  { "verbose", 'v', 0, G_OPTION_ARG_NONE, &opt_verbose,
-    "Log debug messages", NULL },
-  { "version", 0, 0, G_OPTION_ARG_NONE, &opt_version,
-    "Print the version and exit", NULL },
-  { NULL }
-};
-
 static int
-run_probe (void)
+run_probe (const DcpCli *cli)
 {
   g_auto(DcpGpuInfo) info = { 0 };
   g_autoptr(GError) error = NULL;
 
-  if (!dcp_gpu_probe (opt_device, !opt_no_measure, &info, &error))
+  if (!dcp_gpu_probe (cli->device, !cli->no_measure, &info, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
       return 1;
     }
-  if (opt_json)
+  if (cli->json)
     {
       g_autoptr(JsonNode) node = dcp_gpu_info_to_json (&info);
       g_autofree char *text = json_to_string (node, TRUE);
@@ -91,7 +53,7 @@ on_stop_signal (gpointer user_data)
 }
 
 static int
-run_server (DcpExecutor *executor)
+run_server (const DcpCli *cli, DcpExecutor *executor)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
   g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
@@ -105,16 +67,16 @@ run_server (DcpExecutor *executor)
   guint sigint, sigterm;
 
   dcp_http_options_init (&options);
-  if (opt_host != NULL)
-    options.host = opt_host;
-  if (opt_port < 0 || opt_port > 65535 || opt_keepalive < 0)
+  if (cli->settings.host != NULL)
+    options.host = cli->settings.host;
+  if (cli->keepalive < 0)
     {
-      g_printerr ("decapybara: --port must be 0..65535 and --sse-keepalive >= 0\n");
+      g_printerr ("decapybara: --sse-keepalive must be >= 0\n");
       return 2;
     }
-  options.port = opt_port;
-  options.keepalive_seconds = opt_keepalive;
-  options.api_key = opt_api_key != NULL ? opt_api_key : g_getenv ("DECAPYBARA_API_KEY");
+  options.port = cli->settings.port;
+  options.keepalive_seconds = cli->keepalive;
+  options.api_key = cli->settings.api_key;
   /* Before "listening on": from then on a signal stops cleanly. */
   sigint = g_unix_signal_add (SIGINT, on_stop_signal, state);
   sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, state);
@@ -127,12 +89,12 @@ run_server (DcpExecutor *executor)
   url = dcp_http_server_get_url (server);
   g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
   dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
-  if (!dcp_engine_service_start (service, &control, &error))
+  if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
       return 1;
     }
-  dashboard = dcp_dashboard_new (state, control.no_dashboard);
+  dashboard = dcp_dashboard_new (state, cli->no_dashboard);
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
 
   g_main_loop_run (loop);
@@ -144,36 +106,35 @@ run_server (DcpExecutor *executor)
 int
 main (int argc, char **argv)
 {
-  g_autoptr(GOptionContext) context = NULL;
+  g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
+  g_autoptr(DcpExecutor) executor = NULL;
 
   setlocale (LC_ALL, "");
-  context = g_option_context_new ("- serve Qwen3.5-family models over OpenAI and Anthropic APIs");
-  g_option_context_add_main_entries (context, entries, NULL);
-  g_option_context_add_group (context, dcp_control_option_group (&control));
-  g_option_context_set_summary (context,
-    "Decapybara is an inference server for the Qwen3.5/3.6/3.8 (qwen3_5) model family.");
-  if (!g_option_context_parse (context, &argc, &argv, &error))
+  if (!dcp_cli_parse (&cli, &argc, &argv, &error))
     {
       g_printerr ("decapybara: %s\nTry 'decapybara --help'.\n", error->message);
       return 2;
     }
-  dcp_log_init (opt_verbose);
+  dcp_log_init (cli.verbose);
 
-  if (opt_version)
+  if (cli.version)
     {
       g_print ("decapybara %s (CUDA kernels: %s)\n", PACKAGE_VERSION,
                HAVE_CUDA ? DCP_CUDA_ARCHS : "not built");
       return 0;
     }
-  if (opt_probe)
-    return run_probe ();
+  if (cli.probe)
+    return run_probe (&cli);
 
-  if (opt_test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
-    return run_server (dcp_executor_scripted_new ());
-
-  g_printerr ("decapybara: serving a model is not built yet; this version can --probe the GPU, or serve\n"
-              "the scripted test executor with --test-executor.\n"
-              "Try 'decapybara --help'.\n");
-  return 2;
+  if (cli.test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
+    executor = dcp_executor_scripted_new ();
+  else
+    executor = dcp_engine_open_model (&cli, &error);
+  if (executor == NULL)
+    {
+      g_printerr ("decapybara: %s\n", error->message);
+      return 1;
+    }
+  return run_server (&cli, g_steal_pointer (&executor));
 }

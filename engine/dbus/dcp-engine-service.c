@@ -28,30 +28,6 @@ static const char *const bound_properties[] = {
   "tokens-per-second", "prompt-tokens-per-second",
 };
 
-GOptionGroup *
-dcp_control_option_group (DcpControlOptions *options)
-{
-  const GOptionEntry entries[] = {
-    { "dbus-name", 0, 0, G_OPTION_ARG_STRING, &options->dbus_name,
-      "Bus name to own on the session bus (default " DCP_ENGINE_BUS_NAME ")", "NAME" },
-    { "dbus-fd", 0, 0, G_OPTION_ARG_INT, &options->dbus_fd,
-      "Serve D-Bus on this peer-to-peer socket passed by the parent instead of the session bus", "FD" },
-    { "no-dbus", 0, 0, G_OPTION_ARG_NONE, &options->no_dbus,
-      "Do not serve D-Bus", NULL },
-    { "no-dashboard", 0, 0, G_OPTION_ARG_NONE, &options->no_dashboard,
-      "Write log lines even when stdout is a terminal", NULL },
-    { NULL }
-  };
-  GOptionGroup *group;
-
-  g_return_val_if_fail (options != NULL, NULL);
-
-  options->dbus_fd = -1;
-  group = g_option_group_new ("control", "Control options:", "Show the D-Bus and dashboard options", NULL, NULL);
-  g_option_group_add_entries (group, entries);
-  return group;
-}
-
 static gboolean
 handle_get_stats (DcpDbusEngine1 *object, GDBusMethodInvocation *invocation)
 {
@@ -202,19 +178,16 @@ peer_connection (int fd, GError **error)
 }
 
 gboolean
-dcp_engine_service_start (DcpEngineService *self, const DcpControlOptions *options, GError **error)
+dcp_engine_service_start (DcpEngineService *self, const char *bus_name, int peer_fd, GError **error)
 {
   g_autoptr(GError) local = NULL;
 
   g_return_val_if_fail (DCP_IS_ENGINE_SERVICE (self), FALSE);
-  g_return_val_if_fail (options != NULL, FALSE);
   g_return_val_if_fail (self->connection == NULL, FALSE);
 
-  if (options->no_dbus)
-    return TRUE;
-  if (options->dbus_fd >= 0)
+  if (peer_fd >= 0)
     {
-      self->connection = peer_connection (options->dbus_fd, error);
+      self->connection = peer_connection (peer_fd, error);
       if (self->connection == NULL)
         return FALSE;
       g_dbus_connection_set_exit_on_close (self->connection, FALSE);
@@ -236,11 +209,11 @@ dcp_engine_service_start (DcpEngineService *self, const DcpControlOptions *optio
       g_clear_object (&self->connection);
       return FALSE;
     }
-  if (options->dbus_fd >= 0)
+  if (peer_fd >= 0)
     g_dbus_connection_start_message_processing (self->connection);
   else
     self->owner_id = g_bus_own_name_on_connection (self->connection,
-                                                   options->dbus_name != NULL ? options->dbus_name : DCP_ENGINE_BUS_NAME,
+                                                   bus_name != NULL ? bus_name : DCP_ENGINE_BUS_NAME,
                                                    G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE,
                                                    on_name_acquired, on_name_lost, NULL, NULL);
   self->log_listener = dcp_log_add_listener (on_log, self);

@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include "dcp-checkpoint.h"
 #include "dcp-error.h"
 #include "dcp-model-file.h"
@@ -207,4 +209,48 @@ dcp_model_source_get_tokenizer_config (DcpModelSource *self)
 {
   g_return_val_if_fail (self != NULL, NULL);
   return metadata_object (self, "tokenizer_config");
+}
+
+static void
+count_tensor (DcpPlanModel *plan, const DcpTensorView *view)
+{
+  if (g_str_has_prefix (view->name, "layers.") || g_str_equal (view->name, "norm.weight"))
+    plan->text_weight_bytes += view->nbytes;
+  else if (g_str_equal (view->name, "embed_tokens.weight"))
+    plan->embedding_bytes += view->nbytes;
+  else if (g_str_equal (view->name, "lm_head.weight"))
+    plan->lm_head_bytes += view->nbytes;
+  else if (g_str_has_prefix (view->name, "mtp."))
+    plan->mtp_bytes += view->nbytes;
+  else if (g_str_has_prefix (view->name, "visual."))
+    plan->vision_bytes += view->nbytes;
+}
+
+void
+dcp_model_source_get_plan_model (DcpModelSource *self, DcpPlanModel *plan)
+{
+  g_return_if_fail (self != NULL && plan != NULL);
+  memset (plan, 0, sizeof *plan);
+  plan->config = *dcp_model_source_get_config (self);
+  if (self->file != NULL)
+    {
+      DcpModelFileIter iter;
+      const DcpTensorView *view;
+
+      dcp_model_file_iter_init (&iter, self->file);
+      while (dcp_model_file_iter_next (&iter, &view))
+        count_tensor (plan, view);
+      plan->file_bytes = dcp_model_file_get_header (self->file)->file_size;
+      return;
+    }
+  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (self->checkpoint); i++)
+    {
+      const DcpCheckpointTensor *t = dcp_checkpoint_get_tensor (self->checkpoint, i);
+      DcpTensorView view = *t->view;
+
+      view.name = t->name;
+      count_tensor (plan, &view);
+    }
+  for (guint i = 0; i < dcp_checkpoint_get_n_shards (self->checkpoint); i++)
+    plan->file_bytes += dcp_checkpoint_get_shard_size (self->checkpoint, i);
 }

@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-memory-plan.h"
 #include "dcp-model-config.h"
 #include "dcp-tensor-source.h"
 
@@ -32,6 +33,9 @@ const char            *dcp_model_source_get_chat_template (DcpModelSource  *self
 JsonObject            *dcp_model_source_get_generation    (DcpModelSource  *self);
 /* tokenizer_config.json as an object, or NULL. */
 JsonObject            *dcp_model_source_get_tokenizer_config (DcpModelSource *self);
+/* What the memory planner needs: the config and the bytes of each part as stored. */
+void                   dcp_model_source_get_plan_model    (DcpModelSource  *self,
+                                                           DcpPlanModel    *plan);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpModelSource, dcp_model_source_free)
 

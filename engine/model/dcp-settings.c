@@ -48,8 +48,8 @@ static const Setting settings_table[] = {
       "127.0.0.1 lets only programs on this computer connect. 0.0.0.0 opens the server to your "
       "network: set an API key first." },
     KIND_STRING, OFF (host) },
-  { { "port", "PORT", "TCP port (default 8080)", "The port clients connect to." },
-    KIND_UINT, OFF (port), 1, 65535 },
+  { { "port", "PORT", "TCP port (default 8080; 0 picks a free one)", "The port clients connect to." },
+    KIND_UINT, OFF (port), 0, 65535 },
   { { "api-key", "KEY", "Require this key from clients (Authorization: Bearer or x-api-key)",
       "With a key, every request but /health must carry it. Without one, anyone who can reach the "
       "address can use the server." },

@@ -77,7 +77,7 @@ static void
 test_bad_values (void)
 {
   static const struct { const char *key, *value; } cases[] = {
-    { "port", "0" }, { "port", "65536" }, { "port", "80x" }, { "conversations", "0" },
+    { "port", "-1" }, { "port", "65536" }, { "port", "80x" }, { "conversations", "0" },
     { "context", "0" }, { "context", "-5" }, { "kv-bits", "5/5" }, { "kv-bits", "16" },
     { "rope-scaling", "2m" }, { "draft-length", "9" }, { "keep-free", "lots" },
     { "keep-free", "-1" }, { "ram-cache", "" }, { "model", "" }, { "backend", "rocm" },

@@ -1,0 +1,664 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-model-executor"
+
+#include "config.h"
+
+#include <string.h>
+
+#include "dcp-chat-template.h"
+#include "dcp-loop-guard.h"
+#include "dcp-model-executor.h"
+#include "dcp-output-parser.h"
+#include "dcp-sampler.h"
+#include "dcp-token-stream.h"
+#include "dcp-tokenizer.h"
+
+typedef struct {
+  DcpExecutor parent;
+  DcpModelSource *model;
+  DcpBackend *backend;
+  DcpTokenizer *tokenizer;
+  DcpChatTemplate *template;   /* NULL: the model has none */
+  GMutex template_lock;        /* count_tokens renders on a worker thread */
+  char *name;
+  gint64 context_length;
+  guint prefill_chunk;
+  DcpLoopGuardMode loop_guard;
+  GArray *eos;                 /* guint32: ids that end the answer */
+  gint64 think_start;          /* <think>, -1 when the vocabulary has none */
+  gint64 think_end;
+  DcpSamplerParams defaults;   /* the model's generation defaults */
+} DcpModelExecutor;
+
+/* One choice being generated: everything a step needs, so that a scheduler can interleave the
+ * steps of several. */
+typedef struct {
+  DcpModelExecutor *exec;
+  DcpRequest *request;
+  DcpEventSink *sink;
+  GArray *prompt;              /* guint32 */
+  DcpSeqState *state;
+  DcpSampler *sampler;
+  DcpLoopGuard *guard;
+  DcpTokenStream *detok;
+  DcpOutputParser *parser;
+  GArray *events;              /* DcpOutputEvent */
+  GString *text;
+  float *logits;
+  GArray *forced;              /* guint32: tokens to emit next instead of sampling */
+  guint32 banned;
+  gboolean has_banned;
+  gboolean in_thinking;
+  gboolean budget_spent;
+  gint64 max_new;
+  DcpUsage usage;
+  gint64 start_us;
+  gint64 first_token_us;
+} Generation;
+
+void
+dcp_model_executor_options_init (DcpModelExecutorOptions *options)
+{
+  g_return_if_fail (options != NULL);
+  memset (options, 0, sizeof *options);
+}
+
+static DcpModelExecutor *
+get_self (DcpExecutor *executor)
+{
+  return (DcpModelExecutor *) executor;
+}
+
+static gboolean
+is_eos (DcpModelExecutor *self, guint32 token)
+{
+  for (guint i = 0; i < self->eos->len; i++)
+    if (g_array_index (self->eos, guint32, i) == token)
+      return TRUE;
+  return FALSE;
+}
+
+static void
+add_eos (DcpModelExecutor *self, gint64 id)
+{
+  guint32 token = (guint32) id;
+
+  if (id >= 0 && id < G_MAXUINT32 && !is_eos (self, token))
+    g_array_append_val (self->eos, token);
+}
+
+/* tokenizer_config.json's bos_token / eos_token: a string or {"content": ...}. */
+static const char *
+special_token (JsonObject *tokenizer_config, const char *name)
+{
+  JsonNode *node = tokenizer_config ? json_object_get_member (tokenizer_config, name) : NULL;
+
+  if (node == NULL)
+    return NULL;
+  if (JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_STRING)
+    return json_node_get_string (node);
+  if (JSON_NODE_HOLDS_OBJECT (node) && json_object_has_member (json_node_get_object (node), "content"))
+    return json_object_get_string_member (json_node_get_object (node), "content");
+  return NULL;
+}
+
+/* generation_config.json's eos_token_id (a number or a list), tokenizer_config.json's eos_token
+ * and <|im_end|>. */
+static void
+collect_eos (DcpModelExecutor *self, JsonObject *generation, const char *eos_token)
+{
+  JsonNode *node = generation ? json_object_get_member (generation, "eos_token_id") : NULL;
+  guint32 id;
+
+  if (node != NULL && JSON_NODE_HOLDS_ARRAY (node))
+    {
+      JsonArray *ids = json_node_get_array (node);
+
+      for (guint i = 0; i < json_array_get_length (ids); i++)
+        add_eos (self, json_node_get_int (json_array_get_element (ids, i)));
+    }
+  else if (node != NULL && JSON_NODE_HOLDS_VALUE (node))
+    add_eos (self, json_node_get_int (node));
+  if (eos_token != NULL && dcp_tokenizer_token_to_id (self->tokenizer, eos_token, &id))
+    add_eos (self, id);
+  if (dcp_tokenizer_token_to_id (self->tokenizer, "<|im_end|>", &id))
+    add_eos (self, id);
+}
+
+static double
+member_double (JsonObject *object, const char *name, double fallback)
+{
+  JsonNode *node = object ? json_object_get_member (object, name) : NULL;
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node))
+    return fallback;
+  if (json_node_get_value_type (node) == G_TYPE_BOOLEAN)
+    return json_node_get_boolean (node);
+  return json_node_get_double (node);
+}
+
+static void
+read_defaults (DcpModelExecutor *self, JsonObject *generation)
+{
+  DcpSamplerParams *p = &self->defaults;
+
+  dcp_sampler_params_init (p);
+  p->temperature = member_double (generation, "temperature", 1.0);
+  p->top_k = (guint) MAX (member_double (generation, "top_k", 0), 0);
+  p->top_p = member_double (generation, "top_p", 1.0);
+  p->min_p = member_double (generation, "min_p", 0.0);
+  p->repetition_penalty = member_double (generation, "repetition_penalty", 1.0);
+  p->presence_penalty = member_double (generation, "presence_penalty", 0.0);
+  /* do_sample false in generation_config.json means greedy decoding. */
+  if (!member_double (generation, "do_sample", 1))
+    p->temperature = 0;
+}
+
+static void
+sampler_params (DcpModelExecutor *self, const DcpSampling *s, DcpSamplerParams *p)
+{
+  *p = self->defaults;
+  if (s->temperature >= 0)
+    p->temperature = s->temperature;
+  if (s->top_p >= 0)
+    p->top_p = s->top_p;
+  if (s->top_k >= 0)
+    p->top_k = (guint) s->top_k;
+  if (s->min_p >= 0)
+    p->min_p = s->min_p;
+  if (s->presence_penalty != 0)
+    p->presence_penalty = s->presence_penalty;
+  if (s->frequency_penalty != 0)
+    p->frequency_penalty = s->frequency_penalty;
+  if (s->repetition_penalty != 1 && s->repetition_penalty > 0)
+    p->repetition_penalty = s->repetition_penalty;
+  p->seed = s->has_seed ? s->seed : ((guint64) g_random_int () << 32 | g_random_int ());
+}
+
+static char *
+render_prompt (DcpModelExecutor *self, DcpRequest *request, GError **error)
+{
+  JsonNode *tools = request->tools;
+  char *text;
+
+  if (request->kind == DCP_REQUEST_PROMPT)
+    return g_strdup (request->prompt ? request->prompt : "");
+  if (dcp_request_has_images (request))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "images: vision is not implemented yet");
+      return NULL;
+    }
+  if (self->template == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "the model has no chat template: use /v1/completions with a prompt");
+      return NULL;
+    }
+  if (request->tool_choice != NULL && JSON_NODE_HOLDS_VALUE (request->tool_choice) &&
+      g_strcmp0 (json_node_get_string (request->tool_choice), "none") == 0)
+    tools = NULL;
+  g_mutex_lock (&self->template_lock);
+  text = dcp_chat_template_render (self->template, request->messages, tools, TRUE,
+                                   request->template_kwargs, error);
+  g_mutex_unlock (&self->template_lock);
+  return text;
+}
+
+GArray *
+dcp_model_executor_encode_prompt (DcpExecutor *executor, DcpRequest *request, char **rendered,
+                                  GError **error)
+{
+  DcpModelExecutor *self = get_self (executor);
+  g_autofree char *text = NULL;
+  GArray *ids;
+
+  g_return_val_if_fail (executor != NULL && request != NULL, NULL);
+  text = render_prompt (self, request, error);
+  if (text == NULL)
+    return NULL;
+  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  dcp_tokenizer_encode (self->tokenizer, text, -1, DCP_TOKENIZER_ENCODE_DEFAULT, ids);
+  if (rendered != NULL)
+    *rendered = g_steal_pointer (&text);
+  return ids;
+}
+
+/* Whether the rendered prompt leaves the model inside <think> (the generation prompt of a
+ * thinking template ends with "<think>\n"). */
+static gboolean
+prompt_opens_thinking (const char *text)
+{
+  const char *start = g_strrstr (text, "<think>");
+  const char *end = g_strrstr (text, "</think>");
+  const char *turn = g_strrstr (text, "<|im_start|>");
+
+  return start != NULL && (end == NULL || start > end) && (turn == NULL || start > turn);
+}
+
+static void
+model_get_info (DcpExecutor *executor, DcpModelInfo *info)
+{
+  DcpModelExecutor *self = get_self (executor);
+
+  info->id = g_strdup (self->name);
+  info->context_length = self->context_length;
+  info->loaded = TRUE;
+}
+
+static gboolean
+model_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
+{
+  g_autoptr(GArray) ids = dcp_model_executor_encode_prompt (executor, request, NULL, error);
+
+  if (ids == NULL)
+    return FALSE;
+  *n_tokens = ids->len;
+  return TRUE;
+}
+
+static void
+emit_error (Generation *g, GError *error)
+{
+  DcpEvent *event = dcp_event_new (DCP_EVENT_ERROR);
+
+  event->error = error;
+  dcp_event_sink_emit (g->sink, event);
+}
+
+/* Turns the parser's events into executor events. */
+static void
+emit_output (Generation *g)
+{
+  for (guint i = 0; i < g->events->len; i++)
+    {
+      DcpOutputEvent *out = &g_array_index (g->events, DcpOutputEvent, i);
+      DcpEvent *event;
+
+      if (out->kind == DCP_OUTPUT_EVENT_TOOL_CALL)
+        {
+          event = dcp_event_new (DCP_EVENT_TOOL_CALL);
+          event->tool_id = g_strdup (out->id);
+          event->tool_name = g_strdup (out->name);
+          event->tool_arguments = g_strdup (out->arguments);
+        }
+      else if (out->text == NULL || out->text[0] == '\0')
+        continue;
+      else
+        {
+          event = dcp_event_new (out->kind == DCP_OUTPUT_EVENT_REASONING ? DCP_EVENT_REASONING
+                                                                          : DCP_EVENT_CONTENT);
+          event->text = g_strdup (out->text);
+        }
+      dcp_event_sink_emit (g->sink, event);
+    }
+  g_array_set_size (g->events, 0);
+}
+
+static void
+generation_clear (Generation *g)
+{
+  if (g->state != NULL)
+    dcp_backend_state_free (g->exec->backend, g->state);
+  g_clear_pointer (&g->prompt, g_array_unref);
+  g_clear_pointer (&g->sampler, dcp_sampler_free);
+  g_clear_pointer (&g->guard, dcp_loop_guard_free);
+  g_clear_pointer (&g->detok, dcp_token_stream_free);
+  g_clear_pointer (&g->parser, dcp_output_parser_free);
+  g_clear_pointer (&g->events, g_array_unref);
+  g_clear_pointer (&g->forced, g_array_unref);
+  if (g->text != NULL)
+    g_string_free (g->text, TRUE);
+  g_free (g->logits);
+}
+
+/* Renders and encodes the prompt and makes the per-sequence parts. */
+static gboolean
+generation_start (Generation *g, GError **error)
+{
+  DcpModelExecutor *self = g->exec;
+  DcpRequest *request = g->request;
+  const DcpModelConfig *config = dcp_backend_get_config (self->backend);
+  g_autofree char *text = NULL;
+  DcpSamplerParams params;
+  DcpLoopGuardParams guard;
+  DcpOutputParserOptions parse = { 0 };
+  gboolean chat = request->kind == DCP_REQUEST_CHAT;
+
+  g->prompt = dcp_model_executor_encode_prompt (&self->parent, request, &text, error);
+  if (g->prompt == NULL)
+    return FALSE;
+  g->usage.prompt_tokens = g->prompt->len;
+  if (g->prompt->len == 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "prompt: it is empty");
+      return FALSE;
+    }
+  if ((gint64) g->prompt->len >= self->context_length)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE, "prompt is too long: %u tokens > %" G_GINT64_FORMAT " maximum",
+                   g->prompt->len, self->context_length - 1);
+      return FALSE;
+    }
+  for (guint i = 0; i < g->prompt->len; i++)
+    if (g_array_index (g->prompt, guint32, i) >= config->vocab_size)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "prompt: token %u is outside the model's vocabulary of %u",
+                     g_array_index (g->prompt, guint32, i), config->vocab_size);
+        return FALSE;
+      }
+  g->max_new = self->context_length - g->prompt->len;
+  if (request->max_tokens >= 0)
+    g->max_new = MIN (g->max_new, request->max_tokens);
+
+  sampler_params (self, &request->sampling, &params);
+  g->sampler = dcp_sampler_new (&params, config->vocab_size, error);
+  if (g->sampler == NULL)
+    return FALSE;
+  dcp_sampler_add_prompt (g->sampler, (const guint32 *) g->prompt->data, g->prompt->len);
+
+  g->in_thinking = chat && self->think_start >= 0 && prompt_opens_thinking (text);
+  dcp_loop_guard_params_init (&guard);
+  guard.mode = self->loop_guard;
+  guard.think_start_token = self->think_start;
+  guard.think_end_token = self->think_end;
+  guard.in_thinking = g->in_thinking;
+  g->guard = dcp_loop_guard_new (&guard);
+
+  parse.reasoning = chat && self->think_start >= 0;
+  parse.thinking_open = g->in_thinking;
+  if (chat && request->tools != NULL && JSON_NODE_HOLDS_ARRAY (request->tools))
+    {
+      parse.tool_calls = TRUE;
+      parse.tools = json_node_get_array (request->tools);
+    }
+  parse.stop = (const char * const *) request->stop;
+  g->parser = dcp_output_parser_new (&parse);
+  dcp_output_parser_set_id_seed (g->parser, (guint32) params.seed);
+  g->detok = dcp_token_stream_new (self->tokenizer, DCP_TOKENIZER_DECODE_DEFAULT);
+  g->events = dcp_output_events_new ();
+  g->text = g_string_new (NULL);
+  g->forced = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g->logits = g_new (float, config->vocab_size);
+  g->state = dcp_backend_state_new (self->backend, error);
+  return g->state != NULL;
+}
+
+static gboolean
+cancelled (Generation *g)
+{
+  return g_cancellable_is_cancelled (g->request->cancellable);
+}
+
+/* Reads the prompt in chunks; the last chunk leaves the logits of the first answer token. */
+static gboolean
+generation_prefill (Generation *g, GError **error)
+{
+  guint chunk = g->exec->prefill_chunk;
+
+  for (guint done = 0; done < g->prompt->len; done += chunk)
+    {
+      guint n = MIN (chunk, g->prompt->len - done);
+      gboolean last = done + n == g->prompt->len;
+      DcpBatchItem item = {
+        g->state, &g_array_index (g->prompt, guint32, done), n,
+        last ? DCP_LOGITS_LAST : DCP_LOGITS_NONE, last ? g->logits : NULL, NULL
+      };
+      DcpEvent *event;
+
+      if (cancelled (g))
+        return TRUE;
+      if (!dcp_backend_forward (g->exec->backend, &item, 1, error))
+        return FALSE;
+      event = dcp_event_new (DCP_EVENT_PROGRESS);
+      event->prompt_done = done + n;
+      event->prompt_total = g->prompt->len;
+      dcp_event_sink_emit (g->sink, event);
+    }
+  return TRUE;
+}
+
+/* Queues "</think>\n\n" when the reasoning has used its budget. */
+static void
+check_budget (Generation *g)
+{
+  g_autoptr(GArray) close = NULL;
+
+  if (!g->in_thinking || g->budget_spent || g->request->thinking_budget < 0 ||
+      g->usage.reasoning_tokens < g->request->thinking_budget)
+    return;
+  g->budget_spent = TRUE;
+  close = g_array_new (FALSE, FALSE, sizeof (guint32));
+  dcp_tokenizer_encode (g->exec->tokenizer, "</think>\n\n", -1, DCP_TOKENIZER_ENCODE_DEFAULT, close);
+  g_array_append_vals (g->forced, close->data, close->len);
+}
+
+/* One decode step: choose the next token from the logits, turn it into events and read it.
+ * Returns TRUE when the choice is finished, with *reason set. */
+static gboolean
+generation_step (Generation *g, DcpFinishReason *reason, GError **error)
+{
+  DcpModelExecutor *self = g->exec;
+  DcpLoopVerdict verdict;
+  DcpBatchItem item = { g->state, NULL, 1, DCP_LOGITS_LAST, g->logits, NULL };
+  guint32 token;
+
+  if (g->usage.completion_tokens >= g->max_new)
+    {
+      *reason = DCP_FINISH_LENGTH;
+      return TRUE;
+    }
+  if (g->forced->len > 0)
+    {
+      token = g_array_index (g->forced, guint32, 0);
+      g_array_remove_index (g->forced, 0);
+    }
+  else
+    token = dcp_sampler_sample (g->sampler, g->logits, g->has_banned ? &g->banned : NULL, g->has_banned);
+  g->has_banned = FALSE;
+  if (g->first_token_us == 0)
+    g->first_token_us = g_get_monotonic_time ();
+  if (is_eos (self, token))
+    {
+      *reason = DCP_FINISH_STOP;
+      return TRUE;
+    }
+
+  dcp_sampler_accept (g->sampler, token);
+  g->usage.completion_tokens++;
+  if (g->in_thinking)
+    g->usage.reasoning_tokens++;
+  if ((gint64) token == self->think_start)
+    g->in_thinking = TRUE;
+  else if ((gint64) token == self->think_end)
+    g->in_thinking = FALSE;
+
+  g_string_truncate (g->text, 0);
+  dcp_token_stream_push (g->detok, token, g->text);
+  if (g->text->len > 0 && dcp_output_parser_feed (g->parser, g->text->str, g->text->len, g->events))
+    {
+      emit_output (g);
+      *reason = DCP_FINISH_STOP;
+      return TRUE;
+    }
+  emit_output (g);
+
+  verdict = dcp_loop_guard_push (g->guard, token);
+  if (verdict.action == DCP_LOOP_ACTION_STOP)
+    {
+      g_message ("%s: the answer repeats itself (period %u); stopped", g->request->id, verdict.period);
+      *reason = DCP_FINISH_STOP;
+      return TRUE;
+    }
+  if (verdict.action == DCP_LOOP_ACTION_FORCE && g->forced->len == 0)
+    g_array_append_val (g->forced, verdict.token);
+  else if (verdict.action == DCP_LOOP_ACTION_BAN)
+    {
+      g->banned = verdict.token;
+      g->has_banned = TRUE;
+    }
+  check_budget (g);
+
+  item.tokens = &token;
+  if (!dcp_backend_forward (self->backend, &item, 1, error))
+    return FALSE;
+  if (cancelled (g))
+    {
+      *reason = DCP_FINISH_CANCELLED;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static void
+generation_finish (Generation *g, DcpFinishReason reason)
+{
+  DcpEvent *event;
+  gint64 now = g_get_monotonic_time ();
+  gint64 first = g->first_token_us ? g->first_token_us : now;
+
+  if (reason != DCP_FINISH_CANCELLED)
+    {
+      g_string_truncate (g->text, 0);
+      dcp_token_stream_flush (g->detok, g->text);
+      if (g->text->len > 0)
+        dcp_output_parser_feed (g->parser, g->text->str, g->text->len, g->events);
+      dcp_output_parser_finish (g->parser, g->events);
+      emit_output (g);
+    }
+  event = dcp_event_new (DCP_EVENT_FINISH);
+  if (reason == DCP_FINISH_STOP && dcp_output_parser_get_n_tool_calls (g->parser) > 0)
+    reason = DCP_FINISH_TOOL_CALLS;
+  event->reason = reason;
+  event->stop = g_strdup (dcp_output_parser_get_stop_string (g->parser));
+  event->usage = g->usage;
+  event->usage.prompt_ms = (first - g->start_us) / 1000.0;
+  event->usage.generation_ms = (now - first) / 1000.0;
+  dcp_event_sink_emit (g->sink, event);
+}
+
+static void
+model_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink)
+{
+  Generation g = { 0 };
+  GError *error = NULL;
+  DcpFinishReason reason = DCP_FINISH_STOP;
+
+  g.exec = get_self (executor);
+  g.request = request;
+  g.sink = sink;
+  g.start_us = g_get_monotonic_time ();
+  if (!generation_start (&g, &error) || !generation_prefill (&g, &error))
+    {
+      emit_error (&g, error);
+      generation_clear (&g);
+      return;
+    }
+  if (cancelled (&g))
+    reason = DCP_FINISH_CANCELLED;
+  else
+    while (!generation_step (&g, &reason, &error))
+      ;
+  if (error != NULL)
+    emit_error (&g, error);
+  else
+    generation_finish (&g, reason);
+  g_debug ("%s choice %u: %" G_GINT64_FORMAT " prompt, %" G_GINT64_FORMAT " completion tokens",
+           request->id, choice, g.usage.prompt_tokens, g.usage.completion_tokens);
+  generation_clear (&g);
+}
+
+static void
+model_free (DcpExecutor *executor)
+{
+  DcpModelExecutor *self = get_self (executor);
+
+  g_clear_pointer (&self->template, dcp_chat_template_free);
+  g_clear_pointer (&self->tokenizer, dcp_tokenizer_unref);
+  g_clear_object (&self->backend);
+  g_clear_pointer (&self->model, dcp_model_source_free);
+  g_clear_pointer (&self->eos, g_array_unref);
+  g_mutex_clear (&self->template_lock);
+  g_free (self->name);
+  g_free (self);
+}
+
+static const DcpExecutorFuncs model_funcs = {
+  model_get_info, model_count_tokens, model_run, model_free,
+};
+
+static char *
+default_name (const char *path)
+{
+  g_autofree char *base = g_path_get_basename (path);
+
+  if (g_str_has_suffix (base, ".mcapy"))
+    base[strlen (base) - strlen (".mcapy")] = '\0';
+  return g_steal_pointer (&base);
+}
+
+DcpExecutor *
+dcp_model_executor_new (DcpModelSource                *model,
+                        DcpBackend                    *backend,
+                        const DcpModelExecutorOptions *options,
+                        GError                       **error)
+{
+  DcpModelExecutor *self;
+  g_autoptr(DcpExecutor) executor = NULL;
+  const DcpModelConfig *config;
+  JsonNode *tokenizer_json;
+  const char *template;
+  JsonObject *tokenizer_config;
+  guint32 id;
+
+  g_return_val_if_fail (model != NULL && DCP_IS_BACKEND (backend) && options != NULL, NULL);
+  self = g_new0 (DcpModelExecutor, 1);
+  self->parent.funcs = &model_funcs;
+  executor = &self->parent;
+  g_mutex_init (&self->template_lock);
+  self->model = model;
+  self->backend = g_object_ref (backend);
+  self->eos = g_array_new (FALSE, FALSE, sizeof (guint32));
+  config = dcp_model_source_get_config (model);
+  self->name = options->name ? g_strdup (options->name) : default_name (dcp_model_source_get_path (model));
+  self->context_length = options->context_length > 0 ? options->context_length
+                                                     : (gint64) config->max_position_embeddings;
+  self->prefill_chunk = options->prefill_chunk > 0 ? options->prefill_chunk : 512;
+  if (options->loop_guard != NULL)
+    {
+      g_autofree char *mode = g_strdelimit (g_strdup (options->loop_guard), "-", '_');
+
+      if (!dcp_loop_guard_mode_from_string (mode, &self->loop_guard))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                       "loop-guard: “%s” is not stop, end-thinking, escape or off", options->loop_guard);
+          return NULL;
+        }
+    }
+
+  tokenizer_json = dcp_model_source_get_tokenizer (model);
+  if (tokenizer_json == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s: the model has no tokenizer",
+                   dcp_model_source_get_path (model));
+      return NULL;
+    }
+  self->tokenizer = dcp_tokenizer_new_from_json (tokenizer_json, error);
+  if (self->tokenizer == NULL)
+    return NULL;
+  tokenizer_config = dcp_model_source_get_tokenizer_config (model);
+  template = dcp_model_source_get_chat_template (model);
+  if (template != NULL)
+    {
+      self->template = dcp_chat_template_new (template, error);
+      if (self->template == NULL)
+        return NULL;
+      dcp_chat_template_set_bos_token (self->template, special_token (tokenizer_config, "bos_token"));
+      dcp_chat_template_set_eos_token (self->template, special_token (tokenizer_config, "eos_token"));
+    }
+  self->think_start = dcp_tokenizer_token_to_id (self->tokenizer, "<think>", &id) ? (gint64) id : -1;
+  self->think_end = dcp_tokenizer_token_to_id (self->tokenizer, "</think>", &id) ? (gint64) id : -1;
+  collect_eos (self, dcp_model_source_get_generation (model), special_token (tokenizer_config, "eos_token"));
+  read_defaults (self, dcp_model_source_get_generation (model));
+  return g_steal_pointer (&executor);
+}
