@@ -22,6 +22,9 @@ static GArray *listeners;
 static gint n_listeners;
 static guint next_listener_id = 1;
 static gboolean dispatching;
+static GMutex pending_lock;
+static GQueue pending = G_QUEUE_INIT;
+static gboolean flush_scheduled;
 
 typedef struct {
   GLogLevelFlags level;
@@ -79,15 +82,6 @@ dispatch (GLogLevelFlags level, const char *domain, const char *message)
   dispatching = FALSE;
 }
 
-static gboolean
-dispatch_record (gpointer data)
-{
-  Record *r = data;
-
-  dispatch (r->level, r->domain, r->message);
-  return G_SOURCE_REMOVE;
-}
-
 static void
 record_free (gpointer data)
 {
@@ -98,6 +92,28 @@ record_free (gpointer data)
   g_free (r);
 }
 
+/* Main loop: hand the records written since the last time to the listeners. */
+static gboolean
+flush_pending (gpointer data)
+{
+  GQueue records = G_QUEUE_INIT;
+  Record *r;
+
+  g_mutex_lock (&pending_lock);
+  records = pending;
+  g_queue_init (&pending);
+  flush_scheduled = FALSE;
+  g_mutex_unlock (&pending_lock);
+  while ((r = g_queue_pop_head (&records)) != NULL)
+    {
+      dispatch (r->level, r->domain, r->message);
+      record_free (r);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* Listeners never run inside the writer (GLib makes a record logged there fatal): records are
+ * queued, in order, and handed over from the main context's loop. */
 static void
 notify_listeners (GLogLevelFlags level, const char *domain, const char *message)
 {
@@ -105,16 +121,24 @@ notify_listeners (GLogLevelFlags level, const char *domain, const char *message)
 
   if (g_atomic_int_get (&n_listeners) == 0)
     return;
-  if (g_thread_self () == main_thread)
-    {
-      dispatch (level, domain, message);
-      return;
-    }
+  if (g_thread_self () == main_thread && dispatching)
+    return;
   r = g_new (Record, 1);
   r->level = level;
   r->domain = g_strdup (domain);
   r->message = g_strdup (message);
-  g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, dispatch_record, r, record_free);
+  g_mutex_lock (&pending_lock);
+  g_queue_push_tail (&pending, r);
+  if (!flush_scheduled)
+    {
+      g_autoptr(GSource) source = g_idle_source_new ();
+
+      flush_scheduled = TRUE;
+      g_source_set_priority (source, G_PRIORITY_DEFAULT);
+      g_source_set_callback (source, flush_pending, NULL, NULL);
+      g_source_attach (source, NULL);
+    }
+  g_mutex_unlock (&pending_lock);
 }
 
 static GLogWriterOutput

@@ -16,10 +16,10 @@ char  *dcp_log_format_line (GLogLevelFlags level,
                             const char    *message,
                             GDateTime     *time);
 
-/* Listeners see every record that is written (after the debug filter), on the main thread:
- * records logged on other threads are forwarded with g_main_context_invoke, so a listener may
- * emit D-Bus signals or draw. A record logged inside a listener is written but not passed to the
- * listeners again. dcp_log_set_stderr (FALSE) stops the stderr lines (the dashboard shows the
+/* Listeners see every record that is written (after the debug filter), in order, on the main
+ * thread from its main loop (an idle source of the default main context), never inside the log
+ * writer: so a listener may emit D-Bus signals, draw, or log. A record logged inside a listener is
+ * written but not passed to the listeners again. dcp_log_set_stderr (FALSE) stops the stderr lines (the dashboard shows the
  * records itself while it owns the terminal). Call these on the main thread. */
 typedef void (*DcpLogFunc) (GLogLevelFlags level, const char *domain, const char *message,
                             gpointer user_data);
