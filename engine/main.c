@@ -89,6 +89,8 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
   url = dcp_http_server_get_url (server);
   g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
   dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
+  if (!cli->test_executor && cli->settings.model != NULL)
+    dcp_engine_state_set_model (state, cli->settings.model);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
