@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Starts the real engine (DECAPYBARA_ENGINE) with the scripted test executor on a free loopback
-port, for the Python HTTP tests."""
+"""Starts the real engine (DECAPYBARA_ENGINE) on a free loopback port, for the Python HTTP tests:
+with the scripted test executor, or with model=PATH serving that model on the CPU backend."""
 import os
 import re
 import subprocess
@@ -9,13 +9,17 @@ import time
 
 
 class Engine:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, model=None):
         self.log = tempfile.NamedTemporaryFile(prefix="decapybara-", suffix=".log", delete=False)
         full_env = dict(os.environ)
         full_env.pop("DECAPYBARA_API_KEY", None)
+        # No settings.json from the user running the tests.
+        self.config_home = tempfile.TemporaryDirectory(prefix="decapybara-config-")
+        full_env["XDG_CONFIG_HOME"] = self.config_home.name
         full_env.update(env or {})
         binary = os.environ.get("DECAPYBARA_ENGINE", "build/engine/decapybara")
-        self.proc = subprocess.Popen([binary, "--test-executor", "--port", "0", *args],
+        serve = ["--model", model, "--backend", "cpu"] if model else ["--test-executor"]
+        self.proc = subprocess.Popen([binary, *serve, "--port", "0", *args],
                                      stdout=subprocess.DEVNULL, stderr=self.log, env=full_env)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
