@@ -210,6 +210,7 @@ test_render (void)
 
   dcp_engine_state_set_model (state, "/models/qwen.mcapy");
   dcp_engine_state_set_memory (state, 3 * 1000 * 1000 * 1000ull, 0, 0);
+  dcp_engine_state_set_capacity (state, 65536, 4);
   c.id = dcp_engine_state_conversation_begin (state);
   c.state = DCP_CONVERSATION_READING;
   c.tier = DCP_TIER_RAM;
@@ -224,6 +225,8 @@ test_render (void)
   g_assert_nonnull (strstr (frame, "VRAM 3.0\xc2\xa0GB"));
   g_assert_nonnull (strstr (frame, "  1            250  ram   reading  [#####               ]  25% (250/1000)"));
   g_assert_nonnull (strstr (frame, "[conv 7] started"));
+  g_assert_nonnull (strstr (frame, "pool 65536 tokens"));
+  g_assert_nonnull (strstr (frame, "0 of 4 conversations active"));
 
   narrow = dcp_dashboard_render (state, log, 20);
   lines = g_strsplit (narrow, "\n", -1);
