@@ -44,9 +44,10 @@ static const GOptionEntry program_entries[] = {
   { "device", 0, 0, G_OPTION_ARG_INT, NULL, "CUDA device index (default 0)", "N" },
   { "no-dbus", 0, 0, G_OPTION_ARG_NONE, NULL, "Do not offer the D-Bus control interface", NULL },
   { "dbus-name", 0, 0, G_OPTION_ARG_STRING, NULL,
-    "Bus name for the D-Bus control interface (not built yet)", "NAME" },
+    "Bus name to own on the session bus (default io.github.decapybara.Engine)", "NAME" },
   { "dbus-fd", 0, 0, G_OPTION_ARG_INT, NULL,
-    "A private D-Bus connection on this file descriptor (not built yet)", "FD" },
+    "Serve D-Bus on this peer-to-peer socket from the parent instead of the session bus", "FD" },
+  { "no-dashboard", 0, 0, G_OPTION_ARG_NONE, NULL, "Write log lines even when stdout is a terminal", NULL },
   { "test-executor", 0, 0, G_OPTION_ARG_NONE, NULL,
     "Serve the scripted test executor instead of a model (for tests; also DECAPYBARA_TEST_EXECUTOR=1)", NULL },
   { "verbose", 'v', 0, G_OPTION_ARG_NONE, NULL, "Log debug messages", NULL },
@@ -60,7 +61,7 @@ build_entries (DcpCli *cli)
   gpointer targets[] = {
     &cli->settings_file, &cli->api_key_file, &cli->threads, &cli->tokenizer, &cli->keepalive, &cli->probe, &cli->json,
     &cli->no_measure, &cli->device, &cli->no_dbus, &cli->dbus_name, &cli->dbus_fd,
-    &cli->test_executor, &cli->verbose, &cli->version,
+    &cli->no_dashboard, &cli->test_executor, &cli->verbose, &cli->version,
   };
   guint n_program = G_N_ELEMENTS (program_entries);
   guint n = dcp_settings_count ();

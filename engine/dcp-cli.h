@@ -25,6 +25,7 @@ typedef struct {
   gboolean no_dbus;
   char *dbus_name;
   int dbus_fd;
+  gboolean no_dashboard;
   gboolean verbose;
   gboolean version;
 } DcpCli;

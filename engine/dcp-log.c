@@ -8,6 +8,40 @@
 #include "dcp-log.h"
 
 static gboolean log_verbose;
+static gint log_stderr = TRUE;
+static GThread *main_thread;
+
+typedef struct {
+  guint      id;
+  DcpLogFunc func;
+  gpointer   user_data;
+} Listener;
+
+/* Touched on the main thread only; n_listeners is read on any thread to skip the work. */
+static GArray *listeners;
+static gint n_listeners;
+static guint next_listener_id = 1;
+static gboolean dispatching;
+static GMutex pending_lock;
+static GQueue pending = G_QUEUE_INIT;
+static gboolean flush_scheduled;
+
+typedef struct {
+  GLogLevelFlags level;
+  char          *domain;
+  char          *message;
+} Record;
+
+/* The D-Bus LogLine names of the levels. */
+const char *
+dcp_log_level_name (GLogLevelFlags level)
+{
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)) return "critical";
+  if (level & G_LOG_LEVEL_WARNING) return "warning";
+  if (level & G_LOG_LEVEL_MESSAGE) return "message";
+  if (level & G_LOG_LEVEL_INFO)    return "info";
+  return "debug";
+}
 
 static const char *
 level_name (GLogLevelFlags level)
@@ -33,6 +67,80 @@ dcp_log_format_line (GLogLevelFlags level, const char *domain, const char *messa
                           level_name (level), domain ? domain : "decapybara", message);
 }
 
+static void
+dispatch (GLogLevelFlags level, const char *domain, const char *message)
+{
+  if (dispatching || listeners == NULL)
+    return;
+  dispatching = TRUE;
+  for (guint i = 0; i < listeners->len; i++)
+    {
+      Listener *l = &g_array_index (listeners, Listener, i);
+
+      l->func (level, domain, message, l->user_data);
+    }
+  dispatching = FALSE;
+}
+
+static void
+record_free (gpointer data)
+{
+  Record *r = data;
+
+  g_free (r->domain);
+  g_free (r->message);
+  g_free (r);
+}
+
+/* Main loop: hand the records written since the last time to the listeners. */
+static gboolean
+flush_pending (gpointer data)
+{
+  GQueue records = G_QUEUE_INIT;
+  Record *r;
+
+  g_mutex_lock (&pending_lock);
+  records = pending;
+  g_queue_init (&pending);
+  flush_scheduled = FALSE;
+  g_mutex_unlock (&pending_lock);
+  while ((r = g_queue_pop_head (&records)) != NULL)
+    {
+      dispatch (r->level, r->domain, r->message);
+      record_free (r);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* Listeners never run inside the writer (GLib makes a record logged there fatal): records are
+ * queued, in order, and handed over from the main context's loop. */
+static void
+notify_listeners (GLogLevelFlags level, const char *domain, const char *message)
+{
+  Record *r;
+
+  if (g_atomic_int_get (&n_listeners) == 0)
+    return;
+  if (g_thread_self () == main_thread && dispatching)
+    return;
+  r = g_new (Record, 1);
+  r->level = level;
+  r->domain = g_strdup (domain);
+  r->message = g_strdup (message);
+  g_mutex_lock (&pending_lock);
+  g_queue_push_tail (&pending, r);
+  if (!flush_scheduled)
+    {
+      g_autoptr(GSource) source = g_idle_source_new ();
+
+      flush_scheduled = TRUE;
+      g_source_set_priority (source, G_PRIORITY_DEFAULT);
+      g_source_set_callback (source, flush_pending, NULL, NULL);
+      g_source_attach (source, NULL);
+    }
+  g_mutex_unlock (&pending_lock);
+}
+
 static GLogWriterOutput
 write_line (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
@@ -53,10 +161,14 @@ write_line (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpoin
   if (message == NULL)
     return G_LOG_WRITER_UNHANDLED;
 
-  now = g_date_time_new_now_local ();
-  line = dcp_log_format_line (level, domain, message, now);
-  fprintf (stderr, "%s\n", line);
-  fflush (stderr);
+  if (g_atomic_int_get (&log_stderr) || (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)))
+    {
+      now = g_date_time_new_now_local ();
+      line = dcp_log_format_line (level, domain, message, now);
+      fprintf (stderr, "%s\n", line);
+      fflush (stderr);
+    }
+  notify_listeners (level, domain, message);
   return G_LOG_WRITER_HANDLED;
 }
 
@@ -64,5 +176,38 @@ void
 dcp_log_init (gboolean verbose)
 {
   log_verbose = verbose;
+  main_thread = g_thread_self ();
   g_log_set_writer_func (write_line, NULL, NULL);
+}
+
+guint
+dcp_log_add_listener (DcpLogFunc func, gpointer user_data)
+{
+  Listener l = { next_listener_id++, func, user_data };
+
+  g_return_val_if_fail (func != NULL, 0);
+
+  if (listeners == NULL)
+    listeners = g_array_new (FALSE, FALSE, sizeof (Listener));
+  g_array_append_val (listeners, l);
+  g_atomic_int_set (&n_listeners, (gint) listeners->len);
+  return l.id;
+}
+
+void
+dcp_log_remove_listener (guint id)
+{
+  for (guint i = 0; listeners != NULL && i < listeners->len; i++)
+    if (g_array_index (listeners, Listener, i).id == id)
+      {
+        g_array_remove_index (listeners, i);
+        g_atomic_int_set (&n_listeners, (gint) listeners->len);
+        return;
+      }
+}
+
+void
+dcp_log_set_stderr (gboolean enabled)
+{
+  g_atomic_int_set (&log_stderr, enabled);
 }

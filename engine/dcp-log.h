@@ -16,4 +16,17 @@ char  *dcp_log_format_line (GLogLevelFlags level,
                             const char    *message,
                             GDateTime     *time);
 
+/* Listeners see every record that is written (after the debug filter), in order, on the main
+ * thread from its main loop (an idle source of the default main context), never inside the log
+ * writer: so a listener may emit D-Bus signals, draw, or log. A record logged inside a listener is
+ * written but not passed to the listeners again. dcp_log_set_stderr (FALSE) stops the stderr lines (the dashboard shows the
+ * records itself while it owns the terminal). Call these on the main thread. */
+typedef void (*DcpLogFunc) (GLogLevelFlags level, const char *domain, const char *message,
+                            gpointer user_data);
+
+guint       dcp_log_add_listener    (DcpLogFunc func, gpointer user_data);
+void        dcp_log_remove_listener (guint id);
+void        dcp_log_set_stderr      (gboolean enabled);
+const char *dcp_log_level_name      (GLogLevelFlags level);
+
 G_END_DECLS

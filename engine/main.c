@@ -11,7 +11,9 @@
 #include <glib-unix.h>
 
 #include "dcp-cli.h"
+#include "dcp-dashboard.h"
 #include "dcp-engine-model.h"
+#include "dcp-engine-service.h"
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
@@ -47,18 +49,18 @@ run_probe (const DcpCli *cli)
 static gboolean
 on_stop_signal (gpointer user_data)
 {
-  GMainLoop *loop = user_data;
-
-  g_message ("stopping");
-  g_main_loop_quit (loop);
+  dcp_engine_state_stop (user_data);
   return G_SOURCE_CONTINUE;
 }
 
 static int
 run_server (const DcpCli *cli, DcpExecutor *executor)
 {
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (executor);
+  g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
   g_autoptr(DcpHttpServer) server = NULL;
+  g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
+  g_autoptr(DcpDashboard) dashboard = NULL;
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GError) error = NULL;
   g_autofree char *url = NULL;
@@ -87,6 +89,9 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
       key_from_file[strcspn (key_from_file, "\r\n")] = '\0';
       options.api_key = key_from_file;
     }
+  /* Before "listening on": from then on a signal stops cleanly. */
+  sigint = g_unix_signal_add (SIGINT, on_stop_signal, state);
+  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, state);
   server = dcp_http_server_new (&options, queue, &error);
   if (server == NULL)
     {
@@ -95,9 +100,17 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
     }
   url = dcp_http_server_get_url (server);
   g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
+  dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
+  if (!cli->test_executor && cli->settings.model != NULL)
+    dcp_engine_state_set_model (state, cli->settings.model);
+  if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
+    {
+      g_printerr ("decapybara: %s\n", error->message);
+      return 1;
+    }
+  dashboard = dcp_dashboard_new (state, cli->no_dashboard);
+  g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
 
-  sigint = g_unix_signal_add (SIGINT, on_stop_signal, loop);
-  sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, loop);
   g_main_loop_run (loop);
   g_source_remove (sigint);
   g_source_remove (sigterm);
@@ -127,13 +140,6 @@ main (int argc, char **argv)
     }
   if (cli.probe)
     return run_probe (&cli);
-  if (cli.dbus_fd >= 0)
-    {
-      g_printerr ("decapybara: --dbus-fd: the D-Bus control interface is not built yet\n");
-      return 2;
-    }
-  if (cli.dbus_name != NULL && !cli.no_dbus)
-    g_message ("the D-Bus control interface is not built yet; --dbus-name %s is ignored", cli.dbus_name);
 
   if (cli.test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
     executor = dcp_executor_scripted_new ();

@@ -284,3 +284,11 @@ dcp_http_server_get_url (DcpHttpServer *self)
   g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
   return url;
 }
+
+/* The counters behind GET /stats, for the D-Bus GetStats. */
+DcpStats *
+dcp_http_server_get_stats (DcpHttpServer *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->stats;
+}

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-request-queue.h"
+#include "dcp-stats.h"
 
 G_BEGIN_DECLS
 
@@ -26,6 +27,7 @@ DcpHttpServer  *dcp_http_server_new   (const DcpHttpOptions *options,
                                        GError              **error);
 void            dcp_http_server_free  (DcpHttpServer *self);
 char           *dcp_http_server_get_url (DcpHttpServer *self);
+DcpStats       *dcp_http_server_get_stats (DcpHttpServer *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpHttpServer, dcp_http_server_free)
 

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "dcp-request-queue.h"
+#include "dcp-stats.h"
+
+G_BEGIN_DECLS
+
+/* DcpEngineState: what a running engine is doing, for the D-Bus service and the dashboard.
+ * Its properties mirror the D-Bus interface io.github.decapybara.Engine1 (state, model, address,
+ * context-size, pool-tokens, max-conversations, active-conversations, queue-length, vram-bytes,
+ * ram-bytes, disk-bytes, tokens-per-second, prompt-tokens-per-second); they change on the main
+ * thread only, refreshed four times a second, and notify only when the value changes.
+ *
+ * Conversations: the engine side (any thread) reports each conversation it holds with
+ * dcp_engine_state_conversation_begin/_update/_end and the tokens it reads and writes with
+ * dcp_engine_state_count_tokens. Today dcp_engine_state_watch_executor does that for the one
+ * request the queue runs (a conversation per choice, ended when its choice ends); the batching
+ * scheduler reports its slots, in any tier, the same way.
+ *
+ * Stopping: dcp_engine_state_stop (D-Bus Stop, SIGINT/SIGTERM, the dashboard's q) sets state
+ * "stopping", ends every request (running or still waiting) with an ERROR event (DCP_ERROR_CANCELLED,
+ * "the engine is stopping") through the watched executor, waits until the queue is empty (at most
+ * 10 s) and a moment for the streams to flush, then emits "stopped" once. */
+
+#define DCP_TYPE_ENGINE_STATE (dcp_engine_state_get_type ())
+G_DECLARE_FINAL_TYPE (DcpEngineState, dcp_engine_state, DCP, ENGINE_STATE, GObject)
+
+typedef enum {
+  DCP_CONVERSATION_READING,   /* reading its prompt */
+  DCP_CONVERSATION_WRITING,   /* generating */
+  DCP_CONVERSATION_IDLE,      /* held in a cache, not running */
+} DcpConversationState;
+
+typedef enum {
+  DCP_TIER_VRAM,
+  DCP_TIER_RAM,
+  DCP_TIER_DISK,
+} DcpTier;
+
+typedef struct {
+  guint                id;
+  guint64              context_tokens;  /* tokens in its context now */
+  gint64               prompt_done;     /* READING: prompt tokens read so far */
+  gint64               prompt_total;    /* READING: of this many (0: unknown) */
+  DcpConversationState state;
+  DcpTier              tier;
+} DcpConversation;
+
+const char     *dcp_conversation_state_to_string (DcpConversationState state);
+const char     *dcp_tier_to_string               (DcpTier tier);
+
+DcpEngineState *dcp_engine_state_new           (void);
+/* Wraps executor (taking it) so that every run reports its conversation and tokens here and
+ * obeys dcp_engine_state_stop; give the result to the queue. */
+DcpExecutor    *dcp_engine_state_watch_executor (DcpEngineState *self,
+                                                 DcpExecutor    *executor);
+/* The serving parts, borrowed: they must outlive the state's use (main frees them after the
+ * main loop). Also takes the model id and context size from the queue's executor. */
+void            dcp_engine_state_attach        (DcpEngineState  *self,
+                                                DcpRequestQueue *queue,
+                                                DcpStats        *stats,
+                                                const char      *address);
+void            dcp_engine_state_set_model     (DcpEngineState *self,
+                                                const char     *model);
+void            dcp_engine_state_set_capacity  (DcpEngineState *self,
+                                                guint64         pool_tokens,
+                                                guint           max_conversations);
+void            dcp_engine_state_set_memory    (DcpEngineState *self,
+                                                guint64         vram_bytes,
+                                                guint64         ram_bytes,
+                                                guint64         disk_bytes);
+void            dcp_engine_state_stop          (DcpEngineState *self);
+gboolean        dcp_engine_state_is_stopping   (DcpEngineState *self);
+
+const char     *dcp_engine_state_get_state     (DcpEngineState *self);
+const char     *dcp_engine_state_get_model     (DcpEngineState *self);
+const char     *dcp_engine_state_get_address   (DcpEngineState *self);
+/* The GET /stats object as JSON text. */
+char           *dcp_engine_state_dup_stats_json (DcpEngineState *self);
+/* A snapshot, ordered by id. */
+GArray         *dcp_engine_state_list_conversations (DcpEngineState *self);
+
+/* Any thread. */
+guint           dcp_engine_state_conversation_begin  (DcpEngineState *self);
+void            dcp_engine_state_conversation_update (DcpEngineState        *self,
+                                                      const DcpConversation *conversation);
+void            dcp_engine_state_conversation_end    (DcpEngineState *self,
+                                                      guint           id);
+void            dcp_engine_state_count_tokens        (DcpEngineState *self,
+                                                      guint64         prompt_tokens,
+                                                      guint64         generated_tokens);
+
+G_END_DECLS
