@@ -85,7 +85,8 @@ on_event (const DcpEvent *event, gpointer data)
 {
   Run *run = data;
 
-  g_ptr_array_add (run->events, GINT_TO_POINTER (event->kind));
+  if (event->kind != DCP_EVENT_PROGRESS)   /* prompt progress comes first, or not at all */
+    g_ptr_array_add (run->events, GINT_TO_POINTER (event->kind));
   if (event->kind == DCP_EVENT_ERROR)
     run->error = g_error_copy (event->error);
 }

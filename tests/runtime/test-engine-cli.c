@@ -121,7 +121,6 @@ test_help_and_refusals (void)
   const char *help[] = { "--help", NULL };
   const char *fp8[] = { "--backend", "cpu", "--activations", "fp8", NULL };
   const char *cuda[] = { "--model", "/nonexistent.mcapy", NULL };
-  const char *fd[] = { "--backend", "cpu", "--dbus-fd", "3", NULL };
   const char *bad[] = { "--kv-bits", "7/7", NULL };
   g_autofree char *home = g_dir_make_tmp ("dcp-cli-XXXXXX", NULL);
 
@@ -154,13 +153,6 @@ test_help_and_refusals (void)
     run_engine (&r, home, NULL, cuda);
     g_assert_cmpint (r.status, ==, 1);
     g_assert_nonnull (strstr (r.err, "--backend cpu"));
-  }
-  {
-    g_auto(Result) r = { 0 };
-
-    run_engine (&r, home, NULL, fd);
-    g_assert_cmpint (r.status, ==, 2);
-    g_assert_nonnull (strstr (r.err, "D-Bus"));
   }
   {
     g_auto(Result) r = { 0 };
