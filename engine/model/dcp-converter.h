@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "dcp-recipe.h"
+
+G_BEGIN_DECLS
+
+/* Hugging Face checkpoint folder -> .mcapy model file (docs/FORMAT.md), the work of
+ * decapybara-convert. Tensors stream through in slices of rows, so memory stays bounded whatever
+ * the checkpoint's size; the shards' SHA-256 are computed on a worker thread meanwhile. */
+typedef struct {
+  const char *input_dir;
+  const char *tokenizer_dir;   /* NULL: input_dir */
+  const char *output_path;
+  DcpRecipe recipe;
+  const char *model_id;        /* NULL: the input folder's name */
+  const char *revision;        /* NULL: unknown */
+  gboolean progress;           /* progress lines on stderr */
+  guint n_threads;             /* quantization threads; 0: one per CPU */
+} DcpConvertOptions;
+
+typedef struct {
+  guint64 bytes_in;            /* checkpoint tensor bytes read */
+  guint64 bytes_out;           /* file bytes written */
+  guint n_tensors;
+  double seconds;
+} DcpConvertStats;
+
+gboolean dcp_convert (const DcpConvertOptions *options,
+                      DcpConvertStats         *stats,
+                      GError                 **error);
+
+G_END_DECLS

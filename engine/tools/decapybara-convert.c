@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/* decapybara-convert: Hugging Face checkpoint -> .mcapy model file; --info shows a model file,
+ * --plan the sizes each recipe gives a config. The conversion itself is dcp-converter.c. */
+#define G_LOG_DOMAIN "decapybara-convert"
+
+#include "config.h"
+
+#include <locale.h>
+#include <stdio.h>
+
+#include "dcp-converter.h"
+#include "dcp-log.h"
+#include "dcp-model-file.h"
+#include "dcp-recipe.h"
+
+static char *opt_recipe;
+static char *opt_tokenizer;
+static char *opt_model_id;
+static char *opt_revision;
+static char *opt_info;
+static char *opt_plan;
+static gboolean opt_json;
+static gboolean opt_verify;
+static gboolean opt_quiet;
+static gboolean opt_version;
+static int opt_threads;
+
+static const GOptionEntry entries[] = {
+  { "recipe", 'r', 0, G_OPTION_ARG_STRING, &opt_recipe,
+    "Quantization recipe: bf16, xxl, large, medium (default), small or tiny", "NAME" },
+  { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenizer,
+    "Take tokenizer.json[.gz] and tokenizer_config.json from this folder", "DIR" },
+  { "model-id", 0, 0, G_OPTION_ARG_STRING, &opt_model_id,
+    "Source model id to record (default: the checkpoint folder's name)", "ID" },
+  { "revision", 0, 0, G_OPTION_ARG_STRING, &opt_revision,
+    "Source model revision to record", "REV" },
+  { "threads", 'j', 0, G_OPTION_ARG_INT, &opt_threads,
+    "Quantization threads (default: one per CPU)", "N" },
+  { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet,
+    "No progress on stderr", NULL },
+  { "info", 0, 0, G_OPTION_ARG_FILENAME, &opt_info,
+    "Show a model file's metadata, sizes and recipe", "FILE" },
+  { "verify", 0, 0, G_OPTION_ARG_NONE, &opt_verify,
+    "With --info: also read every tensor and check its checksum", NULL },
+  { "plan", 0, 0, G_OPTION_ARG_FILENAME, &opt_plan,
+    "Show what each recipe stores per tensor group for this config.json, and the bytes", "CONFIG" },
+  { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json,
+    "With --info or --plan: print JSON", NULL },
+  { "version", 0, 0, G_OPTION_ARG_NONE, &opt_version,
+    "Print the version and exit", NULL },
+  { NULL }
+};
+
+static const char *
+member_string (JsonObject *o, const char *name, const char *fallback)
+{
+  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
+  return n && json_node_get_value_type (n) == G_TYPE_STRING ? json_node_get_string (n) : fallback;
+}
+
+static gint64
+member_int (JsonObject *o, const char *name)
+{
+  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
+  return n && json_node_get_value_type (n) == G_TYPE_INT64 ? json_node_get_int (n) : 0;
+}
+
+static JsonObject *
+member_object (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  return n && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
+}
+
+static void
+print_json (JsonNode *node)
+{
+  g_autofree char *text = json_to_string (node, TRUE);
+  g_print ("%s\n", text);
+}
+
+static JsonNode *
+info_json (DcpModelFile *file)
+{
+  const DcpModelHeader *h = dcp_model_file_get_header (file);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autofree char *version = g_strdup_printf ("%u.%u", h->version_major, h->version_minor);
+  JsonNode *metadata = json_node_new (JSON_NODE_OBJECT);
+  DcpModelFileIter iter;
+  const DcpTensorView *t;
+
+  json_node_set_object (metadata, dcp_model_file_get_metadata (file));
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "path");
+  json_builder_add_string_value (b, dcp_model_file_get_path (file));
+  json_builder_set_member_name (b, "format_version");
+  json_builder_add_string_value (b, version);
+  json_builder_set_member_name (b, "file_size");
+  json_builder_add_int_value (b, h->file_size);
+  json_builder_set_member_name (b, "has_tokenizer");
+  json_builder_add_boolean_value (b, dcp_model_file_get_tokenizer (file) != NULL);
+  json_builder_set_member_name (b, "metadata");
+  json_builder_add_value (b, metadata);
+  json_builder_set_member_name (b, "tensors");
+  json_builder_begin_array (b);
+  dcp_model_file_iter_init (&iter, file);
+  while (dcp_model_file_iter_next (&iter, &t))
+    {
+      g_autofree char *checksum = NULL;
+
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, t->name);
+      json_builder_set_member_name (b, "dtype");
+      json_builder_add_string_value (b, dcp_dtype_name (t->dtype));
+      json_builder_set_member_name (b, "shape");
+      json_builder_begin_array (b);
+      for (guint d = 0; d < t->ndim; d++)
+        json_builder_add_int_value (b, t->shape[d]);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "nbytes");
+      json_builder_add_int_value (b, t->nbytes);
+      checksum = g_strdup_printf ("%016" G_GINT64_MODIFIER "x", dcp_model_file_get_checksum (file, t));
+      json_builder_set_member_name (b, "checksum");
+      json_builder_add_string_value (b, checksum);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+static void
+print_info (DcpModelFile *file)
+{
+  const DcpModelHeader *h = dcp_model_file_get_header (file);
+  const DcpModelConfig *c = dcp_model_file_get_config (file);
+  JsonObject *m = dcp_model_file_get_metadata (file);
+  JsonObject *source = member_object (m, "source"), *sizes = member_object (m, "sizes");
+  JsonObject *recipe = member_object (m, "recipe"), *groups = recipe ? member_object (recipe, "groups") : NULL;
+  JsonNode *files = source ? json_object_get_member (source, "files") : NULL;
+  guint counts[DCP_DTYPE_N] = { 0 };
+  DcpModelFileIter iter;
+  const DcpTensorView *t;
+
+  g_print ("file:          %s (%.2f GiB, format %u.%u)\n", dcp_model_file_get_path (file),
+           h->file_size / 1073741824.0, h->version_major, h->version_minor);
+  g_print ("model:         %s, revision %s\n", member_string (source, "model_id", "?"), member_string (source, "revision", "unknown"));
+  g_print ("architecture:  %s: %u layers (%u full attention), hidden %u, MLP %u, vocab %u, MTP layers %u%s\n",
+           member_string (m, "architecture", "?"), c->n_layers, dcp_model_config_n_full_attention (c),
+           c->hidden_size, c->intermediate_size, c->vocab_size, c->mtp_n_layers, c->has_vision ? ", vision" : "");
+  g_print ("tokenizer:     %s; chat template %s\n", dcp_model_file_get_tokenizer (file) ? "yes" : "none",
+           member_string (m, "chat_template", NULL) ? "yes" : "none");
+  g_print ("recipe:        %s\n", member_string (recipe, "name", "?"));
+  for (guint g = 0; g < DCP_GROUP_KEEP; g++)
+    g_print ("  %-12s %s\n", dcp_tensor_group_name (g), member_string (groups, dcp_tensor_group_name (g), "?"));
+  g_print ("sizes:\n");
+  for (guint k = 0; k < DCP_COMPONENT_N; k++)
+    g_print ("  %-12s %10.3f GiB\n", dcp_component_name (k), member_int (sizes, dcp_component_name (k)) / 1073741824.0);
+  g_print ("  %-12s %10.3f GiB (text layers + lm_head)\n", "gpu_weights", member_int (sizes, "gpu_weights") / 1073741824.0);
+  dcp_model_file_iter_init (&iter, file);
+  while (dcp_model_file_iter_next (&iter, &t))
+    counts[t->dtype]++;
+  g_print ("tensors:       %u (", dcp_model_file_get_n_tensors (file));
+  for (guint d = 0, first = 1; d < DCP_DTYPE_N; d++)
+    if (counts[d])
+      {
+        g_print ("%s%u %s", first ? "" : ", ", counts[d], dcp_dtype_name (d));
+        first = 0;
+      }
+  g_print (")\n");
+  g_print ("accuracy:      %s\n", member_object (m, "accuracy") ? "measured (see --json)" : "not measured");
+  if (files && JSON_NODE_HOLDS_ARRAY (files))
+    for (guint i = 0; i < json_array_get_length (json_node_get_array (files)); i++)
+      {
+        JsonNode *f = json_array_get_element (json_node_get_array (files), i);
+        JsonObject *fo = JSON_NODE_HOLDS_OBJECT (f) ? json_node_get_object (f) : NULL;
+        g_print ("source file:   %s  %s\n", member_string (fo, "sha256", "?"), member_string (fo, "name", "?"));
+      }
+}
+
+static int
+run_info (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpModelFile) file = dcp_model_file_open (opt_info, &error);
+
+  if (file == NULL || (opt_verify && !dcp_model_file_verify (file, &error)))
+    {
+      g_printerr ("decapybara-convert: %s\n", error->message);
+      return 1;
+    }
+  if (opt_json)
+    {
+      g_autoptr(JsonNode) node = info_json (file);
+      print_json (node);
+    }
+  else
+    print_info (file);
+  if (opt_verify)
+    g_printerr ("every tensor matches its checksum\n");
+  return 0;
+}
+
+static int
+run_plan (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  DcpModelConfig config;
+
+  if (!dcp_model_config_load (&config, opt_plan, &error))
+    {
+      g_printerr ("decapybara-convert: %s\n", error->message);
+      return 1;
+    }
+  if (!opt_json)
+    {
+      g_print ("%-12s", "group");
+      for (guint r = 0; r < DCP_RECIPE_N; r++)
+        g_print (" %-22s", dcp_recipe_name (r));
+      g_print ("\n");
+    }
+  json_builder_begin_object (b);
+  for (guint r = 0; r < DCP_RECIPE_N; r++)
+    {
+      DcpRecipePlan plan;
+      dcp_recipe_plan (r, &config, &plan);
+      json_builder_set_member_name (b, dcp_recipe_name (r));
+      json_builder_begin_object (b);
+      for (guint g = 0; g < DCP_GROUP_N; g++)
+        {
+          json_builder_set_member_name (b, dcp_tensor_group_name (g));
+          json_builder_add_int_value (b, plan.group_bytes[g]);
+        }
+      for (guint k = 0; k < DCP_COMPONENT_N; k++)
+        {
+          json_builder_set_member_name (b, dcp_component_name (k));
+          json_builder_add_int_value (b, plan.component_bytes[k]);
+        }
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  if (opt_json)
+    {
+      g_autoptr(JsonNode) root = json_builder_get_root (b);
+      print_json (root);
+      return 0;
+    }
+  for (guint g = 0; g < DCP_GROUP_N; g++)
+    {
+      g_print ("%-12s", dcp_tensor_group_name (g));
+      for (guint r = 0; r < DCP_RECIPE_N; r++)
+        {
+          DcpRecipePlan plan;
+          g_autofree char *cell = NULL;
+          dcp_recipe_plan (r, &config, &plan);
+          cell = g_strdup_printf ("%s %.3f GiB", g == DCP_GROUP_KEEP ? "BF16/F32" : dcp_dtype_name (dcp_recipe_group_dtype (r, g)),
+                                  plan.group_bytes[g] / 1073741824.0);
+          g_print (" %-22s", cell);
+        }
+      g_print ("\n");
+    }
+  return 0;
+}
+
+static int
+run_convert (const char *input, const char *output)
+{
+  g_autoptr(GError) error = NULL;
+  DcpConvertOptions options = {
+    .input_dir = input, .tokenizer_dir = opt_tokenizer, .output_path = output,
+    .recipe = DCP_RECIPE_MEDIUM, .model_id = opt_model_id, .revision = opt_revision,
+    .progress = !opt_quiet, .n_threads = MAX (opt_threads, 0),
+  };
+  DcpConvertStats stats = { 0 };
+
+  if (opt_recipe && !dcp_recipe_from_name (opt_recipe, &options.recipe))
+    {
+      g_printerr ("decapybara-convert: unknown recipe “%s” (bf16, xxl, large, medium, small, tiny)\n", opt_recipe);
+      return 2;
+    }
+  if (!dcp_convert (&options, &stats, &error))
+    {
+      g_printerr ("decapybara-convert: %s\n", error->message);
+      return 1;
+    }
+  if (!opt_quiet)
+    g_printerr ("wrote %s: %u tensors, %.3f GB read, %.3f GB written in %.2f s (%.2f GB/s read)\n",
+                output, stats.n_tensors, stats.bytes_in / 1e9, stats.bytes_out / 1e9, stats.seconds,
+                stats.seconds > 0 ? stats.bytes_in / 1e9 / stats.seconds : 0.0);
+  return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GOptionContext) context = NULL;
+  g_autoptr(GError) error = NULL;
+
+  setlocale (LC_ALL, "");
+  context = g_option_context_new ("CHECKPOINT-DIR OUTPUT.mcapy - convert a Hugging Face checkpoint to a model file");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    {
+      g_printerr ("decapybara-convert: %s\nTry 'decapybara-convert --help'.\n", error->message);
+      return 2;
+    }
+  dcp_log_init (FALSE);
+  if (opt_version)
+    {
+      g_print ("decapybara-convert %s\n", PACKAGE_VERSION);
+      return 0;
+    }
+  if (opt_info)
+    return run_info ();
+  if (opt_plan)
+    return run_plan ();
+  if (argc != 3)
+    {
+      g_printerr ("decapybara-convert: give a checkpoint folder and an output file (or --info FILE)\n"
+                  "Try 'decapybara-convert --help'.\n");
+      return 2;
+    }
+  return run_convert (argv[1], argv[2]);
+}
