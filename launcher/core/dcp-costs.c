@@ -73,6 +73,7 @@ dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *se
   memset (c, 0, sizeof *c);
   c->have_model = model != NULL;
   c->have_device = device != NULL && device->available;
+  c->conversations = settings->conversations;
   if (model == NULL)
     return;
 

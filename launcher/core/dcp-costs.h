@@ -42,6 +42,7 @@ typedef struct {
   double tokens_per_s_short;   /* one conversation at DCP_COSTS_SHORT_CONTEXT tokens; 0 = unknown */
   double tokens_per_s_full;    /* one conversation at its full context */
   double tokens_per_s_all;     /* every conversation at the short context, summed */
+  guint conversations;
 } DcpCosts;
 
 /* model and device may be NULL (unknown). Without a GPU, plan_vram_bytes stands for its free VRAM. */
