@@ -212,8 +212,10 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   else
     vram = g_strdup_printf (_("%.2f GiB of %.2f GiB available: too little left for the context"),
                             p->vram_total / GIB, p->vram_budget / GIB);
-  ram = g_strdup_printf (_("%.2f GiB pinned (RAM cache and staging)"), p->ram_pinned / GIB);
-  disk = g_strdup_printf (_("%.2f GiB (model file and disk cache)"), p->disk / GIB);
+  ram = g_strdup_printf (c->ram_cache_auto ? _("%.2f GiB pinned, plus the RAM cache the engine sizes at start (half the free RAM)")
+                                           : _("%.2f GiB pinned (RAM cache and staging)"), p->ram_pinned / GIB);
+  disk = g_strdup_printf (c->disk_cache_auto ? _("%.2f GiB for the model file, plus the disk cache the engine sizes at start")
+                                             : _("%.2f GiB (model file and disk cache)"), p->disk / GIB);
   context = g_strdup_printf (_("%" G_GUINT64_FORMAT " tokens per conversation (pool of %" G_GUINT64_FORMAT
                                " tokens, %" G_GUINT64_FORMAT " bytes per token)"),
                              p->context_per_conversation, p->pool_tokens, p->kv_bytes_per_token);

@@ -208,7 +208,8 @@ help_button (Row *row)
   GtkWidget *option = NULL;
   g_autofree char *flag = g_strdup_printf ("--%s %s", row->info->key, row->info->arg);
 
-  gtk_menu_button_set_label (GTK_MENU_BUTTON (button), "?");
+  /* A child rather than a label: no drop-down arrow beside the "?". */
+  gtk_menu_button_set_child (GTK_MENU_BUTTON (button), gtk_label_new ("?"));
   gtk_widget_set_valign (button, GTK_ALIGN_CENTER);
   gtk_widget_add_css_class (button, "flat");
   gtk_widget_add_css_class (button, "circular");
@@ -232,6 +233,9 @@ help_button (Row *row)
       gtk_label_set_max_width_chars (GTK_LABEL (w), 56);
       gtk_label_set_xalign (GTK_LABEL (w), 0);
     }
+  /* The comparison is a table: one line per choice. */
+  gtk_label_set_wrap (row->compare_label, FALSE);
+  gtk_label_set_max_width_chars (row->compare_label, -1);
   gtk_widget_set_margin_start (box, 6);
   gtk_widget_set_margin_end (box, 6);
   gtk_widget_set_margin_top (box, 6);

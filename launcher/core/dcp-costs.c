@@ -74,6 +74,8 @@ dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *se
   c->have_model = model != NULL;
   c->have_device = device != NULL && device->available;
   c->conversations = settings->conversations;
+  c->ram_cache_auto = settings->ram_cache_bytes == DCP_SIZE_AUTO;
+  c->disk_cache_auto = settings->disk_cache_bytes == DCP_SIZE_AUTO && settings->context_mode == DCP_CONTEXT_POOL;
   if (model == NULL)
     return;
 

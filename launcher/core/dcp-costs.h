@@ -43,6 +43,7 @@ typedef struct {
   double tokens_per_s_full;    /* one conversation at its full context */
   double tokens_per_s_all;     /* every conversation at the short context, summed */
   guint conversations;
+  gboolean ram_cache_auto, disk_cache_auto;   /* sized by the engine at start */
 } DcpCosts;
 
 /* model and device may be NULL (unknown). Without a GPU, plan_vram_bytes stands for its free VRAM. */

@@ -102,8 +102,21 @@ dcp_preset_parse (const char *id, const char *script, GError **error)
         break;
       if (line[0] == '#')
         {
-          if (preset->description == NULL && i > 0 && line[1] == ' ')
-            preset->description = g_strdup (line + 2);
+          /* The script's header: '# Decapybara preset "id": summary.' then one line of why. */
+          if (i > 0 && line[1] == ' ' && !g_str_has_prefix (line, "# Run it") && n == 0)
+            {
+              const char *text = strstr (line, "\": ") ? strstr (line, "\": ") + 3 : line + 2;
+              char *joined;
+
+              if (preset->description == NULL)
+                preset->description = g_strdup (text);
+              else if (strchr (preset->description, '\n') == NULL && !g_str_has_prefix (text, "  "))
+                {
+                  joined = g_strconcat (preset->description, "\n", text, NULL);
+                  g_free (preset->description);
+                  preset->description = joined;
+                }
+            }
           continue;
         }
       if (eq == NULL || eq == line || !g_ascii_isupper (line[0]))
