@@ -140,7 +140,27 @@ download_clicked (GtkButton *button, Item *item)
   gtk_progress_bar_set_fraction (item->progress, 0);
   show_downloading (item, TRUE);
   g_ptr_array_add (self->downloads, item);
-  dcp_download_run_async (item->download, item->cancellable, download_done, g_object_ref (self));
+  /* The list stays alive until the download ends; download_done drops this reference. */
+  g_object_ref (self);
+  dcp_download_run_async (item->download, item->cancellable, download_done, item);
+}
+
+gboolean
+dcp_model_list_download (DcpModelList *self, const char *name)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self) && name != NULL, FALSE);
+
+  for (guint i = 0; i < self->items->len; i++)
+    {
+      Item *item = self->items->pdata[i];
+
+      if (g_str_equal (item->entry->name, name) && gtk_widget_get_visible (item->download_button))
+        {
+          download_clicked (GTK_BUTTON (item->download_button), item);
+          return TRUE;
+        }
+    }
+  return FALSE;
 }
 
 static void

@@ -24,6 +24,9 @@ void          dcp_model_list_set_note    (DcpModelList  *self,
                                           const char    *note);
 void          dcp_model_list_select      (DcpModelList  *self,
                                           const char    *name);
+/* Starts downloading a repository file into the models folder, as its button does. */
+gboolean      dcp_model_list_download    (DcpModelList  *self,
+                                          const char    *name);
 /* The chosen entry, or NULL. */
 const DcpModelEntry *dcp_model_list_get_selected (DcpModelList *self);
 

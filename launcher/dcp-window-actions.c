@@ -308,7 +308,10 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   health = strchr (host, ':') ? g_strdup_printf ("http://[%s]:%u/health", host, self->settings.port)
                               : g_strdup_printf ("http://%s:%u/health", host, self->settings.port);
   gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->log_view), "", 0);
-  engine_log_line (self->engine, line, self);
+  {
+    g_autofree char *shown = g_strconcat ("$ ", line, NULL);
+    engine_log_line (self->engine, shown, self);
+  }
   if (!dcp_engine_process_start (self->engine, (const char *const *) argv, (const char *const *) envp, health, &error))
     dcp_window_toast (self, error->message);
 }

@@ -271,10 +271,12 @@ catalog_ready (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autofree char *dir = models_dir (self);
   g_autoptr(GPtrArray) remote = dcp_model_catalog_list_remote_finish (result, &error);
+  g_autofree char *model = NULL;
   GPtrArray *local;
 
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return;
+  model = g_settings_get_string (self->gsettings, "model");
   local = dcp_model_catalog_list_local (dir, NULL);
   if (local == NULL)
     local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
@@ -288,6 +290,8 @@ catalog_ready (GObject *source, GAsyncResult *result, gpointer user_data)
   else
     dcp_model_list_set_note (self->model_list, NULL);
   dcp_model_list_set_entries (self->model_list, dcp_model_catalog_merge (local, g_steal_pointer (&remote)), dir);
+  if (*model)
+    dcp_model_list_select (self->model_list, model);
 }
 
 static void
@@ -301,8 +305,6 @@ refresh_models (DcpWindow *self)
 
   gtk_editable_set_text (GTK_EDITABLE (self->folder_row), dir);
   gtk_editable_set_text (GTK_EDITABLE (self->repo_row), repo);
-  if (*model)
-    dcp_model_list_select (self->model_list, model);
   if (*repo)
     {
       dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main",
@@ -337,7 +339,9 @@ folder_applied (AdwEntryRow *row, DcpWindow *self)
 static void
 repo_applied (AdwEntryRow *row, DcpWindow *self)
 {
-  g_settings_set_string (self->gsettings, "model-repository", g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (row)))));
+  g_autofree char *repo = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (row))));
+
+  g_settings_set_string (self->gsettings, "model-repository", repo);
   refresh_models (self);
 }
 

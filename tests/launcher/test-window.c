@@ -67,6 +67,16 @@ setup (Fixture *f, gconstpointer data)
   model = test_head_write (f->dir, "qwen-test.mcapy", &f->head);
 
   f->gsettings = g_settings_new (APP_ID);
+  /* The memory backend lives as long as the process: each test starts from the defaults. */
+  {
+    g_autoptr(GSettingsSchema) schema = NULL;
+    g_auto(GStrv) keys = NULL;
+
+    g_object_get (f->gsettings, "settings-schema", &schema, NULL);
+    keys = g_settings_schema_list_keys (schema);
+    for (guint i = 0; keys[i] != NULL; i++)
+      g_settings_reset (f->gsettings, keys[i]);
+  }
   g_settings_set_string (f->gsettings, "models-folder", f->dir);
   g_settings_set_string (f->gsettings, "model", "qwen-test.mcapy");
   f->window = g_object_ref_sink (dcp_window_new (NULL, f->gsettings, f->engine));
@@ -243,6 +253,122 @@ test_every_setting_has_a_control (Fixture *f, gconstpointer data)
     }
 }
 
+/* ---- the repository: listed, its head fetched by Range, downloaded with a SHA-256 check ---- */
+
+typedef struct {
+  GBytes *file;
+  char *tree;
+  guint ranged_gets;
+} Repo;
+
+static void
+serve_repo (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
+{
+  Repo *r = user_data;
+  SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
+  SoupRange *ranges = NULL;
+  int n = 0;
+  gsize len;
+  const char *data = g_bytes_get_data (r->file, &len);
+
+  if (g_str_equal (path, "/api/models/org/models/tree/main"))
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, r->tree, strlen (r->tree));
+      return;
+    }
+  if (!g_str_equal (path, "/org/models/resolve/main/remote.mcapy"))
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
+      return;
+    }
+  soup_message_headers_replace (resp, "Accept-Ranges", "bytes");
+  if (soup_message_headers_get_ranges (req, len, &ranges, &n))
+    {
+      goffset end = MIN (ranges[0].end, (goffset) len - 1);
+
+      r->ranged_gets++;
+      soup_server_message_set_status (msg, SOUP_STATUS_PARTIAL_CONTENT, NULL);
+      soup_message_headers_set_content_range (resp, ranges[0].start, end, len);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY,
+                                        data + ranges[0].start, end - ranges[0].start + 1);
+      soup_message_headers_free_ranges (req, ranges);
+      return;
+    }
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, data, len);
+}
+
+static gboolean
+have_remote_meta (Fixture *f)
+{
+  return f->window->meta != NULL && g_str_equal (f->window->meta->name, "remote.mcapy");
+}
+
+static gboolean
+listed_remote (Fixture *f)
+{
+  const DcpModelEntry *e;
+
+  dcp_model_list_select (f->window->model_list, "remote.mcapy");
+  e = dcp_model_list_get_selected (f->window->model_list);
+  return e != NULL && g_str_equal (e->name, "remote.mcapy");
+}
+
+static gboolean
+downloaded (Fixture *f)
+{
+  const DcpModelEntry *e = dcp_model_list_get_selected (f->window->model_list);
+  return e != NULL && e->local_path != NULL && g_str_equal (e->name, "remote.mcapy");
+}
+
+static void
+test_repository (Fixture *f, gconstpointer data)
+{
+  g_autoptr(SoupServer) server = soup_server_new (NULL, NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (33);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *endpoint = NULL, *sha = NULL, *local = NULL, *got = NULL;
+  g_autofree char *local_path = g_build_filename (f->dir, "remote.mcapy", NULL);
+  gsize got_len = 0;
+  GSList *uris;
+  TestHead h;
+  Repo r = { 0 };
+
+  test_head_random (&h, rand);
+  h.padding = 300 << 10;    /* a head past the first Range request */
+  r.file = test_head_build (&h);
+  sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, r.file);
+  r.tree = g_strdup_printf ("[{\"type\":\"file\",\"path\":\"remote.mcapy\",\"size\":134,"
+                            "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}]", sha, g_bytes_get_size (r.file));
+  soup_server_add_handler (server, NULL, serve_repo, &r, NULL);
+  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  uris = soup_server_get_uris (server);
+  endpoint = g_strdup_printf ("http://127.0.0.1:%d", g_uri_get_port (uris->data));
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+
+  /* Set the repository as the entry row's apply button does. */
+  gtk_editable_set_text (GTK_EDITABLE (f->window->repo_row), "org/models");
+  g_signal_emit_by_name (f->window->repo_row, "apply");
+  iterate_until (listed_remote, f);
+  g_assert_null (dcp_model_list_get_selected (f->window->model_list)->local_path);
+  /* Costs before downloading: the head came by Range requests only. */
+  iterate_until (have_remote_meta, f);
+  g_assert_cmpuint (r.ranged_gets, ==, 2);
+  g_assert_cmpuint (f->window->meta->plan.text_weight_bytes, ==, h.text);
+  check_costs (f);
+
+  g_assert_true (dcp_model_list_download (f->window->model_list, "remote.mcapy"));
+  iterate_until (downloaded, f);
+  g_assert_true (g_file_get_contents (local_path, &got, &got_len, NULL));
+  g_assert_cmpmem (got, got_len, g_bytes_get_data (r.file, NULL), g_bytes_get_size (r.file));
+  g_unsetenv ("HF_ENDPOINT");
+  g_bytes_unref (r.file);
+  g_free (r.tree);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -256,6 +382,7 @@ main (int argc, char **argv)
   adw_init ();
   g_test_add ("/window/presets-and-copy", Fixture, NULL, setup, test_presets, teardown);
   g_test_add ("/window/costs", Fixture, NULL, setup, test_costs, teardown);
+  g_test_add ("/window/repository-download", Fixture, NULL, setup, test_repository, teardown);
   g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);
   return g_test_run ();
 }
