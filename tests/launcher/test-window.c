@@ -56,9 +56,13 @@ setup (Fixture *f, gconstpointer data)
   f->dir = g_dir_make_tmp ("dcp-window-XXXXXX", NULL);
   f->free_bytes = (guint64) g_rand_int_range (rand, 60, 140) * GIB;
   script = g_strdup_printf ("#!/bin/sh\n"
+                            "if [ \"$1\" = --probe ]; then\n"
                             "echo '{\"available\": true, \"name\": \"Fake H200\", \"total_bytes\": %" G_GUINT64_FORMAT ","
                             " \"free_bytes\": %" G_GUINT64_FORMAT ", \"peak_bandwidth_gbps\": 4800,"
-                            " \"measured_bandwidth_gbps\": 4100.5}'\n",
+                            " \"measured_bandwidth_gbps\": 4100.5}'\n"
+                            "exit 0\nfi\n"
+                            "echo \"args: $*\"; echo \"key: $DECAPYBARA_API_KEY\"\n"
+                            "echo 'fake-engine: cannot allocate the KV pool' >&2\nexit 4\n",
                             f->free_bytes + 2 * GIB, f->free_bytes);
   f->engine = g_build_filename (f->dir, "fake-engine", NULL);
   g_assert_true (g_file_set_contents (f->engine, script, -1, NULL));
@@ -369,6 +373,44 @@ test_repository (Fixture *f, gconstpointer data)
   g_free (r.tree);
 }
 
+static gboolean
+engine_ended (Fixture *f)
+{
+  return dcp_engine_process_get_state (f->window->engine) == DCP_ENGINE_FAILED;
+}
+
+static void
+test_engine_crash (Fixture *f, gconstpointer data)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (f->window->log_view);
+  g_autofree char *log = NULL;
+  GtkTextIter start, end;
+
+  gtk_editable_set_text (GTK_EDITABLE (f->window->key_entry), "sk-env-only");
+  g_assert_true (dcp_window_apply_preset (f->window, "medium"));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  g_assert_false (gtk_widget_get_visible (f->window->load_button));
+  iterate_until (engine_ended, f);
+  /* Reported, not hidden: the state row has the status and the last line; the log has all. */
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "status 4"));
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "cannot allocate the KV pool"));
+  g_assert_true (gtk_widget_get_visible (f->window->load_button));
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  log = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  g_assert_nonnull (strstr (log, "--kv-bits 6/4"));
+  /* The key reached the engine through its environment, not its command line. */
+  g_assert_nonnull (strstr (log, "key: sk-env-only"));
+  {
+    const char *args = strstr (log, "args: ");
+    g_autofree char *line = NULL;
+
+    g_assert_nonnull (args);
+    line = g_strndup (args, strcspn (args, "\n"));
+    g_assert_nonnull (strstr (line, "--model"));
+    g_assert_null (strstr (line, "sk-env-only"));
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -383,6 +425,7 @@ main (int argc, char **argv)
   g_test_add ("/window/presets-and-copy", Fixture, NULL, setup, test_presets, teardown);
   g_test_add ("/window/costs", Fixture, NULL, setup, test_costs, teardown);
   g_test_add ("/window/repository-download", Fixture, NULL, setup, test_repository, teardown);
+  g_test_add ("/window/engine-crash", Fixture, NULL, setup, test_engine_crash, teardown);
   g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);
   return g_test_run ();
 }
