@@ -10,6 +10,8 @@
 #include "dcp-error.h"
 
 #define HEALTH_INTERVAL_MS 500
+/* After the exit, how long a child the engine left behind may keep its output open. */
+#define OUTPUT_GRACE_MS 1000
 
 struct _DcpEngineProcess
 {
@@ -25,6 +27,7 @@ struct _DcpEngineProcess
   char *error;
   guint health_source;
   guint kill_source;
+  guint grace_source;
   guint stop_timeout_ms;
   gboolean stop_requested;
   gboolean exited, output_done;  /* the run ends when both have happened */
@@ -61,6 +64,7 @@ clear_sources (DcpEngineProcess *self)
 {
   g_clear_handle_id (&self->health_source, g_source_remove);
   g_clear_handle_id (&self->kill_source, g_source_remove);
+  g_clear_handle_id (&self->grace_source, g_source_remove);
 }
 
 /* Both the exit status and the end of the output are in: report the run's end. */
@@ -131,6 +135,19 @@ read_line_done (GObject *source, GAsyncResult *result, gpointer user_data)
                                          read_line_done, g_object_ref (self));
 }
 
+static gboolean
+output_grace_over (gpointer user_data)
+{
+  DcpEngineProcess *self = user_data;
+
+  self->grace_source = 0;
+  self->output_done = TRUE;
+  /* The reads still pending belong to this run's cancellable. */
+  g_cancellable_cancel (self->cancellable);
+  finish_run (self);
+  return G_SOURCE_REMOVE;
+}
+
 static void
 wait_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -141,6 +158,8 @@ wait_done (GObject *source, GAsyncResult *result, gpointer user_data)
   if (G_SUBPROCESS (source) != self->proc)
     return;
   self->exited = TRUE;
+  if (!self->output_done)
+    self->grace_source = g_timeout_add (OUTPUT_GRACE_MS, output_grace_over, self);
   finish_run (self);
 }
 

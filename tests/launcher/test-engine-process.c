@@ -195,6 +195,20 @@ test_kill_after_timeout (Fixture *f, gconstpointer data)
   g_assert_cmpstr (f->lines->pdata[f->lines->len - 1], ==, "(the engine did not stop in time: killing it)");
 }
 
+static void
+test_orphan_keeps_output (Fixture *f, gconstpointer data)
+{
+  /* The engine exits but leaves a child holding its output open: the exit is still reported. */
+  g_autofree char *path = write_script (f, "orphan.sh", "#!/bin/sh\nsleep 4 &\necho bye\nexit 9\n");
+  const char *argv[] = { path, NULL };
+  gint64 start = g_get_monotonic_time ();
+
+  g_assert_true (dcp_engine_process_start (f->engine, argv, NULL, "http://127.0.0.1:1/health", NULL));
+  wait_for_state (f, DCP_ENGINE_FAILED);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 3 * G_USEC_PER_SEC);
+  g_assert_nonnull (strstr (dcp_engine_process_get_error (f->engine), "status 9"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -203,5 +217,6 @@ main (int argc, char **argv)
   g_test_add ("/engine-process/missing-binary", Fixture, NULL, setup, test_missing_binary, teardown);
   g_test_add ("/engine-process/running-and-stop", Fixture, NULL, setup, test_running_and_stop, teardown);
   g_test_add ("/engine-process/kill-after-timeout", Fixture, NULL, setup, test_kill_after_timeout, teardown);
+  g_test_add ("/engine-process/orphan-keeps-output", Fixture, NULL, setup, test_orphan_keeps_output, teardown);
   return g_test_run ();
 }
