@@ -23,7 +23,8 @@ dcp_application_activate (GApplication *app)
   GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (app));
 
   if (window == NULL)
-    window = GTK_WINDOW (dcp_window_new (DCP_APPLICATION (app)));
+    window = GTK_WINDOW (dcp_window_new (GTK_APPLICATION (app), DCP_APPLICATION (app)->settings,
+                                          DCP_APPLICATION (app)->engine_path));
   gtk_window_present (window);
 }
 

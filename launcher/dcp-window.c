@@ -4,54 +4,167 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
-#include <json-glib/json-glib.h>
 
-#include "dcp-window.h"
+#include "dcp-window-private.h"
 
-struct _DcpWindow
-{
-  AdwApplicationWindow parent_instance;
-
-  AdwActionRow *gpu_row;
-  AdwActionRow *vram_row;
-  AdwActionRow *bandwidth_row;
-  AdwActionRow *engine_row;
-  GCancellable *cancellable;
-};
+#define GIB 1073741824.0
 
 G_DEFINE_FINAL_TYPE (DcpWindow, dcp_window, ADW_TYPE_APPLICATION_WINDOW)
 
-static void
-show_probe_error (DcpWindow *self, const char *message)
+void
+dcp_window_toast (DcpWindow *self, const char *text)
 {
-  adw_action_row_set_subtitle (self->gpu_row, message);
-  adw_action_row_set_subtitle (self->vram_row, "—");
-  adw_action_row_set_subtitle (self->bandwidth_row, "—");
+  AdwToast *toast = adw_toast_new (text);
+
+  adw_toast_set_timeout (toast, 8);
+  adw_toast_overlay_add_toast (self->toasts, toast);
+}
+
+static char *
+models_dir (DcpWindow *self)
+{
+  g_autofree char *dir = g_settings_get_string (self->gsettings, "models-folder");
+
+  if (*dir == '\0')
+    return g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
+  return g_steal_pointer (&dir);
+}
+
+/* ---- costs ---- */
+
+void
+dcp_window_update_costs (DcpWindow *self)
+{
+  g_auto(DcpCosts) costs = { 0 };
+  guint64 plan_vram = (guint64) (gtk_spin_button_get_value (dcp_costs_view_get_plan_vram (self->costs_view)) * GIB);
+
+  dcp_costs_compute (&costs, self->meta, &self->settings, self->have_device ? &self->device : NULL, plan_vram);
+  dcp_costs_view_update (self->costs_view, &costs, self->have_device ? &self->device : NULL,
+                         self->meta ? self->meta->name : NULL);
+}
+
+/* The "?" popover's comparison: each choice of a setting, planned on this PC. */
+static char *
+compare_choices (const char *key, gpointer user_data)
+{
+  DcpWindow *self = user_data;
+  const char *const *choices = dcp_settings_page_choices (key);
+  guint64 plan_vram = (guint64) (gtk_spin_button_get_value (dcp_costs_view_get_plan_vram (self->costs_view)) * GIB);
+  g_autofree char *current = NULL;
+  GString *s;
+
+  if (choices == NULL || self->meta == NULL)
+    return NULL;
+  current = dcp_settings_get (&self->settings, key);
+  s = g_string_new (self->have_device && self->device.available ? _("On this PC:") : _("Planned for the VRAM set under This PC:"));
+  for (guint i = 0; choices[i] != NULL; i++)
+    {
+      g_auto(DcpSettings) scratch = { 0 };
+      g_auto(DcpCosts) costs = { 0 };
+      g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+      g_autoptr(JsonNode) root = json_from_string (json, NULL);
+
+      dcp_settings_init_default (&scratch);
+      if (!dcp_settings_load_json (&scratch, root, NULL) || !dcp_settings_set (&scratch, key, choices[i], NULL))
+        continue;
+      dcp_costs_compute (&costs, self->meta, &scratch, self->have_device ? &self->device : NULL, plan_vram);
+      g_string_append_printf (s, "\n%s %-16s ", g_str_equal (choices[i], current) ? "•" : " ", choices[i]);
+      if (!costs.plan_ok)
+        g_string_append (s, costs.plan_error);
+      else
+        {
+          /* Translators: a compact comparison line: VRAM in GiB, then the context in tokens */
+          g_string_append_printf (s, _("%5.1f GiB%s  %7" G_GUINT64_FORMAT " tokens"),
+                                  costs.plan.vram_total / GIB, costs.plan.fits ? "" : _(" (too much)"),
+                                  costs.plan.context_per_conversation);
+          if (costs.have_accuracy)
+            g_string_append_printf (s, _("  KL %.3f"), costs.accuracy.kl_divergence);
+          if (costs.tokens_per_s_short > 0)
+            g_string_append_printf (s, _("  %.0f tok/s"), costs.tokens_per_s_short);
+        }
+    }
+  return g_string_free (s, FALSE);
 }
 
 static void
-show_probe (DcpWindow *self, JsonObject *probe)
+show_address (DcpWindow *self)
 {
-  g_autofree char *vram = NULL, *bandwidth = NULL, *gpu = NULL;
+  g_autofree char *text = NULL;
+  gboolean locked = self->settings.api_key != NULL;
 
-  if (!json_object_get_boolean_member_with_default (probe, "available", FALSE))
+  text = g_strdup_printf ("http://%s:%u\n%s", self->settings.host, self->settings.port,
+                          locked ? _("clients must send the API key") : _("open: no API key"));
+  adw_action_row_set_subtitle (self->address_row, text);
+  gtk_menu_button_set_icon_name (self->lock_button, locked ? "changes-prevent-symbolic" : "changes-allow-symbolic");
+}
+
+void
+dcp_window_settings_changed (DcpWindow *self)
+{
+  g_autofree char *line = dcp_window_get_command_line (self);
+  g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+
+  adw_action_row_set_subtitle (self->command_row, line);
+  show_address (self);
+  dcp_window_show_preset (self);
+  dcp_window_update_costs (self);
+  g_settings_set_string (self->gsettings, "last-settings", json);
+}
+
+static void
+page_changed (DcpSettingsPage *page, const char *key, DcpWindow *self)
+{
+  dcp_window_settings_changed (self);
+}
+
+static void
+host_changed (GtkEditable *entry, DcpWindow *self)
+{
+  if (dcp_settings_set (&self->settings, "host", gtk_editable_get_text (entry), NULL))
     {
-      /* Translators: %s is the engine's reason, e.g. "no NVIDIA GPU or driver was found" */
-      g_autofree char *text = g_strdup_printf (_("No GPU: %s"),
-                                               json_object_get_string_member_with_default (probe, "reason", "?"));
-      show_probe_error (self, text);
-      return;
+      gtk_widget_remove_css_class (GTK_WIDGET (entry), "error");
+      dcp_window_settings_changed (self);
     }
-  gpu = g_strdup_printf ("%s (%s)", json_object_get_string_member_with_default (probe, "name", "?"),
-                         json_object_get_string_member_with_default (probe, "compute_capability", "?"));
-  vram = g_strdup_printf (_("%.1f GiB free of %.1f GiB"),
-                          json_object_get_int_member_with_default (probe, "free_bytes", 0) / 1073741824.0,
-                          json_object_get_int_member_with_default (probe, "total_bytes", 0) / 1073741824.0);
-  bandwidth = g_strdup_printf (_("%.0f GB/s peak"),
-                               json_object_get_double_member_with_default (probe, "peak_bandwidth_gbps", 0));
-  adw_action_row_set_subtitle (self->gpu_row, gpu);
-  adw_action_row_set_subtitle (self->vram_row, vram);
-  adw_action_row_set_subtitle (self->bandwidth_row, bandwidth);
+  else
+    gtk_widget_add_css_class (GTK_WIDGET (entry), "error");
+}
+
+static void
+port_changed (GtkSpinButton *spin, DcpWindow *self)
+{
+  g_autofree char *text = g_strdup_printf ("%d", gtk_spin_button_get_value_as_int (spin));
+
+  if (dcp_settings_set (&self->settings, "port", text, NULL))
+    dcp_window_settings_changed (self);
+}
+
+static void
+key_changed (GtkEditable *entry, DcpWindow *self)
+{
+  dcp_settings_set (&self->settings, "api-key", gtk_editable_get_text (entry), NULL);
+  g_settings_set_string (self->gsettings, "api-key", gtk_editable_get_text (entry));
+  dcp_window_settings_changed (self);
+}
+
+static void
+plan_vram_changed (GtkSpinButton *spin, DcpWindow *self)
+{
+  g_settings_set_double (self->gsettings, "plan-vram-gib", gtk_spin_button_get_value (spin));
+  dcp_window_update_costs (self);
+}
+
+/* ---- the GPU ---- */
+
+void
+dcp_window_set_device_json (DcpWindow *self, const char *probe_json)
+{
+  g_autoptr(GError) error = NULL;
+
+  dcp_device_report_clear (&self->device);
+  self->have_device = dcp_device_report_parse (&self->device, probe_json, &error);
+  if (!self->have_device)
+    dcp_window_toast (self, error->message);
+  dcp_window_update_costs (self);
 }
 
 static void
@@ -59,48 +172,202 @@ probe_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(DcpWindow) self = user_data;
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new ();
   g_autofree char *out = NULL, *err = NULL;
   GSubprocess *proc = G_SUBPROCESS (source);
 
   if (!g_subprocess_communicate_utf8_finish (proc, result, &out, &err, &error))
     {
       if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        show_probe_error (self, error->message);
+        dcp_window_toast (self, error->message);
       return;
     }
   if (!g_subprocess_get_if_exited (proc) || g_subprocess_get_exit_status (proc) != 0)
     {
-      g_autofree char *text = g_strdup_printf (_("The engine failed: %s"), err && *err ? g_strstrip (err) : "?");
-      show_probe_error (self, text);
+      g_autofree char *text = g_strdup_printf (_("The engine failed to probe the GPU: %s"),
+                                               err && *err ? g_strstrip (err) : "?");
+      dcp_window_toast (self, text);
       return;
     }
-  if (!json_parser_load_from_data (parser, out, -1, &error) ||
-      json_parser_get_root (parser) == NULL ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    {
-      show_probe_error (self, _("The engine's GPU report could not be read"));
-      return;
-    }
-  show_probe (self, json_node_get_object (json_parser_get_root (parser)));
+  dcp_window_set_device_json (self, out);
 }
 
 static void
-start_probe (DcpWindow *self, const char *engine)
+start_probe (DcpWindow *self)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(GSubprocess) proc = NULL;
 
-  adw_action_row_set_subtitle (self->engine_row, engine);
   proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error,
-                           engine, "--probe", "--json", "--no-measure", NULL);
+                           self->engine_path, "--probe", "--json", NULL);
   if (proc == NULL)
     {
-      show_probe_error (self, error->message);
+      g_autofree char *text = g_strdup_printf (_("The engine could not be started: %s"), error->message);
+      dcp_window_toast (self, text);
       return;
     }
   g_subprocess_communicate_utf8_async (proc, NULL, self->cancellable, probe_done, g_object_ref (self));
 }
+
+/* ---- the model ---- */
+
+void
+dcp_window_set_model_meta (DcpWindow *self, DcpModelMeta *meta)
+{
+  g_clear_pointer (&self->meta, dcp_model_meta_free);
+  self->meta = meta;
+  dcp_window_update_costs (self);
+}
+
+static void
+meta_fetched (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpWindow) self = user_data;
+  g_autoptr(GError) error = NULL;
+  DcpModelMeta *meta = dcp_model_meta_fetch_finish (result, &error);
+
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    return;
+  if (meta == NULL)
+    dcp_window_toast (self, error->message);
+  dcp_window_set_model_meta (self, meta);
+}
+
+static void
+model_selected (DcpModelList *list, DcpWindow *self)
+{
+  const DcpModelEntry *entry = dcp_model_list_get_selected (list);
+  g_autofree char *dir = models_dir (self);
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (entry == NULL)
+    return;
+  path = entry->local_path ? g_strdup (entry->local_path) : g_build_filename (dir, entry->name, NULL);
+  dcp_settings_set (&self->settings, "model", path, NULL);
+  g_settings_set_string (self->gsettings, "model", entry->name);
+  g_cancellable_cancel (self->meta_cancellable);
+  g_clear_object (&self->meta_cancellable);
+  if (entry->local_path != NULL)
+    {
+      DcpModelMeta *meta = dcp_model_meta_load (entry->local_path, &error);
+
+      if (meta == NULL)
+        dcp_window_toast (self, error->message);
+      dcp_window_set_model_meta (self, meta);
+    }
+  else
+    {
+      dcp_window_set_model_meta (self, NULL);
+      self->meta_cancellable = g_cancellable_new ();
+      dcp_model_meta_fetch_async (self->session, entry->url, self->meta_cancellable, meta_fetched, g_object_ref (self));
+    }
+  dcp_window_settings_changed (self);
+}
+
+static void
+catalog_ready (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpWindow) self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = models_dir (self);
+  g_autoptr(GPtrArray) remote = dcp_model_catalog_list_remote_finish (result, &error);
+  g_autofree char *model = NULL;
+  GPtrArray *local;
+
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    return;
+  model = g_settings_get_string (self->gsettings, "model");
+  local = dcp_model_catalog_list_local (dir, NULL);
+  if (local == NULL)
+    local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  if (remote == NULL)
+    {
+      /* Translators: %s is why the repository's file list could not be read */
+      g_autofree char *note = g_strdup_printf (_("The repository's files could not be listed: %s"), error->message);
+      dcp_model_list_set_note (self->model_list, note);
+      remote = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+    }
+  else
+    dcp_model_list_set_note (self->model_list, NULL);
+  dcp_model_list_set_entries (self->model_list, dcp_model_catalog_merge (local, g_steal_pointer (&remote)), dir);
+  if (*model)
+    dcp_model_list_select (self->model_list, model);
+}
+
+static void
+refresh_models (DcpWindow *self)
+{
+  g_autofree char *dir = models_dir (self);
+  g_autofree char *repo = g_settings_get_string (self->gsettings, "model-repository");
+  g_autofree char *model = g_settings_get_string (self->gsettings, "model");
+  g_autoptr(GError) error = NULL;
+  GPtrArray *local;
+
+  gtk_editable_set_text (GTK_EDITABLE (self->folder_row), dir);
+  gtk_editable_set_text (GTK_EDITABLE (self->repo_row), repo);
+  if (*repo)
+    {
+      dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main",
+                                           self->cancellable, catalog_ready, g_object_ref (self));
+      return;
+    }
+  local = dcp_model_catalog_list_local (dir, &error);
+  if (local == NULL)
+    {
+      dcp_window_toast (self, error->message);
+      local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+    }
+  dcp_model_list_set_note (self->model_list,
+                           _("No model repository is set, so only the .mcapy files in the models folder are listed. "
+                             "Enter a Hugging Face repository above (owner/name) to list and download its files; "
+                             "the HF_ENDPOINT environment variable points it at a mirror."));
+  dcp_model_list_set_entries (self->model_list, local, dir);
+  if (*model)
+    dcp_model_list_select (self->model_list, model);
+}
+
+static void
+folder_applied (AdwEntryRow *row, DcpWindow *self)
+{
+  g_autofree char *default_dir = g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
+  const char *text = gtk_editable_get_text (GTK_EDITABLE (row));
+
+  g_settings_set_string (self->gsettings, "models-folder", g_strcmp0 (text, default_dir) == 0 ? "" : text);
+  refresh_models (self);
+}
+
+static void
+repo_applied (AdwEntryRow *row, DcpWindow *self)
+{
+  g_autofree char *repo = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (row))));
+
+  g_settings_set_string (self->gsettings, "model-repository", repo);
+  refresh_models (self);
+}
+
+static void
+model_downloaded (DcpModelList *list, const char *name, DcpWindow *self)
+{
+  /* Translators: %s is a file name */
+  g_autofree char *text = g_strdup_printf (_("%s is downloaded and its SHA-256 checked"), name);
+
+  dcp_window_toast (self, text);
+  refresh_models (self);
+}
+
+static void
+model_error (DcpModelList *list, const char *message, DcpWindow *self)
+{
+  dcp_window_toast (self, message);
+}
+
+static void
+refresh_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  refresh_models (DCP_WINDOW (widget));
+}
+
+/* ---- the window ---- */
 
 static void
 dcp_window_dispose (GObject *object)
@@ -108,9 +375,28 @@ dcp_window_dispose (GObject *object)
   DcpWindow *self = DCP_WINDOW (object);
 
   g_cancellable_cancel (self->cancellable);
-  g_clear_object (&self->cancellable);
+  g_cancellable_cancel (self->meta_cancellable);
+  g_clear_object (&self->engine);
   gtk_widget_dispose_template (GTK_WIDGET (self), DCP_TYPE_WINDOW);
   G_OBJECT_CLASS (dcp_window_parent_class)->dispose (object);
+}
+
+static void
+dcp_window_finalize (GObject *object)
+{
+  DcpWindow *self = DCP_WINDOW (object);
+
+  g_clear_object (&self->cancellable);
+  g_clear_object (&self->meta_cancellable);
+  g_clear_object (&self->session);
+  g_clear_object (&self->gsettings);
+  g_clear_pointer (&self->presets, g_ptr_array_unref);
+  g_clear_object (&self->preset_names);
+  g_clear_pointer (&self->meta, dcp_model_meta_free);
+  g_free (self->engine_path);
+  dcp_settings_clear (&self->settings);
+  dcp_device_report_clear (&self->device);
+  G_OBJECT_CLASS (dcp_window_parent_class)->finalize (object);
 }
 
 static void
@@ -120,29 +406,108 @@ dcp_window_class_init (DcpWindowClass *klass)
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
   object_class->dispose = dcp_window_dispose;
+  object_class->finalize = dcp_window_finalize;
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/decapybara/Launcher/dcp-window.ui");
-  gtk_widget_class_bind_template_child (widget_class, DcpWindow, gpu_row);
-  gtk_widget_class_bind_template_child (widget_class, DcpWindow, vram_row);
-  gtk_widget_class_bind_template_child (widget_class, DcpWindow, bandwidth_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, toasts);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, title);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, load_button);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, stop_button);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, left_box);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_box);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, address_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, command_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, engine_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, host_entry);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, port_spin);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, lock_button);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, key_entry);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, preset_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, save_preset_popover);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, preset_name_entry);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_view);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_scroll);
+  gtk_widget_class_install_action (widget_class, "win.refresh", NULL, refresh_action);
+  dcp_window_class_init_actions (widget_class);
 }
 
 static void
 dcp_window_init (DcpWindow *self)
 {
+  g_type_ensure (DCP_TYPE_COSTS_VIEW);
   gtk_widget_init_template (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
+  self->session = soup_session_new_with_options ("user-agent", "decapybara-launcher/" PACKAGE_VERSION, NULL);
+  dcp_settings_init_default (&self->settings);
+
+  self->model_list = dcp_model_list_new (self->session);
+  gtk_box_prepend (self->left_box, GTK_WIDGET (self->model_list));
+  self->settings_page = dcp_settings_page_new (&self->settings);
+  gtk_box_append (self->left_box, GTK_WIDGET (self->settings_page));
+  self->costs_view = dcp_costs_view_new ();
+  gtk_box_prepend (self->right_box, GTK_WIDGET (self->costs_view));
+  self->engine = dcp_engine_process_new ();
+
+  dcp_settings_page_set_compare_func (self->settings_page, compare_choices, self);
+  g_signal_connect (self->settings_page, "changed", G_CALLBACK (page_changed), self);
+  g_signal_connect (self->model_list, "selected", G_CALLBACK (model_selected), self);
+  g_signal_connect (self->model_list, "downloaded", G_CALLBACK (model_downloaded), self);
+  g_signal_connect (self->model_list, "error", G_CALLBACK (model_error), self);
+  g_signal_connect (self->folder_row, "apply", G_CALLBACK (folder_applied), self);
+  g_signal_connect (self->repo_row, "apply", G_CALLBACK (repo_applied), self);
+  dcp_window_init_actions (self);
+}
+
+/* The last used settings, then the widgets that show them. */
+static void
+restore (DcpWindow *self)
+{
+  g_autofree char *json = g_settings_get_string (self->gsettings, "last-settings");
+  g_autofree char *key = g_settings_get_string (self->gsettings, "api-key");
+  g_autoptr(JsonNode) root = json_from_string (json, NULL);
+  g_autoptr(GError) error = NULL;
+
+  if (root != NULL && !dcp_settings_load_json (&self->settings, root, &error))
+    {
+      /* A setting the engine no longer accepts: start from the defaults, and say so. */
+      g_autofree char *text = g_strdup_printf (_("The last settings were not restored: %s"), error->message);
+      dcp_settings_clear (&self->settings);
+      dcp_settings_init_default (&self->settings);
+      dcp_window_toast (self, text);
+    }
+  if (*key)
+    dcp_settings_set (&self->settings, "api-key", key, NULL);
+  gtk_editable_set_text (GTK_EDITABLE (self->host_entry), self->settings.host);
+  gtk_spin_button_set_value (self->port_spin, self->settings.port);
+  gtk_editable_set_text (GTK_EDITABLE (self->key_entry), key);
+  gtk_spin_button_set_value (dcp_costs_view_get_plan_vram (self->costs_view),
+                             g_settings_get_double (self->gsettings, "plan-vram-gib"));
+  dcp_settings_page_sync (self->settings_page);
+  g_signal_connect (self->host_entry, "changed", G_CALLBACK (host_changed), self);
+  g_signal_connect (self->port_spin, "value-changed", G_CALLBACK (port_changed), self);
+  g_signal_connect (self->key_entry, "changed", G_CALLBACK (key_changed), self);
+  g_signal_connect (dcp_costs_view_get_plan_vram (self->costs_view), "value-changed",
+                    G_CALLBACK (plan_vram_changed), self);
 }
 
 DcpWindow *
-dcp_window_new (DcpApplication *application)
+dcp_window_new (GtkApplication *application, GSettings *settings, const char *engine_path)
 {
-  GSettings *settings = dcp_application_get_settings (application);
-  DcpWindow *self = g_object_new (DCP_TYPE_WINDOW, "application", application, NULL);
+  DcpWindow *self;
 
+  g_return_val_if_fail (G_IS_SETTINGS (settings) && engine_path != NULL, NULL);
+  self = g_object_new (DCP_TYPE_WINDOW, "application", application, NULL);
+  self->gsettings = g_object_ref (settings);
+  self->engine_path = g_strdup (engine_path);
   g_settings_bind (settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
-  start_probe (self, dcp_application_get_engine_path (application));
+  restore (self);
+  dcp_window_load_presets (self);
+  dcp_window_settings_changed (self);
+  dcp_window_show_engine_state (self);
+  start_probe (self);
+  refresh_models (self);
   return self;
 }

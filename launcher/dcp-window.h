@@ -3,13 +3,14 @@
 
 #include <adwaita.h>
 
-#include "dcp-application.h"
-
 G_BEGIN_DECLS
 
 #define DCP_TYPE_WINDOW (dcp_window_get_type ())
 G_DECLARE_FINAL_TYPE (DcpWindow, dcp_window, DCP, WINDOW, AdwApplicationWindow)
 
-DcpWindow *dcp_window_new (DcpApplication *application);
+/* application may be NULL (tests); settings is the launcher's GSettings; engine the engine binary. */
+DcpWindow *dcp_window_new (GtkApplication *application,
+                           GSettings      *settings,
+                           const char     *engine_path);
 
 G_END_DECLS

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-engine-process"
+
+#include "config.h"
+
+#include <libsoup/soup.h>
+#include <signal.h>
+
+#include "dcp-engine-process.h"
+#include "dcp-error.h"
+
+#define HEALTH_INTERVAL_MS 500
+/* After the exit, how long a child the engine left behind may keep its output open. */
+#define OUTPUT_GRACE_MS 1000
+
+struct _DcpEngineProcess
+{
+  GObject parent_instance;
+
+  GSubprocess *proc;
+  GDataInputStream *output;
+  GCancellable *cancellable;     /* this run's reads and health checks */
+  SoupSession *session;
+  char *health_url;
+  GQueue lines;                  /* char *, the last DCP_ENGINE_LOG_LINES */
+  DcpEngineState state;
+  char *error;
+  guint health_source;
+  guint kill_source;
+  guint grace_source;
+  guint stop_timeout_ms;
+  gboolean stop_requested;
+  gboolean exited, output_done;  /* the run ends when both have happened */
+  gboolean health_in_flight;
+};
+
+G_DEFINE_FINAL_TYPE (DcpEngineProcess, dcp_engine_process, G_TYPE_OBJECT)
+
+enum { PROP_0, PROP_STATE, N_PROPS };
+enum { LOG_LINE, N_SIGNALS };
+static GParamSpec *props[N_PROPS];
+static guint signals[N_SIGNALS];
+
+const char *
+dcp_engine_state_to_string (DcpEngineState state)
+{
+  static const char *const names[] = { "stopped", "starting", "running", "stopping", "failed" };
+
+  g_return_val_if_fail (state <= DCP_ENGINE_FAILED, NULL);
+  return names[state];
+}
+
+static void
+set_state (DcpEngineProcess *self, DcpEngineState state)
+{
+  if (self->state == state)
+    return;
+  self->state = state;
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STATE]);
+}
+
+static void
+clear_sources (DcpEngineProcess *self)
+{
+  g_clear_handle_id (&self->health_source, g_source_remove);
+  g_clear_handle_id (&self->kill_source, g_source_remove);
+  g_clear_handle_id (&self->grace_source, g_source_remove);
+}
+
+/* Both the exit status and the end of the output are in: report the run's end. */
+static void
+finish_run (DcpEngineProcess *self)
+{
+  GSubprocess *proc = self->proc;
+  DcpEngineState end = DCP_ENGINE_STOPPED;
+
+  if (!self->exited || !self->output_done)
+    return;
+  clear_sources (self);
+  g_clear_pointer (&self->error, g_free);
+  if (g_subprocess_get_if_signaled (proc))
+    {
+      int sig = g_subprocess_get_term_sig (proc);
+      /* Our own SIGTERM or SIGKILL after Stop is not a crash. */
+      if (!(self->stop_requested && (sig == SIGTERM || sig == SIGKILL)))
+        {
+          self->error = g_strdup_printf ("The engine was killed by signal %d (%s)", sig, g_strsignal (sig));
+          end = DCP_ENGINE_FAILED;
+        }
+    }
+  else if (g_subprocess_get_exit_status (proc) != 0 && !self->stop_requested)
+    {
+      self->error = g_strdup_printf ("The engine exited with status %d", g_subprocess_get_exit_status (proc));
+      end = DCP_ENGINE_FAILED;
+    }
+  g_clear_object (&self->proc);
+  g_clear_object (&self->output);
+  set_state (self, end);
+}
+
+static void
+add_line (DcpEngineProcess *self, char *line)
+{
+  g_queue_push_tail (&self->lines, line);
+  while (self->lines.length > DCP_ENGINE_LOG_LINES)
+    g_free (g_queue_pop_head (&self->lines));
+  g_signal_emit (self, signals[LOG_LINE], 0, line);
+}
+
+static void
+read_line_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpEngineProcess) self = user_data;
+  g_autoptr(GError) error = NULL;
+  gsize length = 0;
+  char *line = g_data_input_stream_read_line_finish_utf8 (G_DATA_INPUT_STREAM (source), result, &length, &error);
+
+  if (line == NULL)
+    {
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        return;
+      if (error != NULL && !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
+        add_line (self, g_strdup_printf ("(reading the engine's output failed: %s)", error->message));
+      if (error == NULL || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
+        {
+          self->output_done = TRUE;
+          finish_run (self);
+          return;
+        }
+      line = g_strdup ("(a line that is not UTF-8)");
+    }
+  add_line (self, line);
+  if (self->output != NULL)
+    g_data_input_stream_read_line_async (self->output, G_PRIORITY_DEFAULT, self->cancellable,
+                                         read_line_done, g_object_ref (self));
+}
+
+static gboolean
+output_grace_over (gpointer user_data)
+{
+  DcpEngineProcess *self = user_data;
+
+  self->grace_source = 0;
+  self->output_done = TRUE;
+  /* The reads still pending belong to this run's cancellable. */
+  g_cancellable_cancel (self->cancellable);
+  finish_run (self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+wait_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpEngineProcess) self = user_data;
+
+  if (!g_subprocess_wait_finish (G_SUBPROCESS (source), result, NULL))
+    return;   /* cancelled: the object is being disposed */
+  if (G_SUBPROCESS (source) != self->proc)
+    return;
+  self->exited = TRUE;
+  if (!self->output_done)
+    self->grace_source = g_timeout_add (OUTPUT_GRACE_MS, output_grace_over, self);
+  finish_run (self);
+}
+
+static void
+health_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpEngineProcess) self = user_data;
+  g_autoptr(GBytes) body = soup_session_send_and_read_finish (SOUP_SESSION (source), result, NULL);
+  SoupMessage *msg = soup_session_get_async_result_message (SOUP_SESSION (source), result);
+
+  self->health_in_flight = FALSE;
+  if (body != NULL && msg != NULL && soup_message_get_status (msg) == SOUP_STATUS_OK &&
+      self->state == DCP_ENGINE_STARTING)
+    {
+      g_clear_handle_id (&self->health_source, g_source_remove);
+      set_state (self, DCP_ENGINE_RUNNING);
+    }
+}
+
+static gboolean
+health_tick (gpointer user_data)
+{
+  DcpEngineProcess *self = user_data;
+  g_autoptr(SoupMessage) msg = NULL;
+
+  if (self->health_in_flight || self->state != DCP_ENGINE_STARTING)
+    return G_SOURCE_CONTINUE;
+  msg = soup_message_new (SOUP_METHOD_GET, self->health_url);
+  if (msg == NULL)
+    {
+      self->health_source = 0;
+      return G_SOURCE_REMOVE;
+    }
+  self->health_in_flight = TRUE;
+  soup_session_send_and_read_async (self->session, msg, G_PRIORITY_DEFAULT, self->cancellable,
+                                    health_done, g_object_ref (self));
+  return G_SOURCE_CONTINUE;
+}
+
+gboolean
+dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const char *const *envp,
+                          const char *health_url, GError **error)
+{
+  g_autoptr(GSubprocessLauncher) launcher = NULL;
+  g_autoptr(GError) local = NULL;
+  GInputStream *out;
+
+  g_return_val_if_fail (DCP_IS_ENGINE_PROCESS (self), FALSE);
+  g_return_val_if_fail (argv != NULL && argv[0] != NULL && health_url != NULL, FALSE);
+
+  if (self->proc != NULL)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "The engine is already running");
+      return FALSE;
+    }
+  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
+  if (envp != NULL)
+    g_subprocess_launcher_set_environ (launcher, (char **) envp);
+  self->proc = g_subprocess_launcher_spawnv (launcher, argv, &local);
+  if (self->proc == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_FAILED, "The engine could not start: %s", local->message);
+      g_clear_pointer (&self->error, g_free);
+      self->error = g_strdup ((*error)->message);
+      set_state (self, DCP_ENGINE_FAILED);
+      return FALSE;
+    }
+  g_queue_clear_full (&self->lines, g_free);
+  g_clear_pointer (&self->error, g_free);
+  g_free (self->health_url);
+  self->health_url = g_strdup (health_url);
+  self->stop_requested = self->exited = self->output_done = FALSE;
+  g_cancellable_cancel (self->cancellable);
+  g_clear_object (&self->cancellable);
+  self->cancellable = g_cancellable_new ();
+
+  out = g_subprocess_get_stdout_pipe (self->proc);
+  self->output = g_data_input_stream_new (out);
+  g_data_input_stream_set_newline_type (self->output, G_DATA_STREAM_NEWLINE_TYPE_ANY);
+  g_data_input_stream_read_line_async (self->output, G_PRIORITY_DEFAULT, self->cancellable,
+                                       read_line_done, g_object_ref (self));
+  g_subprocess_wait_async (self->proc, self->cancellable, wait_done, g_object_ref (self));
+  self->health_source = g_timeout_add (HEALTH_INTERVAL_MS, health_tick, self);
+  set_state (self, DCP_ENGINE_STARTING);
+  return TRUE;
+}
+
+static gboolean
+kill_tick (gpointer user_data)
+{
+  DcpEngineProcess *self = user_data;
+
+  self->kill_source = 0;
+  if (self->proc != NULL && !self->exited)
+    {
+      add_line (self, g_strdup ("(the engine did not stop in time: killing it)"));
+      g_subprocess_force_exit (self->proc);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+void
+dcp_engine_process_stop (DcpEngineProcess *self)
+{
+  g_return_if_fail (DCP_IS_ENGINE_PROCESS (self));
+
+  if (self->proc == NULL || self->stop_requested)
+    return;
+  self->stop_requested = TRUE;
+  g_clear_handle_id (&self->health_source, g_source_remove);
+  set_state (self, DCP_ENGINE_STOPPING);
+  g_subprocess_send_signal (self->proc, SIGTERM);
+  self->kill_source = g_timeout_add (self->stop_timeout_ms, kill_tick, self);
+}
+
+void
+dcp_engine_process_set_stop_timeout (DcpEngineProcess *self, guint milliseconds)
+{
+  g_return_if_fail (DCP_IS_ENGINE_PROCESS (self));
+  self->stop_timeout_ms = milliseconds;
+}
+
+DcpEngineState
+dcp_engine_process_get_state (DcpEngineProcess *self)
+{
+  g_return_val_if_fail (DCP_IS_ENGINE_PROCESS (self), DCP_ENGINE_STOPPED);
+  return self->state;
+}
+
+const char *
+dcp_engine_process_get_error (DcpEngineProcess *self)
+{
+  g_return_val_if_fail (DCP_IS_ENGINE_PROCESS (self), NULL);
+  return self->error;
+}
+
+char *
+dcp_engine_process_get_last_lines (DcpEngineProcess *self, guint n)
+{
+  GString *s = g_string_new (NULL);
+  GList *l;
+  guint skip;
+
+  g_return_val_if_fail (DCP_IS_ENGINE_PROCESS (self), NULL);
+  skip = self->lines.length > n ? self->lines.length - n : 0;
+  for (l = g_queue_peek_nth_link (&self->lines, skip); l != NULL; l = l->next)
+    g_string_append_printf (s, "%s%s", s->len ? "\n" : "", (const char *) l->data);
+  return g_string_free (s, FALSE);
+}
+
+static void
+dcp_engine_process_dispose (GObject *object)
+{
+  DcpEngineProcess *self = DCP_ENGINE_PROCESS (object);
+
+  clear_sources (self);
+  /* The engine does not outlive the launcher. */
+  if (self->proc != NULL && !self->exited)
+    g_subprocess_force_exit (self->proc);
+  g_cancellable_cancel (self->cancellable);
+  g_clear_object (&self->cancellable);
+  g_clear_object (&self->proc);
+  g_clear_object (&self->output);
+  g_clear_object (&self->session);
+  G_OBJECT_CLASS (dcp_engine_process_parent_class)->dispose (object);
+}
+
+static void
+dcp_engine_process_finalize (GObject *object)
+{
+  DcpEngineProcess *self = DCP_ENGINE_PROCESS (object);
+
+  g_queue_clear_full (&self->lines, g_free);
+  g_free (self->health_url);
+  g_free (self->error);
+  G_OBJECT_CLASS (dcp_engine_process_parent_class)->finalize (object);
+}
+
+static void
+dcp_engine_process_get_property (GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+  DcpEngineProcess *self = DCP_ENGINE_PROCESS (object);
+
+  switch (id)
+    {
+    case PROP_STATE:
+      g_value_set_int (value, self->state);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+dcp_engine_process_class_init (DcpEngineProcessClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = dcp_engine_process_dispose;
+  object_class->finalize = dcp_engine_process_finalize;
+  object_class->get_property = dcp_engine_process_get_property;
+  props[PROP_STATE] = g_param_spec_int ("state", NULL, NULL, DCP_ENGINE_STOPPED, DCP_ENGINE_FAILED,
+                                        DCP_ENGINE_STOPPED, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_properties (object_class, N_PROPS, props);
+  signals[LOG_LINE] = g_signal_new ("log-line", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                    NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void
+dcp_engine_process_init (DcpEngineProcess *self)
+{
+  g_queue_init (&self->lines);
+  self->stop_timeout_ms = 5000;
+  self->cancellable = g_cancellable_new ();
+  self->session = soup_session_new_with_options ("timeout", 2, NULL);
+}
+
+DcpEngineProcess *
+dcp_engine_process_new (void)
+{
+  return g_object_new (DCP_TYPE_ENGINE_PROCESS, NULL);
+}

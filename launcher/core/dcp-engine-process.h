@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+/* Runs the engine as a child process and follows it by its output and its exit: every output
+ * line is a "log-line" signal; GET /health answering 200 makes it RUNNING; an exit that Stop did
+ * not ask for is FAILED (non-zero status or a signal) with the last lines kept for the report.
+ * Stop sends SIGTERM, then SIGKILL when the engine has not exited after the stop timeout. */
+
+typedef enum {
+  DCP_ENGINE_STOPPED,
+  DCP_ENGINE_STARTING,
+  DCP_ENGINE_RUNNING,
+  DCP_ENGINE_STOPPING,
+  DCP_ENGINE_FAILED,
+} DcpEngineState;
+
+#define DCP_ENGINE_LOG_LINES 200   /* lines kept */
+
+#define DCP_TYPE_ENGINE_PROCESS (dcp_engine_process_get_type ())
+G_DECLARE_FINAL_TYPE (DcpEngineProcess, dcp_engine_process, DCP, ENGINE_PROCESS, GObject)
+
+DcpEngineProcess *dcp_engine_process_new          (void);
+/* argv[0] is the engine; health_url is polled until it answers 200. envp: NULL = inherit. */
+gboolean        dcp_engine_process_start          (DcpEngineProcess   *self,
+                                                   const char *const  *argv,
+                                                   const char *const  *envp,
+                                                   const char         *health_url,
+                                                   GError            **error);
+void            dcp_engine_process_stop           (DcpEngineProcess   *self);
+void            dcp_engine_process_set_stop_timeout (DcpEngineProcess *self,
+                                                   guint               milliseconds);
+DcpEngineState  dcp_engine_process_get_state      (DcpEngineProcess   *self);
+/* Why it failed ("The engine exited with status 2"), or NULL. */
+const char     *dcp_engine_process_get_error      (DcpEngineProcess   *self);
+/* The last n lines of output, joined with newlines. */
+char           *dcp_engine_process_get_last_lines (DcpEngineProcess   *self,
+                                                   guint               n);
+const char     *dcp_engine_state_to_string        (DcpEngineState      state);
+
+G_END_DECLS

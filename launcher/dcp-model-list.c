@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-model-list"
+
+#include "config.h"
+
+#include <glib/gi18n.h>
+
+#include "dcp-download.h"
+#include "dcp-model-list.h"
+
+typedef struct {
+  DcpModelList *list;
+  DcpModelEntry *entry;     /* NULL once the list was refreshed under a running download */
+  char *name;
+  AdwActionRow *row;
+  GtkCheckButton *check;
+  GtkWidget *download_button;
+  GtkProgressBar *progress;
+  GtkWidget *cancel_button;
+  DcpDownload *download;
+  GCancellable *cancellable;
+} Item;
+
+struct _DcpModelList
+{
+  AdwPreferencesGroup parent_instance;
+
+  SoupSession *session;
+  char *models_dir;
+  GPtrArray *entries;
+  GPtrArray *items;          /* Item *, one per entry */
+  GPtrArray *downloads;      /* Item * of running downloads: they outlive a refresh */
+  GtkCheckButton *group;     /* the first radio: the others join it */
+  AdwActionRow *note_row;
+  char *selected;
+};
+
+G_DEFINE_FINAL_TYPE (DcpModelList, dcp_model_list, ADW_TYPE_PREFERENCES_GROUP)
+
+enum { SELECTED, DOWNLOADED, ERROR, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+static void
+item_free (Item *item)
+{
+  g_clear_object (&item->download);
+  g_clear_object (&item->cancellable);
+  g_free (item->name);
+  g_free (item);
+}
+
+static char *
+describe (const DcpModelEntry *e)
+{
+  g_autofree char *size = g_format_size (e->size);
+
+  if (e->local_path != NULL && e->url != NULL)
+    /* Translators: %s is a file size */
+    return g_strdup_printf (_("On this PC and in the repository, %s"), size);
+  if (e->local_path != NULL)
+    return g_strdup_printf (_("On this PC, %s"), size);
+  return g_strdup_printf (_("In the repository, %s: not downloaded yet"), size);
+}
+
+static void
+check_toggled (GtkCheckButton *check, Item *item)
+{
+  DcpModelList *self = item->list;
+
+  if (!gtk_check_button_get_active (check))
+    return;
+  g_free (self->selected);
+  self->selected = g_strdup (item->entry->name);
+  g_signal_emit (self, signals[SELECTED], 0);
+}
+
+static void
+progress_changed (DcpDownload *download, GParamSpec *pspec, Item *item)
+{
+  guint64 size = dcp_download_get_size (download), received = dcp_download_get_received (download);
+  g_autofree char *a = g_format_size (received), *b = g_format_size (size);
+  g_autofree char *text = g_strdup_printf ("%s / %s", a, b);
+
+  if (item->row == NULL)
+    return;
+  gtk_progress_bar_set_fraction (item->progress, size ? (double) received / size : 0);
+  gtk_progress_bar_set_text (item->progress, text);
+}
+
+static void
+show_downloading (Item *item, gboolean downloading)
+{
+  gtk_widget_set_visible (item->download_button, !downloading);
+  gtk_widget_set_visible (GTK_WIDGET (item->progress), downloading);
+  gtk_widget_set_visible (item->cancel_button, downloading);
+}
+
+static void
+download_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Item *item = user_data;
+  DcpModelList *self = item->list;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *name = g_strdup (item->name);
+  gboolean ok = dcp_download_run_finish (DCP_DOWNLOAD (source), result, &error);
+
+  g_ptr_array_remove (self->downloads, item);
+  if (item->row != NULL)
+    show_downloading (item, FALSE);
+  if (ok)
+    g_signal_emit (self, signals[DOWNLOADED], 0, name);
+  else if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      /* Translators: the first %s is a file name, the second the reason */
+      g_autofree char *text = g_strdup_printf (_("Downloading %s failed: %s"), name, error->message);
+      g_signal_emit (self, signals[ERROR], 0, text);
+    }
+  if (!g_ptr_array_find (self->items, item, NULL))
+    item_free (item);
+  g_object_unref (self);
+}
+
+static void
+download_clicked (GtkButton *button, Item *item)
+{
+  DcpModelList *self = item->list;
+  g_autofree char *dest = g_build_filename (self->models_dir, item->entry->name, NULL);
+
+  if (g_mkdir_with_parents (self->models_dir, 0755) != 0)
+    {
+      g_autofree char *text = g_strdup_printf (_("Cannot create the models folder %s"), self->models_dir);
+      g_signal_emit (self, signals[ERROR], 0, text);
+      return;
+    }
+  g_clear_object (&item->download);
+  g_clear_object (&item->cancellable);
+  item->download = dcp_download_new (self->session, item->entry->url, dest, item->entry->sha256);
+  item->cancellable = g_cancellable_new ();
+  g_signal_connect (item->download, "notify::received", G_CALLBACK (progress_changed), item);
+  gtk_progress_bar_set_fraction (item->progress, 0);
+  show_downloading (item, TRUE);
+  g_ptr_array_add (self->downloads, item);
+  /* The list stays alive until the download ends; download_done drops this reference. */
+  g_object_ref (self);
+  dcp_download_run_async (item->download, item->cancellable, download_done, item);
+}
+
+gboolean
+dcp_model_list_download (DcpModelList *self, const char *name)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self) && name != NULL, FALSE);
+
+  for (guint i = 0; i < self->items->len; i++)
+    {
+      Item *item = self->items->pdata[i];
+
+      if (g_str_equal (item->entry->name, name) && gtk_widget_get_visible (item->download_button))
+        {
+          download_clicked (GTK_BUTTON (item->download_button), item);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static void
+cancel_clicked (GtkButton *button, Item *item)
+{
+  g_cancellable_cancel (item->cancellable);
+}
+
+static Item *
+add_item (DcpModelList *self, DcpModelEntry *entry)
+{
+  Item *item = g_new0 (Item, 1);
+  g_autofree char *subtitle = describe (entry);
+
+  item->list = self;
+  item->entry = entry;
+  item->name = g_strdup (entry->name);
+  item->row = ADW_ACTION_ROW (adw_action_row_new ());
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (item->row), entry->name);
+  adw_action_row_set_subtitle (item->row, subtitle);
+  item->check = GTK_CHECK_BUTTON (gtk_check_button_new ());
+  gtk_widget_set_valign (GTK_WIDGET (item->check), GTK_ALIGN_CENTER);
+  if (self->group == NULL)
+    self->group = item->check;
+  else
+    gtk_check_button_set_group (item->check, self->group);
+  adw_action_row_add_prefix (item->row, GTK_WIDGET (item->check));
+  adw_action_row_set_activatable_widget (item->row, GTK_WIDGET (item->check));
+
+  item->progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
+  gtk_progress_bar_set_show_text (item->progress, TRUE);
+  gtk_widget_set_valign (GTK_WIDGET (item->progress), GTK_ALIGN_CENTER);
+  gtk_widget_set_size_request (GTK_WIDGET (item->progress), 180, -1);
+  item->cancel_button = gtk_button_new_from_icon_name ("process-stop-symbolic");
+  gtk_widget_set_tooltip_text (item->cancel_button, _("Stop the download (it resumes where it stopped)"));
+  item->download_button = gtk_button_new_from_icon_name ("folder-download-symbolic");
+  gtk_widget_set_tooltip_text (item->download_button, _("Download into the models folder (resumable, SHA-256 checked)"));
+  gtk_widget_set_valign (item->download_button, GTK_ALIGN_CENTER);
+  gtk_widget_add_css_class (item->download_button, "flat");
+  gtk_widget_set_valign (item->cancel_button, GTK_ALIGN_CENTER);
+  gtk_widget_add_css_class (item->cancel_button, "flat");
+  adw_action_row_add_suffix (item->row, GTK_WIDGET (item->progress));
+  adw_action_row_add_suffix (item->row, item->cancel_button);
+  adw_action_row_add_suffix (item->row, item->download_button);
+  show_downloading (item, FALSE);
+  gtk_widget_set_visible (item->download_button, entry->url != NULL && entry->local_path == NULL);
+  g_signal_connect (item->check, "toggled", G_CALLBACK (check_toggled), item);
+  g_signal_connect (item->download_button, "clicked", G_CALLBACK (download_clicked), item);
+  g_signal_connect (item->cancel_button, "clicked", G_CALLBACK (cancel_clicked), item);
+  adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (item->row));
+  return item;
+}
+
+static void
+clear_items (DcpModelList *self)
+{
+  for (guint i = 0; i < self->items->len; i++)
+    {
+      Item *item = self->items->pdata[i];
+
+      adw_preferences_group_remove (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (item->row));
+      item->row = NULL;
+      item->entry = NULL;
+      /* A running download keeps its item until it ends (it resumes when started again). */
+      if (g_ptr_array_find (self->downloads, item, NULL))
+        g_cancellable_cancel (item->cancellable);
+      else
+        item_free (item);
+    }
+  g_ptr_array_set_size (self->items, 0);
+  self->group = NULL;
+}
+
+void
+dcp_model_list_set_entries (DcpModelList *self, GPtrArray *entries, const char *models_dir)
+{
+  g_return_if_fail (DCP_IS_MODEL_LIST (self) && entries != NULL);
+
+  clear_items (self);
+  g_clear_pointer (&self->entries, g_ptr_array_unref);
+  self->entries = entries;
+  g_free (self->models_dir);
+  self->models_dir = g_strdup (models_dir);
+  if (self->note_row != NULL)
+    adw_preferences_group_remove (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (self->note_row));
+  for (guint i = 0; i < entries->len; i++)
+    g_ptr_array_add (self->items, add_item (self, entries->pdata[i]));
+  if (self->note_row != NULL)
+    adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (self->note_row));
+  if (self->selected != NULL)
+    dcp_model_list_select (self, self->selected);
+}
+
+void
+dcp_model_list_set_note (DcpModelList *self, const char *note)
+{
+  g_return_if_fail (DCP_IS_MODEL_LIST (self));
+
+  if (note == NULL)
+    {
+      if (self->note_row != NULL)
+        adw_preferences_group_remove (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (self->note_row));
+      g_clear_object (&self->note_row);
+      return;
+    }
+  if (self->note_row == NULL)
+    {
+      self->note_row = g_object_ref_sink (ADW_ACTION_ROW (adw_action_row_new ()));
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->note_row), _("Model repository"));
+      adw_action_row_set_subtitle_lines (self->note_row, 4);
+      adw_action_row_add_prefix (self->note_row, gtk_image_new_from_icon_name ("dialog-information-symbolic"));
+      adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (self->note_row));
+    }
+  adw_action_row_set_subtitle (self->note_row, note);
+}
+
+void
+dcp_model_list_select (DcpModelList *self, const char *name)
+{
+  g_return_if_fail (DCP_IS_MODEL_LIST (self));
+
+  for (guint i = 0; i < self->items->len; i++)
+    {
+      Item *item = self->items->pdata[i];
+
+      if (g_strcmp0 (item->entry->name, name) == 0)
+        {
+          if (gtk_check_button_get_active (item->check))
+            g_signal_emit (self, signals[SELECTED], 0);
+          else
+            gtk_check_button_set_active (item->check, TRUE);
+          return;
+        }
+    }
+}
+
+const DcpModelEntry *
+dcp_model_list_get_selected (DcpModelList *self)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self), NULL);
+
+  for (guint i = 0; i < self->items->len; i++)
+    {
+      Item *item = self->items->pdata[i];
+      if (gtk_check_button_get_active (item->check))
+        return item->entry;
+    }
+  return NULL;
+}
+
+static void
+dcp_model_list_dispose (GObject *object)
+{
+  DcpModelList *self = DCP_MODEL_LIST (object);
+
+  for (guint i = 0; i < self->downloads->len; i++)
+    g_cancellable_cancel (((Item *) self->downloads->pdata[i])->cancellable);
+  G_OBJECT_CLASS (dcp_model_list_parent_class)->dispose (object);
+}
+
+static void
+dcp_model_list_finalize (GObject *object)
+{
+  DcpModelList *self = DCP_MODEL_LIST (object);
+
+  for (guint i = 0; i < self->items->len; i++)
+    if (!g_ptr_array_find (self->downloads, self->items->pdata[i], NULL))
+      item_free (self->items->pdata[i]);
+  g_ptr_array_unref (self->items);
+  g_ptr_array_unref (self->downloads);
+  g_clear_pointer (&self->entries, g_ptr_array_unref);
+  g_clear_object (&self->note_row);
+  g_clear_object (&self->session);
+  g_free (self->models_dir);
+  g_free (self->selected);
+  G_OBJECT_CLASS (dcp_model_list_parent_class)->finalize (object);
+}
+
+static void
+dcp_model_list_class_init (DcpModelListClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = dcp_model_list_dispose;
+  object_class->finalize = dcp_model_list_finalize;
+  signals[SELECTED] = g_signal_new ("selected", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                    NULL, NULL, NULL, G_TYPE_NONE, 0);
+  signals[DOWNLOADED] = g_signal_new ("downloaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                      NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[ERROR] = g_signal_new ("error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                 NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void
+dcp_model_list_init (DcpModelList *self)
+{
+  self->items = g_ptr_array_new ();
+  self->downloads = g_ptr_array_new ();
+  adw_preferences_group_set_title (ADW_PREFERENCES_GROUP (self), _("Model"));
+}
+
+DcpModelList *
+dcp_model_list_new (SoupSession *session)
+{
+  DcpModelList *self = g_object_new (DCP_TYPE_MODEL_LIST, NULL);
+
+  self->session = g_object_ref (session);
+  return self;
+}

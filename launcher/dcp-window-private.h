@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-costs-view.h"
+#include "dcp-engine-process.h"
+#include "dcp-model-list.h"
+#include "dcp-presets.h"
+#include "dcp-settings-page.h"
+#include "dcp-window.h"
+
+G_BEGIN_DECLS
+
+/* What dcp-window.c and dcp-window-actions.c share, and what the tests look at. */
+struct _DcpWindow
+{
+  AdwApplicationWindow parent_instance;
+
+  /* template */
+  AdwToastOverlay *toasts;
+  AdwWindowTitle *title;
+  GtkWidget *load_button, *stop_button;
+  GtkBox *left_box, *right_box;
+  AdwEntryRow *folder_row, *repo_row;
+  AdwActionRow *address_row, *command_row, *engine_row;
+  GtkEntry *host_entry;
+  GtkSpinButton *port_spin;
+  GtkMenuButton *lock_button;
+  GtkPasswordEntry *key_entry;
+  AdwComboRow *preset_row;
+  GtkPopover *save_preset_popover;
+  GtkEntry *preset_name_entry;
+  GtkTextView *log_view;
+  GtkScrolledWindow *log_scroll;
+
+  /* built in code */
+  DcpModelList *model_list;
+  DcpSettingsPage *settings_page;
+  DcpCostsView *costs_view;
+
+  GSettings *gsettings;
+  char *engine_path;
+  SoupSession *session;
+  GCancellable *cancellable;
+  DcpSettings settings;
+  GPtrArray *presets;             /* DcpPreset *: the built-in ones, then the user's */
+  GtkStringList *preset_names;    /* the combo's model: presets, then "Custom" */
+  gboolean applying_preset;
+  DcpModelMeta *meta;             /* the chosen model's head, or NULL */
+  GCancellable *meta_cancellable;
+  DcpDeviceReport device;
+  gboolean have_device;           /* the engine answered the probe */
+  DcpEngineProcess *engine;
+};
+
+/* dcp-window.c */
+void         dcp_window_update_costs      (DcpWindow          *self);
+void         dcp_window_settings_changed  (DcpWindow          *self);
+void         dcp_window_set_device_json   (DcpWindow          *self,
+                                           const char         *probe_json);
+void         dcp_window_set_model_meta    (DcpWindow          *self,
+                                           DcpModelMeta       *meta);
+void         dcp_window_toast             (DcpWindow          *self,
+                                           const char         *text);
+/* dcp-window-actions.c */
+void         dcp_window_class_init_actions (GtkWidgetClass    *widget_class);
+void         dcp_window_init_actions      (DcpWindow          *self);
+void         dcp_window_load_presets      (DcpWindow          *self);
+gboolean     dcp_window_apply_preset      (DcpWindow          *self,
+                                           const char         *id);
+/* The preset the settings match, or "custom". */
+const char  *dcp_window_get_preset_id     (DcpWindow          *self);
+void         dcp_window_show_preset       (DcpWindow          *self);
+/* What Copy puts on the clipboard. */
+char        *dcp_window_get_command_line  (DcpWindow          *self);
+void         dcp_window_show_engine_state (DcpWindow          *self);
+
+G_END_DECLS

@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "dcp-window-private.h"
+#include "launcher-test-util.h"
+
+#define GIB (G_GUINT64_CONSTANT (1) << 30)
+
+/* The window, built headless against a fake engine that reports a GPU, with a model head in a
+ * temporary models folder. */
+
+typedef struct {
+  char *dir;
+  char *engine;
+  GSettings *gsettings;
+  DcpWindow *window;
+  TestHead head;
+  guint64 free_bytes;
+} Fixture;
+
+static void
+iterate_until (gboolean (*done) (Fixture *f), Fixture *f)
+{
+  gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+
+  while (!done (f))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+}
+
+static gboolean
+have_device (Fixture *f)
+{
+  return f->window->have_device;
+}
+
+static gboolean
+have_meta (Fixture *f)
+{
+  return f->window->meta != NULL;
+}
+
+static void
+setup (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (31);
+  g_autofree char *script = NULL;
+  g_autofree char *model = NULL;
+
+  f->dir = g_dir_make_tmp ("dcp-window-XXXXXX", NULL);
+  f->free_bytes = (guint64) g_rand_int_range (rand, 60, 140) * GIB;
+  script = g_strdup_printf ("#!/bin/sh\n"
+                            "if [ \"$1\" = --probe ]; then\n"
+                            "echo '{\"available\": true, \"name\": \"Fake H200\", \"total_bytes\": %" G_GUINT64_FORMAT ","
+                            " \"free_bytes\": %" G_GUINT64_FORMAT ", \"peak_bandwidth_gbps\": 4800,"
+                            " \"measured_bandwidth_gbps\": 4100.5}'\n"
+                            "exit 0\nfi\n"
+                            "echo \"args: $*\"; echo \"key: $DECAPYBARA_API_KEY\"\n"
+                            "echo 'fake-engine: cannot allocate the KV pool' >&2\nexit 4\n",
+                            f->free_bytes + 2 * GIB, f->free_bytes);
+  f->engine = g_build_filename (f->dir, "fake-engine", NULL);
+  g_assert_true (g_file_set_contents (f->engine, script, -1, NULL));
+  g_assert_cmpint (g_chmod (f->engine, 0755), ==, 0);
+  test_head_random (&f->head, rand);
+  model = test_head_write (f->dir, "qwen-test.mcapy", &f->head);
+
+  f->gsettings = g_settings_new (APP_ID);
+  /* The memory backend lives as long as the process: each test starts from the defaults. */
+  {
+    g_autoptr(GSettingsSchema) schema = NULL;
+    g_auto(GStrv) keys = NULL;
+
+    g_object_get (f->gsettings, "settings-schema", &schema, NULL);
+    keys = g_settings_schema_list_keys (schema);
+    for (guint i = 0; keys[i] != NULL; i++)
+      g_settings_reset (f->gsettings, keys[i]);
+  }
+  g_settings_set_string (f->gsettings, "models-folder", f->dir);
+  g_settings_set_string (f->gsettings, "model", "qwen-test.mcapy");
+  f->window = g_object_ref_sink (dcp_window_new (NULL, f->gsettings, f->engine));
+  gtk_window_present (GTK_WINDOW (f->window));
+  iterate_until (have_device, f);
+  iterate_until (have_meta, f);
+}
+
+static void
+teardown (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GDir) d = g_dir_open (f->dir, 0, NULL);
+  const char *name;
+
+  gtk_window_destroy (GTK_WINDOW (f->window));
+  g_clear_object (&f->window);
+  g_clear_object (&f->gsettings);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (f->dir, name, NULL);
+      g_unlink (path);
+    }
+  g_rmdir (f->dir);
+  g_free (f->dir);
+  g_free (f->engine);
+}
+
+static void
+clipboard_read (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  char **text = user_data;
+
+  *text = gdk_clipboard_read_text_finish (GDK_CLIPBOARD (source), result, NULL);
+  g_assert_nonnull (*text);
+}
+
+static char *
+copy_text (Fixture *f)
+{
+  GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (f->window));
+  char *text = NULL;
+
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.copy-command", NULL));
+  gdk_clipboard_read_text_async (clipboard, NULL, clipboard_read, &text);
+  while (text == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  return text;
+}
+
+static void
+test_presets (Fixture *f, gconstpointer data)
+{
+  g_autofree char *model = g_build_filename (f->dir, "qwen-test.mcapy", NULL);
+
+  g_assert_cmpstr (f->window->settings.model, ==, model);
+  /* A key set in the lock's popover: kept out of Copy. */
+  gtk_editable_set_text (GTK_EDITABLE (f->window->key_entry), "sk-test-secret");
+  g_assert_cmpstr (f->window->settings.api_key, ==, "sk-test-secret");
+
+  for (guint i = 0; dcp_preset_builtin_ids[i] != NULL; i++)
+    {
+      const char *id = dcp_preset_builtin_ids[i];
+      g_autoptr(DcpPreset) preset = dcp_preset_load (dcp_presets_dir (), id, NULL);
+      g_auto(DcpSettings) expected = { 0 };
+      g_autofree char *want = NULL, *copied = NULL;
+
+      g_test_message ("preset %s", id);
+      /* Through the drop-down, as a click would. */
+      adw_combo_row_set_selected (f->window->preset_row, i);
+      g_assert_true (dcp_preset_matches (preset, &f->window->settings));
+      g_assert_cmpstr (dcp_window_get_preset_id (f->window), ==, id);
+
+      dcp_settings_init_default (&expected);
+      g_assert_true (dcp_preset_apply (preset, &expected, NULL));
+      g_assert_true (dcp_settings_set (&expected, "model", model, NULL));
+      want = dcp_settings_to_command_line (&expected, FALSE);
+      copied = copy_text (f);
+      g_assert_cmpstr (copied, ==, want);
+      g_assert_null (strstr (copied, "sk-test-secret"));
+      g_assert_cmpstr (adw_action_row_get_subtitle (f->window->command_row), ==, want);
+      /* The preset's controls show its values. */
+      for (guint k = 0; preset->keys[k] != NULL; k++)
+        g_assert_true (dcp_settings_page_has_row (f->window->settings_page, preset->keys[k]) ||
+                       g_str_equal (preset->keys[k], "api-key"));
+    }
+
+  /* Changing one value makes it Custom; the last used settings are saved without the key. */
+  g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "conversations", "3"));
+  g_assert_cmpuint (f->window->settings.conversations, ==, 3);
+  g_assert_cmpstr (dcp_window_get_preset_id (f->window), ==, "custom");
+  g_assert_cmpuint (adw_combo_row_get_selected (f->window->preset_row), ==, f->window->presets->len);
+  {
+    g_autofree char *saved = g_settings_get_string (f->gsettings, "last-settings");
+    g_assert_nonnull (strstr (saved, "\"conversations\":\"3\""));
+    g_assert_null (strstr (saved, "sk-test-secret"));
+  }
+}
+
+static void
+check_costs (Fixture *f)
+{
+  DcpPlanSettings ps;
+  DcpPlanDevice pd = { f->free_bytes + 2 * GIB, f->free_bytes };
+  DcpMemoryPlan plan;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *vram = NULL, *client = NULL, *context = NULL, *disk = NULL;
+
+  dcp_settings_to_plan (&f->window->settings, &ps);
+  g_assert_true (dcp_memory_plan_compute (&plan, &f->window->meta->plan, &ps, &pd, &error));
+  g_assert_no_error (error);
+  vram = g_strdup_printf ("%.2f GiB of %.2f GiB", plan.vram_total / (double) GIB, plan.vram_budget / (double) GIB);
+  client = g_strdup_printf ("Set your client's context size to %" G_GUINT64_FORMAT, plan.context_per_conversation);
+  context = g_strdup_printf ("%" G_GUINT64_FORMAT " tokens per conversation (pool of %" G_GUINT64_FORMAT " tokens",
+                             plan.context_per_conversation, plan.pool_tokens);
+  disk = g_strdup_printf ("%.2f GiB", plan.disk / (double) GIB);
+  g_test_message ("%s | %s", dcp_costs_view_get_text (f->window->costs_view, "vram"), vram);
+  g_assert_true (g_str_has_prefix (dcp_costs_view_get_text (f->window->costs_view, "vram"), vram));
+  g_assert_true (g_str_has_suffix (dcp_costs_view_get_text (f->window->costs_view, "vram"),
+                                   plan.fits ? "fits" : plan.vram_total > plan.vram_budget ? "too much" : "context"));
+  g_assert_cmpstr (dcp_costs_view_get_text (f->window->costs_view, "client"), ==, client);
+  g_assert_true (g_str_has_prefix (dcp_costs_view_get_text (f->window->costs_view, "context"), context));
+  g_assert_true (g_str_has_prefix (dcp_costs_view_get_text (f->window->costs_view, "disk"), disk));
+}
+
+static void
+test_costs (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (32);
+  const char *const *kv = dcp_settings_page_choices ("kv-bits");
+
+  g_assert_cmpstr (dcp_costs_view_get_text (f->window->costs_view, "gpu"), ==, "Fake H200");
+  g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "bandwidth"), "4100"));
+  check_costs (f);
+  for (guint round = 0; round < 12; round++)
+    {
+      g_autofree char *conv = g_strdup_printf ("%d", g_rand_int_range (rand, 1, 33));
+      const char *kv_value = kv[g_rand_int_range (rand, 0, g_strv_length ((char **) kv))];
+
+      g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "conversations", conv));
+      g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "kv-bits", kv_value));
+      g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "context-mode", round % 2 ? "fixed" : "pool"));
+      g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "speculator", round % 3 ? "mtp" : "off"));
+      g_assert_cmpuint (f->window->settings.conversations, ==, atoi (conv));
+      check_costs (f);
+      /* Accuracy: the file's KV entry when measured (4/4 in the test head), else the weights'. */
+      g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "accuracy"),
+                                g_str_equal (kv_value, "4/4") ? "0.0375" : "0.0125"));
+      g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "speed"), "tokens/s"));
+    }
+  /* A context past the model's maximum: the planner's error is shown, not a crash. */
+  g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "rope-scaling", "off"));
+  g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "context", "524288"));
+  g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "vram"), "1m"));
+}
+
+static void
+test_every_setting_has_a_control (Fixture *f, gconstpointer data)
+{
+  for (guint i = 0; i < dcp_settings_count (); i++)
+    {
+      const char *key = dcp_settings_info (i)->key;
+      const char *const *choices = dcp_settings_page_choices (key);
+
+      if (dcp_preset_key_is_personal (key))
+        continue;
+      g_assert_true (dcp_settings_page_has_row (f->window->settings_page, key));
+      /* Every choice offered is one the engine accepts. */
+      for (guint c = 0; choices && choices[c]; c++)
+        {
+          g_auto(DcpSettings) s = { 0 };
+          dcp_settings_init_default (&s);
+          g_assert_true (dcp_settings_set (&s, key, choices[c], NULL));
+        }
+    }
+}
+
+/* ---- the repository: listed, its head fetched by Range, downloaded with a SHA-256 check ---- */
+
+typedef struct {
+  GBytes *file;
+  char *tree;
+  guint ranged_gets;
+} Repo;
+
+static void
+serve_repo (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
+{
+  Repo *r = user_data;
+  SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
+  SoupRange *ranges = NULL;
+  int n = 0;
+  gsize len;
+  const char *data = g_bytes_get_data (r->file, &len);
+
+  if (g_str_equal (path, "/api/models/org/models/tree/main"))
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, r->tree, strlen (r->tree));
+      return;
+    }
+  if (!g_str_equal (path, "/org/models/resolve/main/remote.mcapy"))
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
+      return;
+    }
+  soup_message_headers_replace (resp, "Accept-Ranges", "bytes");
+  if (soup_message_headers_get_ranges (req, len, &ranges, &n))
+    {
+      goffset end = MIN (ranges[0].end, (goffset) len - 1);
+
+      r->ranged_gets++;
+      soup_server_message_set_status (msg, SOUP_STATUS_PARTIAL_CONTENT, NULL);
+      soup_message_headers_set_content_range (resp, ranges[0].start, end, len);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY,
+                                        data + ranges[0].start, end - ranges[0].start + 1);
+      soup_message_headers_free_ranges (req, ranges);
+      return;
+    }
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, data, len);
+}
+
+static gboolean
+have_remote_meta (Fixture *f)
+{
+  return f->window->meta != NULL && g_str_equal (f->window->meta->name, "remote.mcapy");
+}
+
+static gboolean
+listed_remote (Fixture *f)
+{
+  const DcpModelEntry *e;
+
+  dcp_model_list_select (f->window->model_list, "remote.mcapy");
+  e = dcp_model_list_get_selected (f->window->model_list);
+  return e != NULL && g_str_equal (e->name, "remote.mcapy");
+}
+
+static gboolean
+downloaded (Fixture *f)
+{
+  const DcpModelEntry *e = dcp_model_list_get_selected (f->window->model_list);
+  return e != NULL && e->local_path != NULL && g_str_equal (e->name, "remote.mcapy");
+}
+
+static void
+test_repository (Fixture *f, gconstpointer data)
+{
+  g_autoptr(SoupServer) server = soup_server_new (NULL, NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (33);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *endpoint = NULL, *sha = NULL, *local = NULL, *got = NULL;
+  g_autofree char *local_path = g_build_filename (f->dir, "remote.mcapy", NULL);
+  gsize got_len = 0;
+  GSList *uris;
+  TestHead h;
+  Repo r = { 0 };
+
+  test_head_random (&h, rand);
+  h.padding = 300 << 10;    /* a head past the first Range request */
+  r.file = test_head_build (&h);
+  sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, r.file);
+  r.tree = g_strdup_printf ("[{\"type\":\"file\",\"path\":\"remote.mcapy\",\"size\":134,"
+                            "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}]", sha, g_bytes_get_size (r.file));
+  soup_server_add_handler (server, NULL, serve_repo, &r, NULL);
+  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  uris = soup_server_get_uris (server);
+  endpoint = g_strdup_printf ("http://127.0.0.1:%d", g_uri_get_port (uris->data));
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+
+  /* Set the repository as the entry row's apply button does. */
+  gtk_editable_set_text (GTK_EDITABLE (f->window->repo_row), "org/models");
+  g_signal_emit_by_name (f->window->repo_row, "apply");
+  iterate_until (listed_remote, f);
+  g_assert_null (dcp_model_list_get_selected (f->window->model_list)->local_path);
+  /* Costs before downloading: the head came by Range requests only. */
+  iterate_until (have_remote_meta, f);
+  g_assert_cmpuint (r.ranged_gets, ==, 2);
+  g_assert_cmpuint (f->window->meta->plan.text_weight_bytes, ==, h.text);
+  check_costs (f);
+
+  g_assert_true (dcp_model_list_download (f->window->model_list, "remote.mcapy"));
+  iterate_until (downloaded, f);
+  g_assert_true (g_file_get_contents (local_path, &got, &got_len, NULL));
+  g_assert_cmpmem (got, got_len, g_bytes_get_data (r.file, NULL), g_bytes_get_size (r.file));
+  g_unsetenv ("HF_ENDPOINT");
+  g_bytes_unref (r.file);
+  g_free (r.tree);
+}
+
+static gboolean
+engine_ended (Fixture *f)
+{
+  return dcp_engine_process_get_state (f->window->engine) == DCP_ENGINE_FAILED;
+}
+
+static void
+test_engine_crash (Fixture *f, gconstpointer data)
+{
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (f->window->log_view);
+  g_autofree char *log = NULL;
+  GtkTextIter start, end;
+
+  gtk_editable_set_text (GTK_EDITABLE (f->window->key_entry), "sk-env-only");
+  g_assert_true (dcp_window_apply_preset (f->window, "medium"));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  g_assert_false (gtk_widget_get_visible (f->window->load_button));
+  iterate_until (engine_ended, f);
+  /* Reported, not hidden: the state row has the status and the last line; the log has all. */
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "status 4"));
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "cannot allocate the KV pool"));
+  g_assert_true (gtk_widget_get_visible (f->window->load_button));
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  log = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  g_assert_nonnull (strstr (log, "--kv-bits 6/4"));
+  /* The key reached the engine through its environment, not its command line. */
+  g_assert_nonnull (strstr (log, "key: sk-env-only"));
+  {
+    const char *args = strstr (log, "args: ");
+    g_autofree char *line = NULL;
+
+    g_assert_nonnull (args);
+    line = g_strndup (args, strcspn (args, "\n"));
+    g_assert_nonnull (strstr (line, "--model"));
+    g_assert_null (strstr (line, "sk-env-only"));
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_setenv ("GSK_RENDERER", "cairo", TRUE);
+  g_test_init (&argc, &argv, NULL);
+  if (!gtk_init_check ())
+    {
+      g_print ("1..0 # SKIP no display\n");
+      return 77;
+    }
+  adw_init ();
+  g_test_add ("/window/presets-and-copy", Fixture, NULL, setup, test_presets, teardown);
+  g_test_add ("/window/costs", Fixture, NULL, setup, test_costs, teardown);
+  g_test_add ("/window/repository-download", Fixture, NULL, setup, test_repository, teardown);
+  g_test_add ("/window/engine-crash", Fixture, NULL, setup, test_engine_crash, teardown);
+  g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);
+  return g_test_run ();
+}
