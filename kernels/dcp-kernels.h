@@ -103,6 +103,105 @@ int dcpk_gdn_decode (const DcpkGdnShape *shape, const DcpkGdnWeights *weights, i
                      float *const *d_conv_states, float *const *d_states, float *d_out,
                      void *stream);
 
+/* ---- RMSNorm (rmsnorm.cu) ---- */
+
+/* Zero-centred RMSNorm y = x / sqrt(mean(x²) + eps) · (1 + w) over n_rows rows of width FP32
+ * values, w BF16 [width]. With d_add (may be NULL) the residual add is fused first:
+ * d_resid += d_add, written back; then d_out = norm(d_resid). d_out may equal d_add, not d_resid. */
+int dcpk_add_rms_norm (float *d_resid, const float *d_add, const uint16_t *d_weight, int n_rows,
+                       int width, float eps, float *d_out, void *stream);
+
+/* The per-head q/k norm, in place: head (r, h) is the head_dim floats at
+ * d_x + r·row_stride + h·head_stride (strides in floats), w BF16 [head_dim]. */
+int dcpk_head_rms_norm (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
+                        int head_dim, const uint16_t *d_weight, float eps, void *stream);
+
+/* ---- rotary embedding (rope.cu) ---- */
+
+/* NeoX rotate-half RoPE over the first rotary_dim (even, <= 512) dims of every head, in place,
+ * heads addressed like dcpk_head_rms_norm; d_positions: int32 [n_rows], one per token. */
+int dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
+               int rotary_dim, double theta, const int32_t *d_positions, void *stream);
+
+/* ---- MLP activation and embedding (swiglu.cu, embed.cu) ---- */
+
+/* d_out[r, i] = silu(g) · u for the fused GEMV output d_gate_up [n_rows, 2·width] = [gate | up]. */
+int dcpk_swiglu (const float *d_gate_up, int n_rows, int width, float *d_out, void *stream);
+
+/* d_out [n_tokens, width] FP32 = rows d_tokens[t] of the BF16 table [vocab, width] (width even);
+ * an id outside [0, vocab) gives zeros. */
+int dcpk_embed (const uint16_t *d_table, int vocab, int width, const int32_t *d_tokens,
+                int n_tokens, float *d_out, void *stream);
+
+/* ---- paged KV cache and decode attention (kv-append.cu, attention-decode.cu) ---- */
+
+#define DCPK_KV_PAGE_TOKENS 512
+
+/* KV cache formats: BF16, or MX (8-bit E4M3, 6-bit E2M3 / E3M2, 4-bit E2M1 with one E8M0
+ * scale per 32 values). K and V may differ. */
+typedef struct {
+  int n_kv_heads, head_dim;        /* head_dim a multiple of 32, <= 256 */
+  DcpkFormat k_format, v_format;
+} DcpkKvLayout;
+
+/* Bytes of one page of one layer: [K block | V block], each n_kv_heads x 512 tokens; a BF16
+ * block is [kv_head][512][head_dim] BF16; an MX block is [kv_head][512] token rows of the
+ * element bytes (head_dim · bits / 8) followed by [kv_head][512][head_dim / 32] E8M0 scales
+ * (see docs/KERNELS.md). 0 for a bad layout. A layer's pages are consecutive at this stride. */
+size_t dcpk_kv_page_bytes (const DcpkKvLayout *layout);
+
+/* Writes n_tokens tokens' k and v (FP32 [n_tokens, n_kv_heads, head_dim], after norm and RoPE)
+ * into the pages of one layer at d_pages, token t at slot d_slots[t] = page · 512 + offset,
+ * quantizing to the layout's formats (round to nearest even, E8M0 scale from the block's
+ * largest magnitude as engine/model/dcp-quant.c). A negative slot is skipped. */
+int dcpk_kv_append (const DcpkKvLayout *layout, void *d_pages, const float *d_k, const float *d_v,
+                    const int32_t *d_slots, int n_tokens, void *stream);
+
+/* Decode attention of one layer over paged KV (FlashInfer's CSR contract) for n_seqs sequences:
+ * sequence s owns pages d_page_indices[d_page_indptr[s] .. d_page_indptr[s+1]), its last page
+ * holding d_last_page_len[s] (1..512) tokens, so kv_len = 512 (pages - 1) + last_page_len.
+ * Its query tokens are rows d_q_indptr[s] .. d_q_indptr[s+1] of d_qg (d_q_indptr NULL: one row
+ * per sequence, row s), at most DCPK_ATTN_MAX_QUERIES each and already appended to the cache:
+ * query j of n sits at position kv_len - n + j and sees keys 0 .. kv_len - n + j (causal).
+ * d_qg: [rows, n_heads, 2 · head_dim] FP32, per head [q | gate] (q after norm and RoPE).
+ * d_out: [rows, n_heads · head_dim] FP32 = softmax(q·Kᵀ · scale) V ⊙ sigmoid(gate).
+ * Query head h reads kv head h / (n_heads / n_kv_heads). max_kv_len bounds every kv_len (it
+ * sizes the split over the sequence); d_workspace holds dcpk_attention_workspace_bytes. */
+#define DCPK_ATTN_MAX_QUERIES 8
+
+size_t dcpk_attention_workspace_bytes (const DcpkKvLayout *layout, int n_heads, int n_rows,
+                                       int max_kv_len);
+int dcpk_attention_decode (const DcpkKvLayout *layout, int n_heads, float scale,
+                           const void *d_pages, const int32_t *d_page_indptr,
+                           const int32_t *d_page_indices, const int32_t *d_last_page_len,
+                           int n_seqs, const int32_t *d_q_indptr, int n_rows, int max_kv_len,
+                           const float *d_qg, float *d_out, void *d_workspace, void *stream);
+
+/* ---- sampling (sample.cu) ---- */
+
+/* One row's sampling parameters (engine/runtime/dcp-sampler.h has the meanings). */
+typedef struct {
+  float temperature;          /* 0: greedy, lowest id on ties */
+  int top_k;                  /* 0: off */
+  float top_p;                /* 1: off */
+  float min_p;                /* 0: off */
+  float presence_penalty, frequency_penalty, repetition_penalty;
+  uint32_t pad;
+  uint64_t seed;              /* with the step: the Philox stream of the draw */
+  uint64_t step;
+} DcpkSampleParams;
+
+/* Samples one token per logit row: d_logits [n_rows, vocab] FP32, overwritten with the
+ * penalised logits; d_params [n_rows]; d_counts: device array of n_rows device pointers (an
+ * entry, or the array, may be NULL: no penalties) to a sequence's uint32 [vocab] token table,
+ * bits 0-30 the times the token was generated, bit 31 set when it is in the prompt or was
+ * generated. d_tokens [n_rows] int32 gets the ids. Same order of operations as dcp-sampler.c;
+ * the draw u in [0, 1) comes from Philox4_32_10 (seed, subsequence step). */
+#define DCPK_COUNT_SEEN 0x80000000u
+
+int dcpk_sample (float *d_logits, int n_rows, int vocab, const DcpkSampleParams *d_params,
+                 const uint32_t *const *d_counts, int32_t *d_tokens, void *stream);
+
 /* ---- timing (timing.cu) ---- */
 
 /* Enqueues the work to time on the default stream; returns 0 or a cudaError_t. */

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+// Zero-centred RMSNorm (shared/MODEL.md §2.1.1): y = x / sqrt(mean(x²) + eps) · (1 + w), FP32
+// activations, BF16 weights stored around 0, FP32 arithmetic.
+//
+// dcpk_add_rms_norm: rows of a batch, n_rows x width row-major FP32. With d_add the residual
+// add is fused: resid += add (written back), then out = norm(resid). A block per row; the sum
+// of squares is taken over the FP32 values actually stored in resid.
+// dcpk_head_rms_norm: in place over heads of head_dim values that sit at x + row·row_stride +
+// head·head_stride (floats), e.g. q inside the per-head interleaved [q 256 | gate 256] q_proj
+// output (row_stride n_heads·512, head_stride 512) or k (n_kv_heads·256, 256). A warp per head.
+
+#include "dcp-kernels.h"
+#include "dcpk-common.cuh"
+
+namespace {
+
+constexpr int kRowThreads = 256;
+
+__device__ __forceinline__ float
+bf16_to_f32 (unsigned short v)
+{
+  return __uint_as_float ((unsigned) v << 16);
+}
+
+__global__ void
+add_rms_norm_kernel (float *__restrict__ resid, const float *__restrict__ add,
+                     const unsigned short *__restrict__ w, int width, float eps,
+                     float *__restrict__ out)
+{
+  __shared__ float red[kRowThreads / 32];
+  float *x = resid + (size_t) blockIdx.x * width;
+  const float *a = add ? add + (size_t) blockIdx.x * width : nullptr;
+  float *y = out + (size_t) blockIdx.x * width;
+  float ss = 0.f, scale;
+
+  for (int i = threadIdx.x; i < width; i += blockDim.x)
+    {
+      float v = x[i];
+      if (a)
+        {
+          v += a[i];
+          x[i] = v;
+        }
+      ss = fmaf (v, v, ss);
+    }
+  ss = dcpk_warp_sum (ss);
+  if (threadIdx.x % 32 == 0)
+    red[threadIdx.x / 32] = ss;
+  __syncthreads ();
+  ss = 0.f;
+  for (int i = 0; i < kRowThreads / 32; i++)
+    ss += red[i];
+  scale = rsqrtf (ss / width + eps);
+  for (int i = threadIdx.x; i < width; i += blockDim.x)
+    y[i] = x[i] * scale * (1.f + bf16_to_f32 (w[i]));
+}
+
+__global__ void
+head_rms_norm_kernel (float *__restrict__ x, int n_rows, int n_heads, long row_stride,
+                      long head_stride, int head_dim, const unsigned short *__restrict__ w,
+                      float eps)
+{
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  float ss = 0.f, scale;
+  float *h;
+
+  if (warp >= n_rows * n_heads)
+    return;
+  h = x + (warp / n_heads) * row_stride + (warp % n_heads) * head_stride;
+  for (int i = lane; i < head_dim; i += 32)
+    ss = fmaf (h[i], h[i], ss);
+  ss = dcpk_warp_sum (ss);
+  scale = rsqrtf (ss / head_dim + eps);
+  for (int i = lane; i < head_dim; i += 32)
+    h[i] = h[i] * scale * (1.f + bf16_to_f32 (w[i]));
+}
+
+} // namespace
+
+extern "C" int
+dcpk_add_rms_norm (float *d_resid, const float *d_add, const uint16_t *d_weight, int n_rows,
+                   int width, float eps, float *d_out, void *stream)
+{
+  if (n_rows < 0 || width <= 0 || !d_resid || !d_weight || !d_out)
+    return (int) cudaErrorInvalidValue;
+  if (n_rows == 0)
+    return 0;
+  add_rms_norm_kernel<<<n_rows, kRowThreads, 0, (cudaStream_t) stream>>> (
+      d_resid, d_add, (const unsigned short *) d_weight, width, eps, d_out);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}
+
+extern "C" int
+dcpk_head_rms_norm (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
+                    int head_dim, const uint16_t *d_weight, float eps, void *stream)
+{
+  long warps = (long) n_rows * n_heads;
+
+  if (n_rows < 0 || n_heads <= 0 || head_dim <= 0 || !d_x || !d_weight)
+    return (int) cudaErrorInvalidValue;
+  if (warps == 0)
+    return 0;
+  head_rms_norm_kernel<<<(unsigned) ((warps * 32 + 255) / 256), 256, 0, (cudaStream_t) stream>>> (
+      d_x, n_rows, n_heads, row_stride, head_stride, head_dim, (const unsigned short *) d_weight,
+      eps);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}

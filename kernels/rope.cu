@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// Partial rotary embedding, NeoX rotate-half layout (shared/MODEL.md §2.2 step 4), in place on q
+// and k after their head norms. For a head x at position p and i < rotary_dim / 2:
+//   inv_freq_i = theta^(-2i / rotary_dim) (double, rounded to FP32 as transformers does),
+//   angle = (float) p · inv_freq_i in FP32, (a, b) = (x[i], x[i + rotary_dim/2]),
+//   x[i] = a cos − b sin, x[i + rotary_dim/2] = b cos + a sin; dims ≥ rotary_dim untouched.
+// Heads sit at x + row·row_stride + head·head_stride (floats) like dcpk_head_rms_norm, so q is
+// rotated inside the interleaved [q | gate] q_proj output. positions: one int32 per row.
+// A thread per (row, head, i); cosf/sinf with full range reduction (angles reach 2.6e5 rad).
+
+#include <math.h>
+
+#include "dcp-kernels.h"
+#include "dcpk-common.cuh"
+
+namespace {
+
+constexpr int kMaxRotaryHalf = 256;
+
+struct InvFreq
+{
+  float v[kMaxRotaryHalf];
+};
+
+__global__ void
+rope_kernel (float *__restrict__ x, int n_rows, int n_heads, long row_stride, long head_stride,
+             int half, InvFreq table, const int32_t *__restrict__ positions)
+{
+  __shared__ float inv_freq[kMaxRotaryHalf];
+  long t = (long) blockIdx.x * blockDim.x + threadIdx.x;
+  int i = (int) (t % half);
+  long rh = t / half;
+  float angle, c, s, a, b;
+  float *h;
+
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    inv_freq[j] = table.v[j];
+  __syncthreads ();
+  if (rh >= (long) n_rows * n_heads)
+    return;
+  h = x + (rh / n_heads) * row_stride + (rh % n_heads) * head_stride;
+  angle = (float) positions[rh / n_heads] * inv_freq[i];
+  sincosf (angle, &s, &c);
+  a = h[i];
+  b = h[i + half];
+  h[i] = a * c - b * s;
+  h[i + half] = b * c + a * s;
+}
+
+} // namespace
+
+extern "C" int
+dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
+           int rotary_dim, double theta, const int32_t *d_positions, void *stream)
+{
+  InvFreq table;
+  int half = rotary_dim / 2;
+  long threads = (long) n_rows * n_heads * half;
+
+  if (n_rows < 0 || n_heads <= 0 || rotary_dim <= 0 || rotary_dim % 2 != 0
+      || half > kMaxRotaryHalf || !(theta > 1.0) || !d_x || !d_positions)
+    return (int) cudaErrorInvalidValue;
+  if (threads == 0)
+    return 0;
+  for (int i = 0; i < half; i++)
+    table.v[i] = (float) (1.0 / pow (theta, (double) (2 * i) / rotary_dim));
+  rope_kernel<<<(unsigned) ((threads + 255) / 256), 256, 0, (cudaStream_t) stream>>> (
+      d_x, n_rows, n_heads, row_stride, head_stride, half, table, d_positions);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: MIT
+// On-device sampling of one token per logit row, with the semantics of
+// engine/runtime/dcp-sampler.c (no banned tokens): penalties, then greedy when temperature is 0,
+// else softmax(logits / T), top-k, top-p, min-p (each on what the previous left) and a draw.
+//
+// A block of 1024 threads per row; the row (vocab FP32, 1 MB for the 27B) stays in L2 across the
+// passes below. Order is that of the CPU sampler: a token's key is
+// (its penalised logit as an order-preserving uint32) << 32 | (vocab - 1 - id), so descending
+// keys are "most likely first, lower id first on ties" and every key is unique. Weights are
+// e^((l - max) / T), recomputed per pass (never normalised: every cut is scale-invariant).
+// One primitive does all the cuts: `select` finds, among the included tokens in descending key
+// order, the first one at which the running weight reaches a target (>= for top-k with unit
+// weights and top-p, > for the draw), by radix selection on the key, 8 bits a pass from the top:
+// a shared histogram of weight per digit, a walk down the 256 bins, the chosen digit appended to
+// the prefix. Lanes of a warp with the same digit first sum their weights (match_any) so that a
+// crowded bin takes one shared atomic per warp. The draw: u in [0, 1) from Philox4_32_10
+// (seed, subsequence step), target u x kept mass; the token is where the running mass of the kept
+// tokens first exceeds it, as the CPU sampler walks its sorted list.
+
+#include <curand_kernel.h>
+#include <math.h>
+
+#include "dcp-kernels.h"
+#include "dcpk-common.cuh"
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+
+struct Row
+{
+  const float *logits;
+  int vocab, low_digits;         // 8-bit digits of the id part of a key
+  float max, inv_t, min_p;
+  unsigned long long lower;      // only keys >= lower are included
+};
+
+__device__ __forceinline__ unsigned long long
+key_of (const Row &r, int i)
+{
+  unsigned bits = __float_as_uint (r.logits[i]);
+  bits ^= (bits >> 31) ? 0xffffffffu : 0x80000000u;
+  return ((unsigned long long) bits << 32) | (unsigned) (r.vocab - 1 - i);
+}
+
+__device__ __forceinline__ float
+weight_of (const Row &r, int i)
+{
+  return __expf ((r.logits[i] - r.max) * r.inv_t);
+}
+
+__device__ __forceinline__ bool
+included (const Row &r, unsigned long long key, float w)
+{
+  return key >= r.lower && (r.min_p <= 0.f || w >= r.min_p);
+}
+
+__device__ float
+block_sum (float v, float *red)
+{
+  int warp = threadIdx.x / 32;
+  v = dcpk_warp_sum (v);
+  __syncthreads ();
+  if (threadIdx.x % 32 == 0)
+    red[warp] = v;
+  __syncthreads ();
+  v = 0.f;
+  for (int i = 0; i < kWarps; i++)
+    v += red[i];
+  return v;
+}
+
+// Mass of the included tokens.
+__device__ float
+kept_mass (const Row &r, float *red)
+{
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < r.vocab; i += kThreads)
+    {
+      float w = weight_of (r, i);
+      if (included (r, key_of (r, i), w))
+        sum += w;
+    }
+  return block_sum (sum, red);
+}
+
+// The key of the first included token, in descending key order, at which the running weight
+// (unit weights when `count`) reaches target: >= target, or > target when `strict`. When
+// rounding leaves the target unreached, the last included token.
+__device__ unsigned long long
+select (const Row &r, bool count, float target, bool strict, float *hist, int *choice, float *above_s)
+{
+  unsigned long long prefix = 0, mask = 0;
+  float above = 0.f;
+  int lane = threadIdx.x % 32;
+  int n_pass = 4 + r.low_digits;
+
+  for (int pass = 0; pass < n_pass; pass++)
+    {
+      int shift = pass < 4 ? 56 - 8 * pass : 8 * (n_pass - 1 - pass);
+      for (int b = threadIdx.x; b < 256; b += kThreads)
+        hist[b] = 0.f;
+      __syncthreads ();
+      for (int base = threadIdx.x - lane; base < r.vocab; base += kThreads)
+        {
+          int i = base + lane;
+          unsigned active = __ballot_sync (0xffffffffu, i < r.vocab);
+          if (i < r.vocab)
+            {
+              unsigned long long key = key_of (r, i);
+              float w = weight_of (r, i);
+              bool in = included (r, key, w) && (key & mask) == prefix;
+              int digit = in ? (int) ((key >> shift) & 255) : 256;
+              unsigned peers = __match_any_sync (active, digit);
+              float sum = 0.f;
+              for (unsigned rest = peers; rest; rest &= rest - 1)
+                sum += __shfl_sync (peers, count ? 1.f : w, __ffs (rest) - 1);
+              if (in && lane == __ffs (peers) - 1)
+                atomicAdd (&hist[digit], sum);
+            }
+        }
+      __syncthreads ();
+      if (threadIdx.x == 0)
+        {
+          int chosen = -1;
+          for (int b = 255; b >= 0; b--)
+            {
+              float h = hist[b];
+              if (h <= 0.f)
+                continue;
+              chosen = b;
+              if (strict ? above + h > target : above + h >= target)
+                break;
+              above += h;
+            }
+          if (chosen >= 0 && !(strict ? above + hist[chosen] > target : above + hist[chosen] >= target))
+            above -= hist[chosen];   // target unreached: the last bin, without its own weight
+          *choice = chosen < 0 ? 0 : chosen;
+          *above_s = above;
+        }
+      __syncthreads ();
+      prefix |= (unsigned long long) *choice << shift;
+      mask |= 255ull << shift;
+      above = *above_s;
+      __syncthreads ();
+    }
+  return prefix;
+}
+
+__global__ void __launch_bounds__ (kThreads)
+sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__restrict__ params,
+               const uint32_t *const *__restrict__ counts, int32_t *__restrict__ tokens)
+{
+  __shared__ float red[kWarps], hist[256], s_above;
+  __shared__ float s_max[kWarps];
+  __shared__ int s_arg[kWarps], s_choice;
+  const DcpkSampleParams p = params[blockIdx.x];
+  const uint32_t *cnt = counts ? counts[blockIdx.x] : nullptr;
+  float *l = logits + (size_t) blockIdx.x * vocab;
+  float best = -INFINITY;
+  int arg = 0, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  Row r;
+
+  // Penalties, in double as the CPU sampler; then the argmax (lowest id on ties).
+  for (int i = threadIdx.x; i < vocab; i += kThreads)
+    {
+      float v = l[i];
+      if (cnt)
+        {
+          uint32_t c = cnt[i], gen = c & ~DCPK_COUNT_SEEN;
+          double x = v;
+          if (gen > 0)
+            x -= (double) p.presence_penalty + (double) p.frequency_penalty * gen;
+          if ((gen > 0 || (c & DCPK_COUNT_SEEN)) && p.repetition_penalty != 1.f)
+            x = x > 0 ? x / p.repetition_penalty : x * p.repetition_penalty;
+          v = (float) x;
+          l[i] = v;
+        }
+      if (v > best)
+        {
+          best = v;
+          arg = i;
+        }
+    }
+  for (int off = 16; off > 0; off >>= 1)
+    {
+      float ob = __shfl_xor_sync (0xffffffffu, best, off);
+      int oa = __shfl_xor_sync (0xffffffffu, arg, off);
+      if (ob > best || (ob == best && oa < arg))
+        {
+          best = ob;
+          arg = oa;
+        }
+    }
+  if (lane == 0)
+    {
+      s_max[warp] = best;
+      s_arg[warp] = arg;
+    }
+  __syncthreads ();
+  best = s_max[0];
+  arg = s_arg[0];
+  for (int w = 1; w < kWarps; w++)
+    if (s_max[w] > best || (s_max[w] == best && s_arg[w] < arg))
+      {
+        best = s_max[w];
+        arg = s_arg[w];
+      }
+  if (p.temperature == 0.f || best == -INFINITY)
+    {
+      if (threadIdx.x == 0)
+        tokens[blockIdx.x] = arg;
+      return;
+    }
+
+  r.logits = l;
+  r.vocab = vocab;
+  r.low_digits = 1;
+  while (r.low_digits < 4 && (vocab - 1) >> (8 * r.low_digits))
+    r.low_digits++;
+  r.max = best;
+  r.inv_t = 1.f / p.temperature;
+  r.min_p = 0.f;
+  r.lower = 0;
+  __syncthreads ();
+
+  if (p.top_k > 0 && p.top_k < vocab)
+    r.lower = select (r, true, (float) p.top_k, false, hist, &s_choice, &s_above);
+  if (p.top_p < 1.f)
+    {
+      float total = kept_mass (r, red);
+      r.lower = select (r, false, p.top_p * total, false, hist, &s_choice, &s_above);
+    }
+  r.min_p = p.min_p;
+  {
+    float mass = kept_mass (r, red);
+    curandStatePhilox4_32_10_t st;
+    uint4 bits;
+    double u;
+    unsigned long long key;
+
+    curand_init (p.seed, p.step, 0, &st);
+    bits = curand4 (&st);
+    u = ((double) (bits.x >> 5) * 67108864.0 + (double) (bits.y >> 6)) / 9007199254740992.0;
+    key = select (r, false, (float) (u * mass), true, hist, &s_choice, &s_above);
+    if (threadIdx.x == 0)
+      tokens[blockIdx.x] = vocab - 1 - (int) (unsigned) (key & 0xffffffffu);
+  }
+}
+
+} // namespace
+
+extern "C" int
+dcpk_sample (float *d_logits, int n_rows, int vocab, const DcpkSampleParams *d_params,
+             const uint32_t *const *d_counts, int32_t *d_tokens, void *stream)
+{
+  if (n_rows < 0 || vocab <= 0 || !d_logits || !d_params || !d_tokens)
+    return (int) cudaErrorInvalidValue;
+  if (n_rows == 0)
+    return 0;
+  sample_kernel<<<n_rows, kThreads, 0, (cudaStream_t) stream>>> (d_logits, vocab, d_params,
+                                                                  d_counts, d_tokens);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}

@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+/* kernels/kv-append.cu and kernels/attention-decode.cu against C references.
+ * The page pool is filled with random BF16 keys and values in the page layout of
+ * dcp-kernels.h, pages handed out in a shuffled order so that no sequence's pages are
+ * contiguous. Then each sequence's newest tokens (its query tokens) are appended from random
+ * FP32 k and v, by dcpk_kv_append on the GPU and by ref_append here (plus one token at slot -1,
+ * which must be skipped): the pools must agree bit for bit (BF16 round to nearest even on both
+ * sides). Then dcpk_attention_decode is compared with ref_attention (double, over the paged
+ * cache); it passes when ||gpu - ref|| / ||ref|| <= 1e-4 (FP32 online softmax over up to 128K
+ * keys). Shapes: the 27B (24 heads, 4 kv heads, head_dim 256) with lengths around the page
+ * edges, draft verification with 1..8 query tokens per sequence, 40K and 128K tokens (many
+ * splits), head_dim 128 and 64 with other group sizes, and large logits.
+ * ref_attention itself is checked on the CPU (no GPU needed) against a dense re-statement of
+ * the CPU backend's attention loop (engine/backend/dcp-cpu-attention.c, with dcp_cpu_dot,
+ * dcp_cpu_axpy, dcp_cpu_sigmoid) over contiguous copies of the keys and values. */
+#include "config.h"
+
+#include <string.h>
+
+#include "dcp-cpu-ops.h"
+#include "dcp-float16.h"
+#include "dcpk-test.h"
+
+#define PAGE DCPK_KV_PAGE_TOKENS
+#define TOLERANCE 1e-4
+#define MAX_SEQS 8
+
+typedef struct {
+  int n_heads, n_kv, head_dim, n_seqs;
+  int kv_len[MAX_SEQS], n_q[MAX_SEQS];
+  float q_range;
+} Case;
+
+/* A built case: host pool, page tables, queries. */
+typedef struct {
+  const Case *c;
+  DcpkKvLayout layout;
+  gsize page_bytes, n_pool_pages;
+  guint8 *pool;
+  gint32 *indptr, *indices, *last_len, *q_indptr;
+  int n_rows, max_kv_len;
+  float *qg;   /* [rows, n_heads, 2 head_dim] */
+} Built;
+
+static guint16 *
+k_at (const Built *b, int s, int pos, int kvh, gboolean value)
+{
+  const Case *c = b->c;
+  int page = b->indices[b->indptr[s] + pos / PAGE];
+  guint8 *p = b->pool + (gsize) page * b->page_bytes + (value ? b->page_bytes / 2 : 0);
+
+  return (guint16 *) p + ((gsize) kvh * PAGE + pos % PAGE) * c->head_dim;
+}
+
+static void
+ref_append (const Built *b, const float *k, const float *v, const gint32 *slots, int n_tokens)
+{
+  const Case *c = b->c;
+  int width = c->n_kv * c->head_dim;
+
+  for (int t = 0; t < n_tokens; t++)
+    {
+      guint8 *page;
+
+      if (slots[t] < 0)
+        continue;
+      page = b->pool + (gsize) (slots[t] / PAGE) * b->page_bytes;
+      for (int h = 0; h < c->n_kv; h++)
+        for (int d = 0; d < c->head_dim; d++)
+          {
+            gsize at = ((gsize) h * PAGE + slots[t] % PAGE) * c->head_dim + d;
+            ((guint16 *) page)[at] = dcp_f32_to_bf16 (k[(gsize) t * width + h * c->head_dim + d]);
+            ((guint16 *) (page + b->page_bytes / 2))[at]
+                = dcp_f32_to_bf16 (v[(gsize) t * width + h * c->head_dim + d]);
+          }
+    }
+}
+
+/* out [rows, n_heads head_dim]: softmax(q k · scale) v ⊙ sigmoid(gate), in double. */
+static void
+ref_attention (const Built *b, float scale, float *out)
+{
+  const Case *c = b->c;
+  int hd = c->head_dim, group = c->n_heads / c->n_kv;
+  g_autofree double *p = g_new (double, b->max_kv_len), *o = g_new (double, hd);
+
+  for (int s = 0; s < c->n_seqs; s++)
+    for (int t = 0; t < c->n_q[s]; t++)
+      for (int h = 0; h < c->n_heads; h++)
+        {
+          int row = b->q_indptr[s] + t, n_keys = c->kv_len[s] - c->n_q[s] + t + 1;
+          const float *q = b->qg + ((gsize) row * c->n_heads + h) * 2 * hd;
+          double max = -INFINITY, sum = 0;
+
+          for (int j = 0; j < n_keys; j++)
+            {
+              const guint16 *k = k_at (b, s, j, h / group, FALSE);
+              double dot = 0;
+              for (int d = 0; d < hd; d++)
+                dot += (double) q[d] * dcp_bf16_to_f32 (k[d]);
+              p[j] = dot * scale;
+              max = MAX (max, p[j]);
+            }
+          memset (o, 0, hd * sizeof (double));
+          for (int j = 0; j < n_keys; j++)
+            {
+              const guint16 *v = k_at (b, s, j, h / group, TRUE);
+              p[j] = exp (p[j] - max);
+              sum += p[j];
+              for (int d = 0; d < hd; d++)
+                o[d] += p[j] * dcp_bf16_to_f32 (v[d]);
+            }
+          for (int d = 0; d < hd; d++)
+            out[((gsize) row * c->n_heads + h) * hd + d]
+                = (float) (o[d] / sum / (1 + exp (-(double) q[hd + d])));
+        }
+}
+
+/* The CPU backend's loop (attend_range) over contiguous FP32 copies of the cache. */
+static void
+dense_attention (const Built *b, float scale, float *out)
+{
+  const Case *c = b->c;
+  int hd = c->head_dim, group = c->n_heads / c->n_kv, width = c->n_kv * hd;
+  g_autofree float *scores = g_new (float, b->max_kv_len);
+  g_autofree float *kc = g_new (float, (gsize) b->max_kv_len * width);
+  g_autofree float *vc = g_new (float, (gsize) b->max_kv_len * width);
+
+  for (int s = 0; s < c->n_seqs; s++)
+    {
+      for (int j = 0; j < c->kv_len[s]; j++)
+        for (int h = 0; h < c->n_kv; h++)
+          for (int d = 0; d < hd; d++)
+            {
+              kc[(gsize) j * width + h * hd + d] = dcp_bf16_to_f32 (k_at (b, s, j, h, FALSE)[d]);
+              vc[(gsize) j * width + h * hd + d] = dcp_bf16_to_f32 (k_at (b, s, j, h, TRUE)[d]);
+            }
+      for (int t = 0; t < c->n_q[s]; t++)
+        for (int head = 0; head < c->n_heads; head++)
+          {
+            int row = b->q_indptr[s] + t, kv = head / group;
+            guint n_keys = c->kv_len[s] - c->n_q[s] + t + 1;
+            const float *q = b->qg + ((gsize) row * c->n_heads + head) * 2 * hd, *gate = q + hd;
+            float *o = out + ((gsize) row * c->n_heads + head) * hd;
+            float max = -INFINITY, sum = 0;
+
+            for (guint j = 0; j < n_keys; j++)
+              {
+                scores[j] = dcp_cpu_dot (q, kc + (gsize) j * width + kv * hd, hd) * scale;
+                max = MAX (max, scores[j]);
+              }
+            for (guint j = 0; j < n_keys; j++)
+              {
+                scores[j] = expf (scores[j] - max);
+                sum += scores[j];
+              }
+            memset (o, 0, hd * sizeof (float));
+            for (guint j = 0; j < n_keys; j++)
+              dcp_cpu_axpy (o, scores[j] / sum, vc + (gsize) j * width + kv * hd, hd);
+            for (int d = 0; d < hd; d++)
+              o[d] *= dcp_cpu_sigmoid (gate[d]);
+          }
+    }
+}
+
+static void
+build (const Case *c, GRand *rng, Built *b)
+{
+  int n_pages = 0, hd = c->head_dim;
+  g_autofree gint32 *perm = NULL;
+
+  memset (b, 0, sizeof *b);
+  b->c = c;
+  b->layout = (DcpkKvLayout) { c->n_kv, hd, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+  b->page_bytes = dcpk_kv_page_bytes (&b->layout);
+  g_assert_cmpuint (b->page_bytes, ==, (gsize) 2 * c->n_kv * PAGE * hd * 2);
+  b->indptr = g_new (gint32, c->n_seqs + 1);
+  b->last_len = g_new (gint32, c->n_seqs);
+  b->q_indptr = g_new (gint32, c->n_seqs + 1);
+  b->indptr[0] = b->q_indptr[0] = 0;
+  for (int s = 0; s < c->n_seqs; s++)
+    {
+      int pages = (c->kv_len[s] + PAGE - 1) / PAGE;
+      g_assert_cmpint (c->n_q[s], <=, c->kv_len[s]);
+      b->indptr[s + 1] = b->indptr[s] + pages;
+      b->last_len[s] = c->kv_len[s] - (pages - 1) * PAGE;
+      b->q_indptr[s + 1] = b->q_indptr[s] + c->n_q[s];
+      b->max_kv_len = MAX (b->max_kv_len, c->kv_len[s]);
+    }
+  n_pages = b->indptr[c->n_seqs];
+  b->n_rows = b->q_indptr[c->n_seqs];
+  b->n_pool_pages = n_pages + 3;   /* unused pages in between */
+  perm = g_new (gint32, b->n_pool_pages);
+  for (gsize i = 0; i < b->n_pool_pages; i++)
+    perm[i] = (gint32) i;
+  for (gsize i = b->n_pool_pages - 1; i > 0; i--)
+    {
+      gsize j = g_rand_int_range (rng, 0, (gint32) i + 1);
+      gint32 tmp = perm[i];
+      perm[i] = perm[j];
+      perm[j] = tmp;
+    }
+  b->indices = g_new (gint32, n_pages);
+  memcpy (b->indices, perm, n_pages * sizeof (gint32));
+  b->pool = g_malloc (b->n_pool_pages * b->page_bytes);
+  for (gsize i = 0; i < b->n_pool_pages * b->page_bytes / 4; i++)
+    {
+      /* two BF16 values in ±2 per random word: sign, exponent 126..128, random mantissa */
+      guint32 r = g_rand_int (rng);
+      guint32 lo = (r & 0x807f) | ((126 + (r >> 7) % 3) << 7);
+      guint32 hi = ((r >> 16) & 0x807f) | ((126 + (r >> 23) % 3) << 7);
+      ((guint32 *) b->pool)[i] = lo | (hi << 16);
+    }
+  b->qg = g_new (float, (gsize) b->n_rows * c->n_heads * 2 * hd);
+  dcpk_test_fill (rng, b->qg, (gsize) b->n_rows * c->n_heads * 2 * hd, -c->q_range, c->q_range);
+}
+
+static void
+built_clear (Built *b)
+{
+  g_free (b->pool);
+  g_free (b->indptr);
+  g_free (b->indices);
+  g_free (b->last_len);
+  g_free (b->q_indptr);
+  g_free (b->qg);
+}
+
+static void
+check_case (const Case *c, guint32 seed)
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
+  Built b;
+  int width, n_app;
+  gsize n_out, pool_bytes, ws_bytes;
+  float scale;
+  g_autofree float *k = NULL, *v = NULL, *want = NULL, *got = NULL;
+  g_autofree gint32 *slots = NULL;
+  g_autofree guint8 *pool_gpu = NULL;
+  void *d_pool, *d_k, *d_v, *d_slots, *d_indptr, *d_indices, *d_last, *d_qind, *d_qg, *d_out, *d_ws;
+  double e;
+
+  build (c, rng, &b);
+  width = c->n_kv * c->head_dim;
+  scale = 1.0f / sqrtf ((float) c->head_dim);
+  pool_bytes = b.n_pool_pages * b.page_bytes;
+  d_pool = dcpk_test_to_device (b.pool, pool_bytes);
+
+  /* Append each sequence's query tokens, and one token to skip. */
+  n_app = b.n_rows + 1;
+  k = g_new (float, (gsize) n_app * width);
+  v = g_new (float, (gsize) n_app * width);
+  slots = g_new (gint32, n_app);
+  dcpk_test_fill (rng, k, (gsize) n_app * width, -2, 2);
+  dcpk_test_fill (rng, v, (gsize) n_app * width, -2, 2);
+  for (int s = 0, t = 0; s < c->n_seqs; s++)
+    for (int j = 0; j < c->n_q[s]; j++, t++)
+      {
+        int pos = c->kv_len[s] - c->n_q[s] + j;
+        slots[t] = b.indices[b.indptr[s] + pos / PAGE] * PAGE + pos % PAGE;
+      }
+  slots[n_app - 1] = -1;
+  d_k = dcpk_test_to_device (k, (gsize) n_app * width * sizeof (float));
+  d_v = dcpk_test_to_device (v, (gsize) n_app * width * sizeof (float));
+  d_slots = dcpk_test_to_device (slots, n_app * sizeof (gint32));
+  CHECK_CUDA (dcpk_kv_append (&b.layout, d_pool, d_k, d_v, d_slots, n_app, NULL));
+  ref_append (&b, k, v, slots, n_app);
+  pool_gpu = g_malloc (pool_bytes);
+  CHECK_CUDA (dcpk_memcpy_d2h (pool_gpu, d_pool, pool_bytes));
+  g_assert_true (memcmp (pool_gpu, b.pool, pool_bytes) == 0);
+
+  /* Attention. */
+  n_out = (gsize) b.n_rows * c->n_heads * c->head_dim;
+  want = g_new (float, n_out);
+  got = g_new (float, n_out);
+  ref_attention (&b, scale, want);
+  d_indptr = dcpk_test_to_device (b.indptr, (c->n_seqs + 1) * sizeof (gint32));
+  d_indices = dcpk_test_to_device (b.indices, b.indptr[c->n_seqs] * sizeof (gint32));
+  d_last = dcpk_test_to_device (b.last_len, c->n_seqs * sizeof (gint32));
+  d_qind = dcpk_test_to_device (b.q_indptr, (c->n_seqs + 1) * sizeof (gint32));
+  d_qg = dcpk_test_to_device (b.qg, (gsize) b.n_rows * c->n_heads * 2 * c->head_dim * sizeof (float));
+  CHECK_CUDA (dcpk_malloc (&d_out, n_out * sizeof (float)));
+  ws_bytes = dcpk_attention_workspace_bytes (&b.layout, c->n_heads, b.n_rows, b.max_kv_len);
+  g_assert_cmpuint (ws_bytes, >, 0);
+  CHECK_CUDA (dcpk_malloc (&d_ws, ws_bytes));
+  for (int pass = 0; pass < 2; pass++)
+    {
+      /* pass 1: one query per sequence without q_indptr, when the case has one each */
+      gboolean one_each = TRUE;
+      for (int s = 0; s < c->n_seqs; s++)
+        one_each = one_each && c->n_q[s] == 1;
+      if (pass == 1 && !one_each)
+        break;
+      CHECK_CUDA (dcpk_attention_decode (&b.layout, c->n_heads, scale, d_pool, d_indptr, d_indices,
+                                         d_last, c->n_seqs, pass == 0 ? d_qind : NULL, b.n_rows,
+                                         b.max_kv_len, d_qg, d_out, d_ws, NULL));
+      CHECK_CUDA (dcpk_memcpy_d2h (got, d_out, n_out * sizeof (float)));
+      e = dcpk_test_rel_err (got, want, n_out);
+      g_test_message ("heads %d/%d head_dim %d seqs %d max kv %d rows %d%s: rel err %.3g",
+                      c->n_heads, c->n_kv, c->head_dim, c->n_seqs, b.max_kv_len, b.n_rows,
+                      pass ? " (no q_indptr)" : "", e);
+      g_assert_cmpfloat (e, <=, TOLERANCE);
+    }
+
+  CHECK_CUDA (dcpk_free (d_pool));
+  CHECK_CUDA (dcpk_free (d_k));
+  CHECK_CUDA (dcpk_free (d_v));
+  CHECK_CUDA (dcpk_free (d_slots));
+  CHECK_CUDA (dcpk_free (d_indptr));
+  CHECK_CUDA (dcpk_free (d_indices));
+  CHECK_CUDA (dcpk_free (d_last));
+  CHECK_CUDA (dcpk_free (d_qind));
+  CHECK_CUDA (dcpk_free (d_qg));
+  CHECK_CUDA (dcpk_free (d_out));
+  CHECK_CUDA (dcpk_free (d_ws));
+  built_clear (&b);
+}
+
+static const Case cases[] = {
+  { 24, 4, 256, 5, { 1, 511, 512, 513, 3000 }, { 1, 1, 1, 1, 1 }, 3 },
+  { 24, 4, 256, 3, { 8, 700, 1537 }, { 8, 3, 1 }, 3 },              /* draft verification */
+  { 24, 4, 256, 2, { 131072, 40000 }, { 1, 2 }, 3 },                /* long contexts */
+  { 16, 2, 128, 4, { 9, 1024, 77, 2049 }, { 2, 8, 5, 1 }, 3 },
+  { 3, 1, 64, 3, { 300, 8, 1300 }, { 8, 8, 4 }, 3 },                 /* 3 row groups */
+  { 24, 4, 256, 2, { 5000, 20 }, { 1, 1 }, 60 },                     /* peaked softmax */
+};
+
+static void
+test_attention_decode (void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    check_case (&cases[i], 300 + i);
+}
+
+static void
+test_rejects (void)
+{
+  DcpkKvLayout bad = { 4, 96, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+  DcpkKvLayout ok = { 4, 256, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+  gint32 *p = (gint32 *) 16;
+  float *f = (float *) 16;
+
+  g_assert_cmpint (dcpk_attention_decode (&bad, 24, 0.0625f, p, p, p, p, 1, NULL, 1, 10, f, f, f,
+                                          NULL), !=, 0);
+  g_assert_cmpint (dcpk_attention_decode (&ok, 22, 0.0625f, p, p, p, p, 1, NULL, 1, 10, f, f, f,
+                                          NULL), !=, 0);   /* 22 heads over 4 kv heads */
+  g_assert_cmpint (dcpk_attention_decode (&ok, 24, 0.0625f, p, p, p, p, 2, NULL, 1, 10, f, f, f,
+                                          NULL), !=, 0);   /* rows != seqs without q_indptr */
+  bad.head_dim = 48;
+  g_assert_cmpuint (dcpk_kv_page_bytes (&bad), ==, 0);
+  g_assert_cmpint (dcpk_kv_append (&bad, p, f, f, p, 1, NULL), !=, 0);
+}
+
+/* CPU only: the paged double reference against the dense FP32 loop of the CPU backend. */
+static void
+test_reference (void)
+{
+  static const Case small = { 6, 2, 64, 3, { 5, 600, 1030 }, { 1, 2, 4 }, 3 };
+  g_autoptr (GRand) rng = g_rand_new_with_seed (5);
+  Built b;
+  gsize n;
+  g_autofree float *a = NULL, *d = NULL;
+  double e;
+
+  build (&small, rng, &b);
+  n = (gsize) b.n_rows * small.n_heads * small.head_dim;
+  a = g_new (float, n);
+  d = g_new (float, n);
+  ref_attention (&b, 0.125f, a);
+  dense_attention (&b, 0.125f, d);
+  e = dcpk_test_rel_err (d, a, n);
+  g_test_message ("paged reference vs CPU backend loop: rel err %.3g", e);
+  g_assert_cmpfloat (e, <=, 1e-5);
+  built_clear (&b);
+}
+
+int
+main (int argc, char **argv)
+{
+  gboolean gpu = dcpk_test_have_gpu ();
+
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/gpu/attention-decode/reference", test_reference);
+  if (gpu)
+    {
+      g_test_add_func ("/gpu/attention-decode/shapes", test_attention_decode);
+      g_test_add_func ("/gpu/attention-decode/rejects", test_rejects);
+    }
+  return dcpk_test_run (gpu);
+}
