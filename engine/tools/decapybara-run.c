@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
+#if HAVE_CUDA
+#include "dcp-backend-cuda.h"
+#endif
 #include "dcp-checkpoint.h"
 #include "dcp-log.h"
 #include "dcp-loop-guard.h"
@@ -136,13 +139,23 @@ static DcpBackend *
 open_backend (DcpCheckpoint **checkpoint, GError **error)
 {
   DcpTensorSource source;
+  gboolean cuda = opt.backend != NULL && g_str_equal (opt.backend, "cuda");
 
-  if (opt.backend != NULL && g_str_equal (opt.backend, "cuda"))
+#if !HAVE_CUDA
+  if (cuda)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "--backend cuda: not built yet");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--backend cuda: this build has no CUDA (meson -Dcuda=enabled)");
       return NULL;
     }
-  if (opt.backend != NULL && !g_str_equal (opt.backend, "cpu"))
+#else
+  if (cuda && !dcp_backend_cuda_available ())
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_DEVICE, "--backend cuda: no CUDA device");
+      return NULL;
+    }
+#endif
+  if (opt.backend != NULL && !cuda && !g_str_equal (opt.backend, "cpu"))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                    "--backend: “%s” is neither cpu nor cuda", opt.backend);
@@ -158,6 +171,10 @@ open_backend (DcpCheckpoint **checkpoint, GError **error)
   if (*checkpoint == NULL)
     return NULL;
   source = dcp_checkpoint_get_source (*checkpoint);
+#if HAVE_CUDA
+  if (cuda)
+    return dcp_backend_cuda_new (dcp_checkpoint_get_config (*checkpoint), &source, 0, error);
+#endif
   return dcp_backend_cpu_new (dcp_checkpoint_get_config (*checkpoint), &source,
                               (guint) MAX (opt.threads, 0), error);
 }
