@@ -9,7 +9,8 @@
  *   - a batch: two sequences of different prompt lengths in one forward call, then decode
  *     steps of both in one batch, each against the CPU backend run alone; graphs on and off
  *     give identical logits.
- * Skips (77) without a CUDA device. */
+ * The step's host-side planning (CSR page table, slots, graph buckets) is checked on any
+ * machine; the rest skips (77) without a CUDA device. */
 #include "config.h"
 
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-backend-cuda.h"
 #include "dcp-checkpoint.h"
+#include "dcp-cuda-step.h"
 #include "dcp-kernels.h"
 #include "dcp-quant.h"
 #include "../model/test-tensors.h"
@@ -335,6 +337,49 @@ test_bad_token (void)
   model_close (&m);
 }
 
+/* Three sequences at page edges: pages listed in order, the last page's length, the slot of
+ * the new token, the longest length; buckets are powers of two from 512. */
+static void
+test_page_table (void)
+{
+  const guint32 p0[] = { 7 }, p1[] = { 3, 9 }, p2[] = { 1, 4, 2 };
+  g_autoptr(GArray) a0 = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autoptr(GArray) a1 = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autoptr(GArray) a2 = g_array_new (FALSE, FALSE, sizeof (guint32));
+  DcpCudaStepRow rows[3];
+  gint32 indptr[4], indices[6], last[3], slots[3];
+  const gint32 want_indptr[] = { 0, 1, 3, 6 }, want_indices[] = { 7, 3, 9, 1, 4, 2 };
+  guint longest;
+
+  g_array_append_vals (a0, p0, 1);
+  g_array_append_vals (a1, p1, 2);
+  g_array_append_vals (a2, p2, 3);
+  /* 0 tokens before (first token), 512 before (first token of page 2), 1200 before */
+  rows[0] = (DcpCudaStepRow) { 5, 0, a0, NULL, NULL };
+  rows[1] = (DcpCudaStepRow) { 6, 512, a1, NULL, NULL };
+  rows[2] = (DcpCudaStepRow) { 7, 1200, a2, NULL, NULL };
+  longest = dcp_cuda_step_page_table (rows, 3, indptr, indices, last, slots);
+  g_assert_cmpuint (longest, ==, 1201);
+  g_assert_cmpmem (indptr, sizeof indptr, want_indptr, sizeof want_indptr);
+  g_assert_cmpmem (indices, sizeof indices, want_indices, sizeof want_indices);
+  g_assert_cmpint (last[0], ==, 1);
+  g_assert_cmpint (last[1], ==, 1);
+  g_assert_cmpint (last[2], ==, 1201 - 1024);
+  g_assert_cmpint (slots[0], ==, 7 * 512);
+  g_assert_cmpint (slots[1], ==, 9 * 512);
+  g_assert_cmpint (slots[2], ==, 2 * 512 + 1200 - 1024);
+  /* 511 tokens before: the page's last slot */
+  rows[0].pos = 511;
+  dcp_cuda_step_page_table (rows, 1, indptr, indices, last, slots);
+  g_assert_cmpint (last[0], ==, 512);
+  g_assert_cmpint (slots[0], ==, 7 * 512 + 511);
+
+  g_assert_cmpuint (dcp_cuda_step_kv_bucket (1), ==, 512);
+  g_assert_cmpuint (dcp_cuda_step_kv_bucket (512), ==, 512);
+  g_assert_cmpuint (dcp_cuda_step_kv_bucket (513), ==, 1024);
+  g_assert_cmpuint (dcp_cuda_step_kv_bucket (1201), ==, 2048);
+}
+
 static const Case cases[] = {
   { "real-heads", FALSE }, { "real-heads", TRUE }, { "odd-sizes", FALSE }, { "odd-sizes", TRUE },
 };
@@ -345,10 +390,11 @@ main (int argc, char **argv)
   int count = 0;
 
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/gpu/cuda-backend/page-table", test_page_table);
   if (dcpk_device_count (&count) != 0 || count == 0)
     {
-      g_print ("no CUDA device: skipped\n");
-      return 77;
+      g_print ("no CUDA device: only the host-side tests\n");
+      return g_test_run ();
     }
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
