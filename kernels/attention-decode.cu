@@ -25,6 +25,7 @@
 
 #include "dcp-kernels.h"
 #include "dcpk-common.cuh"
+#include "dcpk-kv.cuh"
 
 namespace {
 
@@ -33,12 +34,14 @@ constexpr int kRows = 8;          // query rows per block
 constexpr int kUnroll = 4;        // keys per warp in flight
 constexpr int kMinChunk = 256;
 constexpr int kMaxSplits = 64;
-constexpr int kPage = DCPK_KV_PAGE_TOKENS;
+using dcpk_kv::kPage;
 
 struct Args
 {
   const unsigned char *pages;
   size_t page_bytes, v_offset;    // bytes of a page, offset of its V block
+  size_t k_scales, v_scales;      // MX: offsets of the K and V scale planes in a page
+  int k_format, v_format;
   const int32_t *indptr, *indices, *last_len, *q_indptr;
   const float *qg;
   float *part_o;                  // [rows, n_heads, n_splits, head_dim]
@@ -81,13 +84,69 @@ unpack (const Raw<2> &r, float *f)
   unpack2 (r.v, f);
 }
 
-template <int DPL>
+// MX (head_dim 256): a lane's 8 dims of a token's head row, as raw words, and its block scale.
+__device__ __forceinline__ void
+load_mx (const unsigned char *page, size_t plane, size_t scales, int bits, size_t row, int lane,
+         uint4 &raw, unsigned &scale)
+{
+  const unsigned char *p = page + plane + row * 256 * bits / 8 + lane * bits;
+  switch (bits)
+    {
+    case 16:
+      raw = *(const uint4 *) p;
+      return;
+    case 8:
+      {
+        uint2 w = *(const uint2 *) p;
+        raw.x = w.x;
+        raw.y = w.y;
+        break;
+      }
+    case 6:
+      {
+        const unsigned short *h = (const unsigned short *) p;
+        raw.x = h[0] | (unsigned) h[1] << 16;
+        raw.y = h[2];
+        break;
+      }
+    default:
+      raw.x = *(const unsigned *) p;
+      break;
+    }
+  scale = page[scales + row * 8 + lane / 4];
+}
+
+__device__ __forceinline__ void
+decode_mx (const uint4 &raw, unsigned scale, int bits, const float *lut, float *f)
+{
+  float x = dcpk_kv::e8m0_value (scale);
+  unsigned long long w = raw.x | (unsigned long long) raw.y << 32;
+
+  if (bits == 16)
+    {
+      Raw<8> r;
+      r.v = raw;
+      unpack (r, f);
+      return;
+    }
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    {
+      unsigned code = bits == 8 ? (unsigned) (w >> 8 * j) & 255u
+                      : bits == 6 ? (unsigned) (w >> 6 * j) & 63u
+                                  : (unsigned) (w >> 4 * j) & 15u;
+      f[j] = lut[code] * x;
+    }
+}
+
+template <int DPL, bool MX>
 __global__ void __launch_bounds__ (kWarps * 32)
 partial_kernel (Args a)
 {
   constexpr int HD = DPL * 32;
   __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
   __shared__ float s_o[kRows][HD];
+  __shared__ float s_lut[2][MX ? 256 : 1];
   int split = blockIdx.x, kvh = blockIdx.y / a.row_groups, rg = blockIdx.y % a.row_groups;
   int s = blockIdx.z, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int q0 = a.q_indptr ? a.q_indptr[s] : s;
@@ -101,6 +160,16 @@ partial_kernel (Args a)
 
   if (n_rows <= 0)
     return;
+  if (MX)
+    {
+      for (int c = threadIdx.x; c < 256; c += blockDim.x)
+        {
+          s_lut[0][c] = dcpk_kv::code_value (a.k_format, c);
+          s_lut[1][c] = dcpk_kv::code_value (a.v_format, c);
+        }
+      __syncthreads ();
+    }
+  const int k_bits = dcpk_kv::format_bits (a.k_format), v_bits = dcpk_kv::format_bits (a.v_format);
   const size_t head_off = (size_t) kvh * kPage * HD * 2;
 #pragma unroll
   for (int r = 0; r < kRows; r++)
@@ -122,6 +191,8 @@ partial_kernel (Args a)
   for (int base = begin + warp * kUnroll; base < end; base += kWarps * kUnroll)
     {
       Raw<DPL> kraw[kUnroll], vraw[kUnroll];
+      uint4 kmx[MX ? kUnroll : 1], vmx[MX ? kUnroll : 1];
+      unsigned ksc[MX ? kUnroll : 1], vsc[MX ? kUnroll : 1];
 #pragma unroll
       for (int u = 0; u < kUnroll; u++)
         {
@@ -130,9 +201,19 @@ partial_kernel (Args a)
             {
               const unsigned char *page
                   = a.pages + (size_t) a.indices[page0 + key / kPage] * a.page_bytes;
-              size_t off = head_off + (size_t) (key % kPage) * HD * 2 + lane * DPL * 2;
-              kraw[u] = *(const Raw<DPL> *) (page + off);
-              vraw[u] = *(const Raw<DPL> *) (page + a.v_offset + off);
+              if (MX)
+                {
+                  size_t row = (size_t) kvh * kPage + key % kPage;
+                  load_mx (page, 0, a.k_scales, k_bits, row, lane, kmx[MX ? u : 0], ksc[MX ? u : 0]);
+                  load_mx (page, a.v_offset, a.v_scales, v_bits, row, lane, vmx[MX ? u : 0],
+                           vsc[MX ? u : 0]);
+                }
+              else
+                {
+                  size_t off = head_off + (size_t) (key % kPage) * HD * 2 + lane * DPL * 2;
+                  kraw[u] = *(const Raw<DPL> *) (page + off);
+                  vraw[u] = *(const Raw<DPL> *) (page + a.v_offset + off);
+                }
             }
         }
 #pragma unroll
@@ -142,12 +223,22 @@ partial_kernel (Args a)
           float k[DPL], v[DPL];
           if (key >= end)
             break;
-          unpack (kraw[u], k);
-          unpack (vraw[u], v);
+          if (MX)
+            {
+              decode_mx (kmx[MX ? u : 0], ksc[MX ? u : 0], k_bits, s_lut[0], k);
+              decode_mx (vmx[MX ? u : 0], vsc[MX ? u : 0], v_bits, s_lut[1], v);
+            }
+          else
+            {
+              unpack (kraw[u], k);
+              unpack (vraw[u], v);
+            }
 #pragma unroll
           for (int r = 0; r < kRows; r++)
             {
               float sc = 0.f, p;
+              if (r >= n_rows)   // block-uniform: the unused rows of the last group
+                break;
 #pragma unroll
               for (int d = 0; d < DPL; d++)
                 sc = fmaf (q[r][d], k[d], sc);
@@ -244,8 +335,8 @@ n_splits_for (int max_kv_len)
 bool
 layout_ok (const DcpkKvLayout *l)
 {
-  return l && l->n_kv_heads > 0
-         && (l->head_dim == 64 || l->head_dim == 128 || l->head_dim == 256);
+  return l && l->n_kv_heads > 0 && (l->head_dim == 64 || l->head_dim == 128 || l->head_dim == 256)
+         && dcpk_kv_page_bytes (l) > 0;
 }
 
 } // namespace
@@ -272,8 +363,10 @@ dcpk_attention_decode (const DcpkKvLayout *layout, int n_heads, float scale, con
   int max_q = d_q_indptr ? DCPK_ATTN_MAX_QUERIES : 1;
   dim3 grid;
 
-  if (!layout_ok (layout) || layout->k_format != DCPK_FORMAT_BF16
-      || layout->v_format != DCPK_FORMAT_BF16 || n_heads <= 0
+  bool mx = layout_ok (layout)
+            && (layout->k_format != DCPK_FORMAT_BF16 || layout->v_format != DCPK_FORMAT_BF16);
+
+  if (!layout_ok (layout) || (mx && layout->head_dim != 256) || n_heads <= 0
       || n_heads % layout->n_kv_heads != 0 || n_seqs < 0 || n_rows < 0 || max_kv_len < 0
       || (!d_q_indptr && n_rows != n_seqs) || !d_pages || !d_page_indptr || !d_page_indices
       || !d_last_page_len || !d_qg || !d_out || !d_workspace)
@@ -282,7 +375,12 @@ dcpk_attention_decode (const DcpkKvLayout *layout, int n_heads, float scale, con
     return 0;
   a.pages = (const unsigned char *) d_pages;
   a.page_bytes = dcpk_kv_page_bytes (layout);
-  a.v_offset = a.page_bytes / 2;
+  a.v_offset = dcpk_kv::block_bytes (layout->k_format, layout->n_kv_heads, layout->head_dim);
+  a.k_scales = dcpk_kv::elements_bytes (layout->k_format, layout->n_kv_heads, layout->head_dim);
+  a.v_scales = a.v_offset
+               + dcpk_kv::elements_bytes (layout->v_format, layout->n_kv_heads, layout->head_dim);
+  a.k_format = layout->k_format;
+  a.v_format = layout->v_format;
   a.indptr = d_page_indptr;
   a.indices = d_page_indices;
   a.last_len = d_last_page_len;
@@ -300,18 +398,21 @@ dcpk_attention_decode (const DcpkKvLayout *layout, int n_heads, float scale, con
   grid = dim3 (a.n_splits, a.n_kv * a.row_groups, n_seqs);
   if (grid.y > 65535 || grid.z > 65535)
     return (int) cudaErrorInvalidValue;
-  switch (layout->head_dim)
-    {
-    case 64:
-      partial_kernel<2><<<grid, kWarps * 32, 0, st>>> (a);
-      break;
-    case 128:
-      partial_kernel<4><<<grid, kWarps * 32, 0, st>>> (a);
-      break;
-    default:
-      partial_kernel<8><<<grid, kWarps * 32, 0, st>>> (a);
-      break;
-    }
+  if (mx)
+    partial_kernel<8, true><<<grid, kWarps * 32, 0, st>>> (a);
+  else
+    switch (layout->head_dim)
+      {
+      case 64:
+        partial_kernel<2, false><<<grid, kWarps * 32, 0, st>>> (a);
+        break;
+      case 128:
+        partial_kernel<4, false><<<grid, kWarps * 32, 0, st>>> (a);
+        break;
+      default:
+        partial_kernel<8, false><<<grid, kWarps * 32, 0, st>>> (a);
+        break;
+      }
   DCPK_TRY_LAUNCH ();
   combine_kernel<<<n_rows * n_heads, layout->head_dim, 0, st>>> (
       a.part_o, a.part_ml, d_qg, n_heads, a.n_splits, layout->head_dim, d_out);

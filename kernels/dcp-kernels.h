@@ -165,8 +165,9 @@ int dcpk_kv_append (const DcpkKvLayout *layout, void *d_pages, const float *d_k,
  * query j of n sits at position kv_len - n + j and sees keys 0 .. kv_len - n + j (causal).
  * d_qg: [rows, n_heads, 2 · head_dim] FP32, per head [q | gate] (q after norm and RoPE).
  * d_out: [rows, n_heads · head_dim] FP32 = softmax(q·Kᵀ · scale) V ⊙ sigmoid(gate).
- * Query head h reads kv head h / (n_heads / n_kv_heads). max_kv_len bounds every kv_len (it
- * sizes the split over the sequence); d_workspace holds dcpk_attention_workspace_bytes. */
+ * Query head h reads kv head h / (n_heads / n_kv_heads). head_dim 64, 128 or 256 (256 when K or
+ * V is MX). max_kv_len bounds every kv_len (it sizes the split over the sequence); d_workspace
+ * holds dcpk_attention_workspace_bytes. */
 #define DCPK_ATTN_MAX_QUERIES 8
 
 size_t dcpk_attention_workspace_bytes (const DcpkKvLayout *layout, int n_heads, int n_rows,

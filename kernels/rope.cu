@@ -6,7 +6,7 @@
 //   x[i] = a cos − b sin, x[i + rotary_dim/2] = b cos + a sin; dims ≥ rotary_dim untouched.
 // Heads sit at x + row·row_stride + head·head_stride (floats) like dcpk_head_rms_norm, so q is
 // rotated inside the interleaved [q | gate] q_proj output. positions: one int32 per row.
-// A thread per (row, head, i); cosf/sinf with full range reduction (angles reach 2.6e5 rad).
+// A thread per (row, head, i); sincosf with full range reduction (angles reach 2.6e5 rad).
 
 #include <math.h>
 

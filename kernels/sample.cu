@@ -7,7 +7,8 @@
 // passes below. Order is that of the CPU sampler: a token's key is
 // (its penalised logit as an order-preserving uint32) << 32 | (vocab - 1 - id), so descending
 // keys are "most likely first, lower id first on ties" and every key is unique. Weights are
-// e^((l - max) / T), recomputed per pass (never normalised: every cut is scale-invariant).
+// e^((l - max) / T) (expf), recomputed per pass (never normalised: every cut is scale-invariant),
+// and summed in double, so that the cuts fall where the CPU's double sums put them.
 // One primitive does all the cuts: `select` finds, among the included tokens in descending key
 // order, the first one at which the running weight reaches a target (>= for top-k with unit
 // weights and top-p, > for the draw), by radix selection on the key, 8 bits a pass from the top:
@@ -47,7 +48,7 @@ key_of (const Row &r, int i)
 __device__ __forceinline__ float
 weight_of (const Row &r, int i)
 {
-  return __expf ((r.logits[i] - r.max) * r.inv_t);
+  return expf ((r.logits[i] - r.max) * r.inv_t);
 }
 
 __device__ __forceinline__ bool
@@ -56,8 +57,8 @@ included (const Row &r, unsigned long long key, float w)
   return key >= r.lower && (r.min_p <= 0.f || w >= r.min_p);
 }
 
-__device__ float
-block_sum (float v, float *red)
+__device__ double
+block_sum (double v, double *red)
 {
   int warp = threadIdx.x / 32;
   v = dcpk_warp_sum (v);
@@ -65,17 +66,17 @@ block_sum (float v, float *red)
   if (threadIdx.x % 32 == 0)
     red[warp] = v;
   __syncthreads ();
-  v = 0.f;
+  v = 0.0;
   for (int i = 0; i < kWarps; i++)
     v += red[i];
   return v;
 }
 
 // Mass of the included tokens.
-__device__ float
-kept_mass (const Row &r, float *red)
+__device__ double
+kept_mass (const Row &r, double *red)
 {
-  float sum = 0.f;
+  double sum = 0.0;
   for (int i = threadIdx.x; i < r.vocab; i += kThreads)
     {
       float w = weight_of (r, i);
@@ -89,10 +90,11 @@ kept_mass (const Row &r, float *red)
 // (unit weights when `count`) reaches target: >= target, or > target when `strict`. When
 // rounding leaves the target unreached, the last included token.
 __device__ unsigned long long
-select (const Row &r, bool count, float target, bool strict, float *hist, int *choice, float *above_s)
+select (const Row &r, bool count, double target, bool strict, double *hist, int *choice,
+        double *above_s)
 {
   unsigned long long prefix = 0, mask = 0;
-  float above = 0.f;
+  double above = 0.0;
   int lane = threadIdx.x % 32;
   int n_pass = 4 + r.low_digits;
 
@@ -100,7 +102,7 @@ select (const Row &r, bool count, float target, bool strict, float *hist, int *c
     {
       int shift = pass < 4 ? 56 - 8 * pass : 8 * (n_pass - 1 - pass);
       for (int b = threadIdx.x; b < 256; b += kThreads)
-        hist[b] = 0.f;
+        hist[b] = 0.0;
       __syncthreads ();
       for (int base = threadIdx.x - lane; base < r.vocab; base += kThreads)
         {
@@ -113,9 +115,9 @@ select (const Row &r, bool count, float target, bool strict, float *hist, int *c
               bool in = included (r, key, w) && (key & mask) == prefix;
               int digit = in ? (int) ((key >> shift) & 255) : 256;
               unsigned peers = __match_any_sync (active, digit);
-              float sum = 0.f;
+              double sum = 0.0;
               for (unsigned rest = peers; rest; rest &= rest - 1)
-                sum += __shfl_sync (peers, count ? 1.f : w, __ffs (rest) - 1);
+                sum += __shfl_sync (peers, count ? 1.0 : (double) w, __ffs (rest) - 1);
               if (in && lane == __ffs (peers) - 1)
                 atomicAdd (&hist[digit], sum);
             }
@@ -124,17 +126,18 @@ select (const Row &r, bool count, float target, bool strict, float *hist, int *c
       if (threadIdx.x == 0)
         {
           int chosen = -1;
-          for (int b = 255; b >= 0; b--)
+          bool reached = false;
+          for (int b = 255; b >= 0 && !reached; b--)
             {
-              float h = hist[b];
-              if (h <= 0.f)
+              double h = hist[b];
+              if (h <= 0.0)
                 continue;
               chosen = b;
-              if (strict ? above + h > target : above + h >= target)
-                break;
-              above += h;
+              reached = strict ? above + h > target : above + h >= target;
+              if (!reached)
+                above += h;
             }
-          if (chosen >= 0 && !(strict ? above + hist[chosen] > target : above + hist[chosen] >= target))
+          if (chosen >= 0 && !reached)
             above -= hist[chosen];   // target unreached: the last bin, without its own weight
           *choice = chosen < 0 ? 0 : chosen;
           *above_s = above;
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__ (kThreads)
 sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__restrict__ params,
                const uint32_t *const *__restrict__ counts, int32_t *__restrict__ tokens)
 {
-  __shared__ float red[kWarps], hist[256], s_above;
+  __shared__ double red[kWarps], hist[256], s_above;
   __shared__ float s_max[kWarps];
   __shared__ int s_arg[kWarps], s_choice;
   const DcpkSampleParams p = params[blockIdx.x];
@@ -226,15 +229,15 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
   __syncthreads ();
 
   if (p.top_k > 0 && p.top_k < vocab)
-    r.lower = select (r, true, (float) p.top_k, false, hist, &s_choice, &s_above);
+    r.lower = select (r, true, (double) p.top_k, false, hist, &s_choice, &s_above);
   if (p.top_p < 1.f)
     {
-      float total = kept_mass (r, red);
-      r.lower = select (r, false, p.top_p * total, false, hist, &s_choice, &s_above);
+      double total = kept_mass (r, red);
+      r.lower = select (r, false, (double) p.top_p * total, false, hist, &s_choice, &s_above);
     }
   r.min_p = p.min_p;
   {
-    float mass = kept_mass (r, red);
+    double mass = kept_mass (r, red);
     curandStatePhilox4_32_10_t st;
     uint4 bits;
     double u;
@@ -243,7 +246,7 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
     curand_init (p.seed, p.step, 0, &st);
     bits = curand4 (&st);
     u = ((double) (bits.x >> 5) * 67108864.0 + (double) (bits.y >> 6)) / 9007199254740992.0;
-    key = select (r, false, (float) (u * mass), true, hist, &s_choice, &s_above);
+    key = select (r, false, u * mass, true, hist, &s_choice, &s_above);
     if (threadIdx.x == 0)
       tokens[blockIdx.x] = vocab - 1 - (int) (unsigned) (key & 0xffffffffu);
   }

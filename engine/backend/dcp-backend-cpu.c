@@ -19,13 +19,22 @@ struct _DcpBackendCpu {
 
 G_DEFINE_FINAL_TYPE (DcpBackendCpu, dcp_backend_cpu, DCP_TYPE_BACKEND)
 
-/* Per layer, either its KV cache or its GDN state is in use. */
+/* Per layer, either its KV cache or its GDN state is in use. A paged state's attention rows
+ * live in a pool, through its page table. */
 struct _DcpSeqState {
   guint n_tokens;
   guint n_layers;
   DcpCpuKvCache *kv;
   DcpCpuGdnState *gdn;
   DcpCpuKvCache mtp_kv;
+  guint32 *pages;
+  guint n_pages;
+};
+
+/* Per attention layer, n_pages x page_tokens rows of K and of V (NULL for GDN layers). */
+struct _DcpKvPool {
+  guint n_pages, page_tokens, n_layers, width;
+  float **k, **v;
 };
 
 static DcpSeqState *
@@ -61,7 +70,96 @@ cpu_state_free (DcpBackend *backend, DcpSeqState *s)
   dcp_cpu_kv_cache_clear (&s->mtp_kv);
   g_free (s->kv);
   g_free (s->gdn);
+  g_free (s->pages);
   g_free (s);
+}
+
+static void
+cpu_kv_pool_free (DcpBackend *backend, DcpKvPool *pool)
+{
+  for (guint i = 0; i < pool->n_layers; i++)
+    {
+      g_free (pool->k[i]);
+      g_free (pool->v[i]);
+    }
+  g_free (pool->k);
+  g_free (pool->v);
+  g_free (pool);
+}
+
+static DcpKvPool *
+cpu_kv_pool_new (DcpBackend *backend, guint n_pages, guint page_tokens, GError **error)
+{
+  const DcpModelConfig *c = &DCP_BACKEND_CPU (backend)->weights->config;
+  DcpKvPool *pool = g_new0 (DcpKvPool, 1);
+  gsize floats;
+
+  pool->n_pages = n_pages;
+  pool->page_tokens = page_tokens;
+  pool->n_layers = c->n_layers;
+  pool->width = c->n_kv_heads * c->head_dim;
+  pool->k = g_new0 (float *, c->n_layers);
+  pool->v = g_new0 (float *, c->n_layers);
+  floats = (gsize) n_pages * page_tokens * pool->width;
+  for (guint i = 0; i < c->n_layers; i++)
+    {
+      if (!c->is_full_attention[i])
+        continue;
+      pool->k[i] = g_try_new (float, floats);
+      pool->v[i] = g_try_new (float, floats);
+      if (pool->k[i] == NULL || pool->v[i] == NULL)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY,
+                       "KV pool: %u pages of %u tokens do not fit in memory", n_pages, page_tokens);
+          cpu_kv_pool_free (backend, pool);
+          return NULL;
+        }
+    }
+  return pool;
+}
+
+static DcpSeqState *
+cpu_state_new_paged (DcpBackend *backend, DcpKvPool *pool, GError **error)
+{
+  DcpSeqState *s = cpu_state_new (backend, error);
+
+  for (guint i = 0; i < s->n_layers; i++)
+    if (pool->k[i] != NULL)
+      {
+        s->kv[i].pool_k = pool->k[i];
+        s->kv[i].pool_v = pool->v[i];
+        s->kv[i].page_tokens = pool->page_tokens;
+      }
+  return s;
+}
+
+static void
+cpu_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages)
+{
+  s->pages = g_renew (guint32, s->pages, MAX (n_pages, 1));
+  if (n_pages > 0)
+    memcpy (s->pages, pages, (gsize) n_pages * sizeof (guint32));
+  s->n_pages = n_pages;
+  for (guint i = 0; i < s->n_layers; i++)
+    if (s->kv[i].pool_k != NULL)
+      {
+        s->kv[i].pages = s->pages;
+        s->kv[i].n_pages = n_pages;
+      }
+}
+
+static void
+cpu_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst, guint n_tokens)
+{
+  gsize page = (gsize) pool->page_tokens * pool->width, n = (gsize) n_tokens * pool->width;
+
+  g_return_if_fail (src < pool->n_pages && dst < pool->n_pages && n_tokens <= pool->page_tokens);
+  for (guint i = 0; i < pool->n_layers; i++)
+    if (pool->k[i] != NULL)
+      {
+        memcpy (pool->k[i] + dst * page, pool->k[i] + src * page, n * sizeof (float));
+        memcpy (pool->v[i] + dst * page, pool->v[i] + src * page, n * sizeof (float));
+      }
 }
 
 static gboolean
@@ -101,6 +199,133 @@ cpu_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
         bytes += 2 * sizeof (float) * (guint64) s->kv[i].n_tokens * s->kv[i].width;
     }
   return bytes + 2 * sizeof (float) * (guint64) s->mtp_kv.n_tokens * s->mtp_kv.width;
+}
+
+/* The saved form: a header (magic, token count, layer count), then per layer the GDN conv and
+ * recurrent state or the KV cache's token count and its keys and values, then the MTP's KV. */
+#define STATE_MAGIC 0x53504344u   /* "DCPS" */
+
+static void
+put_u32 (GByteArray *out, guint32 v)
+{
+  g_byte_array_append (out, (const guint8 *) &v, sizeof v);
+}
+
+static void
+put_floats (GByteArray *out, const float *x, gsize n)
+{
+  if (n > 0)
+    g_byte_array_append (out, (const guint8 *) x, n * sizeof (float));
+}
+
+static void
+save_kv (GByteArray *out, const DcpCpuKvCache *kv)
+{
+  put_u32 (out, kv->n_tokens);
+  for (int value = 0; value < 2; value++)
+    for (guint t = 0; t < kv->n_tokens; t++)
+      put_floats (out, dcp_cpu_kv_cache_row (kv, value, t), kv->width);
+}
+
+static void
+cpu_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
+{
+  put_u32 (out, STATE_MAGIC);
+  put_u32 (out, s->n_tokens);
+  put_u32 (out, s->n_layers);
+  for (guint i = 0; i < s->n_layers; i++)
+    {
+      const DcpCpuGdnState *g = &s->gdn[i];
+
+      if (g->state != NULL)
+        {
+          put_floats (out, g->conv, (gsize) g->conv_dim * g->conv_width);
+          put_floats (out, g->state, (gsize) g->n_value_heads * g->key_dim * g->value_dim);
+        }
+      else
+        save_kv (out, &s->kv[i]);
+    }
+  save_kv (out, &s->mtp_kv);
+}
+
+typedef struct {
+  const guint8 *p, *end;
+} Reader;
+
+static gboolean
+take (Reader *r, void *dst, gsize n)
+{
+  if ((gsize) (r->end - r->p) < n)
+    return FALSE;
+  if (n > 0)
+    memcpy (dst, r->p, n);
+  r->p += n;
+  return TRUE;
+}
+
+static gboolean
+load_kv (Reader *r, DcpCpuKvCache *kv, guint max_tokens)
+{
+  guint32 n;
+  gsize floats;
+  DcpCpuKvCache tmp = { 0 };
+
+  if (!take (r, &n, sizeof n) || n > max_tokens)
+    return FALSE;
+  floats = (gsize) n * kv->width;
+  if ((gsize) (r->end - r->p) < 2 * floats * sizeof (float))
+    return FALSE;
+  /* Built in a temporary through the copy routine, which sizes the arrays. */
+  tmp.n_tokens = n;
+  tmp.capacity = n;
+  tmp.width = kv->width;
+  tmp.k = (float *) r->p;
+  tmp.v = (float *) (r->p + floats * sizeof (float));
+  if (((guintptr) r->p) % sizeof (float) == 0)
+    dcp_cpu_kv_cache_copy (kv, &tmp);
+  else
+    {
+      g_autofree float *k = g_memdup2 (tmp.k, floats * sizeof (float));
+      g_autofree float *v = g_memdup2 (tmp.v, floats * sizeof (float));
+
+      tmp.k = k;
+      tmp.v = v;
+      dcp_cpu_kv_cache_copy (kv, &tmp);
+    }
+  r->p += 2 * floats * sizeof (float);
+  return TRUE;
+}
+
+static gboolean
+cpu_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize size,
+                GError **error)
+{
+  Reader r = { data, data + size };
+  guint32 magic = 0, n_tokens = 0, n_layers = 0;
+  gboolean ok;
+
+  ok = take (&r, &magic, 4) && take (&r, &n_tokens, 4) && take (&r, &n_layers, 4) &&
+       magic == STATE_MAGIC && n_layers == s->n_layers;
+  for (guint i = 0; ok && i < s->n_layers; i++)
+    {
+      DcpCpuGdnState *g = &s->gdn[i];
+
+      if (g->state != NULL)
+        ok = take (&r, g->conv, (gsize) g->conv_dim * g->conv_width * sizeof (float)) &&
+             take (&r, g->state, (gsize) g->n_value_heads * g->key_dim * g->value_dim * sizeof (float));
+      else
+        ok = load_kv (&r, &s->kv[i], n_tokens) && s->kv[i].n_tokens == n_tokens;
+    }
+  ok = ok && load_kv (&r, &s->mtp_kv, G_MAXUINT32) && r.p == r.end;
+  if (!ok)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "saved sequence state: wrong size or not from this model (%" G_GSIZE_FORMAT " bytes)",
+                   size);
+      return FALSE;
+    }
+  s->n_tokens = n_tokens;
+  return TRUE;
 }
 
 /* x += Mixer(input_norm(x)); x += MLP(post_norm(x)) for n rows of x. */
@@ -250,6 +475,13 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->forward = cpu_forward;
   backend_class->has_mtp = cpu_has_mtp;
   backend_class->mtp_forward = cpu_mtp_forward;
+  backend_class->state_save = cpu_state_save;
+  backend_class->state_load = cpu_state_load;
+  backend_class->kv_pool_new = cpu_kv_pool_new;
+  backend_class->kv_pool_free = cpu_kv_pool_free;
+  backend_class->state_new_paged = cpu_state_new_paged;
+  backend_class->state_set_pages = cpu_state_set_pages;
+  backend_class->kv_pool_copy_page = cpu_kv_pool_copy_page;
 }
 
 static void

@@ -35,10 +35,19 @@ default_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GError 
   return FALSE;
 }
 
+static DcpKvPool *
+default_kv_pool_new (DcpBackend *self, guint n_pages, guint page_tokens, GError **error)
+{
+  g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "the %s backend has no paged KV pool",
+               dcp_backend_get_name (self));
+  return NULL;
+}
+
 static void
 dcp_backend_class_init (DcpBackendClass *klass)
 {
   G_OBJECT_CLASS (klass)->finalize = dcp_backend_finalize;
+  klass->kv_pool_new = default_kv_pool_new;
   klass->has_mtp = default_has_mtp;
   klass->mtp_forward = default_mtp_forward;
 }
@@ -179,4 +188,58 @@ dcp_backend_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GEr
         return FALSE;
     }
   return DCP_BACKEND_GET_CLASS (self)->mtp_forward (self, items, n_items, error);
+}
+
+void
+dcp_backend_state_save (DcpBackend *self, const DcpSeqState *state, GByteArray *out)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self) && state != NULL && out != NULL);
+  DCP_BACKEND_GET_CLASS (self)->state_save (self, state, out);
+}
+
+gboolean
+dcp_backend_state_load (DcpBackend *self, DcpSeqState *state, const guint8 *data, gsize size,
+                        GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL, FALSE);
+  g_return_val_if_fail (data != NULL || size == 0, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->state_load (self, state, data, size, error);
+}
+
+DcpKvPool *
+dcp_backend_kv_pool_new (DcpBackend *self, guint n_pages, guint page_tokens, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && n_pages > 0 && page_tokens > 0, NULL);
+  return DCP_BACKEND_GET_CLASS (self)->kv_pool_new (self, n_pages, page_tokens, error);
+}
+
+void
+dcp_backend_kv_pool_free (DcpBackend *self, DcpKvPool *pool)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self));
+  if (pool != NULL)
+    DCP_BACKEND_GET_CLASS (self)->kv_pool_free (self, pool);
+}
+
+DcpSeqState *
+dcp_backend_state_new_paged (DcpBackend *self, DcpKvPool *pool, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && pool != NULL, NULL);
+  return DCP_BACKEND_GET_CLASS (self)->state_new_paged (self, pool, error);
+}
+
+void
+dcp_backend_state_set_pages (DcpBackend *self, DcpSeqState *state, const guint32 *pages,
+                             guint n_pages)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self) && state != NULL && (pages != NULL || n_pages == 0));
+  DCP_BACKEND_GET_CLASS (self)->state_set_pages (self, state, pages, n_pages);
+}
+
+void
+dcp_backend_kv_pool_copy_page (DcpBackend *self, DcpKvPool *pool, guint src, guint dst,
+                               guint n_tokens)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self) && pool != NULL);
+  DCP_BACKEND_GET_CLASS (self)->kv_pool_copy_page (self, pool, src, dst, n_tokens);
 }

@@ -23,6 +23,11 @@ G_DECLARE_DERIVABLE_TYPE (DcpBackend, dcp_backend, DCP, BACKEND, GObject)
 /* A sequence's state; what is inside belongs to the backend that made it. */
 typedef struct _DcpSeqState DcpSeqState;
 
+/* A pool of KV pages shared by many sequences' states (the scheduler's pager decides which
+ * pages each state uses; engine/runtime/dcp-kv-pager.h). A page holds page_tokens positions of
+ * every attention layer's keys and values. The MTP head's KV stays in the state. */
+typedef struct _DcpKvPool DcpKvPool;
+
 typedef enum {
   DCP_LOGITS_NONE,   /* only fill the state (a prompt chunk that is not the last) */
   DCP_LOGITS_LAST,   /* the last new position: 1 x vocab */
@@ -84,8 +89,44 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* Whether the model file carries the MTP head. */
   gboolean     (*has_mtp)            (DcpBackend         *self);
+  /* Appends the whole state to out as bytes (for the RAM and disk tiers). */
+  void         (*state_save)         (DcpBackend         *self,
+                                      const DcpSeqState  *state,
+                                      GByteArray         *out);
+  /* state becomes what state_save wrote; bytes of another model or a damaged blob give
+   * CORRUPT_FILE and leave state unusable until loaded again or freed. */
+  gboolean     (*state_load)         (DcpBackend         *self,
+                                      DcpSeqState        *state,
+                                      const guint8       *data,
+                                      gsize               size,
+                                      GError            **error);
 
-  gpointer padding[8];
+  /* A pool of n_pages pages (NOT_SUPPORTED: the backend keeps KV in each state). */
+  DcpKvPool   *(*kv_pool_new)        (DcpBackend         *self,
+                                      guint               n_pages,
+                                      guint               page_tokens,
+                                      GError            **error);
+  void         (*kv_pool_free)       (DcpBackend         *self,
+                                      DcpKvPool          *pool);
+  /* A new, empty state whose attention KV lives in pool's pages. */
+  DcpSeqState *(*state_new_paged)    (DcpBackend         *self,
+                                      DcpKvPool          *pool,
+                                      GError            **error);
+  /* The state's page table (copied): page i holds positions i * page_tokens ... It must cover
+   * every position the state holds or is about to be given; states may share pages of a
+   * common prefix. state_copy between paged states copies no row that already is shared. */
+  void         (*state_set_pages)    (DcpBackend         *self,
+                                      DcpSeqState        *state,
+                                      const guint32      *pages,
+                                      guint               n_pages);
+  /* Copies the first n_tokens positions of page src into page dst (copy-on-write). */
+  void         (*kv_pool_copy_page)  (DcpBackend         *self,
+                                      DcpKvPool          *pool,
+                                      guint               src,
+                                      guint               dst,
+                                      guint               n_tokens);
+
+  gpointer padding[1];
 };
 
 const char           *dcp_backend_get_name   (DcpBackend        *self);
@@ -112,6 +153,33 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
+void         dcp_backend_state_save         (DcpBackend         *self,
+                                             const DcpSeqState  *state,
+                                             GByteArray         *out);
+gboolean     dcp_backend_state_load         (DcpBackend         *self,
+                                             DcpSeqState        *state,
+                                             const guint8       *data,
+                                             gsize               size,
+                                             GError            **error);
+
+DcpKvPool   *dcp_backend_kv_pool_new        (DcpBackend         *self,
+                                             guint               n_pages,
+                                             guint               page_tokens,
+                                             GError            **error);
+void         dcp_backend_kv_pool_free       (DcpBackend         *self,
+                                             DcpKvPool          *pool);
+DcpSeqState *dcp_backend_state_new_paged    (DcpBackend         *self,
+                                             DcpKvPool          *pool,
+                                             GError            **error);
+void         dcp_backend_state_set_pages    (DcpBackend         *self,
+                                             DcpSeqState        *state,
+                                             const guint32      *pages,
+                                             guint               n_pages);
+void         dcp_backend_kv_pool_copy_page  (DcpBackend         *self,
+                                             DcpKvPool          *pool,
+                                             guint               src,
+                                             guint               dst,
+                                             guint               n_tokens);
 
 /* For implementations: the name ("cpu", "cuda") and model config, set once when constructed. */
 void         dcp_backend_set_model          (DcpBackend           *self,

@@ -26,6 +26,11 @@ dcp_cpu_kv_cache_clear (DcpCpuKvCache *cache)
 static void
 reserve (DcpCpuKvCache *cache, guint n_tokens)
 {
+  if (cache->pool_k != NULL)
+    {
+      g_assert ((guint64) cache->n_pages * cache->page_tokens >= n_tokens);
+      return;
+    }
   if (n_tokens <= cache->capacity)
     return;
   cache->capacity = MAX (n_tokens, MAX (64, 2 * cache->capacity));
@@ -36,15 +41,28 @@ reserve (DcpCpuKvCache *cache, guint n_tokens)
 void
 dcp_cpu_kv_cache_copy (DcpCpuKvCache *dst, const DcpCpuKvCache *src)
 {
-  gsize n = (gsize) src->n_tokens * src->width;
-
   g_assert (dst->width == src->width);
   reserve (dst, src->n_tokens);
-  if (n > 0)
+  if (dst->pool_k == NULL && src->pool_k == NULL)
     {
-      memcpy (dst->k, src->k, n * sizeof (float));
-      memcpy (dst->v, src->v, n * sizeof (float));
+      gsize n = (gsize) src->n_tokens * src->width;
+
+      if (n > 0)
+        {
+          memcpy (dst->k, src->k, n * sizeof (float));
+          memcpy (dst->v, src->v, n * sizeof (float));
+        }
     }
+  else
+    for (guint t = 0; t < src->n_tokens; t++)
+      for (int value = 0; value < 2; value++)
+        {
+          float *d = dcp_cpu_kv_cache_row (dst, value, t);
+          const float *s = dcp_cpu_kv_cache_row (src, value, t);
+
+          if (d != s)
+            memcpy (d, s, src->width * sizeof (float));
+        }
   dst->n_tokens = src->n_tokens;
 }
 
@@ -77,7 +95,7 @@ attend_range (gpointer data, guint begin, guint end)
 
       for (guint j = 0; j < n_keys; j++)
         {
-          scores[j] = dcp_cpu_dot (q, job->cache->k + (gsize) j * job->cache->width + kv * hd, hd) * scale;
+          scores[j] = dcp_cpu_dot (q, dcp_cpu_kv_cache_row (job->cache, FALSE, j) + kv * hd, hd) * scale;
           max = MAX (max, scores[j]);
         }
       for (guint j = 0; j < n_keys; j++)
@@ -88,7 +106,7 @@ attend_range (gpointer data, guint begin, guint end)
       memset (o, 0, hd * sizeof (float));
       for (guint j = 0; j < n_keys; j++)
         {
-          const float *v = job->cache->v + (gsize) j * job->cache->width + kv * hd;
+          const float *v = dcp_cpu_kv_cache_row (job->cache, TRUE, j) + kv * hd;
           float p = scores[j] / sum;
 
           dcp_cpu_axpy (o, p, v, hd);
@@ -140,8 +158,11 @@ dcp_cpu_attention_forward (DcpCpuPool                   *pool,
     }
 
   reserve (cache, first_pos + n_tokens);
-  memcpy (cache->k + (gsize) first_pos * kvw, k, (gsize) n_tokens * kvw * sizeof (float));
-  memcpy (cache->v + (gsize) first_pos * kvw, v, (gsize) n_tokens * kvw * sizeof (float));
+  for (guint t = 0; t < n_tokens; t++)
+    {
+      memcpy (dcp_cpu_kv_cache_row (cache, FALSE, first_pos + t), k + (gsize) t * kvw, kvw * sizeof (float));
+      memcpy (dcp_cpu_kv_cache_row (cache, TRUE, first_pos + t), v + (gsize) t * kvw, kvw * sizeof (float));
+    }
   cache->n_tokens += n_tokens;
 
   dcp_cpu_pool_run (pool, n_tokens * c->n_heads, attend_range, &job);

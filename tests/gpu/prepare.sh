@@ -13,7 +13,7 @@ ninja -C build-gpu
 
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/tests
-cp build-gpu/engine/decapybara build-gpu/tests/gpu/bench-gemv .gpu/bin/
+cp build-gpu/engine/decapybara build-gpu/tests/gpu/bench-gemv build-gpu/tests/gpu/bench-decode .gpu/bin/
 cp build-gpu/tests/gpu/bench-decode-step .gpu/bin/
 for t in build-gpu/tests/test-*; do
   [ -x "$t" ] && [ -f "$t" ] && cp "$t" .gpu/tests/

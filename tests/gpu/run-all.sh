@@ -24,6 +24,8 @@ done
 
 # Decode kernel benchmark (about 20 s): the whole table goes to the log, the summary here.
 "$here/bin/bench-gemv" >"$out/bench-gemv.log" 2>&1 && sed -n '/^Whole/,$p' "$out/bench-gemv.log"
+# Decode attention and sampling benchmark: the whole table.
+"$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
 
 # The CUDA backend's whole decode step on random weights in the 27B shapes (about 60 s).
 for f in bf16 mxfp4; do

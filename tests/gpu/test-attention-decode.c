@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* kernels/kv-append.cu and kernels/attention-decode.cu against C references.
- * The page pool is filled with random BF16 keys and values in the page layout of
- * dcp-kernels.h, pages handed out in a shuffled order so that no sequence's pages are
- * contiguous. Then each sequence's newest tokens (its query tokens) are appended from random
- * FP32 k and v, by dcpk_kv_append on the GPU and by ref_append here (plus one token at slot -1,
- * which must be skipped): the pools must agree bit for bit (BF16 round to nearest even on both
- * sides). Then dcpk_attention_decode is compared with ref_attention (double, over the paged
- * cache); it passes when ||gpu - ref|| / ||ref|| <= 1e-4 (FP32 online softmax over up to 128K
- * keys). Shapes: the 27B (24 heads, 4 kv heads, head_dim 256) with lengths around the page
- * edges, draft verification with 1..8 query tokens per sequence, 40K and 128K tokens (many
- * splits), head_dim 128 and 64 with other group sizes, and large logits.
+ * The page pool is filled with random keys and values in the page layout of dcp-kernels.h
+ * (BF16 bit patterns; MX rows quantized by engine/model/dcp-quant.c's dcp_quantize), pages handed
+ * out in a shuffled order so that no sequence's pages are contiguous. Then each sequence's newest
+ * tokens (its query tokens) are appended from random FP32 k and v (with an all-zero block and an
+ * outlier), by dcpk_kv_append on the GPU and by ref_append here (BF16 round to nearest even, MX
+ * through dcp_quantize), plus one token at slot -1 that must be skipped: the pools must agree
+ * bit for bit. Then dcpk_attention_decode is compared with ref_attention (double, over the
+ * values decoded from the pages by dcp_bf16_to_f32 / dcp_dequantize_rows); it passes when
+ * ||gpu - ref|| / ||ref|| <= 1e-4 (FP32 online softmax over up to 128K keys). Shapes: the 27B
+ * (24 heads, 4 kv heads, head_dim 256) with lengths around the page edges, draft verification
+ * with 1..8 query tokens per sequence, 40K and 128K tokens (many splits), head_dim 128 and 64
+ * with other group sizes, large logits, and K / V in MXFP8, MXFP6 (E2M3, E3M2), MXFP4 and mixed
+ * with BF16.
  * ref_attention itself is checked on the CPU (no GPU needed) against a dense re-statement of
  * the CPU backend's attention loop (engine/backend/dcp-cpu-attention.c, with dcp_cpu_dot,
  * dcp_cpu_axpy, dcp_cpu_sigmoid) over contiguous copies of the keys and values. */
@@ -19,6 +22,7 @@
 
 #include "dcp-cpu-ops.h"
 #include "dcp-float16.h"
+#include "dcp-quant.h"
 #include "dcpk-test.h"
 
 #define PAGE DCPK_KV_PAGE_TOKENS
@@ -29,6 +33,7 @@ typedef struct {
   int n_heads, n_kv, head_dim, n_seqs;
   int kv_len[MAX_SEQS], n_q[MAX_SEQS];
   float q_range;
+  DcpkFormat k_format, v_format;   /* BF16 when left out */
 } Case;
 
 /* A built case: host pool, page tables, queries. */
@@ -42,14 +47,109 @@ typedef struct {
   float *qg;   /* [rows, n_heads, 2 head_dim] */
 } Built;
 
-static guint16 *
-k_at (const Built *b, int s, int pos, int kvh, gboolean value)
+static int
+format_bits (DcpkFormat f)
 {
-  const Case *c = b->c;
-  int page = b->indices[b->indptr[s] + pos / PAGE];
-  guint8 *p = b->pool + (gsize) page * b->page_bytes + (value ? b->page_bytes / 2 : 0);
+  static const int bits[] = { 16, 8, 6, 6, 4 };
+  return bits[f];
+}
 
-  return (guint16 *) p + ((gsize) kvh * PAGE + pos % PAGE) * c->head_dim;
+static DcpDType
+format_dtype (DcpkFormat f)
+{
+  static const DcpDType dtypes[] = { DCP_DTYPE_BF16, DCP_DTYPE_MXFP8_E4M3, DCP_DTYPE_MXFP6_E2M3,
+                                     DCP_DTYPE_MXFP6_E3M2, DCP_DTYPE_MXFP4_E2M1 };
+  return dtypes[f];
+}
+
+/* The page layout written out again from dcp-kernels.h / docs/KERNELS.md: a K block then a V
+ * block, each [kv_head][512][head_dim] BF16, or for MX the element rows [kv_head][512]
+ * (head_dim bits / 8 bytes) then the E8M0 scales [kv_head][512][head_dim / 32], each block
+ * padded to 16 bytes. */
+static gsize
+elements_bytes (const Built *b, DcpkFormat f)
+{
+  return (gsize) b->c->n_kv * PAGE * b->c->head_dim * format_bits (f) / 8;
+}
+
+static gsize
+block_bytes (const Built *b, DcpkFormat f)
+{
+  gsize bytes = elements_bytes (b, f);
+
+  if (f != DCPK_FORMAT_BF16)
+    bytes += (gsize) b->c->n_kv * PAGE * (b->c->head_dim / 32);
+  return (bytes + 15) / 16 * 16;
+}
+
+static guint8 *
+block_of (const Built *b, int page, gboolean value)
+{
+  return b->pool + (gsize) page * b->page_bytes + (value ? block_bytes (b, b->c->k_format) : 0);
+}
+
+/* Stores head_dim values as the token-head row (page, slot, kv head) of K or V; MX through
+ * the C reference dcp_quantize. */
+static void
+put_row (const Built *b, int page, int slot, int kvh, gboolean value, const float *x)
+{
+  DcpkFormat f = value ? b->c->v_format : b->c->k_format;
+  int hd = b->c->head_dim;
+  gsize row = (gsize) kvh * PAGE + slot;
+  guint8 *blk = block_of (b, page, value);
+  DcpQuantLayout l;
+  g_autofree guint8 *tmp = NULL;
+
+  if (f == DCPK_FORMAT_BF16)
+    {
+      for (int d = 0; d < hd; d++)
+        ((guint16 *) blk)[row * hd + d] = dcp_f32_to_bf16 (x[d]);
+      return;
+    }
+  g_assert_true (dcp_quant_layout (format_dtype (f), 1, hd, &l));
+  g_assert_cmpuint (l.row_bytes, ==, (gsize) hd * format_bits (f) / 8);
+  tmp = g_malloc (l.total_bytes);
+  dcp_quantize (format_dtype (f), x, 1, hd, tmp);
+  memcpy (blk + row * l.row_bytes, tmp, l.row_bytes);
+  memcpy (blk + elements_bytes (b, f) + row * (hd / 32), tmp + l.scales_offset, hd / 32);
+}
+
+/* The values of a token-head row; MX through dcp_dequantize_rows. */
+static void
+get_row (const Built *b, int page, int slot, int kvh, gboolean value, float *dst)
+{
+  DcpkFormat f = value ? b->c->v_format : b->c->k_format;
+  int hd = b->c->head_dim;
+  gsize row = (gsize) kvh * PAGE + slot;
+  const guint8 *blk = block_of (b, page, value);
+  DcpQuantLayout l;
+  g_autofree guint8 *tmp = NULL;
+
+  if (f == DCPK_FORMAT_BF16)
+    {
+      for (int d = 0; d < hd; d++)
+        dst[d] = dcp_bf16_to_f32 (((const guint16 *) blk)[row * hd + d]);
+      return;
+    }
+  g_assert_true (dcp_quant_layout (format_dtype (f), 1, hd, &l));
+  tmp = g_malloc0 (l.total_bytes);
+  memcpy (tmp, blk + row * l.row_bytes, l.row_bytes);
+  memcpy (tmp + l.scales_offset, blk + elements_bytes (b, f) + row * (hd / 32), hd / 32);
+  dcp_dequantize_rows (format_dtype (f), tmp, 1, hd, 0, 1, dst);
+}
+
+/* K and V of kv head kvh of sequence s, keys 0 .. kv_len - 1, as FP32 [kv_len, head_dim]. */
+static void
+gather (const Built *b, int s, int kvh, float *k, float *v)
+{
+  int hd = b->c->head_dim;
+
+  for (int j = 0; j < b->c->kv_len[s]; j++)
+    {
+      int page = b->indices[b->indptr[s] + j / PAGE];
+      get_row (b, page, j % PAGE, kvh, FALSE, k + (gsize) j * hd);
+      get_row (b, page, j % PAGE, kvh, TRUE, v + (gsize) j * hd);
+    }
 }
 
 static void
@@ -59,21 +159,12 @@ ref_append (const Built *b, const float *k, const float *v, const gint32 *slots,
   int width = c->n_kv * c->head_dim;
 
   for (int t = 0; t < n_tokens; t++)
-    {
-      guint8 *page;
-
-      if (slots[t] < 0)
-        continue;
-      page = b->pool + (gsize) (slots[t] / PAGE) * b->page_bytes;
+    if (slots[t] >= 0)
       for (int h = 0; h < c->n_kv; h++)
-        for (int d = 0; d < c->head_dim; d++)
-          {
-            gsize at = ((gsize) h * PAGE + slots[t] % PAGE) * c->head_dim + d;
-            ((guint16 *) page)[at] = dcp_f32_to_bf16 (k[(gsize) t * width + h * c->head_dim + d]);
-            ((guint16 *) (page + b->page_bytes / 2))[at]
-                = dcp_f32_to_bf16 (v[(gsize) t * width + h * c->head_dim + d]);
-          }
-    }
+        {
+          put_row (b, slots[t] / PAGE, slots[t] % PAGE, h, FALSE, k + (gsize) t * width + h * c->head_dim);
+          put_row (b, slots[t] / PAGE, slots[t] % PAGE, h, TRUE, v + (gsize) t * width + h * c->head_dim);
+        }
 }
 
 /* out [rows, n_heads head_dim]: softmax(q k · scale) v ⊙ sigmoid(gate), in double. */
@@ -83,37 +174,41 @@ ref_attention (const Built *b, float scale, float *out)
   const Case *c = b->c;
   int hd = c->head_dim, group = c->n_heads / c->n_kv;
   g_autofree double *p = g_new (double, b->max_kv_len), *o = g_new (double, hd);
+  g_autofree float *kd = g_new (float, (gsize) b->max_kv_len * hd);
+  g_autofree float *vd = g_new (float, (gsize) b->max_kv_len * hd);
 
   for (int s = 0; s < c->n_seqs; s++)
-    for (int t = 0; t < c->n_q[s]; t++)
-      for (int h = 0; h < c->n_heads; h++)
-        {
-          int row = b->q_indptr[s] + t, n_keys = c->kv_len[s] - c->n_q[s] + t + 1;
-          const float *q = b->qg + ((gsize) row * c->n_heads + h) * 2 * hd;
-          double max = -INFINITY, sum = 0;
+    for (int kvh = 0; kvh < c->n_kv; kvh++)
+      {
+        gather (b, s, kvh, kd, vd);
+        for (int t = 0; t < c->n_q[s]; t++)
+          for (int h = kvh * group; h < (kvh + 1) * group; h++)
+            {
+              int row = b->q_indptr[s] + t, n_keys = c->kv_len[s] - c->n_q[s] + t + 1;
+              const float *q = b->qg + ((gsize) row * c->n_heads + h) * 2 * hd;
+              double max = -INFINITY, sum = 0;
 
-          for (int j = 0; j < n_keys; j++)
-            {
-              const guint16 *k = k_at (b, s, j, h / group, FALSE);
-              double dot = 0;
+              for (int j = 0; j < n_keys; j++)
+                {
+                  double dot = 0;
+                  for (int d = 0; d < hd; d++)
+                    dot += (double) q[d] * kd[(gsize) j * hd + d];
+                  p[j] = dot * scale;
+                  max = MAX (max, p[j]);
+                }
+              memset (o, 0, hd * sizeof (double));
+              for (int j = 0; j < n_keys; j++)
+                {
+                  p[j] = exp (p[j] - max);
+                  sum += p[j];
+                  for (int d = 0; d < hd; d++)
+                    o[d] += p[j] * vd[(gsize) j * hd + d];
+                }
               for (int d = 0; d < hd; d++)
-                dot += (double) q[d] * dcp_bf16_to_f32 (k[d]);
-              p[j] = dot * scale;
-              max = MAX (max, p[j]);
+                out[((gsize) row * c->n_heads + h) * hd + d]
+                    = (float) (o[d] / sum / (1 + exp (-(double) q[hd + d])));
             }
-          memset (o, 0, hd * sizeof (double));
-          for (int j = 0; j < n_keys; j++)
-            {
-              const guint16 *v = k_at (b, s, j, h / group, TRUE);
-              p[j] = exp (p[j] - max);
-              sum += p[j];
-              for (int d = 0; d < hd; d++)
-                o[d] += p[j] * dcp_bf16_to_f32 (v[d]);
-            }
-          for (int d = 0; d < hd; d++)
-            out[((gsize) row * c->n_heads + h) * hd + d]
-                = (float) (o[d] / sum / (1 + exp (-(double) q[hd + d])));
-        }
+      }
 }
 
 /* The CPU backend's loop (attend_range) over contiguous FP32 copies of the cache. */
@@ -130,11 +225,11 @@ dense_attention (const Built *b, float scale, float *out)
     {
       for (int j = 0; j < c->kv_len[s]; j++)
         for (int h = 0; h < c->n_kv; h++)
-          for (int d = 0; d < hd; d++)
-            {
-              kc[(gsize) j * width + h * hd + d] = dcp_bf16_to_f32 (k_at (b, s, j, h, FALSE)[d]);
-              vc[(gsize) j * width + h * hd + d] = dcp_bf16_to_f32 (k_at (b, s, j, h, TRUE)[d]);
-            }
+          {
+            int page = b->indices[b->indptr[s] + j / PAGE];
+            get_row (b, page, j % PAGE, h, FALSE, kc + (gsize) j * width + h * hd);
+            get_row (b, page, j % PAGE, h, TRUE, vc + (gsize) j * width + h * hd);
+          }
       for (int t = 0; t < c->n_q[s]; t++)
         for (int head = 0; head < c->n_heads; head++)
           {
@@ -171,9 +266,9 @@ build (const Case *c, GRand *rng, Built *b)
 
   memset (b, 0, sizeof *b);
   b->c = c;
-  b->layout = (DcpkKvLayout) { c->n_kv, hd, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+  b->layout = (DcpkKvLayout) { c->n_kv, hd, c->k_format, c->v_format };
   b->page_bytes = dcpk_kv_page_bytes (&b->layout);
-  g_assert_cmpuint (b->page_bytes, ==, (gsize) 2 * c->n_kv * PAGE * hd * 2);
+  g_assert_cmpuint (b->page_bytes, ==, block_bytes (b, c->k_format) + block_bytes (b, c->v_format));
   b->indptr = g_new (gint32, c->n_seqs + 1);
   b->last_len = g_new (gint32, c->n_seqs);
   b->q_indptr = g_new (gint32, c->n_seqs + 1);
@@ -202,14 +297,29 @@ build (const Case *c, GRand *rng, Built *b)
     }
   b->indices = g_new (gint32, n_pages);
   memcpy (b->indices, perm, n_pages * sizeof (gint32));
-  b->pool = g_malloc (b->n_pool_pages * b->page_bytes);
-  for (gsize i = 0; i < b->n_pool_pages * b->page_bytes / 4; i++)
+  b->pool = g_malloc0 (b->n_pool_pages * b->page_bytes);
+  if (c->k_format == DCPK_FORMAT_BF16 && c->v_format == DCPK_FORMAT_BF16)
+    for (gsize i = 0; i < b->n_pool_pages * b->page_bytes / 4; i++)
+      {
+        /* two BF16 values in ±2 per random word: sign, exponent 126..128, random mantissa */
+        guint32 r = g_rand_int (rng);
+        guint32 lo = (r & 0x807f) | ((126 + (r >> 7) % 3) << 7);
+        guint32 hi = ((r >> 16) & 0x807f) | ((126 + (r >> 23) % 3) << 7);
+        ((guint32 *) b->pool)[i] = lo | (hi << 16);
+      }
+  else
     {
-      /* two BF16 values in ±2 per random word: sign, exponent 126..128, random mantissa */
-      guint32 r = g_rand_int (rng);
-      guint32 lo = (r & 0x807f) | ((126 + (r >> 7) % 3) << 7);
-      guint32 hi = ((r >> 16) & 0x807f) | ((126 + (r >> 23) % 3) << 7);
-      ((guint32 *) b->pool)[i] = lo | (hi << 16);
+      /* every row of every page from random values (rows at different magnitudes) */
+      g_autofree float *x = g_new (float, hd);
+      for (gsize page = 0; page < b->n_pool_pages; page++)
+        for (int h = 0; h < c->n_kv; h++)
+          for (int slot = 0; slot < PAGE; slot++)
+            for (int value = 0; value < 2; value++)
+              {
+                double mag = ldexp (1.0, g_rand_int_range (rng, -3, 2));
+                dcpk_test_fill (rng, x, hd, -mag, mag);
+                put_row (b, (int) page, slot, h, value, x);
+              }
     }
   b->qg = g_new (float, (gsize) b->n_rows * c->n_heads * 2 * hd);
   dcpk_test_fill (rng, b->qg, (gsize) b->n_rows * c->n_heads * 2 * hd, -c->q_range, c->q_range);
@@ -253,6 +363,9 @@ check_case (const Case *c, guint32 seed)
   slots = g_new (gint32, n_app);
   dcpk_test_fill (rng, k, (gsize) n_app * width, -2, 2);
   dcpk_test_fill (rng, v, (gsize) n_app * width, -2, 2);
+  for (int d = 0; d < 32; d++)
+    k[d] = 0;               /* an all-zero block: E8M0 code 0, zero codes */
+  v[width + 5] = 3000;      /* an outlier: the rest of its block lands on subnormal codes */
   for (int s = 0, t = 0; s < c->n_seqs; s++)
     for (int j = 0; j < c->n_q[s]; j++, t++)
       {
@@ -267,7 +380,16 @@ check_case (const Case *c, guint32 seed)
   ref_append (&b, k, v, slots, n_app);
   pool_gpu = g_malloc (pool_bytes);
   CHECK_CUDA (dcpk_memcpy_d2h (pool_gpu, d_pool, pool_bytes));
-  g_assert_true (memcmp (pool_gpu, b.pool, pool_bytes) == 0);
+  for (gsize i = 0; i < pool_bytes; i++)
+    if (pool_gpu[i] != b.pool[i])
+      {
+        gsize in_page = i % b.page_bytes, kb = block_bytes (&b, c->k_format);
+        g_test_message ("pools differ first at byte %" G_GSIZE_FORMAT " (page %" G_GSIZE_FORMAT
+                        ", %s block, byte %" G_GSIZE_FORMAT "): gpu 0x%02x, ref 0x%02x", i,
+                        i / b.page_bytes, in_page < kb ? "K" : "V",
+                        in_page < kb ? in_page : in_page - kb, pool_gpu[i], b.pool[i]);
+        g_assert_cmpuint (pool_gpu[i], ==, b.pool[i]);
+      }
 
   /* Attention. */
   n_out = (gsize) b.n_rows * c->n_heads * c->head_dim;
@@ -323,6 +445,12 @@ static const Case cases[] = {
   { 16, 2, 128, 4, { 9, 1024, 77, 2049 }, { 2, 8, 5, 1 }, 3 },
   { 3, 1, 64, 3, { 300, 8, 1300 }, { 8, 8, 4 }, 3 },                 /* 3 row groups */
   { 24, 4, 256, 2, { 5000, 20 }, { 1, 1 }, 60 },                     /* peaked softmax */
+  /* MX K and V */
+  { 24, 4, 256, 3, { 700, 1537, 9 }, { 1, 3, 8 }, 3, DCPK_FORMAT_MXFP8_E4M3, DCPK_FORMAT_MXFP8_E4M3 },
+  { 24, 4, 256, 2, { 1100, 513 }, { 2, 1 }, 3, DCPK_FORMAT_MXFP6_E2M3, DCPK_FORMAT_MXFP4_E2M1 },
+  { 24, 4, 256, 2, { 40000, 600 }, { 1, 1 }, 3, DCPK_FORMAT_MXFP4_E2M1, DCPK_FORMAT_MXFP6_E3M2 },
+  { 24, 4, 256, 2, { 800, 1 }, { 4, 1 }, 3, DCPK_FORMAT_BF16, DCPK_FORMAT_MXFP8_E4M3 },
+  { 24, 4, 256, 1, { 2000 }, { 1 }, 3, DCPK_FORMAT_MXFP6_E3M2, DCPK_FORMAT_BF16 },
 };
 
 static void
@@ -336,6 +464,7 @@ static void
 test_rejects (void)
 {
   DcpkKvLayout bad = { 4, 96, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+  DcpkKvLayout mx128 = { 4, 128, DCPK_FORMAT_MXFP8_E4M3, DCPK_FORMAT_BF16 };
   DcpkKvLayout ok = { 4, 256, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
   gint32 *p = (gint32 *) 16;
   float *f = (float *) 16;
@@ -346,6 +475,8 @@ test_rejects (void)
                                           NULL), !=, 0);   /* 22 heads over 4 kv heads */
   g_assert_cmpint (dcpk_attention_decode (&ok, 24, 0.0625f, p, p, p, p, 2, NULL, 1, 10, f, f, f,
                                           NULL), !=, 0);   /* rows != seqs without q_indptr */
+  g_assert_cmpint (dcpk_attention_decode (&mx128, 24, 0.0625f, p, p, p, p, 1, NULL, 1, 10, f, f,
+                                          f, NULL), !=, 0);   /* MX needs head_dim 256 */
   bad.head_dim = 48;
   g_assert_cmpuint (dcpk_kv_page_bytes (&bad), ==, 0);
   g_assert_cmpint (dcpk_kv_append (&bad, p, f, f, p, 1, NULL), !=, 0);
@@ -355,23 +486,31 @@ test_rejects (void)
 static void
 test_reference (void)
 {
-  static const Case small = { 6, 2, 64, 3, { 5, 600, 1030 }, { 1, 2, 4 }, 3 };
+  static const Case small[] = {
+    { 6, 2, 64, 3, { 5, 600, 1030 }, { 1, 2, 4 }, 3 },
+    { 4, 1, 256, 2, { 513, 70 }, { 3, 1 }, 3, DCPK_FORMAT_MXFP8_E4M3, DCPK_FORMAT_MXFP4_E2M1 },
+  };
   g_autoptr (GRand) rng = g_rand_new_with_seed (5);
-  Built b;
-  gsize n;
-  g_autofree float *a = NULL, *d = NULL;
-  double e;
 
-  build (&small, rng, &b);
-  n = (gsize) b.n_rows * small.n_heads * small.head_dim;
-  a = g_new (float, n);
-  d = g_new (float, n);
-  ref_attention (&b, 0.125f, a);
-  dense_attention (&b, 0.125f, d);
-  e = dcpk_test_rel_err (d, a, n);
-  g_test_message ("paged reference vs CPU backend loop: rel err %.3g", e);
-  g_assert_cmpfloat (e, <=, 1e-5);
-  built_clear (&b);
+  for (guint i = 0; i < G_N_ELEMENTS (small); i++)
+    {
+      Built b;
+      gsize n;
+      g_autofree float *a = NULL, *d = NULL;
+      float scale = 1.0f / sqrtf ((float) small[i].head_dim);
+      double e;
+
+      build (&small[i], rng, &b);
+      n = (gsize) b.n_rows * small[i].n_heads * small[i].head_dim;
+      a = g_new (float, n);
+      d = g_new (float, n);
+      ref_attention (&b, scale, a);
+      dense_attention (&b, scale, d);
+      e = dcpk_test_rel_err (d, a, n);
+      g_test_message ("case %u: paged reference vs CPU backend loop: rel err %.3g", i, e);
+      g_assert_cmpfloat (e, <=, 1e-5);
+      built_clear (&b);
+    }
 }
 
 int

@@ -1,0 +1,1259 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-scheduler"
+
+#include "config.h"
+
+#include <string.h>
+
+#include "dcp-kv-pager.h"
+#include "dcp-prefix-cache.h"
+#include "dcp-scheduler.h"
+#include "dcp-settings.h"
+
+/* Tier store keys of preempted sequences; snapshot ids count up from 1. */
+#define SWAP_KEY(id) ((G_GUINT64_CONSTANT (1) << 63) | (id))
+
+typedef struct {
+  guint64 id;
+  guint32 *prompt;
+  guint n_prompt;
+  guint32 *stop;
+  guint n_stop;
+  guint max_tokens;
+  guint opening;
+  gboolean background, last_turn;
+  DcpSeqCallbacks cb;
+  gpointer user_data;
+
+  DcpSampler *sampler;
+  DcpSeqPhase phase;
+  DcpSeqPhase resume_phase;  /* SWAPPED: where it stopped */
+  DcpSeqState *state;        /* on the device while running */
+  guint pager_seq;
+  guint n_read;              /* tokens in the state: prompt, then generated ones fed back */
+  GArray *generated;         /* guint32 */
+  guint32 next_token;        /* sampled, to be fed in the next step */
+  guint cached;
+  gboolean cancelled;
+  gint64 submit_us, start_us, first_token_us;
+  float *logits;
+} Seq;
+
+struct _DcpScheduler {
+  DcpBackend *backend;
+  DcpSchedulerConfig config;
+  guint vocab;
+  guint cap_tokens;          /* the most tokens one sequence may hold */
+  DcpKvPager *pager;
+  guint gdn_free;
+  DcpPrefixCache *cache;
+  DcpTierStore *tiers;
+  DcpKvPool *kv_pool;        /* the backend's pages, when it has a paged pool */
+  GArray *copies;            /* DcpKvPageCopy: copy-on-write the pager asks for */
+
+  GMutex lock;               /* guards what other threads touch: incoming, cancels, stopping,
+                                the published stats and list */
+  GCond cond;
+  GQueue incoming;
+  GArray *cancels;           /* guint64 */
+  gboolean stopping;
+  guint64 next_id;
+  DcpSchedulerStats stats;   /* engine thread; copied to published under the lock */
+  DcpSchedulerStats published;
+  GArray *published_list;
+
+  GQueue waiting;            /* Seq, FIFO; preempted ones go back to the front */
+  GPtrArray *running;        /* Seq, in admission order */
+  gint64 (*now) (gpointer);
+  gpointer now_data;
+};
+
+static gint64
+default_now (gpointer user_data)
+{
+  return g_get_monotonic_time ();
+}
+
+void
+dcp_scheduler_config_init (DcpSchedulerConfig *c)
+{
+  g_return_if_fail (c != NULL);
+  memset (c, 0, sizeof *c);
+  c->max_running = 1;
+  c->prefill_chunk = 2048;
+  c->prefill_policy = DCP_PREFILL_BALANCED;
+  c->page_tokens = DCP_PAGE_TOKENS;
+  c->kv_pages = 256;
+  c->gdn_blocks = 2;
+  c->context_mode = DCP_CONTEXT_POOL;
+  c->max_snapshots = 64;
+  c->snapshot_pages = 16;
+  c->eviction = DCP_EVICTION_QUEUE_AWARE;
+}
+
+/* ---- sequences ---- */
+
+static void
+seq_free (Seq *s)
+{
+  g_free (s->prompt);
+  g_free (s->stop);
+  g_clear_pointer (&s->sampler, dcp_sampler_free);
+  g_clear_pointer (&s->generated, g_array_unref);
+  g_free (s->logits);
+  g_free (s);
+}
+
+/* The first n tokens the sequence has (prompt, then generated). */
+static guint32 *
+seq_tokens (const Seq *s, guint n)
+{
+  guint32 *t = g_new (guint32, MAX (n, 1));
+  guint from_prompt = MIN (n, s->n_prompt);
+
+  memcpy (t, s->prompt, (gsize) from_prompt * sizeof (guint32));
+  if (n > from_prompt)
+    memcpy (t + from_prompt, s->generated->data, (gsize) (n - from_prompt) * sizeof (guint32));
+  return t;
+}
+
+static void
+seq_release_device (DcpScheduler *self, Seq *s)
+{
+  if (s->state == NULL)
+    return;
+  dcp_backend_state_free (self->backend, s->state);
+  s->state = NULL;
+  dcp_kv_pager_seq_free (self->pager, s->pager_seq);
+  self->gdn_free++;
+}
+
+static void
+seq_finish (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError *error)
+{
+  DcpSeqUsage usage = { 0 };
+  gint64 now = self->now (self->now_data);
+
+  usage.prompt_tokens = s->n_prompt;
+  usage.cached_prompt_tokens = s->cached;
+  usage.completion_tokens = s->generated->len;
+  usage.stop_token = reason == DCP_SEQ_FINISH_STOP ? s->next_token : 0;
+  if (s->start_us > 0)
+    {
+      usage.queue_us = s->start_us - s->submit_us;
+      usage.prompt_us = (s->first_token_us > 0 ? s->first_token_us : now) - s->start_us;
+      usage.generation_us = s->first_token_us > 0 ? now - s->first_token_us : 0;
+    }
+  else
+    usage.queue_us = now - s->submit_us;
+  if (s->phase == DCP_SEQ_SWAPPED)
+    dcp_tier_store_remove (self->tiers, SWAP_KEY (s->id));
+  self->stats.finished++;
+  if (s->cb.finished != NULL)
+    s->cb.finished (s->user_data, reason, &usage, error);
+}
+
+/* ---- device state and its pages ---- */
+
+static DcpSeqState *
+state_new (DcpScheduler *self, GError **error)
+{
+  if (self->kv_pool != NULL)
+    return dcp_backend_state_new_paged (self->backend, self->kv_pool, error);
+  return dcp_backend_state_new (self->backend, error);
+}
+
+/* Makes the pager's copy-on-write copies, then hands the state its page table. */
+static void
+sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
+{
+  g_autoptr(GArray) pages = NULL;
+  guint n;
+
+  if (self->kv_pool == NULL)
+    {
+      g_array_set_size (self->copies, 0);
+      return;
+    }
+  for (guint i = 0; i < self->copies->len; i++)
+    {
+      DcpKvPageCopy *c = &g_array_index (self->copies, DcpKvPageCopy, i);
+      dcp_backend_kv_pool_copy_page (self->backend, self->kv_pool, c->src, c->dst, c->n_tokens);
+      self->stats.pages_copied++;
+    }
+  g_array_set_size (self->copies, 0);
+  n = dcp_kv_pager_seq_get_n_pages (self->pager, pager_seq);
+  pages = g_array_sized_new (FALSE, FALSE, sizeof (guint32), n);
+  for (guint i = 0; i < n; i++)
+    {
+      guint32 p = dcp_kv_pager_seq_get_page (self->pager, pager_seq, i);
+      g_array_append_val (pages, p);
+    }
+  dcp_backend_state_set_pages (self->backend, state, (const guint32 *) pages->data, n);
+}
+
+/* ---- snapshots and tiers ---- */
+
+static void
+entry_release_device (DcpScheduler *self, DcpPrefixEntry *e)
+{
+  dcp_backend_state_free (self->backend, e->state);
+  e->state = NULL;
+  dcp_kv_pager_seq_free (self->pager, e->pager_seq);
+  self->gdn_free++;
+}
+
+static void
+entry_drop (DcpScheduler *self, DcpPrefixEntry *e)
+{
+  if (e->tier == DCP_TIER_DEVICE)
+    entry_release_device (self, e);
+  else
+    dcp_tier_store_remove (self->tiers, e->id);
+  self->stats.dropped_snapshots++;
+  dcp_prefix_cache_remove (self->cache, e);
+}
+
+/* The index in the waiting queue of the first request that could resume from e. */
+static guint
+entry_next_use (DcpScheduler *self, const DcpPrefixEntry *e)
+{
+  guint i = 0;
+
+  for (GList *l = self->waiting.head; l != NULL; l = l->next, i++)
+    {
+      Seq *s = l->data;
+
+      if (s->phase == DCP_SEQ_WAITING && dcp_prefix_entry_begins (e, s->prompt, s->n_prompt))
+        return i;
+    }
+  return DCP_EVICTION_NOT_NEEDED;
+}
+
+/* The entries on tier (but not skip), in the order they should leave it. */
+static GArray *
+candidates (DcpScheduler *self, DcpTier tier, const DcpPrefixEntry *skip)
+{
+  GArray *c = g_array_new (FALSE, FALSE, sizeof (DcpEvictionCandidate));
+
+  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
+    {
+      DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
+      DcpEvictionCandidate cand = { e, e->bytes, e->last_used_us, 0, e->background, e->finished };
+
+      if (e->tier != tier || e == skip || e->pinned)
+        continue;
+      cand.next_use = entry_next_use (self, e);
+      g_array_append_val (c, cand);
+    }
+  dcp_eviction_order (self->config.eviction, (DcpEvictionCandidate *) c->data, c->len);
+  return c;
+}
+
+static gboolean
+make_disk_room (DcpScheduler *self, guint64 need)
+{
+  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_DISK) < need)
+    return FALSE;
+  while (dcp_tier_store_get_free (self->tiers, DCP_TIER_DISK) < need)
+    {
+      g_autoptr(GArray) c = candidates (self, DCP_TIER_DISK, NULL);
+
+      if (c->len == 0)
+        return FALSE;
+      entry_drop (self, g_array_index (c, DcpEvictionCandidate, 0).key);
+    }
+  return TRUE;
+}
+
+/* Frees RAM for need bytes: snapshots go to disk where the policy keeps them, else away. */
+static gboolean
+make_ram_room (DcpScheduler *self, guint64 need)
+{
+  while (dcp_tier_store_get_free (self->tiers, DCP_TIER_RAM) < need)
+    {
+      g_autoptr(GArray) c = candidates (self, DCP_TIER_RAM, NULL);
+      DcpEvictionCandidate *v;
+      DcpPrefixEntry *e;
+      g_autoptr(GError) error = NULL;
+
+      if (c->len == 0)
+        return FALSE;
+      v = &g_array_index (c, DcpEvictionCandidate, 0);
+      e = v->key;
+      if (dcp_eviction_keep_on_disk (self->config.eviction, v, self->now (self->now_data)) &&
+          make_disk_room (self, e->bytes))
+        {
+          if (dcp_tier_store_move_to_disk (self->tiers, e->id, &error))
+            {
+              e->tier = DCP_TIER_DISK;
+              self->stats.bytes_ram_to_disk += e->bytes;
+              continue;
+            }
+          g_warning ("snapshot %" G_GUINT64_FORMAT " not written to disk: %s", e->id, error->message);
+        }
+      entry_drop (self, e);
+    }
+  return TRUE;
+}
+
+/* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none. */
+static gboolean
+evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip)
+{
+  g_autoptr(GArray) c = candidates (self, DCP_TIER_DEVICE, skip);
+  g_autoptr(GByteArray) blob = NULL;
+  DcpPrefixEntry *e;
+
+  if (c->len == 0)
+    return FALSE;
+  e = g_array_index (c, DcpEvictionCandidate, 0).key;
+  blob = g_byte_array_new ();
+  dcp_backend_state_save (self->backend, e->state, blob);
+  e->bytes = blob->len;
+  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) < blob->len ||
+      !make_ram_room (self, blob->len))
+    {
+      entry_drop (self, e);
+      return TRUE;
+    }
+  dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
+  entry_release_device (self, e);
+  e->tier = DCP_TIER_RAM;
+  self->stats.bytes_device_to_ram += blob->len;
+  return TRUE;
+}
+
+/* Evicts idle snapshots until pages and blocks are free. */
+static gboolean
+make_device_room (DcpScheduler *self, guint pages, guint blocks, const DcpPrefixEntry *skip)
+{
+  while (dcp_kv_pager_get_n_free (self->pager) < pages || self->gdn_free < blocks)
+    if (!evict_one_device (self, skip))
+      return FALSE;
+  return TRUE;
+}
+
+/* Evicts idle snapshots until pager sequence seq can grow to n_tokens. What it needs is asked
+ * again after each eviction: a shared page that is left with one holder needs no copy. */
+static gboolean
+make_room_to_grow (DcpScheduler *self, guint seq, guint n_tokens)
+{
+  while (dcp_kv_pager_seq_pages_needed (self->pager, seq, n_tokens) > dcp_kv_pager_get_n_free (self->pager))
+    if (!evict_one_device (self, NULL))
+      return FALSE;
+  return TRUE;
+}
+
+static guint
+pages_for (DcpScheduler *self, guint n_tokens)
+{
+  return (n_tokens + self->config.page_tokens - 1) / self->config.page_tokens;
+}
+
+/* Brings a snapshot back to the device; FALSE with an error when it cannot (no room: BUSY;
+ * a damaged file: CORRUPT_FILE, the entry is gone). */
+static gboolean
+entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
+{
+  g_autoptr(GBytes) blob = NULL;
+  DcpTier from = e->tier;
+  DcpSeqState *state;
+  gboolean room;
+
+  if (e->tier == DCP_TIER_DEVICE)
+    return TRUE;
+  e->pinned = TRUE;
+  room = make_device_room (self, pages_for (self, e->n_tokens), 1, NULL);
+  e->pinned = FALSE;
+  if (!room)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "no device room");
+      return FALSE;
+    }
+  blob = dcp_tier_store_get (self->tiers, e->id, error);
+  if (blob == NULL)
+    {
+      dcp_prefix_cache_remove (self->cache, e);
+      return FALSE;
+    }
+  state = state_new (self, error);
+  if (state == NULL)
+    return FALSE;
+  e->pager_seq = dcp_kv_pager_seq_new (self->pager);
+  g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
+  sync_pages (self, state, e->pager_seq);
+  if (!dcp_backend_state_load (self->backend, state, g_bytes_get_data (blob, NULL),
+                               g_bytes_get_size (blob), error))
+    {
+      dcp_backend_state_free (self->backend, state);
+      dcp_kv_pager_seq_free (self->pager, e->pager_seq);
+      dcp_tier_store_remove (self->tiers, e->id);
+      dcp_prefix_cache_remove (self->cache, e);
+      return FALSE;
+    }
+  e->state = state;
+  self->gdn_free--;
+  dcp_tier_store_remove (self->tiers, e->id);
+  e->tier = DCP_TIER_DEVICE;
+  if (from == DCP_TIER_RAM)
+    self->stats.bytes_ram_to_device += e->bytes;
+  else
+    self->stats.bytes_disk_to_device += e->bytes;
+  return TRUE;
+}
+
+static void
+trim_snapshots (DcpScheduler *self)
+{
+  while (dcp_prefix_cache_get_n (self->cache) > self->config.max_snapshots)
+    {
+      DcpPrefixEntry *victim = NULL;
+      /* The lowest tier goes first, in policy order within it. */
+      for (int t = DCP_TIER_DISK; t >= DCP_TIER_DEVICE && victim == NULL; t--)
+        {
+          g_autoptr(GArray) c = candidates (self, t, NULL);
+          if (c->len > 0)
+            victim = g_array_index (c, DcpEvictionCandidate, 0).key;
+        }
+      entry_drop (self, victim);
+    }
+}
+
+/* A copy of the sequence's state as a reusable snapshot (skipped when no block is free). */
+static void
+take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
+{
+  g_autofree guint32 *tokens = seq_tokens (s, s->n_read);
+  g_autoptr(GError) error = NULL;
+  DcpPrefixEntry *e = dcp_prefix_cache_find (self->cache, tokens, s->n_read);
+  DcpSeqState *state;
+  guint fork;
+
+  if (self->config.max_snapshots == 0)
+    return;
+  if (e != NULL)
+    {
+      e->last_used_us = self->now (self->now_data);
+      return;
+    }
+  if (!make_device_room (self, 0, 1, NULL))
+    {
+      g_debug ("sequence %" G_GUINT64_FORMAT ": no room for a %s snapshot", s->id,
+               dcp_snapshot_kind_to_string (kind));
+      return;
+    }
+  state = state_new (self, &error);
+  if (state == NULL)
+    {
+      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
+      return;
+    }
+  fork = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
+  sync_pages (self, state, fork);
+  if (!dcp_backend_state_copy (self->backend, state, s->state, &error))
+    {
+      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
+      dcp_backend_state_free (self->backend, state);
+      dcp_kv_pager_seq_free (self->pager, fork);
+      return;
+    }
+  e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, kind);
+  e->state = state;
+  e->pager_seq = fork;
+  e->bytes = dcp_backend_state_get_bytes (self->backend, state);
+  e->last_used_us = self->now (self->now_data);
+  e->conversation = s->id;
+  e->background = s->background;
+  e->finished = s->last_turn;
+  self->gdn_free--;
+  self->stats.snapshots_taken++;
+  trim_snapshots (self);
+}
+
+/* The finished sequence's state becomes its answer-end snapshot without a copy. */
+static void
+keep_answer (DcpScheduler *self, Seq *s)
+{
+  g_autofree guint32 *tokens = seq_tokens (s, s->n_read);
+  DcpPrefixEntry *e;
+
+  if (self->config.max_snapshots == 0 || s->state == NULL ||
+      dcp_prefix_cache_find (self->cache, tokens, s->n_read) != NULL)
+    {
+      seq_release_device (self, s);
+      return;
+    }
+  e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, DCP_SNAPSHOT_ANSWER_END);
+  e->state = g_steal_pointer (&s->state);
+  e->pager_seq = s->pager_seq;
+  e->bytes = dcp_backend_state_get_bytes (self->backend, e->state);
+  e->last_used_us = self->now (self->now_data);
+  e->conversation = s->id;
+  e->background = s->background;
+  e->finished = s->last_turn;
+  self->stats.snapshots_taken++;
+  trim_snapshots (self);
+}
+
+/* ---- admission, preemption ---- */
+
+/* Moves the youngest running sequence to RAM whole; it resumes first. */
+static void
+preempt_youngest (DcpScheduler *self)
+{
+  Seq *s = g_ptr_array_steal_index (self->running, self->running->len - 1);
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+
+  dcp_backend_state_save (self->backend, s->state, blob);
+  /* The RAM budget is for snapshots: a preempted sequence goes to RAM even beyond it. */
+  make_ram_room (self, blob->len);
+  dcp_tier_store_put_ram (self->tiers, SWAP_KEY (s->id), blob->data, blob->len);
+  self->stats.bytes_device_to_ram += blob->len;
+  seq_release_device (self, s);
+  s->resume_phase = s->phase;
+  s->phase = DCP_SEQ_SWAPPED;
+  self->stats.preemptions++;
+  g_queue_push_head (&self->waiting, s);
+  g_debug ("sequence %" G_GUINT64_FORMAT " preempted at %u tokens (%u bytes to RAM)", s->id,
+           s->n_read, blob->len);
+}
+
+/* Brings a preempted sequence back exactly as it was; FALSE without an error: no room yet. */
+static gboolean
+resume_swapped (DcpScheduler *self, Seq *s, GError **error)
+{
+  g_autoptr(GBytes) blob = NULL;
+  guint target = s->resume_phase == DCP_SEQ_PROMPT ? s->n_prompt : s->n_read;
+
+  if (!make_device_room (self, pages_for (self, target), 1, NULL))
+    return FALSE;
+  blob = dcp_tier_store_get (self->tiers, SWAP_KEY (s->id), error);
+  if (blob == NULL)
+    return FALSE;
+  s->state = state_new (self, error);
+  if (s->state == NULL)
+    return FALSE;
+  s->pager_seq = dcp_kv_pager_seq_new (self->pager);
+  g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
+  sync_pages (self, s->state, s->pager_seq);
+  if (!dcp_backend_state_load (self->backend, s->state, g_bytes_get_data (blob, NULL),
+                               g_bytes_get_size (blob), error))
+    {
+      dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
+      dcp_kv_pager_seq_free (self->pager, s->pager_seq);
+      return FALSE;
+    }
+  self->gdn_free--;
+  self->stats.bytes_ram_to_device += g_bytes_get_size (blob);
+  dcp_tier_store_remove (self->tiers, SWAP_KEY (s->id));
+  s->phase = s->resume_phase;
+  return TRUE;
+}
+
+/* Whether an earlier running sequence is still reading the opening s shares with it. */
+static gboolean
+opening_in_progress (DcpScheduler *self, const Seq *s)
+{
+  for (guint i = 0; i < self->running->len; i++)
+    {
+      Seq *r = g_ptr_array_index (self->running, i);
+
+      if (r->phase == DCP_SEQ_PROMPT && r->opening == s->opening && r->n_read < r->opening &&
+          memcmp (r->prompt, s->prompt, (gsize) s->opening * sizeof (guint32)) == 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+typedef enum { ADMIT_OK, ADMIT_WAIT, ADMIT_FAILED } AdmitResult;
+
+/* Says why a prompt could not resume further: the snapshot sharing the most tokens with it
+ * ends past where they part (the client changed earlier text), or none shares anything. */
+static void
+log_divergence (DcpScheduler *self, const Seq *s, guint reuse)
+{
+  const DcpPrefixEntry *best = NULL;
+  guint best_common = 0;
+
+  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
+    {
+      const DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
+      guint n = MIN (e->n_tokens, s->n_prompt), common = 0;
+
+      while (common < n && e->tokens[common] == s->prompt[common])
+        common++;
+      if (common > best_common && common < e->n_tokens)
+        {
+          best = e;
+          best_common = common;
+        }
+    }
+  if (best != NULL && best_common > reuse)
+    g_message ("sequence %" G_GUINT64_FORMAT ": resumes from %u tokens: a %u-token %s snapshot "
+               "shares its first %u tokens, then differs (no state is kept at that point)",
+               s->id, reuse, best->n_tokens, dcp_snapshot_kind_to_string (best->kind), best_common);
+  else if (reuse == 0 && dcp_prefix_cache_get_n (self->cache) > 0)
+    g_debug ("sequence %" G_GUINT64_FORMAT ": no snapshot begins its prompt", s->id);
+}
+
+/* The only free GDN block is the snapshot's own: the sequence takes over its state and pages,
+ * and the snapshot stays behind in RAM (when the budget allows) for others. */
+static void
+adopt_snapshot (DcpScheduler *self, Seq *s, DcpPrefixEntry *e)
+{
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+
+  dcp_backend_state_save (self->backend, e->state, blob);
+  s->state = g_steal_pointer (&e->state);
+  s->pager_seq = e->pager_seq;
+  e->bytes = blob->len;
+  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
+      make_ram_room (self, blob->len))
+    {
+      dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
+      e->tier = DCP_TIER_RAM;
+      self->stats.bytes_device_to_ram += blob->len;
+    }
+  else
+    {
+      self->stats.dropped_snapshots++;
+      dcp_prefix_cache_remove (self->cache, e);
+    }
+}
+
+/* Starts a new sequence: from the longest snapshot that begins its prompt, then room for the
+ * rest of its prompt. */
+static AdmitResult
+admit_new (DcpScheduler *self, Seq *s, GError **error)
+{
+  DcpPrefixEntry *e;
+  guint reuse;
+
+  if (s->n_prompt > self->cap_tokens)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE, "prompt is too long: %u tokens > %u maximum",
+                   s->n_prompt, self->cap_tokens);
+      return ADMIT_FAILED;
+    }
+  for (;;)
+    {
+      g_autoptr(GError) local = NULL;
+      guint e_len;
+
+      e = dcp_prefix_cache_longest (self->cache, s->prompt, s->n_prompt, s->n_prompt - 1);
+      if (s->opening > 0 && s->opening < s->n_prompt && (e == NULL || e->n_tokens < s->opening) &&
+          opening_in_progress (self, s))
+        return ADMIT_WAIT;
+      if (e == NULL)
+        break;
+      e_len = e->n_tokens;
+      if (entry_to_device (self, e, &local))
+        break;
+      if (g_error_matches (local, DCP_ERROR, DCP_ERROR_BUSY))
+        return ADMIT_WAIT;
+      /* The entry is gone; the next longest one is tried. */
+      g_message ("sequence %" G_GUINT64_FORMAT ": cannot resume from its %u-token snapshot: %s",
+                 s->id, e_len, local->message);
+    }
+  reuse = e != NULL ? e->n_tokens : 0;
+  if (e != NULL)
+    e->last_used_us = self->now (self->now_data);
+  if (!make_device_room (self, 0, 1, e))
+    {
+      if (e == NULL)
+        return ADMIT_WAIT;
+      adopt_snapshot (self, s, e);   /* e may be gone after this */
+    }
+  else
+    {
+      s->state = state_new (self, error);
+      if (s->state == NULL)
+        return ADMIT_FAILED;
+      s->pager_seq = e != NULL ? dcp_kv_pager_seq_fork (self->pager, e->pager_seq, e->n_tokens)
+                               : dcp_kv_pager_seq_new (self->pager);
+      sync_pages (self, s->state, s->pager_seq);
+      if (e != NULL && !dcp_backend_state_copy (self->backend, s->state, e->state, error))
+        {
+          dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
+          dcp_kv_pager_seq_free (self->pager, s->pager_seq);
+          return ADMIT_FAILED;
+        }
+      self->gdn_free--;
+    }
+  if (reuse > 0)
+    {
+      s->n_read = s->cached = reuse;
+      self->stats.reuse_hits++;
+      self->stats.reused_tokens += s->cached;
+    }
+  else
+    self->stats.reuse_misses++;
+  log_divergence (self, s, reuse);
+  if (!make_room_to_grow (self, s->pager_seq, s->n_prompt))
+    {
+      seq_release_device (self, s);
+      if (s->cached > 0)
+        {
+          self->stats.reuse_hits--;
+          self->stats.reused_tokens -= s->cached;
+        }
+      else
+        self->stats.reuse_misses--;
+      s->n_read = s->cached = 0;
+      return ADMIT_WAIT;
+    }
+  g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_prompt, self->copies, NULL));
+  sync_pages (self, s->state, s->pager_seq);
+  self->stats.prompt_tokens += s->n_prompt;
+  s->phase = DCP_SEQ_PROMPT;
+  return ADMIT_OK;
+}
+
+/* First come, first served: the head of the queue starts as soon as it fits; nobody passes it. */
+static void
+admit (DcpScheduler *self)
+{
+  while (self->running->len < self->config.max_running && !g_queue_is_empty (&self->waiting))
+    {
+      Seq *s = g_queue_peek_head (&self->waiting);
+      g_autoptr(GError) error = NULL;
+      AdmitResult r;
+
+      if (s->phase == DCP_SEQ_SWAPPED)
+        r = resume_swapped (self, s, &error) ? ADMIT_OK : error != NULL ? ADMIT_FAILED : ADMIT_WAIT;
+      else
+        r = admit_new (self, s, &error);
+      if (r == ADMIT_WAIT)
+        break;
+      g_queue_pop_head (&self->waiting);
+      if (r == ADMIT_FAILED)
+        {
+          seq_release_device (self, s);
+          seq_finish (self, s, DCP_SEQ_FINISH_ERROR, error);
+          seq_free (s);
+          continue;
+        }
+      if (s->start_us == 0)
+        s->start_us = self->now (self->now_data);
+      g_ptr_array_add (self->running, s);
+    }
+}
+
+/* ---- the step ---- */
+
+static void
+finish_running (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError *error)
+{
+  g_ptr_array_remove (self->running, s);
+  if (reason == DCP_SEQ_FINISH_STOP || reason == DCP_SEQ_FINISH_LENGTH)
+    keep_answer (self, s);
+  else
+    seq_release_device (self, s);
+  seq_finish (self, s, reason, error);
+  seq_free (s);
+}
+
+/* A token was sampled for s: report it, or end the sequence. */
+static void
+handle_token (DcpScheduler *self, Seq *s, guint32 token)
+{
+  s->next_token = token;
+  for (guint i = 0; i < s->n_stop; i++)
+    if (s->stop[i] == token)
+      {
+        finish_running (self, s, DCP_SEQ_FINISH_STOP, NULL);
+        return;
+      }
+  dcp_sampler_accept (s->sampler, token);
+  g_array_append_val (s->generated, token);
+  self->stats.generated_tokens++;
+  if (s->cb.token != NULL)
+    s->cb.token (s->user_data, token);
+  if (s->generated->len >= s->max_tokens || s->n_read + 1 > self->cap_tokens)
+    finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
+  else
+    s->phase = DCP_SEQ_DECODING;
+}
+
+/* Room in the pool for every decoding sequence's next token: idle snapshots leave first, then
+ * the youngest running sequences are preempted. A sequence alone that cannot grow has filled
+ * the pool. */
+static void
+reserve_decode (DcpScheduler *self)
+{
+  guint i = 0;
+
+  while (i < self->running->len)
+    {
+      Seq *s = g_ptr_array_index (self->running, i);
+
+      if (s->phase != DCP_SEQ_DECODING)
+        {
+          i++;
+          continue;
+        }
+      if (make_room_to_grow (self, s->pager_seq, s->n_read + 1))
+        {
+          g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_read + 1, self->copies, NULL));
+          sync_pages (self, s->state, s->pager_seq);
+          i++;
+        }
+      else if (self->running->len == 1)
+        finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
+      else
+        preempt_youngest (self);
+    }
+}
+
+static guint
+prompt_budget (DcpScheduler *self, guint n_decoding)
+{
+  guint chunk = self->config.prefill_chunk;
+
+  switch (self->config.prefill_policy)
+    {
+    case DCP_PREFILL_DECODE_PRIORITY:
+      return n_decoding > 0 ? MAX (chunk / 4, 1) : chunk;
+    case DCP_PREFILL_PREFILL_PRIORITY:
+      return 2 * chunk;
+    case DCP_PREFILL_BALANCED:
+    default:
+      return chunk;
+    }
+}
+
+static void
+fail_running (DcpScheduler *self, const GError *error)
+{
+  while (self->running->len > 0)
+    {
+      Seq *s = g_ptr_array_index (self->running, 0);
+      finish_running (self, s, DCP_SEQ_FINISH_ERROR, error);
+    }
+}
+
+static void
+take_incoming (DcpScheduler *self)
+{
+  Seq *s;
+
+  g_mutex_lock (&self->lock);
+  while ((s = g_queue_pop_head (&self->incoming)) != NULL)
+    g_queue_push_tail (&self->waiting, s);
+  for (guint i = 0; i < self->cancels->len; i++)
+    {
+      guint64 id = g_array_index (self->cancels, guint64, i);
+
+      for (GList *l = self->waiting.head; l != NULL; l = l->next)
+        if (((Seq *) l->data)->id == id)
+          ((Seq *) l->data)->cancelled = TRUE;
+      for (guint j = 0; j < self->running->len; j++)
+        if (((Seq *) g_ptr_array_index (self->running, j))->id == id)
+          ((Seq *) g_ptr_array_index (self->running, j))->cancelled = TRUE;
+    }
+  g_array_set_size (self->cancels, 0);
+  g_mutex_unlock (&self->lock);
+
+  for (GList *l = self->waiting.head; l != NULL;)
+    {
+      GList *next = l->next;
+      Seq *w = l->data;
+
+      if (w->cancelled)
+        {
+          g_queue_delete_link (&self->waiting, l);
+          seq_finish (self, w, DCP_SEQ_FINISH_CANCELLED, NULL);
+          seq_free (w);
+        }
+      l = next;
+    }
+  for (guint j = self->running->len; j > 0; j--)
+    {
+      Seq *r = g_ptr_array_index (self->running, j - 1);
+      if (r->cancelled)
+        finish_running (self, r, DCP_SEQ_FINISH_CANCELLED, NULL);
+    }
+}
+
+/* Disk copies idle for over an hour (and not wanted by the queue) are deleted. */
+static void
+expire_disk (DcpScheduler *self)
+{
+  g_autoptr(GArray) c = candidates (self, DCP_TIER_DISK, NULL);
+  gint64 now = self->now (self->now_data);
+
+  for (guint i = 0; i < c->len; i++)
+    if (!dcp_eviction_keep_on_disk (self->config.eviction, &g_array_index (c, DcpEvictionCandidate, i), now))
+      entry_drop (self, g_array_index (c, DcpEvictionCandidate, i).key);
+}
+
+static void
+publish (DcpScheduler *self)
+{
+  GArray *list = g_array_new (FALSE, FALSE, sizeof (DcpSchedulerItem));
+  static const char *const phases[] = { "waiting", "prompt", "decoding", "swapped" };
+  DcpTierStats ts;
+
+  for (guint i = 0; i < self->running->len; i++)
+    {
+      Seq *s = g_ptr_array_index (self->running, i);
+      DcpSchedulerItem it = { s->id, FALSE, phases[s->phase], DCP_TIER_DEVICE, s->n_read,
+                              dcp_backend_state_get_bytes (self->backend, s->state) };
+      g_array_append_val (list, it);
+    }
+  for (GList *l = self->waiting.head; l != NULL; l = l->next)
+    {
+      Seq *s = l->data;
+      gsize size = 0;
+      DcpSchedulerItem it = { s->id, FALSE, phases[s->phase],
+                              s->phase == DCP_SEQ_SWAPPED ? DCP_TIER_RAM : DCP_TIER_DEVICE, s->n_read, 0 };
+
+      if (s->phase == DCP_SEQ_SWAPPED)
+        dcp_tier_store_lookup (self->tiers, SWAP_KEY (s->id), NULL, &size);
+      it.bytes = size;
+      g_array_append_val (list, it);
+    }
+  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
+    {
+      DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
+      DcpSchedulerItem it = { e->id, TRUE, dcp_snapshot_kind_to_string (e->kind), e->tier,
+                              e->n_tokens, e->bytes };
+      g_array_append_val (list, it);
+    }
+  dcp_tier_store_get_stats (self->tiers, &ts);
+  self->stats.kv_pages_free = dcp_kv_pager_get_n_free (self->pager);
+  self->stats.gdn_blocks_free = self->gdn_free;
+  self->stats.running = self->running->len;
+  self->stats.waiting = g_queue_get_length (&self->waiting);
+  self->stats.corrupt_files = ts.corrupt_files;
+  g_mutex_lock (&self->lock);
+  self->published = self->stats;
+  self->published.waiting += g_queue_get_length (&self->incoming);
+  g_array_unref (self->published_list);
+  self->published_list = list;
+  g_mutex_unlock (&self->lock);
+}
+
+gboolean
+dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
+{
+  g_autoptr(GArray) items = g_array_new (FALSE, TRUE, sizeof (DcpBatchItem));
+  g_autoptr(GPtrArray) seqs = g_ptr_array_new ();
+  g_autoptr(GArray) chunks = g_array_new (FALSE, FALSE, sizeof (guint));
+  guint budget, n_decoding = 0;
+  gboolean ok = TRUE;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  take_incoming (self);
+  if (self->config.eviction == DCP_EVICTION_QUEUE_AWARE)
+    expire_disk (self);
+  admit (self);
+  reserve_decode (self);
+
+  for (guint i = 0; i < self->running->len; i++)
+    {
+      Seq *s = g_ptr_array_index (self->running, i);
+      DcpBatchItem item = { s->state, &s->next_token, 1, DCP_LOGITS_LAST, s->logits, NULL };
+      guint one = 1;
+
+      if (s->phase != DCP_SEQ_DECODING)
+        continue;
+      g_array_append_val (items, item);
+      g_ptr_array_add (seqs, s);
+      g_array_append_val (chunks, one);
+      n_decoding++;
+    }
+  budget = prompt_budget (self, n_decoding);
+  for (guint i = 0; i < self->running->len && budget > 0; i++)
+    {
+      Seq *s = g_ptr_array_index (self->running, i);
+      guint chunk;
+      DcpBatchItem item = { s->state, s->prompt + s->n_read, 0, DCP_LOGITS_NONE, NULL, NULL };
+
+      if (s->phase != DCP_SEQ_PROMPT)
+        continue;
+      chunk = MIN (s->n_prompt - s->n_read, budget);
+      /* A chunk ends at the shared opening and at page-interval snapshots, so that the state
+       * there can be kept. */
+      if (s->opening > s->n_read && s->opening < s->n_prompt)
+        chunk = MIN (chunk, s->opening - s->n_read);
+      if (self->config.snapshot_pages > 0)
+        {
+          guint every = self->config.snapshot_pages * self->config.page_tokens;
+          chunk = MIN (chunk, every - s->n_read % every);
+        }
+      item.n_tokens = chunk;
+      if (s->n_read + chunk == s->n_prompt)
+        {
+          item.logits_mode = DCP_LOGITS_LAST;
+          item.logits = s->logits;
+        }
+      budget -= chunk;
+      g_array_append_val (items, item);
+      g_ptr_array_add (seqs, s);
+      g_array_append_val (chunks, chunk);
+    }
+
+  if (items->len > 0)
+    {
+      ok = dcp_backend_forward (self->backend, (DcpBatchItem *) items->data, items->len, error);
+      self->stats.steps++;
+    }
+  if (!ok)
+    fail_running (self, error != NULL ? *error : NULL);
+  for (guint i = 0; ok && i < seqs->len; i++)
+    {
+      Seq *s = g_ptr_array_index (seqs, i);
+      guint chunk = g_array_index (chunks, guint, i);
+
+      s->n_read += chunk;
+      if (s->phase == DCP_SEQ_DECODING)
+        {
+          handle_token (self, s, dcp_sampler_sample (s->sampler, s->logits, NULL, 0));
+          continue;
+        }
+      self->stats.prompt_tokens_read += chunk;
+      if (s->cb.progress != NULL)
+        s->cb.progress (s->user_data, s->n_read, s->n_prompt);
+      if (s->n_read == s->opening && s->opening < s->n_prompt)
+        take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
+      else if (self->config.snapshot_pages > 0 && s->n_read < s->n_prompt &&
+               s->n_read % (self->config.snapshot_pages * self->config.page_tokens) == 0)
+        take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
+      if (s->n_read < s->n_prompt)
+        continue;
+      take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);
+      s->first_token_us = self->now (self->now_data);
+      if (s->max_tokens == 0)
+        finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
+      else
+        handle_token (self, s, dcp_sampler_sample (s->sampler, s->logits, NULL, 0));
+    }
+  publish (self);
+  if (busy != NULL)
+    *busy = self->running->len > 0 || !g_queue_is_empty (&self->waiting);
+  return ok;
+}
+
+/* ---- the object ---- */
+
+DcpScheduler *
+dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError **error)
+{
+  g_autoptr(DcpScheduler) self = NULL;
+  g_autoptr(GError) pool_error = NULL;
+
+  g_return_val_if_fail (DCP_IS_BACKEND (backend) && config != NULL, NULL);
+  if (config->max_running == 0 || config->prefill_chunk == 0 || config->page_tokens == 0 ||
+      config->kv_pages == 0 || config->gdn_blocks < config->max_running)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "scheduler: max_running, prefill_chunk, page_tokens and kv_pages must be at "
+                   "least 1 and gdn_blocks at least max_running");
+      return NULL;
+    }
+  self = g_new0 (DcpScheduler, 1);
+  self->backend = backend;
+  self->config = *config;
+  self->config.disk_dir = g_strdup (config->disk_dir);
+  self->vocab = dcp_backend_get_config (backend)->vocab_size;
+  self->cap_tokens = config->page_tokens *
+    (config->context_mode == DCP_CONTEXT_FIXED ? config->kv_pages / config->max_running : config->kv_pages);
+  self->pager = dcp_kv_pager_new (config->kv_pages, config->page_tokens);
+  self->kv_pool = dcp_backend_kv_pool_new (backend, config->kv_pages, config->page_tokens, &pool_error);
+  if (self->kv_pool == NULL && !g_error_matches (pool_error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED))
+    {
+      g_propagate_error (error, g_steal_pointer (&pool_error));
+      return NULL;
+    }
+  self->gdn_free = config->gdn_blocks;
+  self->cache = dcp_prefix_cache_new ();
+  self->copies = g_array_new (FALSE, FALSE, sizeof (DcpKvPageCopy));
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->incoming);
+  g_queue_init (&self->waiting);
+  self->cancels = g_array_new (FALSE, FALSE, sizeof (guint64));
+  self->running = g_ptr_array_new ();
+  self->published_list = g_array_new (FALSE, FALSE, sizeof (DcpSchedulerItem));
+  self->next_id = 1;
+  self->now = default_now;
+  self->stats.kv_pages = config->kv_pages;
+  self->stats.gdn_blocks = config->gdn_blocks;
+  self->tiers = dcp_tier_store_new (config->ram_bytes, config->disk_bytes, config->disk_dir,
+                                    config->host_allocator, error);
+  if (self->tiers == NULL)
+    return NULL;
+  publish (self);
+  return g_steal_pointer (&self);
+}
+
+static void
+cancel_everything (DcpScheduler *self)
+{
+  Seq *s;
+
+  take_incoming (self);
+  while (self->running->len > 0)
+    finish_running (self, g_ptr_array_index (self->running, 0), DCP_SEQ_FINISH_CANCELLED, NULL);
+  while ((s = g_queue_pop_head (&self->waiting)) != NULL)
+    {
+      seq_finish (self, s, DCP_SEQ_FINISH_CANCELLED, NULL);
+      seq_free (s);
+    }
+}
+
+void
+dcp_scheduler_free (DcpScheduler *self)
+{
+  if (self == NULL)
+    return;
+  if (self->running != NULL)
+    {
+      cancel_everything (self);
+      while (dcp_prefix_cache_get_n (self->cache) > 0)
+        entry_drop (self, dcp_prefix_cache_get (self->cache, 0));
+      g_ptr_array_unref (self->running);
+    }
+  g_clear_pointer (&self->tiers, dcp_tier_store_free);
+  g_clear_pointer (&self->cache, dcp_prefix_cache_free);
+  g_clear_pointer (&self->pager, dcp_kv_pager_free);
+  if (self->kv_pool != NULL)
+    dcp_backend_kv_pool_free (self->backend, g_steal_pointer (&self->kv_pool));
+  g_clear_pointer (&self->copies, g_array_unref);
+  g_clear_pointer (&self->cancels, g_array_unref);
+  g_clear_pointer (&self->published_list, g_array_unref);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  g_free (self->config.disk_dir);
+  g_free (self);
+}
+
+guint64
+dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
+                      const DcpSeqCallbacks *callbacks, gpointer user_data, GError **error)
+{
+  g_autoptr(DcpSampler) sampler = NULL;
+  Seq *s;
+
+  g_return_val_if_fail (self != NULL && params != NULL, 0);
+  if (params->n_prompt == 0 || params->prompt == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "prompt: at least one token is needed");
+      return 0;
+    }
+  for (guint i = 0; i < params->n_prompt; i++)
+    if (params->prompt[i] >= self->vocab)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "prompt: token %u at %u is outside the vocabulary (%u)", params->prompt[i], i,
+                     self->vocab);
+        return 0;
+      }
+  sampler = dcp_sampler_new (&params->sampling, self->vocab, error);
+  if (sampler == NULL)
+    return 0;
+  dcp_sampler_add_prompt (sampler, params->prompt, params->n_prompt);
+
+  s = g_new0 (Seq, 1);
+  s->prompt = g_memdup2 (params->prompt, (gsize) params->n_prompt * sizeof (guint32));
+  s->n_prompt = params->n_prompt;
+  s->stop = g_memdup2 (params->stop_tokens, (gsize) params->n_stop_tokens * sizeof (guint32));
+  s->n_stop = params->stop_tokens != NULL ? params->n_stop_tokens : 0;
+  s->max_tokens = params->max_tokens;
+  s->opening = params->opening;
+  s->background = params->background;
+  s->last_turn = params->last_turn;
+  if (callbacks != NULL)
+    s->cb = *callbacks;
+  s->user_data = user_data;
+  s->sampler = g_steal_pointer (&sampler);
+  s->phase = DCP_SEQ_WAITING;
+  s->generated = g_array_new (FALSE, FALSE, sizeof (guint32));
+  s->logits = g_new (float, self->vocab);
+
+  g_mutex_lock (&self->lock);
+  s->id = self->next_id++;
+  s->submit_us = self->now (self->now_data);
+  self->stats.requests++;
+  g_queue_push_tail (&self->incoming, s);
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return s->id;
+}
+
+void
+dcp_scheduler_cancel (DcpScheduler *self, guint64 id)
+{
+  g_return_if_fail (self != NULL);
+  g_mutex_lock (&self->lock);
+  g_array_append_val (self->cancels, id);
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+void
+dcp_scheduler_run (DcpScheduler *self)
+{
+  gboolean busy = FALSE;
+
+  g_return_if_fail (self != NULL);
+  for (;;)
+    {
+      g_autoptr(GError) error = NULL;
+
+      g_mutex_lock (&self->lock);
+      while (!self->stopping && !busy && g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
+        g_cond_wait (&self->cond, &self->lock);
+      if (self->stopping)
+        {
+          g_mutex_unlock (&self->lock);
+          break;
+        }
+      g_mutex_unlock (&self->lock);
+      if (!dcp_scheduler_step (self, &busy, &error))
+        g_warning ("step failed: %s", error->message);
+    }
+  cancel_everything (self);
+  publish (self);
+}
+
+void
+dcp_scheduler_stop (DcpScheduler *self)
+{
+  g_return_if_fail (self != NULL);
+  g_mutex_lock (&self->lock);
+  self->stopping = TRUE;
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+void
+dcp_scheduler_set_clock (DcpScheduler *self, gint64 (*now_us) (gpointer), gpointer user_data)
+{
+  g_return_if_fail (self != NULL && now_us != NULL);
+  self->now = now_us;
+  self->now_data = user_data;
+}
+
+void
+dcp_scheduler_get_stats (DcpScheduler *self, DcpSchedulerStats *stats)
+{
+  g_return_if_fail (self != NULL && stats != NULL);
+  g_mutex_lock (&self->lock);
+  *stats = self->published;
+  g_mutex_unlock (&self->lock);
+}
+
+GArray *
+dcp_scheduler_list (DcpScheduler *self)
+{
+  GArray *copy;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_mutex_lock (&self->lock);
+  copy = g_array_copy (self->published_list);
+  g_mutex_unlock (&self->lock);
+  return copy;
+}

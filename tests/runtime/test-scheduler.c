@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: MIT */
+/* The scheduler's invariant on the CPU backend with greedy sampling: every request gets exactly
+ * the tokens it gets when run alone (one forward of its prompt, then one token at a time),
+ * whatever else runs, however its prompt is chunked, wherever its state went meanwhile (RAM,
+ * disk, a damaged disk file), after preemption, or when it resumes from a snapshot. Property
+ * test: teams of agents with shared openings and multi-turn conversations arrive at random steps
+ * under random pool sizes, chunk sizes, policies and tier budgets; over the seeds every path
+ * must have been taken. Also: backend state save/load, errors, cancellation, usage.
+ *
+ * The GDN layers run the token-by-token recurrence (chunk size 0) here, so that results do not
+ * depend on where a prompt is cut; the chunked form agrees with it to ~1e-6 (test-cpu-state). */
+#include "config.h"
+
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "dcp-backend-cpu.h"
+#include "dcp-checkpoint.h"
+#include "dcp-scheduler.h"
+
+static DcpCheckpoint *checkpoint;
+static DcpBackend *backend;
+static guint vocab;
+
+static void
+open_model (void)
+{
+  g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "odd-sizes", NULL);
+  g_autoptr(GError) error = NULL;
+  DcpTensorSource source;
+
+  checkpoint = dcp_checkpoint_open (dir, &error);
+  g_assert_no_error (error);
+  source = dcp_checkpoint_get_source (checkpoint);
+  backend = dcp_backend_cpu_new (dcp_checkpoint_get_config (checkpoint), &source, 1, &error);
+  g_assert_no_error (error);
+  dcp_backend_cpu_set_gdn_chunk_size (DCP_BACKEND_CPU (backend), 0);
+  vocab = dcp_checkpoint_get_config (checkpoint)->vocab_size;
+}
+
+static guint
+argmax (const float *x, guint n)
+{
+  guint best = 0;
+
+  for (guint i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return best;
+}
+
+/* The request alone: its tokens until a stop token or max_tokens. */
+static GArray *
+run_alone (const guint32 *prompt, guint n_prompt, guint max_tokens, guint32 stop)
+{
+  g_autoptr(GError) error = NULL;
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autofree float *logits = g_new (float, vocab);
+  DcpSeqState *s = dcp_backend_state_new (backend, &error);
+  DcpBatchItem item = { s, prompt, n_prompt, DCP_LOGITS_LAST, logits, NULL };
+  guint32 tok;
+
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  while (out->len < max_tokens)
+    {
+      tok = argmax (logits, vocab);
+      if (tok == stop)
+        break;
+      g_array_append_val (out, tok);
+      item.tokens = &tok;
+      item.n_tokens = 1;
+      if (out->len < max_tokens)
+        g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+    }
+  dcp_backend_state_free (backend, s);
+  return out;
+}
+
+static void
+fill_random (GRand *rand, guint32 *dst, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    dst[i] = g_rand_int_range (rand, 0, vocab);
+}
+
+/* ---- one request as the test sees it ---- */
+
+typedef struct {
+  guint agent;
+  GArray *prompt;            /* guint32 */
+  GArray *tokens;            /* what the scheduler gave */
+  guint max_tokens;
+  guint32 stop;
+  gboolean done;
+  DcpSeqFinishReason reason;
+  DcpSeqUsage usage;
+  guint last_progress;
+  GError *error;
+} Request;
+
+static void
+on_progress (gpointer user_data, guint done, guint total)
+{
+  Request *r = user_data;
+
+  g_assert_cmpuint (done, >, r->last_progress);
+  g_assert_cmpuint (done, <=, total);
+  r->last_progress = done;
+}
+
+static void
+on_token (gpointer user_data, guint32 token)
+{
+  Request *r = user_data;
+
+  g_assert_false (r->done);
+  g_array_append_val (r->tokens, token);
+}
+
+static void
+on_finished (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
+             const GError *error)
+{
+  Request *r = user_data;
+
+  g_assert_false (r->done);
+  g_assert_true ((reason == DCP_SEQ_FINISH_ERROR) == (error != NULL));
+  r->error = error != NULL ? g_error_copy (error) : NULL;
+  r->done = TRUE;
+  r->reason = reason;
+  r->usage = *usage;
+}
+
+static const DcpSeqCallbacks callbacks = { on_progress, on_token, on_finished };
+
+static void
+request_free (Request *r)
+{
+  g_array_unref (r->prompt);
+  g_array_unref (r->tokens);
+  g_clear_error (&r->error);
+  g_free (r);
+}
+
+static guint64
+submit (DcpScheduler *sched, Request *r, guint opening)
+{
+  g_autoptr(GError) error = NULL;
+  DcpSeqParams p = { 0 };
+  guint64 id;
+
+  dcp_sampler_params_init (&p.sampling);
+  p.sampling.temperature = 0;
+  p.prompt = (guint32 *) r->prompt->data;
+  p.n_prompt = r->prompt->len;
+  p.max_tokens = r->max_tokens;
+  p.stop_tokens = &r->stop;
+  p.n_stop_tokens = 1;
+  p.opening = opening;
+  id = dcp_scheduler_submit (sched, &p, &callbacks, r, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (id, >, 0);
+  return id;
+}
+
+static void
+check_request (Request *r, guint cap_tokens)
+{
+  g_autoptr(GArray) ref = NULL;
+
+  g_assert_true (r->done);
+  if (r->prompt->len > cap_tokens)
+    {
+      g_assert_error (r->error, DCP_ERROR, DCP_ERROR_TOO_LARGE);
+      g_assert_cmpuint (r->tokens->len, ==, 0);
+      return;
+    }
+  ref = run_alone ((guint32 *) r->prompt->data, r->prompt->len, r->max_tokens, r->stop);
+  /* Cut short only where the sequence alone filled the pool. */
+  if (r->tokens->len < ref->len)
+    {
+      g_assert_cmpint (r->reason, ==, DCP_SEQ_FINISH_LENGTH);
+      g_assert_cmpuint (r->prompt->len + r->tokens->len, >=, cap_tokens);
+      g_array_set_size (ref, r->tokens->len);
+    }
+  else
+    g_assert_cmpint (r->reason, ==, ref->len < r->max_tokens ? DCP_SEQ_FINISH_STOP : DCP_SEQ_FINISH_LENGTH);
+  g_assert_cmpuint (r->tokens->len, ==, ref->len);
+  g_assert_cmpmem (r->tokens->data, r->tokens->len * 4, ref->data, ref->len * 4);
+  g_assert_cmpuint (r->usage.prompt_tokens, ==, r->prompt->len);
+  g_assert_cmpuint (r->usage.completion_tokens, ==, ref->len);
+  g_assert_cmpuint (r->usage.cached_prompt_tokens, <, r->prompt->len);
+}
+
+static void
+test_save_load (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (3);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+  g_autofree float *a = g_new (float, vocab);
+  g_autofree float *b = g_new (float, vocab);
+  guint32 ids[41];
+  DcpSeqState *s = dcp_backend_state_new (backend, &error);
+  DcpSeqState *t = dcp_backend_state_new (backend, &error);
+  DcpBatchItem item = { s, ids, 40, DCP_LOGITS_NONE, NULL, NULL };
+
+  fill_random (rand, ids, 41);
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  dcp_backend_state_save (backend, s, blob);
+  g_assert_true (dcp_backend_state_load (backend, t, blob->data, blob->len, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (dcp_backend_state_get_n_tokens (backend, t), ==, 40);
+  item = (DcpBatchItem) { s, ids + 40, 1, DCP_LOGITS_LAST, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { t, ids + 40, 1, DCP_LOGITS_LAST, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, vocab * sizeof (float), b, vocab * sizeof (float));
+
+  /* Truncated or foreign bytes are refused. */
+  g_assert_false (dcp_backend_state_load (backend, t, blob->data, blob->len - 4, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  g_clear_error (&error);
+  blob->data[0] ^= 1;
+  g_assert_false (dcp_backend_state_load (backend, t, blob->data, blob->len, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  dcp_backend_state_free (backend, s);
+  dcp_backend_state_free (backend, t);
+}
+
+/* A state whose attention KV lives in pages of a pool, in a scrambled order, gives exactly the
+ * logits of one with its own arrays; a copy that shares its first pages (only the rest are
+ * copied) continues exactly like the original; save/load goes through pages. Copy-on-write of
+ * pages runs in the invariant test (the scheduler counts the copies). */
+static void
+test_paged (void)
+{
+  enum { PAGES = 24, PAGE = 5, N = 47 };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (5);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+  g_autofree float *a = g_new (float, (gsize) N * vocab);
+  g_autofree float *b = g_new (float, (gsize) N * vocab);
+  guint32 ids[N + 2], order[PAGES], fork_pages[10];
+  DcpKvPool *pool = dcp_backend_kv_pool_new (backend, PAGES, PAGE, &error);
+  DcpSeqState *plain = dcp_backend_state_new (backend, &error);
+  DcpSeqState *paged = dcp_backend_state_new_paged (backend, pool, &error);
+  DcpSeqState *copy = dcp_backend_state_new_paged (backend, pool, &error);
+  DcpSeqState *loaded = dcp_backend_state_new_paged (backend, pool, &error);
+  DcpBatchItem item;
+
+  g_assert_no_error (error);
+  fill_random (rand, ids, N + 2);
+  for (guint i = 0; i < PAGES; i++)
+    order[i] = i;
+  for (guint i = PAGES - 1; i > 0; i--)
+    {
+      guint j = g_rand_int_range (rand, 0, i + 1), t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+  dcp_backend_state_set_pages (backend, paged, order, 10);   /* 50 positions */
+  item = (DcpBatchItem) { plain, ids, N, DCP_LOGITS_ALL, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids, 30, DCP_LOGITS_ALL, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids + 30, N - 30, DCP_LOGITS_ALL, b + (gsize) 30 * vocab, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, (gsize) N * vocab * 4, b, (gsize) N * vocab * 4);
+
+  /* Pages 0-7 (40 positions) shared, the last two its own. */
+  memcpy (fork_pages, order, 8 * sizeof (guint32));
+  fork_pages[8] = order[12];
+  fork_pages[9] = order[13];
+  dcp_backend_state_set_pages (backend, copy, fork_pages, 10);
+  g_assert_true (dcp_backend_state_copy (backend, copy, paged, &error));
+  item = (DcpBatchItem) { copy, ids + N, 1, DCP_LOGITS_LAST, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids + N, 1, DCP_LOGITS_LAST, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, vocab * 4, b, vocab * 4);
+
+  dcp_backend_state_save (backend, paged, blob);
+  dcp_backend_state_set_pages (backend, loaded, order + 14, 10);
+  g_assert_true (dcp_backend_state_load (backend, loaded, blob->data, blob->len, &error));
+  item = (DcpBatchItem) { loaded, ids + N + 1, 1, DCP_LOGITS_LAST, a, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  item = (DcpBatchItem) { paged, ids + N + 1, 1, DCP_LOGITS_LAST, b, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_cmpmem (a, vocab * 4, b, vocab * 4);
+
+  dcp_backend_state_free (backend, plain);
+  dcp_backend_state_free (backend, paged);
+  dcp_backend_state_free (backend, copy);
+  dcp_backend_state_free (backend, loaded);
+  dcp_backend_kv_pool_free (backend, pool);
+}
+
+/* ---- the property test ---- */
+
+typedef struct {
+  guint64 preemptions, reuse_hits, opening_hits, to_disk, from_disk, from_ram, corrupt, cow, page_hits;
+} Coverage;
+
+static gint64 fake_now;
+
+static gint64
+fake_clock (gpointer user_data)
+{
+  return fake_now;
+}
+
+static void
+run_team (guint seed, Coverage *cov)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (seed);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-sched-XXXXXX", NULL);
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  guint n_agents = g_rand_int_range (rand, 2, 6);
+  guint opening_len = g_rand_int_range (rand, 8, 40);
+  guint32 opening[40];
+  Request *current[6] = { NULL };
+  guint turns_left[6], next_at[6];
+  gboolean busy = TRUE;
+  guint damaged = 0;
+  DcpSchedulerStats stats;
+  guint step = 0, cap_tokens;
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = g_rand_int_range (rand, 1, 6);
+  config.prefill_chunk = g_rand_int_range (rand, 1, 48);
+  config.prefill_policy = g_rand_int_range (rand, 0, 3);
+  config.page_tokens = g_rand_int_range (rand, 4, 17);
+  /* From tight (preemption and eviction) to roomy. */
+  config.kv_pages = (100 + g_rand_int_range (rand, 0, 300)) / config.page_tokens;
+  config.gdn_blocks = config.max_running + g_rand_int_range (rand, 0, 4);
+  config.max_snapshots = g_rand_int_range (rand, 0, 12);
+  config.snapshot_pages = g_rand_int_range (rand, 0, 4);
+  config.ram_bytes = g_rand_boolean (rand) ? 0 : (guint64) g_rand_int_range (rand, 100, 800) * 1024;
+  config.disk_bytes = (guint64) g_rand_int_range (rand, 0, 4000) * 1024;
+  config.disk_dir = dir;
+  config.eviction = g_rand_boolean (rand) ? DCP_EVICTION_QUEUE_AWARE : DCP_EVICTION_LRU;
+  config.context_mode = g_rand_int_range (rand, 0, 4) == 0 ? DCP_CONTEXT_FIXED : DCP_CONTEXT_POOL;
+  cap_tokens = config.page_tokens *
+    (config.context_mode == DCP_CONTEXT_FIXED ? config.kv_pages / config.max_running : config.kv_pages);
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  dcp_scheduler_set_clock (sched, fake_clock, NULL);
+
+  fill_random (rand, opening, opening_len);
+  for (guint a = 0; a < n_agents; a++)
+    {
+      turns_left[a] = g_rand_int_range (rand, 1, 4);
+      next_at[a] = g_rand_int_range (rand, 0, 4);   /* several arrive together */
+    }
+  while (busy || step < 200)
+    {
+      gboolean pending = FALSE;
+
+      for (guint a = 0; a < n_agents; a++)
+        {
+          Request *prev = current[a], *r;
+          guint extra;
+
+          if (turns_left[a] == 0 || (prev != NULL && !prev->done))
+            continue;
+          if (prev != NULL && prev->error != NULL)
+            {
+              turns_left[a] = 0;
+              continue;
+            }
+          pending = TRUE;
+          if (prev != NULL && next_at[a] == G_MAXUINT)
+            next_at[a] = step + g_rand_int_range (rand, 0, 6);
+          if (step < next_at[a])
+            continue;
+          /* A turn: the conversation so far (the last answer and its stop token included),
+           * then new text (a user message or tool output). */
+          r = g_new0 (Request, 1);
+          r->agent = a;
+          r->prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+          r->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+          if (prev == NULL)
+            g_array_append_vals (r->prompt, opening, opening_len);
+          else
+            {
+              g_array_append_vals (r->prompt, prev->prompt->data, prev->prompt->len);
+              g_array_append_vals (r->prompt, prev->tokens->data, prev->tokens->len);
+              if (prev->reason == DCP_SEQ_FINISH_STOP)
+                g_array_append_val (r->prompt, prev->stop);
+            }
+          extra = g_rand_int_range (rand, 1, 30);
+          g_array_set_size (r->prompt, r->prompt->len + extra);
+          fill_random (rand, (guint32 *) r->prompt->data + r->prompt->len - extra, extra);
+          r->max_tokens = g_rand_int_range (rand, 1, 30);
+          r->stop = g_rand_int_range (rand, 0, vocab);
+          g_ptr_array_add (requests, r);
+          submit (sched, r, prev == NULL ? opening_len : 0);
+          current[a] = r;
+          turns_left[a]--;
+          next_at[a] = G_MAXUINT;
+        }
+      g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+      g_assert_no_error (error);
+      fake_now += 1000;
+      step++;
+      busy = busy || pending;
+
+      /* Now and then, damage a disk file: that snapshot must be refused and the prompt read
+       * again. */
+      if (damaged < 4 && config.disk_bytes > 0 && g_rand_int_range (rand, 0, 8) == 0)
+        {
+          g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+          const char *name = d != NULL ? g_dir_read_name (d) : NULL;
+
+          if (name != NULL && g_rand_boolean (rand))
+            {
+              g_autofree char *path = g_build_filename (dir, name, NULL);
+              g_autofree char *contents = NULL;
+              gsize len;
+
+              g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+              contents[len - 1] ^= 0x40;
+              g_assert_true (g_file_set_contents (path, contents, len, NULL));
+              damaged++;
+            }
+        }
+      if (step >= 5000)
+        {
+          dcp_scheduler_get_stats (sched, &stats);
+          g_printerr ("seed %u stalled: running %u waiting %u pages %u/%u blocks %u/%u\n", seed,
+                      stats.running, stats.waiting, stats.kv_pages_free, stats.kv_pages,
+                      stats.gdn_blocks_free, stats.gdn_blocks);
+        }
+      g_assert_cmpuint (step, <, 5000);
+    }
+
+  for (guint i = 0; i < requests->len; i++)
+    check_request (g_ptr_array_index (requests, i), cap_tokens);
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.finished, ==, requests->len);
+  g_assert_cmpuint (stats.running + stats.waiting, ==, 0);
+  g_assert_cmpuint (stats.prompt_tokens_read + stats.reused_tokens, ==, stats.prompt_tokens);
+  cov->preemptions += stats.preemptions;
+  cov->reuse_hits += stats.reuse_hits;
+  cov->to_disk += stats.bytes_ram_to_disk;
+  cov->from_disk += stats.bytes_disk_to_device;
+  cov->from_ram += stats.bytes_ram_to_device;
+  cov->corrupt += stats.corrupt_files;
+  cov->cow += stats.pages_copied;
+  for (guint i = 0; i < requests->len; i++)
+    {
+      Request *r = g_ptr_array_index (requests, i);
+      if (r->usage.cached_prompt_tokens == opening_len)
+        cov->opening_hits++;
+      else if (config.snapshot_pages > 0 && r->usage.cached_prompt_tokens > 0 &&
+               r->usage.cached_prompt_tokens % (config.snapshot_pages * config.page_tokens) == 0)
+        cov->page_hits++;
+    }
+  g_clear_pointer (&sched, dcp_scheduler_free);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
+static void
+test_invariant (void)
+{
+  Coverage cov = { 0 };
+  guint n_seeds = g_test_slow () ? 60 : 24;
+
+  for (guint seed = 1; seed <= n_seeds; seed++)
+    run_team (seed, &cov);
+  g_test_message ("preemptions %" G_GUINT64_FORMAT ", reuse hits %" G_GUINT64_FORMAT
+                  ", opening hits %" G_GUINT64_FORMAT ", bytes RAM->disk %" G_GUINT64_FORMAT
+                  ", disk->device %" G_GUINT64_FORMAT ", RAM->device %" G_GUINT64_FORMAT
+                  ", corrupt files %" G_GUINT64_FORMAT ", pages copied %" G_GUINT64_FORMAT,
+                  cov.preemptions, cov.reuse_hits, cov.opening_hits, cov.to_disk, cov.from_disk,
+                  cov.from_ram, cov.corrupt, cov.cow);
+  g_assert_cmpuint (cov.preemptions, >, 0);
+  g_assert_cmpuint (cov.reuse_hits, >, 0);
+  g_assert_cmpuint (cov.opening_hits, >, 0);
+  g_assert_cmpuint (cov.to_disk, >, 0);
+  g_assert_cmpuint (cov.from_disk, >, 0);
+  g_assert_cmpuint (cov.from_ram, >, 0);
+  g_assert_cmpuint (cov.corrupt, >, 0);
+  g_assert_cmpuint (cov.cow, >, 0);
+  g_assert_cmpuint (cov.page_hits, >, 0);
+}
+
+/* ---- the engine thread ---- */
+
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint finished;
+} Waiter;
+
+static Waiter waiter;
+
+static void
+on_finished_wake (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
+                  const GError *error)
+{
+  on_finished (user_data, reason, usage, error);
+  g_mutex_lock (&waiter.lock);
+  waiter.finished++;
+  g_cond_signal (&waiter.cond);
+  g_mutex_unlock (&waiter.lock);
+}
+
+static gpointer
+engine_thread (gpointer sched)
+{
+  dcp_scheduler_run (sched);
+  return NULL;
+}
+
+/* Submissions from another thread while the engine thread runs the loop; a cancelled request
+ * ends with CANCELLED; stop cancels what is left and returns. */
+static void
+test_thread (void)
+{
+  static const DcpSeqCallbacks wake = { on_progress, on_token, on_finished_wake };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (9);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  DcpSeqParams p = { 0 };
+  GThread *thread;
+  guint64 long_id;
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 4;
+  config.prefill_chunk = 7;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  thread = g_thread_new ("engine", engine_thread, sched);
+  for (guint i = 0; i < 4; i++)
+    {
+      Request *r = g_new0 (Request, 1);
+
+      r->prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+      r->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+      g_array_set_size (r->prompt, 10 + 9 * i);
+      fill_random (rand, (guint32 *) r->prompt->data, r->prompt->len);
+      r->max_tokens = i == 3 ? 400 : 8;
+      r->stop = vocab;   /* never sampled */
+      g_ptr_array_add (requests, r);
+      dcp_sampler_params_init (&p.sampling);
+      p.sampling.temperature = 0;
+      p.prompt = (guint32 *) r->prompt->data;
+      p.n_prompt = r->prompt->len;
+      p.max_tokens = r->max_tokens;
+      long_id = dcp_scheduler_submit (sched, &p, &wake, r, &error);
+      g_assert_no_error (error);
+    }
+  dcp_scheduler_cancel (sched, long_id);
+  g_mutex_lock (&waiter.lock);
+  while (waiter.finished < 4)
+    g_cond_wait (&waiter.cond, &waiter.lock);
+  g_mutex_unlock (&waiter.lock);
+  dcp_scheduler_stop (sched);
+  g_thread_join (thread);
+  for (guint i = 0; i < 3; i++)
+    check_request (g_ptr_array_index (requests, i), G_MAXUINT);
+  g_assert_cmpint (((Request *) g_ptr_array_index (requests, 3))->reason, ==, DCP_SEQ_FINISH_CANCELLED);
+  g_assert_cmpuint (((Request *) g_ptr_array_index (requests, 3))->tokens->len, <, 400);
+
+  /* Bad input is refused at once, naming the field. */
+  p.prompt = (guint32 *) ((Request *) g_ptr_array_index (requests, 0))->prompt->data;
+  p.n_prompt = 0;
+  g_assert_cmpuint (dcp_scheduler_submit (sched, &p, &wake, NULL, &error), ==, 0);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  {
+    guint32 bad[2] = { 1, vocab + 5 };
+
+    p.prompt = bad;
+    p.n_prompt = 2;
+    g_assert_cmpuint (dcp_scheduler_submit (sched, &p, &wake, NULL, &error), ==, 0);
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "prompt"));
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  int ret;
+
+  g_test_init (&argc, &argv, NULL);
+  open_model ();
+  g_test_add_func ("/scheduler/save-load", test_save_load);
+  g_test_add_func ("/scheduler/paged", test_paged);
+  g_test_add_func ("/scheduler/thread", test_thread);
+  g_test_add_func ("/scheduler/invariant", test_invariant);
+  ret = g_test_run ();
+  g_object_unref (backend);
+  dcp_checkpoint_free (checkpoint);
+  return ret;
+}

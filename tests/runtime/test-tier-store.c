@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/* The tier store: blobs round-trip through RAM and disk unchanged, budgets and counters add up,
+ * a custom allocator is used for RAM, and a damaged, truncated or swapped disk file is refused
+ * (CORRUPT_FILE), deleted and counted. */
+#include "config.h"
+
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "dcp-tier-store.h"
+
+static guint8 *
+random_blob (GRand *rand, gsize size)
+{
+  guint8 *b = g_malloc (size);
+
+  for (gsize i = 0; i < size; i++)
+    b[i] = g_rand_int (rand);
+  return b;
+}
+
+static gsize allocated;
+
+static gpointer
+counting_alloc (gsize size, gpointer user_data)
+{
+  allocated += size;
+  return g_malloc (size);
+}
+
+static void
+counting_free (gpointer mem, gsize size, gpointer user_data)
+{
+  allocated -= size;
+  g_free (mem);
+}
+
+static void
+test_round_trip (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-tier-XXXXXX", NULL);
+  DcpHostAllocator alloc = { counting_alloc, counting_free, NULL };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpTierStore) store = dcp_tier_store_new (1000, 5000, dir, &alloc, &error);
+  g_autofree guint8 *a = random_blob (rand, 300);
+  g_autofree guint8 *b = random_blob (rand, 500);
+  g_autoptr(GBytes) got = NULL;
+  DcpTierStats stats;
+  DcpTier tier;
+  gsize size;
+
+  g_assert_no_error (error);
+  dcp_tier_store_put_ram (store, 1, a, 300);
+  dcp_tier_store_put_ram (store, 2, b, 500);
+  g_assert_cmpuint (allocated, ==, 800);
+  g_assert_cmpuint (dcp_tier_store_get_free (store, DCP_TIER_RAM), ==, 200);
+  g_assert_true (dcp_tier_store_move_to_disk (store, 2, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (allocated, ==, 300);
+  g_assert_true (dcp_tier_store_lookup (store, 2, &tier, &size));
+  g_assert_cmpint (tier, ==, DCP_TIER_DISK);
+  g_assert_cmpuint (size, ==, 500);
+  g_assert_cmpuint (dcp_tier_store_get_free (store, DCP_TIER_DISK), ==, 4500);
+
+  got = dcp_tier_store_get (store, 2, &error);
+  g_assert_no_error (error);
+  g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), b, 500);
+  g_clear_pointer (&got, g_bytes_unref);
+  got = dcp_tier_store_get (store, 1, &error);
+  g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), a, 300);
+
+  dcp_tier_store_get_stats (store, &stats);
+  g_assert_cmpuint (stats.bytes_to_ram, ==, 800);
+  g_assert_cmpuint (stats.bytes_to_disk, ==, 500);
+  g_assert_cmpuint (stats.bytes_from_disk, ==, 500);
+  g_assert_cmpuint (stats.bytes_from_ram, ==, 800);
+  g_assert_cmpuint (stats.ram_items, ==, 1);
+  g_assert_cmpuint (stats.disk_items, ==, 1);
+
+  dcp_tier_store_remove (store, 1);
+  dcp_tier_store_remove (store, 2);
+  g_assert_cmpuint (allocated, ==, 0);
+  g_assert_false (dcp_tier_store_lookup (store, 2, NULL, NULL));
+  g_assert_null (dcp_tier_store_get (store, 2, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND);
+  g_clear_pointer (&store, dcp_tier_store_free);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);   /* nothing left behind */
+}
+
+/* Damages key 1's file with `how` and checks it is refused and dropped. */
+static void
+check_damage (int how)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (11 + how);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-tier-XXXXXX", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpTierStore) store = dcp_tier_store_new (1 << 20, 1 << 20, dir, NULL, &error);
+  g_autofree guint8 *a = random_blob (rand, 4000);
+  g_autofree guint8 *b = random_blob (rand, 4000);
+  g_autofree char *path = NULL, *path2 = NULL, *contents = NULL;
+  gsize len;
+  DcpTierStats stats;
+
+  dcp_tier_store_put_ram (store, 1, a, 4000);
+  dcp_tier_store_put_ram (store, 2, b, 4000);
+  g_assert_true (dcp_tier_store_move_to_disk (store, 1, &error));
+  g_assert_true (dcp_tier_store_move_to_disk (store, 2, &error));
+  path = dcp_tier_store_get_path (store, 1);
+  path2 = dcp_tier_store_get_path (store, 2);
+  g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+  if (how == 0)
+    contents[len - 1 - g_rand_int_range (rand, 0, 4000)] ^= 0x10;   /* one bit of the data */
+  else if (how == 1)
+    len -= 7;                                                           /* truncated */
+  else
+    {
+      g_free (contents);                                               /* another key's file */
+      g_assert_true (g_file_get_contents (path2, &contents, &len, NULL));
+    }
+  g_assert_true (g_file_set_contents (path, contents, len, NULL));
+
+  g_assert_null (dcp_tier_store_get (store, 1, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  g_assert_false (dcp_tier_store_lookup (store, 1, NULL, NULL));
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  dcp_tier_store_get_stats (store, &stats);
+  g_assert_cmpuint (stats.corrupt_files, ==, 1);
+  g_assert_cmpuint (stats.disk_items, ==, 1);
+  dcp_tier_store_remove (store, 2);
+  g_clear_pointer (&store, dcp_tier_store_free);
+  g_rmdir (dir);
+}
+
+static void
+test_damaged (void)
+{
+  for (int how = 0; how < 3; how++)
+    check_damage (how);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/tier-store/round-trip", test_round_trip);
+  g_test_add_func ("/tier-store/damaged", test_damaged);
+  return g_test_run ();
+}
