@@ -226,6 +226,15 @@ int dcpk_fill_random_bytes (void *d_dst, size_t bytes, uint8_t mask, uint64_t se
 int dcpk_fill_random_bf16 (uint16_t *d_dst, size_t n, float lo, float hi, uint64_t seed);
 int dcpk_fill_random_f32 (float *d_dst, size_t n, float lo, float hi, uint64_t seed);
 
+/* Decode attention as dcpk_attention_decode with one query row per sequence (d_q_indptr NULL),
+ * BF16 K and V, for any head_dim that dcpk_kv_page_bytes takes (a multiple of 32, <= 256):
+ * the CUDA backend's fallback for the head sizes dcpk_attention_decode does not read (the
+ * odd-sizes test model's 32). One block per (head, sequence); no workspace. */
+int dcpk_attention_decode_simple (const DcpkKvLayout *layout, int n_heads, float scale,
+                                  const void *d_pages, const int32_t *d_page_indptr,
+                                  const int32_t *d_page_indices, const int32_t *d_last_page_len,
+                                  int n_seqs, const float *d_qg, float *d_out, void *stream);
+
 /* ---- CUDA graphs (graph.cu) ---- */
 
 /* Begin capturing what is enqueued on stream; end it into an executable graph (*exec), or

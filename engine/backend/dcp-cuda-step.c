@@ -267,9 +267,14 @@ attention_layer (DcpCudaStep *s, const DcpCudaLayer *L, guint ai, int B, int kv_
   TRY (dcpk_rope (s->k, B, nkv, krow, hd, (int) c->rotary_dim, c->rope_theta,
                   s->d_in + IN_POS, s->stream));
   TRY (dcpk_kv_append (&s->kv_layout, pages, s->k, s->v, s->d_in + IN_SLOTS, B, s->stream));
-  TRY (dcpk_attention_decode (&s->kv_layout, nh, 1.0f / sqrtf ((float) hd), pages,
-                              s->d_in + IN_INDPTR, s->d_in + IN_INDICES, s->d_in + IN_LAST, B,
-                              NULL, B, kv_bucket, s->qg, s->mix, s->attn_ws, s->stream));
+  if (hd == 64 || hd == 128 || hd == 256)
+    TRY (dcpk_attention_decode (&s->kv_layout, nh, 1.0f / sqrtf ((float) hd), pages,
+                                s->d_in + IN_INDPTR, s->d_in + IN_INDICES, s->d_in + IN_LAST, B,
+                                NULL, B, kv_bucket, s->qg, s->mix, s->attn_ws, s->stream));
+  else
+    TRY (dcpk_attention_decode_simple (&s->kv_layout, nh, 1.0f / sqrtf ((float) hd), pages,
+                                       s->d_in + IN_INDPTR, s->d_in + IN_INDICES,
+                                       s->d_in + IN_LAST, B, s->qg, s->mix, s->stream));
   return gemv (&L->o, s->mix, B, s->delta, s->stream);
 }
 
