@@ -5,10 +5,11 @@
  *     ||cuda - cpu|| / ||cpu|| <= 1e-2, top-1 agreement >= 99% of positions, the greedy tokens
  *     identical;
  *   - state copy: decoding again from a snapshot restored by dcp_backend_state_copy gives
- *     bit-identical logits;
+ *     the same logits (bit-identical but for the float atomics of attention-decode.cu's warp
+ *     merge: within 1e-4);
  *   - a batch: two sequences of different prompt lengths in one forward call, then decode
  *     steps of both in one batch, each against the CPU backend run alone; graphs on and off
- *     give identical logits.
+ *     give the same logits (as for state copy).
  * The step's host-side planning (CSR page table, slots, graph buckets) is checked on any
  * machine; the rest skips (77) without a CUDA device. */
 #include "config.h"
@@ -109,6 +110,20 @@ argmax (const float *x, guint n)
     if (x[i] > x[best])
       best = i;
   return best;
+}
+
+/* The same computation again: the kernels are deterministic except the warp merge of
+ * attention-decode.cu (shared-memory float atomics, so the order of a few additions may vary),
+ * so bit-identical is reported and FP32 rounding noise (<= 1e-4 relative, the CPU backend's bar
+ * against transformers) is the bar. */
+static void
+same_as_before (const float *now, const float *before, gsize n, const char *what)
+{
+  double e = rel_error (now, before, n);
+
+  if (memcmp (now, before, n * sizeof (float)) != 0)
+    g_test_message ("%s: not bit-identical, relative difference %.2e", what, e);
+  g_assert_cmpfloat (e, <=, 1e-4);
 }
 
 static void
@@ -216,7 +231,7 @@ test_prompt_and_decode (gconstpointer data)
   for (guint t = 0; t < DECODE; t++)
     {
       forward (gpu, gs, &tokens[t], 1, DCP_LOGITS_LAST, b);
-      g_assert_cmpint (memcmp (b, first + (gsize) t * V, (gsize) V * sizeof (float)), ==, 0);
+      same_as_before (b, first + (gsize) t * V, V, "restored state");
     }
 
   dcp_backend_state_free (cpu, cs);
@@ -295,7 +310,7 @@ test_batch (gconstpointer data)
       dcp_backend_cuda_set_graphs (DCP_BACKEND_CUDA (gpu), TRUE);
       g_assert_true (dcp_backend_forward (gpu, items, 2, &error));
       g_assert_no_error (error);
-      g_assert_cmpint (memcmp (got, graphless, (gsize) 2 * V * sizeof (float)), ==, 0);
+      same_as_before (got, graphless, 2 * V, "graph replay");
     }
   for (guint s = 0; s < 2; s++)
     {
