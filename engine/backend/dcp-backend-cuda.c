@@ -87,6 +87,85 @@ cuda_state_new (DcpBackend *backend, GError **error)
   return s;
 }
 
+#define STATE_MAGIC 0x31435544u   /* "DUC1" */
+
+/* [magic, n_tokens, n_gdn, n_attn] u32, the GDN block, then per attention layer the KV pages
+ * that hold n_tokens, whole. A device error leaves out shorter, which state_load rejects. */
+static void
+cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  guint32 head[4] = { STATE_MAGIC, s->n_tokens, self->n_gdn, self->n_attn };
+  gsize block = state_block_bytes (self), at = out->len;
+  guint n_pages = dcp_cuda_kv_pages_for (s->n_tokens);
+  gsize page_bytes = self->kv != NULL ? dcp_cuda_kv_page_bytes (self->kv) : 0;
+  g_autoptr(GError) error = NULL;
+
+  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state save", &error))
+    goto fail;
+  g_byte_array_append (out, (const guint8 *) head, sizeof head);
+  at = out->len;
+  g_byte_array_set_size (out, at + block + (gsize) self->n_attn * n_pages * page_bytes);
+  if (block > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (out->data + at, s->block, block), "state save", &error))
+    goto fail;
+  at += block;
+  for (guint l = 0; l < self->n_attn; l++)
+    for (guint p = 0; p < n_pages; p++, at += page_bytes)
+      if (!dcp_cuda_check (dcpk_memcpy_d2h (out->data + at,
+                                            (const guint8 *) dcp_cuda_kv_layer (self->kv, l) +
+                                            (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
+                                            page_bytes), "state save", &error))
+        goto fail;
+  return;
+
+fail:
+  g_warning ("%s", error->message);
+  g_byte_array_set_size (out, MIN (out->len, at));
+}
+
+static gboolean
+cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize size,
+                 GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  guint32 head[4] = { 0 };
+  gsize block = state_block_bytes (self), at = sizeof head;
+  gsize page_bytes = self->kv != NULL ? dcp_cuda_kv_page_bytes (self->kv) : 0;
+  guint n_pages;
+
+  if (size >= sizeof head)
+    memcpy (head, data, sizeof head);
+  n_pages = dcp_cuda_kv_pages_for (head[1]);
+  if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->n_gdn ||
+      head[3] != self->n_attn ||
+      size != sizeof head + block + (gsize) self->n_attn * n_pages * page_bytes)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "saved sequence state: wrong size or not from this model (%" G_GSIZE_FORMAT " bytes)",
+                   size);
+      return FALSE;
+    }
+  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state load", error))
+    return FALSE;
+  if (self->kv != NULL)
+    {
+      dcp_cuda_kv_release (self->kv, s->pages);
+      if (!dcp_cuda_kv_reserve (self->kv, s->pages, head[1], error))
+        return FALSE;
+    }
+  if (block > 0 && !dcp_cuda_check (dcpk_memcpy_h2d (s->block, data + at, block), "state load", error))
+    return FALSE;
+  at += block;
+  for (guint l = 0; l < self->n_attn; l++)
+    for (guint p = 0; p < n_pages; p++, at += page_bytes)
+      if (!dcp_cuda_check (dcpk_memcpy_h2d ((guint8 *) dcp_cuda_kv_layer (self->kv, l) +
+                                            (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
+                                            data + at, page_bytes), "state load", error))
+        return FALSE;
+  s->n_tokens = head[1];
+  return TRUE;
+}
+
 static gboolean
 cuda_state_copy (DcpBackend *backend, DcpSeqState *dst, const DcpSeqState *src, GError **error)
 {
@@ -123,32 +202,6 @@ cuda_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
   /* BF16 K and V per attention layer and token */
   return state_block_bytes (self) +
          (guint64) s->n_tokens * self->n_attn * 2 * c->n_kv_heads * c->head_dim * 2;
-}
-
-static gboolean
-check_items (DcpBackendCuda *self, const DcpBatchItem *items, guint n_items, GError **error)
-{
-  guint vocab = self->weights->config.vocab_size;
-
-  for (guint i = 0; i < n_items; i++)
-    {
-      if (items[i].state == NULL || (items[i].n_tokens > 0 && items[i].tokens == NULL) ||
-          (items[i].logits_mode != DCP_LOGITS_NONE && items[i].logits == NULL))
-        {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                       "batch item %u: state, tokens or logits missing", i);
-          return FALSE;
-        }
-      for (guint t = 0; t < items[i].n_tokens; t++)
-        if (items[i].tokens[t] >= vocab)
-          {
-            g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                         "batch item %u: token %u is outside the vocabulary (%u)", i,
-                         items[i].tokens[t], vocab);
-            return FALSE;
-          }
-    }
-  return TRUE;
 }
 
 /* Token r of each item in `which` (at most 16) through one step; the logits and hidden rows the
@@ -208,8 +261,7 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
   g_autofree guint *which = g_new (guint, MAX (n_items, 1));
   guint max_n = 0;
 
-  if (!check_items (self, items, n_items, error))
-    return FALSE;
+  /* dcp_backend_forward has checked the items (tokens in the vocabulary, buffers given). */
   for (guint i = 0; i < n_items; i++)
     max_n = MAX (max_n, items[i].n_tokens);
   for (guint r = 0; r < max_n; r++)
@@ -251,6 +303,8 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_get_n_tokens = cuda_state_get_n_tokens;
   backend_class->state_get_bytes = cuda_state_get_bytes;
   backend_class->forward = cuda_forward;
+  backend_class->state_save = cuda_state_save;
+  backend_class->state_load = cuda_state_load;
 }
 
 static void

@@ -6,12 +6,12 @@
  *     identical;
  *   - state copy: decoding again from a snapshot restored by dcp_backend_state_copy gives
  *     the same logits (bit-identical but for the float atomics of attention-decode.cu's warp
- *     merge: within 1e-4);
+ *     merge: within 1e-4); so does a state saved to bytes and loaded into a fresh one;
  *   - a batch: two sequences of different prompt lengths in one forward call, then decode
  *     steps of both in one batch, each against the CPU backend run alone; graphs on and off
  *     give the same logits (as for state copy).
  * The step's host-side planning (CSR page table, slots, graph buckets) is checked on any
- * machine; the rest skips (77) without a CUDA device. */
+ * machine; the rest needs a CUDA device (without one only that test runs). */
 #include "config.h"
 
 #include <math.h>
@@ -166,7 +166,8 @@ test_prompt_and_decode (gconstpointer data)
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpBackend) cpu = NULL;
   g_autoptr(DcpBackend) gpu = NULL;
-  DcpSeqState *cs, *gs, *snap;
+  DcpSeqState *cs, *gs, *snap, *loaded;
+  g_autoptr(GByteArray) saved = g_byte_array_new ();
   guint V, agree = 0, positions = 0;
   guint32 ids[PROMPT], cpu_tok, gpu_tok, tokens[DECODE];
   g_autofree float *a = NULL, *b = NULL, *first = NULL;
@@ -201,6 +202,7 @@ test_prompt_and_decode (gconstpointer data)
   snap = dcp_backend_state_new (gpu, &error);
   g_assert_true (dcp_backend_state_copy (gpu, snap, gs, &error));
   g_assert_no_error (error);
+  dcp_backend_state_save (gpu, gs, saved);
 
   cpu_tok = argmax (a + (gsize) (PROMPT - 1) * V, V);
   gpu_tok = argmax (b + (gsize) (PROMPT - 1) * V, V);
@@ -234,9 +236,24 @@ test_prompt_and_decode (gconstpointer data)
       same_as_before (b, first + (gsize) t * V, V, "restored state");
     }
 
+  /* The saved bytes loaded into a fresh state: the same again; damaged bytes are refused. */
+  loaded = dcp_backend_state_new (gpu, &error);
+  g_assert_false (dcp_backend_state_load (gpu, loaded, saved->data, saved->len - 1, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  g_clear_error (&error);
+  g_assert_true (dcp_backend_state_load (gpu, loaded, saved->data, saved->len, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (dcp_backend_state_get_n_tokens (gpu, loaded), ==, PROMPT);
+  for (guint t = 0; t < DECODE; t++)
+    {
+      forward (gpu, loaded, &tokens[t], 1, DCP_LOGITS_LAST, b);
+      same_as_before (b, first + (gsize) t * V, V, "loaded state");
+    }
+
   dcp_backend_state_free (cpu, cs);
   dcp_backend_state_free (gpu, gs);
   dcp_backend_state_free (gpu, snap);
+  dcp_backend_state_free (gpu, loaded);
   g_clear_object (&gpu);
   g_clear_object (&cpu);
   model_close (&m);
