@@ -352,16 +352,23 @@ dcp_cuda_step_run (DcpCudaStep *self, const DcpCudaStepRow *rows, guint n_rows, 
   graph = &self->graphs[n_rows][bucket_index (MAX (kv_bucket, 512))];
   if (*graph == NULL)
     {
-      if (!dcp_cuda_check (dcpk_graph_begin (self->stream), "graph capture", error))
-        return FALSE;
-      err = enqueue (self, (int) n_rows, (int) kv_bucket);
+      err = dcpk_graph_begin (self->stream);
+      if (err == 0)
+        {
+          err = enqueue (self, (int) n_rows, (int) kv_bucket);
+          if (err != 0)
+            dcpk_graph_abort (self->stream);
+          else
+            err = dcpk_graph_end (self->stream, graph);
+        }
       if (err != 0)
         {
-          dcpk_graph_abort (self->stream);
-          return dcp_cuda_check (err, "decode step (capture)", error);
+          /* Not fatal: the same work runs without a graph (and says why, once). */
+          g_warning ("CUDA graph capture failed (%s: %s); decode steps run without graphs",
+                     dcpk_error_name (err), dcpk_error_string (err));
+          self->graphs_enabled = FALSE;
+          return dcp_cuda_check (enqueue (self, (int) n_rows, (int) kv_bucket), "decode step", error);
         }
-      if (!dcp_cuda_check (dcpk_graph_end (self->stream, graph), "graph capture", error))
-        return FALSE;
     }
   return dcp_cuda_check (dcpk_graph_launch (*graph, self->stream), "graph launch", error);
 }
