@@ -199,31 +199,30 @@ matrix (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guin
   return ok;
 }
 
-/* The parts' rows stacked into one matrix of their common format: for MX formats the element
- * planes one after another, then (at the fused tensor's scale offset) the scale planes. */
-static guint8 *
-fuse (const HostMatrix *parts, guint n, int total_rows, gsize *nbytes)
+guint8 *
+dcp_cuda_weights_fuse (DcpDType dtype, const guint8 *const *parts, const int *rows, guint n,
+                       int cols, gsize *nbytes)
 {
-  DcpDType dtype = dtype_of (parts[0].format);
-  int cols = parts[0].cols;
   DcpQuantLayout all;
   guint8 *out;
-  guint64 elem = 0, scale = 0;
+  guint64 elem = 0, scale = 0, total_rows = 0;
 
-  dcp_quant_layout (dtype, (guint64) total_rows, (guint64) cols, &all);
-  out = g_malloc0 (all.total_bytes);
+  for (guint i = 0; i < n; i++)
+    total_rows += (guint64) rows[i];
+  dcp_quant_layout (dtype, total_rows, (guint64) cols, &all);
+  out = g_malloc0 (MAX (all.total_bytes, 1));
   for (guint i = 0; i < n; i++)
     {
       DcpQuantLayout part;
 
-      dcp_quant_layout (dtype, (guint64) parts[i].rows, (guint64) cols, &part);
-      memcpy (out + elem, parts[i].bytes, part.row_bytes * parts[i].rows);
-      elem += part.row_bytes * parts[i].rows;
-      if (parts[i].format != DCPK_FORMAT_BF16)
+      dcp_quant_layout (dtype, (guint64) rows[i], (guint64) cols, &part);
+      memcpy (out + elem, parts[i], part.row_bytes * rows[i]);
+      elem += part.row_bytes * rows[i];
+      if (dtype != DCP_DTYPE_BF16)
         {
-          memcpy (out + all.scales_offset + scale, parts[i].bytes + part.scales_offset,
-                  part.blocks_per_row * parts[i].rows);
-          scale += part.blocks_per_row * parts[i].rows;
+          memcpy (out + all.scales_offset + scale, parts[i] + part.scales_offset,
+                  part.blocks_per_row * rows[i]);
+          scale += part.blocks_per_row * rows[i];
         }
     }
   *nbytes = all.total_bytes;
@@ -250,8 +249,12 @@ proj (DcpCudaWeights *w, const DcpTensorSource *source, const char *const *names
   if (ok && same)
     {
       HostMatrix all = { h[0].format, total, (int) cols, NULL, 0, NULL };
+      const guint8 *bytes[DCP_CUDA_MAX_PARTS];
 
-      all.owned = fuse (h, n, total, &all.nbytes);
+      for (guint i = 0; i < n; i++)
+        bytes[i] = h[i].bytes;
+      all.owned = dcp_cuda_weights_fuse (dtype_of (h[0].format), bytes, p->rows, n, (int) cols,
+                                         &all.nbytes);
       all.bytes = all.owned;
       p->fused = TRUE;
       ok = upload_matrix (w, names[0], &all, &p->all, error);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-dtype.h"
 #include "dcp-kernels.h"
 #include "dcp-model-config.h"
 #include "dcp-tensor-source.h"
@@ -64,6 +65,15 @@ DcpCudaWeights *dcp_cuda_weights_random (const DcpModelConfig  *config,
                                          guint64                seed,
                                          GError               **error);
 void            dcp_cuda_weights_free   (DcpCudaWeights        *self);
+/* The n matrices parts[i] (rows[i] x cols each, dtype BF16 or MX, the layout of dcp-quant.h)
+ * stacked into one (sum of rows) x cols matrix of the same layout: for MX formats the element
+ * planes one after another, then, at the stacked tensor's scale offset, the scale planes. */
+guint8         *dcp_cuda_weights_fuse   (DcpDType               dtype,
+                                         const guint8 *const   *parts,
+                                         const int             *rows,
+                                         guint                  n,
+                                         int                    cols,
+                                         gsize                 *nbytes);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpCudaWeights, dcp_cuda_weights_free)
 

@@ -10,8 +10,8 @@
  *   - a batch: two sequences of different prompt lengths in one forward call, then decode
  *     steps of both in one batch, each against the CPU backend run alone; graphs on and off
  *     give the same logits (as for state copy).
- * The step's host-side planning (CSR page table, slots, graph buckets) is checked on any
- * machine; the rest needs a CUDA device (without one only that test runs). */
+ * The step's host-side planning (CSR page table, slots, graph buckets) and the fusing of
+ * projection matrices are checked on any machine; the rest needs a CUDA device (without one only that test runs). */
 #include "config.h"
 
 #include <math.h>
@@ -21,6 +21,7 @@
 #include "dcp-backend-cuda.h"
 #include "dcp-checkpoint.h"
 #include "dcp-cuda-step.h"
+#include "dcp-cuda-weights.h"
 #include "dcp-kernels.h"
 #include "dcp-quant.h"
 #include "../model/test-tensors.h"
@@ -412,6 +413,42 @@ test_page_table (void)
   g_assert_cmpuint (dcp_cuda_step_kv_bucket (1201), ==, 2048);
 }
 
+/* Fusing rows: quantizing parts and stacking them gives the bytes of quantizing the stacked
+ * matrix (blocks run along rows, so each row quantizes alone), for BF16 and every MX format,
+ * with ragged rows (cols not a multiple of 32) and part sizes that put the planes off 16. */
+static void
+test_fuse (void)
+{
+  const DcpDType dtypes[] = { DCP_DTYPE_BF16, DCP_DTYPE_MXFP8_E4M3, DCP_DTYPE_MXFP6_E2M3,
+                              DCP_DTYPE_MXFP6_E3M2, DCP_DTYPE_MXFP4_E2M1 };
+  const int rows[4] = { 5, 3, 1, 7 }, cols = 72;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  g_autofree float *all = g_new (float, 16 * cols);
+
+  for (guint i = 0; i < 16 * (guint) cols; i++)
+    all[i] = (float) g_rand_double_range (rand, -2, 2);
+  for (guint d = 0; d < G_N_ELEMENTS (dtypes); d++)
+    {
+      guint8 *parts[4];
+      g_autofree guint8 *want = g_malloc (dcp_quant_tensor_bytes (dtypes[d], 16, cols));
+      g_autofree guint8 *got = NULL;
+      gsize nbytes = 0;
+      guint row = 0;
+
+      dcp_quantize (dtypes[d], all, 16, cols, want);
+      for (guint i = 0; i < 4; i++)
+        {
+          parts[i] = g_malloc (dcp_quant_tensor_bytes (dtypes[d], rows[i], cols));
+          dcp_quantize (dtypes[d], all + (gsize) row * cols, rows[i], cols, parts[i]);
+          row += rows[i];
+        }
+      got = dcp_cuda_weights_fuse (dtypes[d], (const guint8 *const *) parts, rows, 4, cols, &nbytes);
+      g_assert_cmpmem (got, nbytes, want, dcp_quant_tensor_bytes (dtypes[d], 16, cols));
+      for (guint i = 0; i < 4; i++)
+        g_free (parts[i]);
+    }
+}
+
 static const Case cases[] = {
   { "real-heads", FALSE }, { "real-heads", TRUE }, { "odd-sizes", FALSE }, { "odd-sizes", TRUE },
 };
@@ -423,6 +460,7 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/gpu/cuda-backend/page-table", test_page_table);
+  g_test_add_func ("/gpu/cuda-backend/fuse", test_fuse);
   if (dcpk_device_count (&count) != 0 || count == 0)
     {
       g_print ("no CUDA device: only the host-side tests\n");
