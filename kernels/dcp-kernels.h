@@ -203,6 +203,48 @@ typedef struct {
 int dcpk_sample (float *d_logits, int n_rows, int vocab, const DcpkSampleParams *d_params,
                  const uint32_t *const *d_counts, int32_t *d_tokens, void *stream);
 
+/* ---- CUDA backend helpers (cuda-backend-ops.cu) ---- */
+
+/* A non-blocking stream of its own (no implicit sync with the legacy default stream). */
+int dcpk_stream_create (void **stream);
+int dcpk_stream_destroy (void *stream);
+int dcpk_stream_synchronize (void *stream);
+int dcpk_memcpy_h2d_async (void *d_dst, const void *h_src, size_t bytes, void *stream);
+int dcpk_memcpy_d2h_async (void *h_dst, const void *d_src, size_t bytes, void *stream);
+int dcpk_memcpy_d2d_async (void *d_dst, const void *d_src, size_t bytes, void *stream);
+/* height rows of width_bytes from d_src (rows src_pitch bytes apart) to d_dst (dst_pitch). */
+int dcpk_memcpy2d_d2d_async (void *d_dst, size_t dst_pitch, const void *d_src, size_t src_pitch,
+                             size_t width_bytes, size_t height, void *stream);
+int dcpk_memset_async (void *d_dst, int value, size_t bytes, void *stream);
+/* Page-locked host memory (fast, asynchronous device-to-host copies). */
+int dcpk_malloc_host (void **h_ptr, size_t bytes);
+int dcpk_free_host (void *h_ptr);
+
+/* Random fills (benchmark models made in VRAM), on the default stream; the same seed gives the
+ * same bytes. Bytes: each random byte ANDed with mask. BF16 / FP32: uniform in [lo, hi). */
+int dcpk_fill_random_bytes (void *d_dst, size_t bytes, uint8_t mask, uint64_t seed);
+int dcpk_fill_random_bf16 (uint16_t *d_dst, size_t n, float lo, float hi, uint64_t seed);
+int dcpk_fill_random_f32 (float *d_dst, size_t n, float lo, float hi, uint64_t seed);
+
+/* Decode attention as dcpk_attention_decode with one query row per sequence (d_q_indptr NULL),
+ * BF16 K and V, for any head_dim that dcpk_kv_page_bytes takes (a multiple of 32, <= 256):
+ * the CUDA backend's fallback for the head sizes dcpk_attention_decode does not read (the
+ * odd-sizes test model's 32). One block per (head, sequence); no workspace. */
+int dcpk_attention_decode_simple (const DcpkKvLayout *layout, int n_heads, float scale,
+                                  const void *d_pages, const int32_t *d_page_indptr,
+                                  const int32_t *d_page_indices, const int32_t *d_last_page_len,
+                                  int n_seqs, const float *d_qg, float *d_out, void *stream);
+
+/* ---- CUDA graphs (graph.cu) ---- */
+
+/* Begin capturing what is enqueued on stream; end it into an executable graph (*exec), or
+ * abort it after an error. Launch replays the captured work on stream. */
+int dcpk_graph_begin (void *stream);
+int dcpk_graph_end (void *stream, void **exec);
+void dcpk_graph_abort (void *stream);
+int dcpk_graph_launch (void *exec, void *stream);
+int dcpk_graph_destroy (void *exec);
+
 /* ---- timing (timing.cu) ---- */
 
 /* Enqueues the work to time on the default stream; returns 0 or a cudaError_t. */

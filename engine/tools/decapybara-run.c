@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
+#if HAVE_CUDA
+#include "dcp-backend-cuda.h"
+#endif
 #include "dcp-log.h"
 #include "dcp-loop-guard.h"
 #include "dcp-model-source.h"
@@ -155,13 +158,23 @@ static DcpBackend *
 open_backend (DcpModelSource **model, GError **error)
 {
   DcpTensorSource source;
+  gboolean cuda = opt.backend != NULL && g_str_equal (opt.backend, "cuda");
 
-  if (opt.backend != NULL && g_str_equal (opt.backend, "cuda"))
+#if !HAVE_CUDA
+  if (cuda)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "--backend cuda: not built yet");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--backend cuda: this build has no CUDA (meson -Dcuda=enabled)");
       return NULL;
     }
-  if (opt.backend != NULL && !g_str_equal (opt.backend, "cpu"))
+#else
+  if (cuda && !dcp_backend_cuda_available ())
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_DEVICE, "--backend cuda: no CUDA device");
+      return NULL;
+    }
+#endif
+  if (opt.backend != NULL && !cuda && !g_str_equal (opt.backend, "cpu"))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                    "--backend: “%s” is neither cpu nor cuda", opt.backend);
@@ -171,6 +184,10 @@ open_backend (DcpModelSource **model, GError **error)
   if (*model == NULL)
     return NULL;
   source = dcp_model_source_get_tensors (*model);
+#if HAVE_CUDA
+  if (cuda)
+    return dcp_backend_cuda_new (dcp_model_source_get_config (*model), &source, 0, error);
+#endif
   return dcp_backend_cpu_new (dcp_model_source_get_config (*model), &source,
                               (guint) MAX (opt.threads, 0), error);
 }
@@ -424,10 +441,9 @@ main (int argc, char **argv)
     }
   if (opt.timing && status == 0)
     g_printerr ("prefill: %u tokens in %.3f s (%.1f tokens/s); decode: %u tokens in %.3f s "
-                "(%.1f tokens/s); %u threads\n",
+                "(%.1f tokens/s); backend %s\n",
                 ids->len, run.prefill_s, ids->len / MAX (run.prefill_s, 1e-9), run.decoded,
-                run.decode_s, run.decoded / MAX (run.decode_s, 1e-9),
-                dcp_backend_cpu_get_n_threads (DCP_BACKEND_CPU (backend)));
+                run.decode_s, run.decoded / MAX (run.decode_s, 1e-9), dcp_backend_get_name (backend));
   dcp_backend_state_free (backend, run.state);
   return status;
 }

@@ -28,6 +28,14 @@ done
 # Decode attention and sampling benchmark: the whole table.
 "$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
 
+# The CUDA backend's whole decode step on random weights in the 27B shapes (about 60 s).
+for f in bf16 mxfp4; do
+  for n in 16 64; do
+    timeout 30 "$here/bin/bench-decode-step" --layers $n --format $f 2>&1 \
+      | tee "$out/bench-decode-step-$f-$n.log"
+  done
+done
+
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
 

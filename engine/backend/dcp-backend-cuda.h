@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-backend.h"
+#include "dcp-dtype.h"
+#include "dcp-tensor-source.h"
+
+G_BEGIN_DECLS
+
+/* The CUDA backend (built with -Dcuda): weights in VRAM in their stored format, the attention
+ * KV cache in a paged VRAM pool, GDN states in VRAM (FP32), and a decode step of the whole model
+ * for up to 16 sequences at once, replayed from a CUDA graph per batch size. Prompt chunks run
+ * token by token through the same step. Device 0. */
+#define DCP_TYPE_BACKEND_CUDA (dcp_backend_cuda_get_type ())
+G_DECLARE_FINAL_TYPE (DcpBackendCuda, dcp_backend_cuda, DCP, BACKEND_CUDA, DcpBackend)
+
+/* Whether a CUDA device is there. */
+gboolean    dcp_backend_cuda_available        (void);
+/* Uploads every weight from source (checked by checksum); the source may go afterwards.
+ * kv_tokens: the KV pool's size in tokens over all sequences (0: a default that fits in half
+ * of the free VRAM, at most 1M tokens). */
+DcpBackend *dcp_backend_cuda_new              (const DcpModelConfig  *config,
+                                               const DcpTensorSource *source,
+                                               guint                  kv_tokens,
+                                               GError               **error);
+/* Random weights of config's shapes made on the device, matrices in dtype (BF16 or MX):
+ * for benchmarks. */
+DcpBackend *dcp_backend_cuda_new_random       (const DcpModelConfig  *config,
+                                               DcpDType               dtype,
+                                               guint64                seed,
+                                               guint                  kv_tokens,
+                                               GError               **error);
+/* CUDA graphs for decode steps (default on); off enqueues every kernel each step. */
+void        dcp_backend_cuda_set_graphs       (DcpBackendCuda        *self,
+                                               gboolean               enabled);
+/* Bytes of weights one decode step reads (the GEMVs). */
+guint64     dcp_backend_cuda_get_step_bytes   (DcpBackendCuda        *self);
+
+G_END_DECLS

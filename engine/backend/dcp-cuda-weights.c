@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-cuda-weights"
+
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dcp-cuda-error.h"
+#include "dcp-cuda-weights.h"
+#include "dcp-float16.h"
+#include "dcp-quant.h"
+
+static gboolean
+format_of (DcpDType dtype, DcpkFormat *format)
+{
+  switch (dtype)
+    {
+    case DCP_DTYPE_BF16: *format = DCPK_FORMAT_BF16; return TRUE;
+    case DCP_DTYPE_MXFP8_E4M3: *format = DCPK_FORMAT_MXFP8_E4M3; return TRUE;
+    case DCP_DTYPE_MXFP6_E2M3: *format = DCPK_FORMAT_MXFP6_E2M3; return TRUE;
+    case DCP_DTYPE_MXFP6_E3M2: *format = DCPK_FORMAT_MXFP6_E3M2; return TRUE;
+    case DCP_DTYPE_MXFP4_E2M1: *format = DCPK_FORMAT_MXFP4_E2M1; return TRUE;
+    default: return FALSE;
+    }
+}
+
+static DcpDType
+dtype_of (DcpkFormat format)
+{
+  switch (format)
+    {
+    case DCPK_FORMAT_MXFP8_E4M3: return DCP_DTYPE_MXFP8_E4M3;
+    case DCPK_FORMAT_MXFP6_E2M3: return DCP_DTYPE_MXFP6_E2M3;
+    case DCPK_FORMAT_MXFP6_E3M2: return DCP_DTYPE_MXFP6_E3M2;
+    case DCPK_FORMAT_MXFP4_E2M1: return DCP_DTYPE_MXFP4_E2M1;
+    case DCPK_FORMAT_BF16:
+    default: return DCP_DTYPE_BF16;
+    }
+}
+
+/* Device memory owned by the weights, padded to 16 bytes (what dcpk_checksum reads). */
+static gpointer
+device_alloc (DcpCudaWeights *w, gsize bytes, const char *what, GError **error)
+{
+  void *d = NULL;
+  gsize padded = (bytes + 15) & ~(gsize) 15;
+
+  if (!dcp_cuda_check (dcpk_malloc (&d, MAX (padded, 16)), what, error))
+    return NULL;
+  g_ptr_array_add (w->allocations, d);
+  w->device_bytes += padded;
+  return d;
+}
+
+/* Uploads host bytes and checks the device copy's checksum against the host's. */
+static gpointer
+upload (DcpCudaWeights *w, const char *name, const void *host, gsize bytes, GError **error)
+{
+  gsize padded = (bytes + 15) & ~(gsize) 15;
+  g_autofree guint8 *staging = NULL;
+  const void *src = host;
+  guint64 want, got = 0;
+  gpointer d = device_alloc (w, bytes, name, error);
+
+  if (d == NULL)
+    return NULL;
+  if (padded != bytes || padded == 0)
+    {
+      staging = g_malloc0 (MAX (padded, 16));
+      memcpy (staging, host, bytes);
+      src = staging;
+      padded = MAX (padded, 16);
+    }
+  if (!dcp_cuda_check (dcpk_memcpy_h2d (d, src, padded), name, error) ||
+      !dcp_cuda_check (dcpk_checksum (d, padded, &got), name, error))
+    return NULL;
+  want = dcpk_checksum_ref (src, padded);
+  if (got != want)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_DEVICE,
+                   "tensor “%s”: the VRAM copy's checksum %016" G_GINT64_MODIFIER "x differs from "
+                   "the file's %016" G_GINT64_MODIFIER "x", name, got, want);
+      return NULL;
+    }
+  return d;
+}
+
+/* A matrix as the GEMV reads it, in host memory. */
+typedef struct {
+  DcpkFormat format;
+  int rows, cols;
+  const guint8 *bytes;
+  gsize nbytes;
+  guint8 *owned;
+} HostMatrix;
+
+static void
+host_matrix_clear (HostMatrix *m)
+{
+  g_clear_pointer (&m->owned, g_free);
+}
+
+/* Any plain tensor's n elements as FP32. */
+static float *
+plain_to_f32 (const DcpTensorView *view, GError **error)
+{
+  float *v;
+
+  if (view->dtype != DCP_DTYPE_F32 && view->dtype != DCP_DTYPE_F16 && view->dtype != DCP_DTYPE_BF16)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "tensor “%s”: %s is not read by the "
+                   "CUDA backend here", view->name, dcp_dtype_name (view->dtype));
+      return NULL;
+    }
+  if (view->nbytes != dcp_quant_tensor_bytes (view->dtype, 1, view->n_elements))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "tensor “%s”: %" G_GUINT64_FORMAT
+                   " bytes for %" G_GUINT64_FORMAT " elements", view->name, view->nbytes,
+                   view->n_elements);
+      return NULL;
+    }
+  v = g_new (float, MAX (view->n_elements, 1));
+  dcp_dequantize_rows (view->dtype, view->data, 1, view->n_elements, 0, 1, v);
+  return v;
+}
+
+static guint16 *
+f32_to_bf16 (const float *v, gsize n)
+{
+  guint16 *h = g_new (guint16, MAX (n, 1));
+
+  for (gsize i = 0; i < n; i++)
+    h[i] = GUINT16_TO_LE (dcp_f32_to_bf16 (v[i]));
+  return h;
+}
+
+static gboolean
+host_matrix (const DcpTensorSource *source, const char *name, guint64 rows, guint64 cols,
+             HostMatrix *m, GError **error)
+{
+  guint64 shape[2] = { rows, cols };
+  const DcpTensorView *view = dcp_tensor_source_require (source, name, 2, shape, error);
+
+  memset (m, 0, sizeof *m);
+  if (view == NULL)
+    return FALSE;
+  m->rows = (int) rows;
+  m->cols = (int) cols;
+  if (format_of (view->dtype, &m->format))
+    {
+      if (view->nbytes != dcp_quant_tensor_bytes (view->dtype, rows, cols))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                       "tensor “%s”: %" G_GUINT64_FORMAT " bytes, %s needs %" G_GUINT64_FORMAT,
+                       name, view->nbytes, dcp_dtype_name (view->dtype),
+                       dcp_quant_tensor_bytes (view->dtype, rows, cols));
+          return FALSE;
+        }
+      m->bytes = view->data;
+      m->nbytes = view->nbytes;
+      return TRUE;
+    }
+  else
+    {
+      g_autofree float *v = plain_to_f32 (view, error);
+
+      if (v == NULL)
+        return FALSE;
+      m->format = DCPK_FORMAT_BF16;
+      m->owned = (guint8 *) f32_to_bf16 (v, rows * cols);
+      m->bytes = m->owned;
+      m->nbytes = rows * cols * 2;
+      return TRUE;
+    }
+}
+
+static gboolean
+upload_matrix (DcpCudaWeights *w, const char *name, const HostMatrix *h, DcpCudaMatrix *m,
+               GError **error)
+{
+  m->format = h->format;
+  m->rows = h->rows;
+  m->cols = h->cols;
+  m->data = upload (w, name, h->bytes, h->nbytes, error);
+  w->gemv_bytes += h->nbytes;
+  return m->data != NULL;
+}
+
+static gboolean
+matrix (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guint64 rows,
+        guint64 cols, DcpCudaMatrix *m, GError **error)
+{
+  HostMatrix h;
+  gboolean ok = host_matrix (source, name, rows, cols, &h, error) &&
+                upload_matrix (w, name, &h, m, error);
+
+  host_matrix_clear (&h);
+  return ok;
+}
+
+guint8 *
+dcp_cuda_weights_fuse (DcpDType dtype, const guint8 *const *parts, const int *rows, guint n,
+                       int cols, gsize *nbytes)
+{
+  DcpQuantLayout all;
+  guint8 *out;
+  guint64 elem = 0, scale = 0, total_rows = 0;
+
+  for (guint i = 0; i < n; i++)
+    total_rows += (guint64) rows[i];
+  dcp_quant_layout (dtype, total_rows, (guint64) cols, &all);
+  out = g_malloc0 (MAX (all.total_bytes, 1));
+  for (guint i = 0; i < n; i++)
+    {
+      DcpQuantLayout part;
+
+      dcp_quant_layout (dtype, (guint64) rows[i], (guint64) cols, &part);
+      memcpy (out + elem, parts[i], part.row_bytes * rows[i]);
+      elem += part.row_bytes * rows[i];
+      if (dtype != DCP_DTYPE_BF16)
+        {
+          memcpy (out + all.scales_offset + scale, parts[i] + part.scales_offset,
+                  part.blocks_per_row * rows[i]);
+          scale += part.blocks_per_row * rows[i];
+        }
+    }
+  *nbytes = all.total_bytes;
+  return out;
+}
+
+static gboolean
+proj (DcpCudaWeights *w, const DcpTensorSource *source, const char *const *names,
+      const guint64 *rows, guint n, guint64 cols, DcpCudaProj *p, GError **error)
+{
+  HostMatrix h[DCP_CUDA_MAX_PARTS];
+  gboolean ok = TRUE, same = TRUE;
+  int total = 0;
+  guint loaded = 0;
+
+  p->n_parts = n;
+  for (guint i = 0; i < n && ok; i++, loaded++)
+    {
+      ok = host_matrix (source, names[i], rows[i], cols, &h[i], error);
+      p->rows[i] = (int) rows[i];
+      total += (int) rows[i];
+      same = same && h[i].format == h[0].format;
+    }
+  if (ok && same)
+    {
+      HostMatrix all = { h[0].format, total, (int) cols, NULL, 0, NULL };
+      const guint8 *bytes[DCP_CUDA_MAX_PARTS];
+
+      for (guint i = 0; i < n; i++)
+        bytes[i] = h[i].bytes;
+      all.owned = dcp_cuda_weights_fuse (dtype_of (h[0].format), bytes, p->rows, n, (int) cols,
+                                         &all.nbytes);
+      all.bytes = all.owned;
+      p->fused = TRUE;
+      ok = upload_matrix (w, names[0], &all, &p->all, error);
+      host_matrix_clear (&all);
+    }
+  else if (ok)
+    {
+      for (guint i = 0; i < n && ok; i++)
+        ok = upload_matrix (w, names[i], &h[i], &p->parts[i], error);
+    }
+  for (guint i = 0; i < loaded; i++)
+    host_matrix_clear (&h[i]);
+  return ok;
+}
+
+static gpointer
+vector (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guint64 n,
+        gboolean bf16, GError **error)
+{
+  const DcpTensorView *view = dcp_tensor_source_lookup (source, name);
+  g_autofree float *v = NULL;
+  g_autofree guint16 *h = NULL;
+
+  if (view == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "tensor “%s” is missing", name);
+      return NULL;
+    }
+  if (view->n_elements != n)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "tensor “%s”: %" G_GUINT64_FORMAT " elements, the model config needs %"
+                   G_GUINT64_FORMAT, name, view->n_elements, n);
+      return NULL;
+    }
+  if ((v = plain_to_f32 (view, error)) == NULL)
+    return NULL;
+  if (!bf16)
+    return upload (w, name, v, n * sizeof (float), error);
+  h = f32_to_bf16 (v, n);
+  return upload (w, name, h, n * 2, error);
+}
+
+/* The embedding table as BF16, dequantized row block by row block when stored otherwise. */
+static guint16 *
+embedding (DcpCudaWeights *w, const DcpTensorSource *source, const DcpModelConfig *c,
+           GError **error)
+{
+  guint64 V = c->vocab_size, H = c->hidden_size;
+  guint64 shape[2] = { V, H };
+  const DcpTensorView *view = dcp_tensor_source_require (source, "embed_tokens.weight", 2, shape, error);
+  g_autofree guint16 *table = NULL;
+  g_autofree float *block = NULL;
+  const guint64 rows_per_block = 256;
+
+  if (view == NULL)
+    return NULL;
+  if (view->nbytes != dcp_quant_tensor_bytes (view->dtype, V, H) ||
+      view->dtype == DCP_DTYPE_NVFP4)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "tensor “embed_tokens.weight”: %" G_GUINT64_FORMAT " bytes for %s",
+                   view->nbytes, dcp_dtype_name (view->dtype));
+      return NULL;
+    }
+  if (view->dtype == DCP_DTYPE_BF16)
+    return upload (w, "embed_tokens.weight", view->data, view->nbytes, error);
+  table = g_new (guint16, V * H);
+  block = g_new (float, rows_per_block * H);
+  for (guint64 r = 0; r < V; r += rows_per_block)
+    {
+      guint64 n = MIN (rows_per_block, V - r);
+
+      dcp_dequantize_rows (view->dtype, view->data, V, H, r, n, block);
+      for (guint64 i = 0; i < n * H; i++)
+        table[r * H + i] = GUINT16_TO_LE (dcp_f32_to_bf16 (block[i]));
+    }
+  return upload (w, "embed_tokens.weight", table, V * H * 2, error);
+}
+
+#define NAME(...) (g_free (name), name = g_strdup_printf (__VA_ARGS__))
+
+static gboolean
+upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer *L,
+              GError **error)
+{
+  const DcpModelConfig *c = &w->config;
+  g_autofree char *name = NULL;
+  guint64 H = c->hidden_size, I = c->intermediate_size;
+  char *mlp_names[2];
+  guint64 mlp_rows[2] = { I, I };
+  gboolean ok;
+
+  L->is_full_attention = c->is_full_attention[i];
+  if (L->is_full_attention)
+    {
+      guint64 qd = (guint64) c->n_heads * c->head_dim, kvd = (guint64) c->n_kv_heads * c->head_dim;
+
+      if (!matrix (w, s, NAME ("layers.%u.self_attn.q_proj.weight", i), 2 * qd, H, &L->q, error) ||
+          !matrix (w, s, NAME ("layers.%u.self_attn.k_proj.weight", i), kvd, H, &L->k, error) ||
+          !matrix (w, s, NAME ("layers.%u.self_attn.v_proj.weight", i), kvd, H, &L->v, error) ||
+          !matrix (w, s, NAME ("layers.%u.self_attn.o_proj.weight", i), H, qd, &L->o, error) ||
+          !(L->q_norm = vector (w, s, NAME ("layers.%u.self_attn.q_norm.weight", i), c->head_dim, TRUE, error)) ||
+          !(L->k_norm = vector (w, s, NAME ("layers.%u.self_attn.k_norm.weight", i), c->head_dim, TRUE, error)))
+        return FALSE;
+    }
+  else
+    {
+      guint64 hv = c->linear_n_value_heads, vd = hv * c->linear_value_head_dim;
+      guint64 conv_dim = 2 * (guint64) c->linear_n_key_heads * c->linear_key_head_dim + vd;
+      guint64 rows[4] = { conv_dim, vd, hv, hv };
+      char *names[4];
+
+      names[0] = g_strdup_printf ("layers.%u.linear_attn.in_proj_qkv.weight", i);
+      names[1] = g_strdup_printf ("layers.%u.linear_attn.in_proj_z.weight", i);
+      names[2] = g_strdup_printf ("layers.%u.linear_attn.in_proj_b.weight", i);
+      names[3] = g_strdup_printf ("layers.%u.linear_attn.in_proj_a.weight", i);
+      ok = proj (w, s, (const char *const *) names, rows, 4, H, &L->in_proj, error);
+      for (guint j = 0; j < 4; j++)
+        g_free (names[j]);
+      if (!ok ||
+          !matrix (w, s, NAME ("layers.%u.linear_attn.out_proj.weight", i), H, vd, &L->out, error) ||
+          !(L->gdn.conv_weight = vector (w, s, NAME ("layers.%u.linear_attn.conv1d.weight", i),
+                                         conv_dim * c->linear_conv_kernel, TRUE, error)) ||
+          !(L->gdn.a_log = vector (w, s, NAME ("layers.%u.linear_attn.A_log", i), hv, FALSE, error)) ||
+          !(L->gdn.dt_bias = vector (w, s, NAME ("layers.%u.linear_attn.dt_bias", i), hv, FALSE, error)) ||
+          !(L->gdn.norm_weight = vector (w, s, NAME ("layers.%u.linear_attn.norm.weight", i),
+                                         c->linear_value_head_dim, FALSE, error)))
+        return FALSE;
+    }
+  mlp_names[0] = g_strdup_printf ("layers.%u.mlp.gate_proj.weight", i);
+  mlp_names[1] = g_strdup_printf ("layers.%u.mlp.up_proj.weight", i);
+  ok = proj (w, s, (const char *const *) mlp_names, mlp_rows, 2, H, &L->gate_up, error);
+  g_free (mlp_names[0]);
+  g_free (mlp_names[1]);
+  return ok &&
+         matrix (w, s, NAME ("layers.%u.mlp.down_proj.weight", i), H, I, &L->down, error) &&
+         (L->input_norm = vector (w, s, NAME ("layers.%u.input_layernorm.weight", i), H, TRUE, error)) &&
+         (L->post_norm = vector (w, s, NAME ("layers.%u.post_attention_layernorm.weight", i), H, TRUE, error));
+}
+
+static DcpCudaWeights *
+weights_new (const DcpModelConfig *config)
+{
+  DcpCudaWeights *w = g_new0 (DcpCudaWeights, 1);
+
+  w->config = *config;
+  w->allocations = g_ptr_array_new ();
+  w->layers = g_new0 (DcpCudaLayer, config->n_layers);
+  return w;
+}
+
+DcpCudaWeights *
+dcp_cuda_weights_upload (const DcpModelConfig *config, const DcpTensorSource *source,
+                         GError **error)
+{
+  g_autoptr(DcpCudaWeights) w = NULL;
+  const DcpTensorView *embed_view;
+
+  g_return_val_if_fail (config != NULL && source != NULL, NULL);
+  w = weights_new (config);
+  if ((w->embed = embedding (w, source, config, error)) == NULL ||
+      (w->norm = vector (w, source, "norm.weight", config->hidden_size, TRUE, error)) == NULL)
+    return NULL;
+  embed_view = dcp_tensor_source_lookup (source, "embed_tokens.weight");
+  if (config->tie_word_embeddings && embed_view->dtype == DCP_DTYPE_BF16)
+    {
+      /* The table the gather reads is the head's matrix too. */
+      w->lm_head = (DcpCudaMatrix) { DCPK_FORMAT_BF16, (int) config->vocab_size,
+                                     (int) config->hidden_size, w->embed };
+      w->gemv_bytes += embed_view->nbytes;
+    }
+  else if (!matrix (w, source, config->tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight",
+                    config->vocab_size, config->hidden_size, &w->lm_head, error))
+    return NULL;
+  for (guint i = 0; i < config->n_layers; i++)
+    if (!upload_layer (w, source, i, &w->layers[i], error))
+      return NULL;
+  return g_steal_pointer (&w);
+}
+
+/* ---- random weights ---- */
+
+typedef struct {
+  DcpCudaWeights *w;
+  DcpkFormat format;
+  guint64 seed;
+} Rand;
+
+static gboolean
+rand_matrix (Rand *r, int rows, int cols, DcpCudaMatrix *m, GError **error)
+{
+  DcpQuantLayout layout;
+  gsize bytes = dcpk_weight_bytes (r->format, rows, cols);
+  float a = sqrtf (3.0f / (float) cols);
+
+  m->format = r->format;
+  m->rows = rows;
+  m->cols = cols;
+  if ((m->data = device_alloc (r->w, bytes, "random weight", error)) == NULL)
+    return FALSE;
+  r->w->gemv_bytes += bytes;
+  r->seed++;
+  if (r->format == DCPK_FORMAT_BF16)
+    return dcp_cuda_check (dcpk_fill_random_bf16 (m->data, (gsize) rows * cols, -a, a, r->seed),
+                           "fill", error);
+  dcp_quant_layout (dtype_of (r->format), (guint64) rows, (guint64) cols, &layout);
+  /* E4M3 codes with the exponent's low bit clear cannot be NaN; E8M0 scales near 2^-6 give
+   * weights of about the BF16 ones' size. */
+  return dcp_cuda_check (dcpk_fill_random_bytes (m->data, layout.scales_offset,
+                                                 r->format == DCPK_FORMAT_MXFP8_E4M3 ? 0xf7 : 0xff,
+                                                 r->seed), "fill", error) &&
+         dcp_cuda_check (dcpk_memset_async ((guint8 *) m->data + layout.scales_offset,
+                                            r->format == DCPK_FORMAT_MXFP8_E4M3 ? 116 : 121,
+                                            layout.total_bytes - layout.scales_offset, NULL),
+                         "fill", error);
+}
+
+static gboolean
+rand_proj (Rand *r, const int *rows, guint n, int cols, DcpCudaProj *p, GError **error)
+{
+  int total = 0;
+
+  p->n_parts = n;
+  p->fused = TRUE;
+  for (guint i = 0; i < n; i++)
+    total += p->rows[i] = rows[i];
+  return rand_matrix (r, total, cols, &p->all, error);
+}
+
+static gpointer
+rand_vector (Rand *r, gsize n, gboolean bf16, float lo, float hi, GError **error)
+{
+  gpointer d = device_alloc (r->w, n * (bf16 ? 2 : 4), "random vector", error);
+
+  r->seed++;
+  if (d == NULL)
+    return NULL;
+  if (!dcp_cuda_check (bf16 ? dcpk_fill_random_bf16 (d, n, lo, hi, r->seed)
+                            : dcpk_fill_random_f32 (d, n, lo, hi, r->seed), "fill", error))
+    return NULL;
+  return d;
+}
+
+DcpCudaWeights *
+dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint64 seed,
+                         GError **error)
+{
+  g_autoptr(DcpCudaWeights) w = NULL;
+  Rand r;
+  int H = (int) config->hidden_size, I = (int) config->intermediate_size;
+  int mlp_rows[2] = { I, I };
+
+  g_return_val_if_fail (config != NULL, NULL);
+  w = weights_new (config);
+  r = (Rand) { w, format, seed };
+  if (!(w->embed = rand_vector (&r, (gsize) config->vocab_size * H, TRUE, -1, 1, error)) ||
+      !(w->norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)) ||
+      !rand_matrix (&r, (int) config->vocab_size, H, &w->lm_head, error))
+    return NULL;
+  for (guint i = 0; i < config->n_layers; i++)
+    {
+      DcpCudaLayer *L = &w->layers[i];
+
+      L->is_full_attention = config->is_full_attention[i];
+      if (L->is_full_attention)
+        {
+          int qd = (int) (config->n_heads * config->head_dim);
+          int kvd = (int) (config->n_kv_heads * config->head_dim);
+
+          if (!rand_matrix (&r, 2 * qd, H, &L->q, error) ||
+              !rand_matrix (&r, kvd, H, &L->k, error) ||
+              !rand_matrix (&r, kvd, H, &L->v, error) ||
+              !rand_matrix (&r, H, qd, &L->o, error) ||
+              !(L->q_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)) ||
+              !(L->k_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)))
+            return NULL;
+        }
+      else
+        {
+          int hv = (int) config->linear_n_value_heads;
+          int vd = hv * (int) config->linear_value_head_dim;
+          int conv_dim = 2 * (int) (config->linear_n_key_heads * config->linear_key_head_dim) + vd;
+          int rows[4] = { conv_dim, vd, hv, hv };
+
+          if (!rand_proj (&r, rows, 4, H, &L->in_proj, error) ||
+              !rand_matrix (&r, H, vd, &L->out, error) ||
+              !(L->gdn.conv_weight = rand_vector (&r, (gsize) conv_dim * config->linear_conv_kernel,
+                                                  TRUE, -0.5f, 0.5f, error)) ||
+              !(L->gdn.a_log = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
+              !(L->gdn.dt_bias = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
+              !(L->gdn.norm_weight = rand_vector (&r, config->linear_value_head_dim, FALSE, 0.9f,
+                                                  1.1f, error)))
+            return NULL;
+        }
+      if (!rand_proj (&r, mlp_rows, 2, H, &L->gate_up, error) ||
+          !rand_matrix (&r, H, I, &L->down, error) ||
+          !(L->input_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)) ||
+          !(L->post_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)))
+        return NULL;
+    }
+  if (!dcp_cuda_check (dcpk_synchronize (), "fill", error))
+    return NULL;
+  return g_steal_pointer (&w);
+}
+
+void
+dcp_cuda_weights_free (DcpCudaWeights *self)
+{
+  if (self == NULL)
+    return;
+  for (guint i = 0; i < self->allocations->len; i++)
+    dcpk_free (self->allocations->pdata[i]);
+  g_ptr_array_unref (self->allocations);
+  g_free (self->layers);
+  g_free (self);
+}

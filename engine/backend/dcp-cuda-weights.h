@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-dtype.h"
+#include "dcp-kernels.h"
+#include "dcp-model-config.h"
+#include "dcp-tensor-source.h"
+
+G_BEGIN_DECLS
+
+/* The CUDA backend's weights, all in VRAM, uploaded once. Matrices keep their stored format
+ * (BF16 or an MX format, the planar layout of dcp-quant.h; F32/F16 matrices become BF16);
+ * norms are BF16 (what the RMSNorm kernels read), the GDN vectors FP32, the conv kernel BF16,
+ * the embedding table BF16 (dequantized at upload when stored in a block format). */
+
+typedef struct {
+  DcpkFormat format;
+  int rows, cols;
+  void *data;                    /* device */
+} DcpCudaMatrix;
+
+/* Projections of one input: either one fused matrix whose rows are the parts' rows one after
+ * another (one GEMV), or the parts apart (their formats differ). */
+#define DCP_CUDA_MAX_PARTS 4
+typedef struct {
+  guint n_parts;
+  int rows[DCP_CUDA_MAX_PARTS];
+  gboolean fused;
+  DcpCudaMatrix all;             /* when fused */
+  DcpCudaMatrix parts[DCP_CUDA_MAX_PARTS];  /* otherwise */
+} DcpCudaProj;
+
+typedef struct {
+  gboolean is_full_attention;
+  guint16 *input_norm, *post_norm;
+  DcpCudaMatrix q, k, v, o;      /* attention: q rows per head [query | gate] */
+  guint16 *q_norm, *k_norm;
+  DcpCudaProj in_proj;           /* GDN: in_proj_qkv | in_proj_z | in_proj_b | in_proj_a */
+  DcpCudaMatrix out;
+  DcpkGdnWeights gdn;
+  DcpCudaProj gate_up;           /* gate | up */
+  DcpCudaMatrix down;
+} DcpCudaLayer;
+
+typedef struct {
+  DcpModelConfig config;
+  guint16 *embed;                /* BF16 [vocab, hidden] */
+  DcpCudaMatrix lm_head;
+  guint16 *norm;
+  DcpCudaLayer *layers;
+  GPtrArray *allocations;        /* device pointers, freed with the weights */
+  guint64 device_bytes;          /* all of it */
+  guint64 gemv_bytes;            /* what one decode step's GEMVs read */
+} DcpCudaWeights;
+
+/* Every tensor of the text model from source, each upload checked with dcpk_checksum against
+ * the host bytes. */
+DcpCudaWeights *dcp_cuda_weights_upload (const DcpModelConfig  *config,
+                                         const DcpTensorSource *source,
+                                         GError               **error);
+/* Random weights of config's shapes made on the device (benchmarks): matrices in format
+ * (fused as the upload fuses them), values of a plausible scale. */
+DcpCudaWeights *dcp_cuda_weights_random (const DcpModelConfig  *config,
+                                         DcpkFormat             format,
+                                         guint64                seed,
+                                         GError               **error);
+void            dcp_cuda_weights_free   (DcpCudaWeights        *self);
+/* The n matrices parts[i] (rows[i] x cols each, dtype BF16 or MX, the layout of dcp-quant.h)
+ * stacked into one (sum of rows) x cols matrix of the same layout: for MX formats the element
+ * planes one after another, then, at the stacked tensor's scale offset, the scale planes. */
+guint8         *dcp_cuda_weights_fuse   (DcpDType               dtype,
+                                         const guint8 *const   *parts,
+                                         const int             *rows,
+                                         guint                  n,
+                                         int                    cols,
+                                         gsize                 *nbytes);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpCudaWeights, dcp_cuda_weights_free)
+
+G_END_DECLS
