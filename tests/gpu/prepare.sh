@@ -19,7 +19,8 @@ cp build-gpu/tests/gpu/bench-decode-step .gpu/bin/
 for name in $(meson test -C build-gpu --list --suite gpu 2>/dev/null | sed -n 's|.*gpu / ||p'); do
   cp "build-gpu/tests/$name" .gpu/tests/
 done
-[ -d tests/data ] && cp -r tests/data .gpu/data
+# Symbols are not needed there; the test data travels with the checkout (tests/data).
+strip .gpu/bin/* .gpu/tests/*
 cp tests/gpu/run-all.sh .gpu/
 "$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
 du -sh .gpu
