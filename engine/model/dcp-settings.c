@@ -130,12 +130,12 @@ dcp_settings_init_default (DcpSettings *s)
   s->speculator = DCP_SPECULATOR_OFF;
   s->prefill_policy = DCP_PREFILL_BALANCED;
   s->prefill_chunk = 2048;
-  s->loop_guard = DCP_LOOP_GUARD_STOP;
+  s->loop_guard = DCP_SETTING_LOOP_GUARD_STOP;
   s->vision = DCP_VISION_OFF;
   s->ram_cache_bytes = 0;
   s->disk_cache_bytes = 0;
   s->keep_free_bytes = GIB / 2;
-  s->backend = DCP_BACKEND_CUDA;
+  s->backend = DCP_SETTING_BACKEND_CUDA;
 }
 
 void
@@ -392,7 +392,7 @@ refuse (GError **error, const char *what)
 gboolean
 dcp_settings_validate (const DcpSettings *s, const DcpEngineCaps *caps, GError **error)
 {
-  if (s->backend == DCP_BACKEND_CUDA && !caps->cuda)
+  if (s->backend == DCP_SETTING_BACKEND_CUDA && !caps->cuda)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                            "backend “cuda” needs a build with CUDA and an NVIDIA GPU; use --backend cpu");

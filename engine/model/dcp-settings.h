@@ -11,15 +11,15 @@ G_BEGIN_DECLS
  * environment variables, the launcher's controls and its "Copy command line" all go through.
  * Precedence: defaults < settings.json < DECAPYBARA_* environment < command line. */
 
-typedef enum { DCP_BACKEND_CUDA, DCP_BACKEND_CPU } DcpBackendKind;
+typedef enum { DCP_SETTING_BACKEND_CUDA, DCP_SETTING_BACKEND_CPU } DcpSettingBackend;
 typedef enum { DCP_ACTIVATIONS_FP8, DCP_ACTIVATIONS_BF16 } DcpActivations;
 typedef enum { DCP_SPECULATOR_OFF, DCP_SPECULATOR_MTP, DCP_SPECULATOR_NGRAM } DcpSpeculator;
 typedef enum {
   DCP_PREFILL_BALANCED, DCP_PREFILL_DECODE_PRIORITY, DCP_PREFILL_PREFILL_PRIORITY
 } DcpPrefillPolicy;
 typedef enum {
-  DCP_LOOP_GUARD_STOP, DCP_LOOP_GUARD_END_THINKING, DCP_LOOP_GUARD_ESCAPE, DCP_LOOP_GUARD_OFF
-} DcpLoopGuardMode;
+  DCP_SETTING_LOOP_GUARD_STOP, DCP_SETTING_LOOP_GUARD_END_THINKING, DCP_SETTING_LOOP_GUARD_ESCAPE, DCP_SETTING_LOOP_GUARD_OFF
+} DcpSettingLoopGuard;
 typedef enum { DCP_VISION_OFF, DCP_VISION_BF16, DCP_VISION_FP8 } DcpVision;
 
 #define DCP_SIZE_AUTO G_MAXUINT64   /* ram-cache, disk-cache: "auto" */
@@ -39,12 +39,12 @@ typedef struct {
   guint draft_length;            /* 0 = auto, 1..8 */
   DcpPrefillPolicy prefill_policy;
   guint prefill_chunk;           /* prompt tokens per step */
-  DcpLoopGuardMode loop_guard;
+  DcpSettingLoopGuard loop_guard;
   DcpVision vision;
   guint64 ram_cache_bytes;       /* DCP_SIZE_AUTO, or bytes */
   guint64 disk_cache_bytes;
   guint64 keep_free_bytes;
-  DcpBackendKind backend;
+  DcpSettingBackend backend;
 } DcpSettings;
 
 /* What a build and backend can do: a setting beyond it is refused with a message saying so. */

@@ -40,8 +40,7 @@ typedef struct {
 /* Defaults: one sequence, chunks of 2048, balanced, 256 pages of DCP_PAGE_TOKENS, pool mode,
  * 64 snapshots, no RAM or disk tier, queue-aware eviction. The engine then copies its settings
  * in (conversations, prefill-chunk, prefill-policy, context-mode, ram-cache, disk-cache) and
- * the pool sizes from its memory plan (docs/SCHEDULER.md). This header leaves dcp-settings.h
- * out: its DCP_BACKEND_CPU enum value clashes with the CPU backend's type macro. */
+ * the pool sizes from its memory plan (docs/SCHEDULER.md). */
 void dcp_scheduler_config_init (DcpSchedulerConfig *config);
 
 typedef enum {
