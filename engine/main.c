@@ -54,10 +54,11 @@ on_stop_signal (gpointer user_data)
 }
 
 static int
-run_server (const DcpCli *cli, DcpExecutor *executor)
+run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *capacity)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new_full (dcp_engine_state_watch_executor (state, executor),
+                                                                 capacity->workers);
   g_autoptr(DcpHttpServer) server = NULL;
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
   g_autoptr(DcpDashboard) dashboard = NULL;
@@ -103,6 +104,8 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
   dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
   if (!cli->test_executor && cli->settings.model != NULL)
     dcp_engine_state_set_model (state, cli->settings.model);
+  if (capacity->pool_tokens > 0)
+    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->workers);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
@@ -123,6 +126,7 @@ main (int argc, char **argv)
   g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpExecutor) executor = NULL;
+  DcpEngineCapacity capacity = { 1, 0 };
 
   setlocale (LC_ALL, "");
   if (!dcp_cli_parse (&cli, &argc, &argv, &error))
@@ -144,11 +148,11 @@ main (int argc, char **argv)
   if (cli.test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
     executor = dcp_executor_scripted_new ();
   else
-    executor = dcp_engine_open_model (&cli, &error);
+    executor = dcp_engine_open_model (&cli, &capacity, &error);
   if (executor == NULL)
     {
       g_printerr ("decapybara: %s\n", error->message);
       return 1;
     }
-  return run_server (&cli, g_steal_pointer (&executor));
+  return run_server (&cli, g_steal_pointer (&executor), &capacity);
 }
