@@ -116,6 +116,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
     return NULL;
   scheduler_config (settings, &plan, &config);
   capacity->workers = config.max_running;
+  capacity->batching = TRUE;
   capacity->pool_tokens = (guint64) config.kv_pages * config.page_tokens;
   g_message ("batching: %u conversations at once, a pool of %u pages of %u tokens",
              config.max_running, config.kv_pages, config.page_tokens);

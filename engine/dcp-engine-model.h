@@ -9,6 +9,7 @@ G_BEGIN_DECLS
 typedef struct {
   guint   workers;       /* requests the queue should run at once (dcp_request_queue_new_full) */
   guint64 pool_tokens;   /* tokens the KV pool holds */
+  gboolean batching;     /* the executor is a batch executor (dcp_batch_state_watch) */
 } DcpEngineCapacity;
 
 /* Turns the engine's settings into the executor that serves the model: checks the settings

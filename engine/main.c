@@ -10,6 +10,7 @@
 
 #include <glib-unix.h>
 
+#include "dcp-batch-state.h"
 #include "dcp-cli.h"
 #include "dcp-dashboard.h"
 #include "dcp-engine-model.h"
@@ -67,7 +68,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   g_autofree char *url = NULL;
   g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
-  guint sigint, sigterm;
+  guint sigint, sigterm, batch_watch = 0;
 
   dcp_http_options_init (&options);
   if (cli->settings.host != NULL)
@@ -113,8 +114,12 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
     }
   dashboard = dcp_dashboard_new (state, cli->no_dashboard);
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
+  if (capacity->batching)
+    batch_watch = dcp_batch_state_watch (executor, state);
 
   g_main_loop_run (loop);
+  if (batch_watch != 0)
+    g_source_remove (batch_watch);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   return 0;
@@ -126,7 +131,7 @@ main (int argc, char **argv)
   g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpExecutor) executor = NULL;
-  DcpEngineCapacity capacity = { 1, 0 };
+  DcpEngineCapacity capacity = { 1, 0, FALSE };
 
   setlocale (LC_ALL, "");
   if (!dcp_cli_parse (&cli, &argc, &argv, &error))

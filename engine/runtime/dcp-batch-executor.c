@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "dcp-batch-executor.h"
+#include "dcp-batch-snapshots.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
 
@@ -224,4 +225,26 @@ dcp_batch_executor_get_scheduler (DcpExecutor *executor)
 {
   g_return_val_if_fail (executor != NULL, NULL);
   return get_self (executor)->scheduler;
+}
+
+GArray *
+dcp_batch_executor_list_snapshots (DcpExecutor *executor)
+{
+  g_autoptr(GArray) items = NULL;
+  GArray *rows;
+
+  g_return_val_if_fail (executor != NULL, NULL);
+  items = dcp_scheduler_list (get_self (executor)->scheduler);
+  rows = g_array_new (FALSE, FALSE, sizeof (DcpBatchSnapshot));
+  for (guint i = 0; i < items->len; i++)
+    {
+      const DcpSchedulerItem *it = &g_array_index (items, DcpSchedulerItem, i);
+      DcpBatchSnapshot row = { it->id, it->n_tokens, 0 };
+
+      if (!it->is_snapshot)
+        continue;
+      row.tier = it->tier == DCP_TIER_RAM ? 1 : it->tier == DCP_TIER_DISK ? 2 : 0;
+      g_array_append_val (rows, row);
+    }
+  return rows;
 }
