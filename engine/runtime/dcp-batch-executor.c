@@ -139,6 +139,7 @@ batch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   params.prompt = dcp_generation_get_prompt (c.generation, &params.n_prompt);
   params.sampling = *dcp_generation_get_sampling (c.generation);
   params.max_tokens = (guint) MIN (max_tokens, (gint64) G_MAXUINT);
+  params.opening = dcp_generation_get_opening (c.generation);
   params.stop_tokens = dcp_model_executor_get_stop_tokens (self->model, &params.n_stop_tokens);
 
   g_mutex_init (&c.lock);

@@ -58,6 +58,7 @@ struct _DcpGeneration {
   gboolean budget_spent;
   gint64 max_new;
   DcpSamplerParams params;
+  guint opening;               /* prompt tokens of the system prompt and tools; 0: none */
   DcpUsage usage;
   gint64 start_us;
   gint64 first_token_us;
@@ -344,6 +345,43 @@ generation_clear (Generation *g)
   if (g->text != NULL)
     g_string_free (g->text, TRUE);
   g_free (g->logits);
+}
+
+/* The tokens of the conversation's opening (its system message and tools), which agents of
+ * one team share: rendered alone, and kept only when they are a prefix of the prompt. 0 when
+ * there is none or the template renders it differently alone. */
+static guint
+opening_length (DcpModelExecutor *self, DcpRequest *request, GArray *prompt)
+{
+  JsonArray *messages = json_node_get_array (request->messages);
+  JsonNode *first = json_array_get_length (messages) > 0 ? json_array_get_element (messages, 0) : NULL;
+  gboolean system = first != NULL && JSON_NODE_HOLDS_OBJECT (first) &&
+    g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (first), "role", ""),
+               "system") == 0;
+  JsonNode *tools = request->tools != NULL && JSON_NODE_HOLDS_ARRAY (request->tools) ? request->tools : NULL;
+  g_autoptr(JsonArray) head = json_array_new ();
+  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_ARRAY);
+  g_autoptr(GArray) ids = NULL;
+  g_autofree char *text = NULL;
+
+  if (request->kind != DCP_REQUEST_CHAT || self->template == NULL || (!system && tools == NULL) ||
+      (request->tool_choice != NULL && JSON_NODE_HOLDS_VALUE (request->tool_choice) &&
+       g_strcmp0 (json_node_get_string (request->tool_choice), "none") == 0))
+    return 0;
+  if (system)
+    json_array_add_element (head, json_node_copy (first));
+  json_node_set_array (node, head);
+  g_mutex_lock (&self->template_lock);
+  text = dcp_chat_template_render (self->template, node, tools, FALSE, request->template_kwargs, NULL);
+  g_mutex_unlock (&self->template_lock);
+  if (text == NULL)
+    return 0;
+  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  dcp_tokenizer_encode (self->tokenizer, text, -1, DCP_TOKENIZER_ENCODE_DEFAULT, ids);
+  if (ids->len == 0 || ids->len >= prompt->len ||
+      memcmp (ids->data, prompt->data, (gsize) ids->len * sizeof (guint32)) != 0)
+    return 0;
+  return ids->len;
 }
 
 /* Renders and encodes the prompt and makes the per-sequence parts. */
@@ -844,4 +882,11 @@ dcp_generation_free (DcpGeneration *g)
     return;
   generation_clear (g);
   g_free (g);
+}
+
+guint
+dcp_generation_get_opening (DcpGeneration *g)
+{
+  g_return_val_if_fail (g != NULL, 0);
+  return opening_length (g->exec, g->request, g->prompt);
 }

@@ -62,6 +62,9 @@ const guint32          *dcp_generation_get_prompt     (DcpGeneration   *generati
                                                        guint           *n_tokens);
 /* The request's sampling over the model's defaults, seeded for this choice. */
 const DcpSamplerParams *dcp_generation_get_sampling   (DcpGeneration   *generation);
+/* Prompt tokens of the shared opening (system message and tools, rendered alone; 0: none, or
+ * the template renders it differently alone). Renders the template again. */
+guint                   dcp_generation_get_opening    (DcpGeneration   *generation);
 /* Tokens it may generate: max_tokens, within the context. */
 gint64                  dcp_generation_get_max_tokens (DcpGeneration   *generation);
 gboolean                dcp_generation_push_token     (DcpGeneration   *generation,

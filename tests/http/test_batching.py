@@ -96,6 +96,18 @@ class Batching(unittest.TestCase):
         self.assertGreater(c["usage"]["cache_read_input_tokens"], 0)
         self.assertLess(c["usage"]["input_tokens"], b["usage"]["prompt_tokens"])
 
+    def test_shared_opening_is_reused(self):
+        """Two agents with the same system prompt and different tasks: the second resumes from
+        the first's opening (the system prompt rendered alone)."""
+        system = {"role": "system", "content": "You are a capybara guide. " * 6}
+        a = self.post("/v1/chat/completions", chat([system, {"role": "user", "content": "Where do you live?"}],
+                                                   max_tokens=2, temperature=0))
+        b = self.post("/v1/chat/completions", chat([system, {"role": "user", "content": "Swim with me."}],
+                                                   max_tokens=2, temperature=0))
+        cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
+        self.assertGreater(cached, 30)
+        self.assertLess(cached, min(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"]))
+
     def test_disconnect_frees_its_conversation(self):
         url = urllib.parse.urlsplit(self.engine.url)
         long_body = chat([{"role": "user", "content": "Write a very long story about a capybara."}],
