@@ -221,13 +221,6 @@ dcp_batch_executor_new (DcpExecutor *model_executor, const DcpSchedulerConfig *c
   return g_steal_pointer (&executor);
 }
 
-DcpScheduler *
-dcp_batch_executor_get_scheduler (DcpExecutor *executor)
-{
-  g_return_val_if_fail (executor != NULL, NULL);
-  return get_self (executor)->scheduler;
-}
-
 GArray *
 dcp_batch_executor_list_snapshots (DcpExecutor *executor)
 {

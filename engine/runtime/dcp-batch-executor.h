@@ -16,10 +16,8 @@ G_BEGIN_DECLS
 
 /* Takes ownership of model_executor (from dcp_model_executor_new) and starts the scheduler's
  * thread; the scheduler runs on the model executor's backend. */
-DcpExecutor  *dcp_batch_executor_new           (DcpExecutor              *model_executor,
-                                                const DcpSchedulerConfig *config,
-                                                GError                  **error);
-/* Borrowed, for stats. */
-DcpScheduler *dcp_batch_executor_get_scheduler (DcpExecutor              *executor);
+DcpExecutor *dcp_batch_executor_new (DcpExecutor              *model_executor,
+                                     const DcpSchedulerConfig *config,
+                                     GError                  **error);
 
 G_END_DECLS

@@ -353,21 +353,29 @@ generation_clear (Generation *g)
 static guint
 opening_length (DcpModelExecutor *self, DcpRequest *request, GArray *prompt)
 {
-  JsonArray *messages = json_node_get_array (request->messages);
-  JsonNode *first = json_array_get_length (messages) > 0 ? json_array_get_element (messages, 0) : NULL;
-  gboolean system = first != NULL && JSON_NODE_HOLDS_OBJECT (first) &&
-    g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (first), "role", ""),
-               "system") == 0;
+  JsonArray *messages;
+  JsonNode *first;
+  gboolean system;
   JsonNode *tools = request->tools != NULL && JSON_NODE_HOLDS_ARRAY (request->tools) ? request->tools : NULL;
-  g_autoptr(JsonArray) head = json_array_new ();
-  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_ARRAY);
+  g_autoptr(JsonArray) head = NULL;
+  g_autoptr(JsonNode) node = NULL;
   g_autoptr(GArray) ids = NULL;
   g_autofree char *text = NULL;
 
-  if (request->kind != DCP_REQUEST_CHAT || self->template == NULL || (!system && tools == NULL) ||
+  if (request->kind != DCP_REQUEST_CHAT || self->template == NULL || request->messages == NULL ||
+      !JSON_NODE_HOLDS_ARRAY (request->messages))
+    return 0;
+  messages = json_node_get_array (request->messages);
+  first = json_array_get_length (messages) > 0 ? json_array_get_element (messages, 0) : NULL;
+  system = first != NULL && JSON_NODE_HOLDS_OBJECT (first) &&
+    g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (first), "role", ""),
+               "system") == 0;
+  if ((!system && tools == NULL) ||
       (request->tool_choice != NULL && JSON_NODE_HOLDS_VALUE (request->tool_choice) &&
        g_strcmp0 (json_node_get_string (request->tool_choice), "none") == 0))
     return 0;
+  head = json_array_new ();
+  node = json_node_new (JSON_NODE_ARRAY);
   if (system)
     json_array_add_element (head, json_node_copy (first));
   json_node_set_array (node, head);
