@@ -410,6 +410,7 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/decapybara/Launcher/dcp-window.ui");
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, toasts);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, title);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, view_stack);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, load_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, stop_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, left_box);
@@ -448,6 +449,20 @@ dcp_window_init (DcpWindow *self)
   self->costs_view = dcp_costs_view_new ();
   gtk_box_prepend (self->right_box, GTK_WIDGET (self->costs_view));
   self->engine = dcp_engine_process_new ();
+  dcp_engine_process_set_dbus (self->engine, TRUE);
+  self->monitor_view = dcp_monitor_view_new ();
+  {
+    GtkWidget *scroll = gtk_scrolled_window_new ();
+    GtkWidget *clamp = adw_clamp_new ();
+    AdwViewStackPage *page;
+
+    adw_clamp_set_maximum_size (ADW_CLAMP (clamp), 1000);
+    adw_clamp_set_child (ADW_CLAMP (clamp), GTK_WIDGET (self->monitor_view));
+    gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (scroll), clamp);
+    gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroll), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
+    page = adw_view_stack_add_titled (self->view_stack, scroll, "monitor", _("Monitor"));
+    adw_view_stack_page_set_icon_name (page, "utilities-system-monitor-symbolic");
+  }
 
   dcp_settings_page_set_compare_func (self->settings_page, compare_choices, self);
   g_signal_connect (self->settings_page, "changed", G_CALLBACK (page_changed), self);
