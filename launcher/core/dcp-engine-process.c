@@ -215,8 +215,8 @@ connection_ready (GObject *source, GAsyncResult *result, gpointer user_data)
 
   if (connection == NULL)
     {
-      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        add_line (self, g_strdup_printf ("(no D-Bus connection to the engine: %s)", error->message));
+      /* Most often the engine exited before it served D-Bus: its output says why. */
+      g_debug ("no D-Bus connection to the engine: %s", error->message);
       return;
     }
   if (self->proc == NULL || self->exited)
