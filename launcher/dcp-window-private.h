@@ -23,6 +23,7 @@ struct _DcpWindow
   GtkWidget *load_button, *stop_button;
   GtkBox *left_box, *right_box;
   AdwEntryRow *folder_row, *repo_row;
+  AdwPasswordEntryRow *token_row;
   AdwActionRow *address_row, *command_row, *engine_row;
   GtkEntry *host_entry;
   GtkSpinButton *port_spin;

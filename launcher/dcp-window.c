@@ -417,6 +417,7 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_box);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, token_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, address_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, command_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, engine_row);
@@ -506,6 +507,14 @@ restore (DcpWindow *self)
                     G_CALLBACK (plan_vram_changed), self);
 }
 
+static void
+token_changed (GSettings *settings, const char *key, DcpWindow *self)
+{
+  g_autofree char *token = g_settings_get_string (settings, key);
+
+  dcp_model_list_set_token (self->model_list, g_strstrip (token));
+}
+
 DcpWindow *
 dcp_window_new (GtkApplication *application, GSettings *settings, const char *engine_path)
 {
@@ -518,6 +527,9 @@ dcp_window_new (GtkApplication *application, GSettings *settings, const char *en
   g_settings_bind (settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "hf-token", self->token_row, "text", G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_object (settings, "changed::hf-token", G_CALLBACK (token_changed), self, 0);
+  token_changed (settings, "hf-token", self);
   restore (self);
   dcp_window_load_presets (self);
   dcp_window_settings_changed (self);
