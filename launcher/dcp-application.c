@@ -77,6 +77,16 @@ stop_server_action (GSimpleAction *action, GVariant *param, gpointer user_data)
   window_action (user_data, "win.stop");
 }
 
+/* app.show-page("monitor") or ("setup"): which page the window shows. */
+static void
+show_page_action (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (user_data));
+
+  if (window != NULL)
+    gtk_widget_activate_action (GTK_WIDGET (window), "win.show-page", "s", g_variant_get_string (param, NULL));
+}
+
 static void
 dcp_application_startup (GApplication *app)
 {
@@ -85,6 +95,7 @@ dcp_application_startup (GApplication *app)
     { "quit", quit_action },
     { "load-server", load_server_action },
     { "stop-server", stop_server_action },
+    { "show-page", show_page_action, "s" },
   };
   static const char *quit_accels[] = { "<Control>q", NULL };
 

@@ -132,7 +132,8 @@ draw_chart (GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer u
   GtkWidget *widget = GTK_WIDGET (area);
   double left = 56, right = 12, top = 12, bottom = 28;
   double w = width - left - right, h = height - top - bottom;
-  double max = 0;
+  double max = 0, lead;
+  int steps;
   GdkRGBA fg;
 
   gtk_style_context_get_color (gtk_widget_get_style_context (widget), &fg);
@@ -141,13 +142,17 @@ draw_chart (GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer u
   max = nice_max (max * 1.05);
   if (w <= 0 || h <= 0)
     return;
+  /* Round values on the grid: 2 in 4 steps of 0.5, 1 and 5 in 5 steps. */
+  lead = max / pow (10, floor (log10 (max)));
+  steps = lead > 1.5 && lead < 2.5 ? 4 : 5;
 
-  /* Grid: four lines with their values, and the time axis in minutes. */
+  /* Grid lines with their values, and the time axis in minutes. */
   cairo_set_line_width (cr, 1);
-  for (int i = 0; i <= 4; i++)
+  for (int i = 0; i <= steps; i++)
     {
-      double y = top + h - i * h / 4;
-      g_autofree char *text = g_strdup_printf ("%.0f", max * i / 4);
+      double y = top + h - i * h / steps;
+      double v = max * i / steps;
+      g_autofree char *text = g_strdup_printf (v == floor (v) ? "%.0f" : "%.1f", v);
 
       cairo_set_source_rgba (cr, fg.red, fg.green, fg.blue, 0.15);
       cairo_move_to (cr, left, round (y) + 0.5);

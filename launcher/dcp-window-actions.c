@@ -356,9 +356,20 @@ stop_action (GtkWidget *widget, const char *action, GVariant *param)
   dcp_engine_process_stop (DCP_WINDOW (widget)->engine);
 }
 
+static void
+show_page_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  DcpWindow *self = DCP_WINDOW (widget);
+  const char *name = g_variant_get_string (param, NULL);
+
+  if (adw_view_stack_get_child_by_name (self->view_stack, name) != NULL)
+    adw_view_stack_set_visible_child_name (self->view_stack, name);
+}
+
 void
 dcp_window_class_init_actions (GtkWidgetClass *widget_class)
 {
+  gtk_widget_class_install_action (widget_class, "win.show-page", "s", show_page_action);
   gtk_widget_class_install_action (widget_class, "win.copy-command", NULL, copy_action);
   gtk_widget_class_install_action (widget_class, "win.load", NULL, load_action);
   gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);

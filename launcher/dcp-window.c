@@ -462,7 +462,7 @@ dcp_window_init (DcpWindow *self)
     gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (scroll), clamp);
     gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroll), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
     page = adw_view_stack_add_titled (self->view_stack, scroll, "monitor", _("Monitor"));
-    adw_view_stack_page_set_icon_name (page, "utilities-system-monitor-symbolic");
+    adw_view_stack_page_set_icon_name (page, "view-reveal-symbolic");
   }
 
   dcp_settings_page_set_compare_func (self->settings_page, compare_choices, self);
