@@ -210,18 +210,32 @@ dcp_download_set_free_bytes_func (DcpDownload *self, DcpFreeBytesFunc func)
   self->free_bytes_func = func;
 }
 
-/* The token goes with a request only when it is for the endpoint's host. */
+/* The token goes with a request only while it is for the endpoint's host: a redirect to another
+ * host (Hugging Face sends files to a CDN) loses it before the request is sent again. */
 static void
-authorize (DcpDownload *self, SoupMessage *msg)
+authorize_uri (SoupMessage *msg, DcpDownload *self)
 {
   GUri *uri = soup_message_get_uri (msg);
+  SoupMessageHeaders *headers = soup_message_get_request_headers (msg);
   g_autofree char *auth = NULL;
 
   if (self->token == NULL || g_uri_get_host (uri) == NULL ||
       g_ascii_strcasecmp (g_uri_get_host (uri), self->token_host) != 0)
-    return;
+    {
+      soup_message_headers_remove (headers, "Authorization");
+      return;
+    }
   auth = g_strconcat ("Bearer ", self->token, NULL);
-  soup_message_headers_replace (soup_message_get_request_headers (msg), "Authorization", auth);
+  soup_message_headers_replace (headers, "Authorization", auth);
+}
+
+static void
+authorize (DcpDownload *self, SoupMessage *msg)
+{
+  if (self->token == NULL)
+    return;
+  authorize_uri (msg, self);
+  g_signal_connect (msg, "restarted", G_CALLBACK (authorize_uri), self);
 }
 
 static gboolean

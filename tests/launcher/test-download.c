@@ -102,6 +102,15 @@ handle (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable
   SoupRange *ranges = NULL;
   int n_ranges = 0;
 
+  if (g_str_equal (path, "/elsewhere.mcapy"))
+    {
+      /* Another host name for this server: the token must not follow the redirect. */
+      GUri *uri = soup_server_message_get_uri (msg);
+      g_autofree char *to = g_strdup_printf ("http://localhost:%d/model.mcapy", g_uri_get_port (uri));
+
+      soup_server_message_set_redirect (msg, SOUP_STATUS_FOUND, to);
+      return;
+    }
   if (!g_str_equal (path, "/model.mcapy"))
     {
       soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
@@ -462,6 +471,18 @@ test_token (Fixture *f, gconstpointer data)
   /* The token of another host stays home. */
   g_unlink (dest);
   run_with (f, f->url, f->sha256, NULL, token_for_another_host);
+  assert_complete (f);
+  g_assert_null (f->authorization);
+
+  /* A redirect to another host loses it. */
+  g_unlink (dest);
+  {
+    g_autofree char *endpoint = g_strndup (f->url, strstr (f->url, "/model.mcapy") - f->url);
+    g_autofree char *url = g_strconcat (endpoint, "/elsewhere.mcapy", NULL);
+
+    g_object_set_data (G_OBJECT (f->server), "token", token);
+    run_with (f, url, f->sha256, NULL, token_for_this_host);
+  }
   assert_complete (f);
   g_assert_null (f->authorization);
 }
