@@ -376,7 +376,11 @@ dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
   g_clear_handle_id (&self->tick_source, g_source_remove);
   g_set_object (&self->proxy, proxy);
   if (proxy == NULL)
-    return;
+    {
+      /* The last run stays on the chart until the next engine; the live lines say it ended. */
+      gtk_label_set_text (self->speed_label, _("The engine is not running: the chart shows its last run"));
+      return;
+    }
   /* A new engine: a new chart. */
   self->first = self->n_samples = 0;
   g_array_set_size (self->conversations, 0);
