@@ -48,12 +48,54 @@ quit_action (GSimpleAction *action, GVariant *param, gpointer user_data)
   g_application_quit (G_APPLICATION (user_data));
 }
 
+/* app.load-server and app.stop-server press the window's buttons, so that a script can too:
+ * gdbus call --session --dest io.github.decapybara.Decapybara --object-path
+ * /io/github/decapybara/Decapybara --method org.gtk.Actions.Activate load-server [] {} */
+static void
+window_action (GApplication *app, const char *name)
+{
+  GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (app));
+
+  if (window == NULL)
+    {
+      g_application_activate (app);
+      window = gtk_application_get_active_window (GTK_APPLICATION (app));
+    }
+  if (window != NULL)
+    gtk_widget_activate_action (GTK_WIDGET (window), name, NULL);
+}
+
+static void
+load_server_action (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  window_action (user_data, "win.load");
+}
+
+static void
+stop_server_action (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  window_action (user_data, "win.stop");
+}
+
+/* app.show-page("monitor") or ("setup"): which page the window shows. */
+static void
+show_page_action (GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+  GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (user_data));
+
+  if (window != NULL)
+    gtk_widget_activate_action (GTK_WIDGET (window), "win.show-page", "s", g_variant_get_string (param, NULL));
+}
+
 static void
 dcp_application_startup (GApplication *app)
 {
   static const GActionEntry actions[] = {
     { "about", about_action },
     { "quit", quit_action },
+    { "load-server", load_server_action },
+    { "stop-server", stop_server_action },
+    { "show-page", show_page_action, "s" },
   };
   static const char *quit_accels[] = { "<Control>q", NULL };
 

@@ -33,6 +33,7 @@ struct _DcpModelList
   GtkCheckButton *group;     /* the first radio: the others join it */
   AdwActionRow *note_row;
   char *selected;
+  char *token;
 };
 
 G_DEFINE_FINAL_TYPE (DcpModelList, dcp_model_list, ADW_TYPE_PREFERENCES_GROUP)
@@ -79,10 +80,22 @@ progress_changed (DcpDownload *download, GParamSpec *pspec, Item *item)
 {
   guint64 size = dcp_download_get_size (download), received = dcp_download_get_received (download);
   g_autofree char *a = g_format_size (received), *b = g_format_size (size);
-  g_autofree char *text = g_strdup_printf ("%s / %s", a, b);
+  double speed = dcp_download_get_speed (download), left = dcp_download_get_seconds_left (download);
+  g_autofree char *text = NULL;
 
   if (item->row == NULL)
     return;
+  if (speed > 0 && left >= 0)
+    {
+      g_autofree char *rate = g_format_size ((guint64) speed);
+      g_autofree char *eta = left >= 3600 ? g_strdup_printf (_("%d h %02d min"), (int) (left / 3600), (int) (left / 60) % 60)
+                           : left >= 60 ? g_strdup_printf (_("%d min %02d s"), (int) (left / 60), (int) left % 60)
+                           : g_strdup_printf (_("%d s"), (int) left);
+      /* Translators: received / size, speed per second, time left */
+      text = g_strdup_printf (_("%s / %s · %s/s · %s left"), a, b, rate, eta);
+    }
+  else
+    text = g_strdup_printf ("%s / %s", a, b);
   gtk_progress_bar_set_fraction (item->progress, size ? (double) received / size : 0);
   gtk_progress_bar_set_text (item->progress, text);
 }
@@ -135,6 +148,7 @@ download_clicked (GtkButton *button, Item *item)
   g_clear_object (&item->download);
   g_clear_object (&item->cancellable);
   item->download = dcp_download_new (self->session, item->entry->url, dest, item->entry->sha256);
+  dcp_download_set_token (item->download, dcp_model_catalog_default_endpoint (), self->token);
   item->cancellable = g_cancellable_new ();
   g_signal_connect (item->download, "notify::received", G_CALLBACK (progress_changed), item);
   gtk_progress_bar_set_fraction (item->progress, 0);
@@ -297,6 +311,14 @@ dcp_model_list_select (DcpModelList *self, const char *name)
     }
 }
 
+void
+dcp_model_list_set_token (DcpModelList *self, const char *token)
+{
+  g_return_if_fail (DCP_IS_MODEL_LIST (self));
+  g_free (self->token);
+  self->token = token && *token ? g_strdup (token) : NULL;
+}
+
 const DcpModelEntry *
 dcp_model_list_get_selected (DcpModelList *self)
 {
@@ -332,6 +354,7 @@ dcp_model_list_finalize (GObject *object)
   g_ptr_array_unref (self->items);
   g_ptr_array_unref (self->downloads);
   g_clear_pointer (&self->entries, g_ptr_array_unref);
+  g_clear_pointer (&self->token, g_free);
   g_clear_object (&self->note_row);
   g_clear_object (&self->session);
   g_free (self->models_dir);

@@ -27,6 +27,10 @@ void          dcp_model_list_select      (DcpModelList  *self,
 /* Starts downloading a repository file into the models folder, as its button does. */
 gboolean      dcp_model_list_download    (DcpModelList  *self,
                                           const char    *name);
+/* A Hugging Face token for the downloads that start from now on (sent to the HF endpoint only),
+ * or NULL. */
+void          dcp_model_list_set_token   (DcpModelList  *self,
+                                          const char    *token);
 /* The chosen entry, or NULL. */
 const DcpModelEntry *dcp_model_list_get_selected (DcpModelList *self);
 

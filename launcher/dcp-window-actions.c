@@ -191,6 +191,7 @@ void
 dcp_window_show_engine_state (DcpWindow *self)
 {
   DcpEngineState state = dcp_engine_process_get_state (self->engine);
+  DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (self->engine);
   gboolean active = state == DCP_ENGINE_STARTING || state == DCP_ENGINE_RUNNING || state == DCP_ENGINE_STOPPING;
   g_autofree char *address = g_strdup_printf ("http://%s:%u", self->settings.host, self->settings.port);
   const char *title = NULL;
@@ -209,11 +210,22 @@ dcp_window_show_engine_state (DcpWindow *self)
       break;
     case DCP_ENGINE_RUNNING:
       title = _("Running");
-      subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)"), address, address);
+      if (proxy != NULL)
+        /* Translators: the address twice, then the engine's state, memory in GiB and speed */
+        subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)\n"
+                                      "%s · VRAM %.2f GiB · RAM %.2f GiB · %.1f tokens/s"),
+                                    address, address, dcp_dbus_engine1_get_state (proxy),
+                                    dcp_dbus_engine1_get_vram_bytes (proxy) / 1073741824.0,
+                                    dcp_dbus_engine1_get_ram_bytes (proxy) / 1073741824.0,
+                                    dcp_dbus_engine1_get_tokens_per_second (proxy));
+      else
+        subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)"), address, address);
       break;
     case DCP_ENGINE_STOPPING:
       title = _("Stopping");
-      subtitle = g_strdup (_("Asked the engine to stop (SIGTERM); it is killed if it does not stop in time"));
+      subtitle = g_strdup (proxy != NULL
+                           ? _("Asked the engine to stop (D-Bus Stop); SIGTERM and SIGKILL follow if it does not stop in time")
+                           : _("Asked the engine to stop (SIGTERM); it is killed if it does not stop in time"));
       break;
     case DCP_ENGINE_FAILED:
       title = _("Failed");
@@ -225,7 +237,7 @@ dcp_window_show_engine_state (DcpWindow *self)
     }
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->engine_row), title);
   adw_action_row_set_subtitle (self->engine_row, subtitle);
-  adw_window_title_set_subtitle (self->title, title);
+  adw_view_switcher_title_set_subtitle (self->title, title);
   gtk_widget_set_visible (self->load_button, !active);
   gtk_widget_set_visible (self->stop_button, active);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "win.stop", active && state != DCP_ENGINE_STOPPING);
@@ -242,11 +254,33 @@ engine_state_changed (DcpEngineProcess *engine, GParamSpec *pspec, DcpWindow *se
       /* Translators: the first %s says how the engine ended, the second is its last output line */
       g_autofree char *text = NULL;
       const char *last = strrchr (lines, '\n');
+      AdwToast *toast;
 
       text = g_strdup_printf (_("%s: %s (its last lines are in the log)"), dcp_engine_process_get_error (engine),
                               last ? last + 1 : lines);
-      dcp_window_toast (self, text);
+      toast = adw_toast_new (text);
+      adw_toast_set_timeout (toast, 0);   /* stays until dismissed or Restart */
+      adw_toast_set_button_label (toast, _("_Restart"));
+      adw_toast_set_action_name (toast, "win.load");
+      adw_toast_overlay_add_toast (self->toasts, toast);
     }
+}
+
+static void
+proxy_properties_changed (DcpDbusEngine1 *proxy, GVariant *changed, GStrv invalidated, DcpWindow *self)
+{
+  dcp_window_show_engine_state (self);
+}
+
+static void
+engine_proxy_changed (DcpEngineProcess *engine, GParamSpec *pspec, DcpWindow *self)
+{
+  DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (engine);
+
+  if (proxy != NULL)
+    g_signal_connect_object (proxy, "g-properties-changed", G_CALLBACK (proxy_properties_changed), self, 0);
+  dcp_monitor_view_set_proxy (self->monitor_view, proxy);
+  dcp_window_show_engine_state (self);
 }
 
 static void
@@ -322,9 +356,20 @@ stop_action (GtkWidget *widget, const char *action, GVariant *param)
   dcp_engine_process_stop (DCP_WINDOW (widget)->engine);
 }
 
+static void
+show_page_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  DcpWindow *self = DCP_WINDOW (widget);
+  const char *name = g_variant_get_string (param, NULL);
+
+  if (adw_view_stack_get_child_by_name (self->view_stack, name) != NULL)
+    adw_view_stack_set_visible_child_name (self->view_stack, name);
+}
+
 void
 dcp_window_class_init_actions (GtkWidgetClass *widget_class)
 {
+  gtk_widget_class_install_action (widget_class, "win.show-page", "s", show_page_action);
   gtk_widget_class_install_action (widget_class, "win.copy-command", NULL, copy_action);
   gtk_widget_class_install_action (widget_class, "win.load", NULL, load_action);
   gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);
@@ -337,4 +382,5 @@ dcp_window_init_actions (DcpWindow *self)
   g_signal_connect (self->preset_row, "notify::selected", G_CALLBACK (preset_selected), self);
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (engine_state_changed), self);
   g_signal_connect (self->engine, "log-line", G_CALLBACK (engine_log_line), self);
+  g_signal_connect (self->engine, "notify::proxy", G_CALLBACK (engine_proxy_changed), self);
 }

@@ -4,6 +4,7 @@
 #include "dcp-costs-view.h"
 #include "dcp-engine-process.h"
 #include "dcp-model-list.h"
+#include "dcp-monitor-view.h"
 #include "dcp-presets.h"
 #include "dcp-settings-page.h"
 #include "dcp-window.h"
@@ -17,10 +18,12 @@ struct _DcpWindow
 
   /* template */
   AdwToastOverlay *toasts;
-  AdwWindowTitle *title;
+  AdwViewSwitcherTitle *title;
+  AdwViewStack *view_stack;
   GtkWidget *load_button, *stop_button;
   GtkBox *left_box, *right_box;
   AdwEntryRow *folder_row, *repo_row;
+  AdwPasswordEntryRow *token_row;
   AdwActionRow *address_row, *command_row, *engine_row;
   GtkEntry *host_entry;
   GtkSpinButton *port_spin;
@@ -36,6 +39,7 @@ struct _DcpWindow
   DcpModelList *model_list;
   DcpSettingsPage *settings_page;
   DcpCostsView *costs_view;
+  DcpMonitorView *monitor_view;
 
   GSettings *gsettings;
   char *engine_path;

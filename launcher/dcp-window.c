@@ -410,12 +410,14 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/decapybara/Launcher/dcp-window.ui");
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, toasts);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, title);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, view_stack);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, load_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, stop_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, left_box);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_box);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, token_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, address_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, command_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, engine_row);
@@ -448,6 +450,20 @@ dcp_window_init (DcpWindow *self)
   self->costs_view = dcp_costs_view_new ();
   gtk_box_prepend (self->right_box, GTK_WIDGET (self->costs_view));
   self->engine = dcp_engine_process_new ();
+  dcp_engine_process_set_dbus (self->engine, TRUE);
+  self->monitor_view = dcp_monitor_view_new ();
+  {
+    GtkWidget *scroll = gtk_scrolled_window_new ();
+    GtkWidget *clamp = adw_clamp_new ();
+    AdwViewStackPage *page;
+
+    adw_clamp_set_maximum_size (ADW_CLAMP (clamp), 1000);
+    adw_clamp_set_child (ADW_CLAMP (clamp), GTK_WIDGET (self->monitor_view));
+    gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (scroll), clamp);
+    gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroll), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
+    page = adw_view_stack_add_titled (self->view_stack, scroll, "monitor", _("Monitor"));
+    adw_view_stack_page_set_icon_name (page, "view-reveal-symbolic");
+  }
 
   dcp_settings_page_set_compare_func (self->settings_page, compare_choices, self);
   g_signal_connect (self->settings_page, "changed", G_CALLBACK (page_changed), self);
@@ -491,6 +507,14 @@ restore (DcpWindow *self)
                     G_CALLBACK (plan_vram_changed), self);
 }
 
+static void
+token_changed (GSettings *settings, const char *key, DcpWindow *self)
+{
+  g_autofree char *token = g_settings_get_string (settings, key);
+
+  dcp_model_list_set_token (self->model_list, g_strstrip (token));
+}
+
 DcpWindow *
 dcp_window_new (GtkApplication *application, GSettings *settings, const char *engine_path)
 {
@@ -503,6 +527,9 @@ dcp_window_new (GtkApplication *application, GSettings *settings, const char *en
   g_settings_bind (settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "hf-token", self->token_row, "text", G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_object (settings, "changed::hf-token", G_CALLBACK (token_changed), self, 0);
+  token_changed (settings, "hf-token", self);
   restore (self);
   dcp_window_load_presets (self);
   dcp_window_settings_changed (self);

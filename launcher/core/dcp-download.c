@@ -14,6 +14,8 @@
 #define READ_BYTES (256 * 1024)
 #define SAVE_EVERY_BYTES (G_GUINT64_CONSTANT (4) << 20)
 #define MAX_RETRIES 5
+/* The speed is a moving average over samples at least this far apart. */
+#define SPEED_SAMPLE_US (G_USEC_PER_SEC / 2)
 
 typedef struct {
   DcpDownload *self;           /* unowned: parts live as long as the download runs */
@@ -42,6 +44,12 @@ struct _DcpDownload
   GCancellable *cancellable;   /* the caller's, or cancelled on the first failure */
   GError *error;               /* the first failure, reported when every part has stopped */
   gulong cancel_handler;       /* on the caller's cancellable */
+  char *token;                 /* sent to token_host only */
+  char *token_host;
+  DcpFreeBytesFunc free_bytes_func;
+  gint64 speed_time;           /* the last speed sample: when, and received then */
+  guint64 speed_received;
+  double speed;                /* bytes per second */
 };
 
 G_DEFINE_FINAL_TYPE (DcpDownload, dcp_download, G_TYPE_OBJECT)
@@ -62,6 +70,8 @@ dcp_download_finalize (GObject *object)
   g_free (self->part_path);
   g_free (self->state_path);
   g_free (self->sha256);
+  g_free (self->token);
+  g_free (self->token_host);
   g_clear_pointer (&self->parts, g_array_unref);
   g_clear_object (&self->cancellable);
   g_clear_error (&self->error);
@@ -137,6 +147,136 @@ guint64
 dcp_download_get_received (DcpDownload *self)
 {
   return self->received;
+}
+
+double
+dcp_download_get_speed (DcpDownload *self)
+{
+  g_return_val_if_fail (DCP_IS_DOWNLOAD (self), 0);
+  return self->speed;
+}
+
+double
+dcp_download_get_seconds_left (DcpDownload *self)
+{
+  g_return_val_if_fail (DCP_IS_DOWNLOAD (self), -1);
+  if (self->speed <= 0 || self->size == 0)
+    return -1;
+  return (self->size - MIN (self->received, self->size)) / self->speed;
+}
+
+static void
+update_speed (DcpDownload *self)
+{
+  gint64 now = g_get_monotonic_time ();
+  double rate;
+
+  if (self->speed_time == 0)
+    {
+      self->speed_time = now;
+      self->speed_received = self->received;
+      return;
+    }
+  if (now - self->speed_time < SPEED_SAMPLE_US)
+    return;
+  rate = (self->received - self->speed_received) * (double) G_USEC_PER_SEC / (now - self->speed_time);
+  /* The first sample as it is, then a moving average that follows within a few seconds. */
+  self->speed = self->speed > 0 ? 0.7 * self->speed + 0.3 * rate : rate;
+  self->speed_time = now;
+  self->speed_received = self->received;
+}
+
+void
+dcp_download_set_token (DcpDownload *self, const char *endpoint, const char *token)
+{
+  g_autoptr(GUri) uri = NULL;
+
+  g_return_if_fail (DCP_IS_DOWNLOAD (self));
+  g_clear_pointer (&self->token, g_free);
+  g_clear_pointer (&self->token_host, g_free);
+  if (token == NULL || *token == '\0' || endpoint == NULL)
+    return;
+  uri = g_uri_parse (endpoint, G_URI_FLAGS_NONE, NULL);
+  if (uri == NULL || g_uri_get_host (uri) == NULL)
+    return;
+  self->token = g_strdup (token);
+  self->token_host = g_ascii_strdown (g_uri_get_host (uri), -1);
+}
+
+void
+dcp_download_set_free_bytes_func (DcpDownload *self, DcpFreeBytesFunc func)
+{
+  g_return_if_fail (DCP_IS_DOWNLOAD (self));
+  self->free_bytes_func = func;
+}
+
+/* The token goes with a request only while it is for the endpoint's host: a redirect to another
+ * host (Hugging Face sends files to a CDN) loses it before the request is sent again. */
+static void
+authorize_uri (SoupMessage *msg, DcpDownload *self)
+{
+  GUri *uri = soup_message_get_uri (msg);
+  SoupMessageHeaders *headers = soup_message_get_request_headers (msg);
+  g_autofree char *auth = NULL;
+
+  if (self->token == NULL || g_uri_get_host (uri) == NULL ||
+      g_ascii_strcasecmp (g_uri_get_host (uri), self->token_host) != 0)
+    {
+      soup_message_headers_remove (headers, "Authorization");
+      return;
+    }
+  auth = g_strconcat ("Bearer ", self->token, NULL);
+  soup_message_headers_replace (headers, "Authorization", auth);
+}
+
+static void
+authorize (DcpDownload *self, SoupMessage *msg)
+{
+  if (self->token == NULL)
+    return;
+  authorize_uri (msg, self);
+  g_signal_connect (msg, "restarted", G_CALLBACK (authorize_uri), self);
+}
+
+static gboolean
+real_free_bytes (const char *dir, guint64 *free_bytes, GError **error)
+{
+  g_autoptr(GFile) file = g_file_new_for_path (dir);
+  g_autoptr(GFileInfo) info = g_file_query_filesystem_info (file, G_FILE_ATTRIBUTE_FILESYSTEM_FREE, NULL, error);
+
+  if (info == NULL)
+    return FALSE;
+  if (!g_file_info_has_attribute (info, G_FILE_ATTRIBUTE_FILESYSTEM_FREE))
+    {
+      *free_bytes = G_MAXUINT64;   /* the filesystem does not say: let the writes tell */
+      return TRUE;
+    }
+  *free_bytes = g_file_info_get_attribute_uint64 (info, G_FILE_ATTRIBUTE_FILESYSTEM_FREE);
+  return TRUE;
+}
+
+/* The bytes still to come must fit on the disk, before the first of them is written. */
+static gboolean
+check_space (DcpDownload *self, GError **error)
+{
+  g_autofree char *dir = g_path_get_dirname (self->dest);
+  DcpFreeBytesFunc func = self->free_bytes_func ? self->free_bytes_func : real_free_bytes;
+  guint64 free_bytes = 0, needed = self->size - MIN (self->received, self->size);
+
+  if (!func (dir, &free_bytes, error))
+    {
+      g_prefix_error (error, "Cannot tell the free space in %s: ", dir);
+      return FALSE;
+    }
+  if (free_bytes < needed)
+    {
+      g_autofree char *n = g_format_size (needed), *f = g_format_size (free_bytes);
+
+      g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE,
+                   "Not enough disk space in %s: the download needs %s more, %s are free", dir, n, f);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* ---- the resume file: {"url", "size", "parts": [[start, end, done], ...]} ---- */
@@ -396,6 +536,7 @@ read_done (GObject *source, GAsyncResult *result, gpointer user_data)
   part->done += n;
   self->received += n;
   self->unsaved += n;
+  update_speed (self);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_RECEIVED]);
   if (self->unsaved >= SAVE_EVERY_BYTES)
     {
@@ -456,6 +597,7 @@ start_part (Part *part)
   if (self->ranges)
     soup_message_headers_set_range (soup_message_get_request_headers (part->msg),
                                     (goffset) (part->start + part->done), (goffset) part->end);
+  authorize (self, part->msg);
   self->running++;
   soup_session_send_async (self->session, part->msg, G_PRIORITY_DEFAULT, self->cancellable, sent, part);
 }
@@ -501,7 +643,7 @@ start (DcpDownload *self)
     self->received += g_array_index (self->parts, Part, i).done;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_SIZE]);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_RECEIVED]);
-  if (!open_part_file (self, &error))
+  if (!check_space (self, &error) || !open_part_file (self, &error))
     {
       finish (self, error);
       return;
@@ -577,6 +719,9 @@ dcp_download_run_async (DcpDownload *self, GCancellable *cancellable,
       finish (self, g_error_new (DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "“%s” is not a valid URL", self->url));
       return;
     }
+  authorize (self, head);
+  self->speed_time = 0;
+  self->speed = 0;
   g_object_set_data_full (G_OBJECT (self->task), "head", head, g_object_unref);
   soup_session_send_async (self->session, head, G_PRIORITY_DEFAULT, self->cancellable, head_done, self);
 }

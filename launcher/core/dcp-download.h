@@ -29,5 +29,21 @@ gboolean     dcp_download_run_finish     (DcpDownload         *self,
                                           GError             **error);
 guint64      dcp_download_get_size       (DcpDownload         *self);
 guint64      dcp_download_get_received   (DcpDownload         *self);
+/* Bytes per second over the last seconds (0 until known), and the seconds left at that speed
+ * (-1 while unknown). */
+double       dcp_download_get_speed      (DcpDownload         *self);
+double       dcp_download_get_seconds_left (DcpDownload       *self);
+/* A Hugging Face token: sent as "Authorization: Bearer TOKEN", only to URLs on the host of
+ * endpoint (the Hugging Face endpoint), never to another host. NULL or "" for none. */
+void         dcp_download_set_token      (DcpDownload         *self,
+                                          const char          *endpoint,
+                                          const char          *token);
+
+/* The free bytes of the filesystem that holds dir; the tests give a fake one. */
+typedef gboolean (*DcpFreeBytesFunc) (const char *dir, guint64 *free_bytes, GError **error);
+/* Before the first byte, the download checks that the bytes still to come fit (refused with
+ * DCP_ERROR_TOO_LARGE otherwise). func NULL: the real filesystem (g_file_query_filesystem_info). */
+void         dcp_download_set_free_bytes_func (DcpDownload    *self,
+                                          DcpFreeBytesFunc     func);
 
 G_END_DECLS

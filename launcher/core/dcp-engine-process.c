@@ -3,8 +3,11 @@
 
 #include "config.h"
 
+#include <errno.h>
 #include <libsoup/soup.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "dcp-engine-process.h"
 #include "dcp-error.h"
@@ -12,6 +15,9 @@
 #define HEALTH_INTERVAL_MS 500
 /* After the exit, how long a child the engine left behind may keep its output open. */
 #define OUTPUT_GRACE_MS 1000
+/* The fd number the engine finds its end of the socketpair at. */
+#define DBUS_CHILD_FD 3
+#define ENGINE_OBJECT_PATH "/io/github/decapybara/Engine"
 
 struct _DcpEngineProcess
 {
@@ -32,11 +38,15 @@ struct _DcpEngineProcess
   gboolean stop_requested;
   gboolean exited, output_done;  /* the run ends when both have happened */
   gboolean health_in_flight;
+  gboolean use_dbus;
+  GDBusConnection *connection;
+  DcpDbusEngine1 *proxy;
+  guint term_source;
 };
 
 G_DEFINE_FINAL_TYPE (DcpEngineProcess, dcp_engine_process, G_TYPE_OBJECT)
 
-enum { PROP_0, PROP_STATE, N_PROPS };
+enum { PROP_0, PROP_STATE, PROP_PROXY, N_PROPS };
 enum { LOG_LINE, N_SIGNALS };
 static GParamSpec *props[N_PROPS];
 static guint signals[N_SIGNALS];
@@ -65,6 +75,25 @@ clear_sources (DcpEngineProcess *self)
   g_clear_handle_id (&self->health_source, g_source_remove);
   g_clear_handle_id (&self->kill_source, g_source_remove);
   g_clear_handle_id (&self->grace_source, g_source_remove);
+  g_clear_handle_id (&self->term_source, g_source_remove);
+}
+
+static void
+clear_dbus (DcpEngineProcess *self)
+{
+  gboolean had_proxy = self->proxy != NULL;
+
+  if (self->proxy != NULL)
+    g_signal_handlers_disconnect_by_data (self->proxy, self);
+  if (self->connection != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->connection, self);
+      g_dbus_connection_close (self->connection, NULL, NULL, NULL);
+    }
+  g_clear_object (&self->proxy);
+  g_clear_object (&self->connection);
+  if (had_proxy)
+    g_object_notify_by_pspec (G_OBJECT (self), props[PROP_PROXY]);
 }
 
 /* Both the exit status and the end of the output are in: report the run's end. */
@@ -95,16 +124,112 @@ finish_run (DcpEngineProcess *self)
     }
   g_clear_object (&self->proc);
   g_clear_object (&self->output);
+  clear_dbus (self);
   set_state (self, end);
+}
+
+static void
+keep_line (DcpEngineProcess *self, char *line)
+{
+  g_queue_push_tail (&self->lines, line);
+  while (self->lines.length > DCP_ENGINE_LOG_LINES)
+    g_free (g_queue_pop_head (&self->lines));
 }
 
 static void
 add_line (DcpEngineProcess *self, char *line)
 {
-  g_queue_push_tail (&self->lines, line);
-  while (self->lines.length > DCP_ENGINE_LOG_LINES)
-    g_free (g_queue_pop_head (&self->lines));
+  keep_line (self, line);
   g_signal_emit (self, signals[LOG_LINE], 0, line);
+}
+
+/* An output line: while the LogLine signals come over D-Bus, the same line is only kept. */
+static void
+add_output_line (DcpEngineProcess *self, char *line)
+{
+  if (self->proxy != NULL)
+    keep_line (self, line);
+  else
+    add_line (self, line);
+}
+
+static void
+proxy_log_line (DcpDbusEngine1 *proxy, const char *level, const char *domain, const char *message,
+                DcpEngineProcess *self)
+{
+  g_autofree char *line = g_strdup_printf ("%s %s: %s", level, domain, message);
+
+  g_signal_emit (self, signals[LOG_LINE], 0, line);
+}
+
+static void
+proxy_state_changed (DcpDbusEngine1 *proxy, GParamSpec *pspec, DcpEngineProcess *self)
+{
+  const char *state = dcp_dbus_engine1_get_state (proxy);
+
+  if (state != NULL && g_str_equal (state, "ready") && self->state == DCP_ENGINE_STARTING)
+    {
+      g_clear_handle_id (&self->health_source, g_source_remove);
+      set_state (self, DCP_ENGINE_RUNNING);
+    }
+}
+
+static void
+connection_closed (GDBusConnection *connection, gboolean vanished, GError *error, DcpEngineProcess *self)
+{
+  /* The engine is going away: its last words come from the output again. */
+  clear_dbus (self);
+}
+
+static void
+proxy_ready (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpEngineProcess) self = user_data;
+  g_autoptr(GError) error = NULL;
+  DcpDbusEngine1 *proxy = dcp_dbus_engine1_proxy_new_finish (result, &error);
+
+  if (proxy == NULL)
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        add_line (self, g_strdup_printf ("(the engine's D-Bus interface is not there: %s)", error->message));
+      return;
+    }
+  if (self->connection == NULL)
+    {
+      g_object_unref (proxy);
+      return;
+    }
+  self->proxy = proxy;
+  g_signal_connect (proxy, "log-line", G_CALLBACK (proxy_log_line), self);
+  g_signal_connect (proxy, "notify::state", G_CALLBACK (proxy_state_changed), self);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_PROXY]);
+  proxy_state_changed (proxy, NULL, self);
+}
+
+static void
+connection_ready (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(DcpEngineProcess) self = user_data;
+  g_autoptr(GError) error = NULL;
+  GDBusConnection *connection = g_dbus_connection_new_finish (result, &error);
+
+  if (connection == NULL)
+    {
+      /* Most often the engine exited before it served D-Bus: its output says why. */
+      g_debug ("no D-Bus connection to the engine: %s", error->message);
+      return;
+    }
+  if (self->proc == NULL || self->exited)
+    {
+      g_dbus_connection_close (connection, NULL, NULL, NULL);
+      g_object_unref (connection);
+      return;
+    }
+  self->connection = connection;
+  g_dbus_connection_set_exit_on_close (connection, FALSE);
+  g_signal_connect (connection, "closed", G_CALLBACK (connection_closed), self);
+  dcp_dbus_engine1_proxy_new (connection, G_DBUS_PROXY_FLAGS_NONE, NULL, ENGINE_OBJECT_PATH,
+                              self->cancellable, proxy_ready, g_object_ref (self));
 }
 
 static void
@@ -129,7 +254,7 @@ read_line_done (GObject *source, GAsyncResult *result, gpointer user_data)
         }
       line = g_strdup ("(a line that is not UTF-8)");
     }
-  add_line (self, line);
+  add_output_line (self, line);
   if (self->output != NULL)
     g_data_input_stream_read_line_async (self->output, G_PRIORITY_DEFAULT, self->cancellable,
                                          read_line_done, g_object_ref (self));
@@ -205,6 +330,9 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
 {
   g_autoptr(GSubprocessLauncher) launcher = NULL;
   g_autoptr(GError) local = NULL;
+  g_autoptr(GPtrArray) args = g_ptr_array_new ();
+  g_autoptr(GSocket) socket = NULL;
+  int pair[2] = { -1, -1 };
   GInputStream *out;
 
   g_return_val_if_fail (DCP_IS_ENGINE_PROCESS (self), FALSE);
@@ -218,7 +346,29 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
   if (envp != NULL)
     g_subprocess_launcher_set_environ (launcher, (char **) envp);
-  self->proc = g_subprocess_launcher_spawnv (launcher, argv, &local);
+  for (guint i = 0; argv[i] != NULL; i++)
+    g_ptr_array_add (args, (gpointer) argv[i]);
+  if (self->use_dbus)
+    {
+      if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "No socket pair for the engine's D-Bus: %s", g_strerror (errno));
+          return FALSE;
+        }
+      /* The launcher closes the child's end in this process when it is freed. */
+      g_subprocess_launcher_take_fd (launcher, pair[1], DBUS_CHILD_FD);
+      socket = g_socket_new_from_fd (pair[0], &local);
+      if (socket == NULL)
+        {
+          close (pair[0]);
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "No socket for the engine's D-Bus: %s", local->message);
+          return FALSE;
+        }
+      g_ptr_array_add (args, (gpointer) "--dbus-fd");
+      g_ptr_array_add (args, (gpointer) G_STRINGIFY (DBUS_CHILD_FD));
+    }
+  g_ptr_array_add (args, NULL);
+  self->proc = g_subprocess_launcher_spawnv (launcher, (const char *const *) args->pdata, &local);
   if (self->proc == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_FAILED, "The engine could not start: %s", local->message);
@@ -243,6 +393,13 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
                                        read_line_done, g_object_ref (self));
   g_subprocess_wait_async (self->proc, self->cancellable, wait_done, g_object_ref (self));
   self->health_source = g_timeout_add (HEALTH_INTERVAL_MS, health_tick, self);
+  if (socket != NULL)
+    {
+      g_autoptr(GSocketConnection) stream = g_socket_connection_factory_create_connection (socket);
+
+      g_dbus_connection_new (G_IO_STREAM (stream), NULL, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT,
+                             NULL, self->cancellable, connection_ready, g_object_ref (self));
+    }
   set_state (self, DCP_ENGINE_STARTING);
   return TRUE;
 }
@@ -261,6 +418,20 @@ kill_tick (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static gboolean
+term_tick (gpointer user_data)
+{
+  DcpEngineProcess *self = user_data;
+
+  self->term_source = 0;
+  if (self->proc != NULL && !self->exited)
+    {
+      add_line (self, g_strdup ("(the engine did not stop on D-Bus Stop: sending SIGTERM)"));
+      g_subprocess_send_signal (self->proc, SIGTERM);
+    }
+  return G_SOURCE_REMOVE;
+}
+
 void
 dcp_engine_process_stop (DcpEngineProcess *self)
 {
@@ -271,8 +442,28 @@ dcp_engine_process_stop (DcpEngineProcess *self)
   self->stop_requested = TRUE;
   g_clear_handle_id (&self->health_source, g_source_remove);
   set_state (self, DCP_ENGINE_STOPPING);
-  g_subprocess_send_signal (self->proc, SIGTERM);
+  if (self->proxy != NULL)
+    {
+      dcp_dbus_engine1_call_stop (self->proxy, NULL, NULL, NULL);
+      self->term_source = g_timeout_add (self->stop_timeout_ms / 2, term_tick, self);
+    }
+  else
+    g_subprocess_send_signal (self->proc, SIGTERM);
   self->kill_source = g_timeout_add (self->stop_timeout_ms, kill_tick, self);
+}
+
+void
+dcp_engine_process_set_dbus (DcpEngineProcess *self, gboolean use_dbus)
+{
+  g_return_if_fail (DCP_IS_ENGINE_PROCESS (self));
+  self->use_dbus = use_dbus;
+}
+
+DcpDbusEngine1 *
+dcp_engine_process_get_proxy (DcpEngineProcess *self)
+{
+  g_return_val_if_fail (DCP_IS_ENGINE_PROCESS (self), NULL);
+  return self->proxy;
 }
 
 void
@@ -321,6 +512,15 @@ dcp_engine_process_dispose (GObject *object)
     g_subprocess_force_exit (self->proc);
   g_cancellable_cancel (self->cancellable);
   g_clear_object (&self->cancellable);
+  if (self->proxy != NULL)
+    g_signal_handlers_disconnect_by_data (self->proxy, self);
+  if (self->connection != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->connection, self);
+      g_dbus_connection_close (self->connection, NULL, NULL, NULL);
+    }
+  g_clear_object (&self->proxy);
+  g_clear_object (&self->connection);
   g_clear_object (&self->proc);
   g_clear_object (&self->output);
   g_clear_object (&self->session);
@@ -348,6 +548,9 @@ dcp_engine_process_get_property (GObject *object, guint id, GValue *value, GPara
     case PROP_STATE:
       g_value_set_int (value, self->state);
       break;
+    case PROP_PROXY:
+      g_value_set_object (value, self->proxy);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
@@ -363,6 +566,8 @@ dcp_engine_process_class_init (DcpEngineProcessClass *klass)
   object_class->get_property = dcp_engine_process_get_property;
   props[PROP_STATE] = g_param_spec_int ("state", NULL, NULL, DCP_ENGINE_STOPPED, DCP_ENGINE_FAILED,
                                         DCP_ENGINE_STOPPED, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  props[PROP_PROXY] = g_param_spec_object ("proxy", NULL, NULL, DCP_DBUS_TYPE_ENGINE1,
+                                           G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, props);
   signals[LOG_LINE] = g_signal_new ("log-line", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                     NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);

@@ -3,12 +3,20 @@
 
 #include <gio/gio.h>
 
+#include "dcp-dbus-engine1.h"
+
 G_BEGIN_DECLS
 
 /* Runs the engine as a child process and follows it by its output and its exit: every output
  * line is a "log-line" signal; GET /health answering 200 makes it RUNNING; an exit that Stop did
  * not ask for is FAILED (non-zero status or a signal) with the last lines kept for the report.
- * Stop sends SIGTERM, then SIGKILL when the engine has not exited after the stop timeout. */
+ * Stop sends SIGTERM, then SIGKILL when the engine has not exited after the stop timeout.
+ *
+ * With D-Bus on (dcp_engine_process_set_dbus), the engine gets one end of a socketpair as
+ * --dbus-fd 3 and the "proxy" property becomes its io.github.decapybara.Engine1 proxy once the
+ * peer connection is up: its LogLine signals become the log lines (the output is still kept for
+ * crash reports), its State "ready" makes it RUNNING, and Stop calls its Stop method first, with
+ * SIGTERM after half the stop timeout and SIGKILL after all of it. */
 
 typedef enum {
   DCP_ENGINE_STOPPED,
@@ -31,6 +39,10 @@ gboolean        dcp_engine_process_start          (DcpEngineProcess   *self,
                                                    const char         *health_url,
                                                    GError            **error);
 void            dcp_engine_process_stop           (DcpEngineProcess   *self);
+void            dcp_engine_process_set_dbus       (DcpEngineProcess   *self,
+                                                   gboolean            use_dbus);
+/* The engine's D-Bus proxy while connected, or NULL. */
+DcpDbusEngine1 *dcp_engine_process_get_proxy      (DcpEngineProcess   *self);
 void            dcp_engine_process_set_stop_timeout (DcpEngineProcess *self,
                                                    guint               milliseconds);
 DcpEngineState  dcp_engine_process_get_state      (DcpEngineProcess   *self);

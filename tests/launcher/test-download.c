@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* Downloads from a real SoupServer on loopback: ranges, dropped connections, resume, checksum. */
+/* Downloads from a real SoupServer on loopback: ranges, dropped connections, resume, checksum, a
+ * slow server (speed and time left), a wrong byte, short bodies, a full disk, the token. */
 #include "config.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "dcp-download.h"
 #include "dcp-error.h"
 
 #define FILE_BYTES (24u << 20)   /* 3 parts of 8 MiB */
+#define SLOW_CHUNK (512u << 10)
+#define SLOW_INTERVAL_MS 20
 
 typedef struct {
   SoupServer *server;
@@ -20,6 +24,11 @@ typedef struct {
   gboolean ranges;
   guint drops;                   /* GETs still to answer with half a body and a closed socket */
   guint64 served;                /* body bytes sent */
+  gboolean slow;                 /* send each range in chunks, one per SLOW_INTERVAL_MS */
+  gboolean always_short;         /* every GET: half its body, then the connection closes */
+  char *authorization;           /* the last GET's Authorization header, or NULL */
+  double speed_seen, left_seen;  /* at half the file or later, once the speed is known */
+  guint64 received_seen;
   GMainLoop *loop;
   GError *error;
   gboolean done;
@@ -43,16 +52,65 @@ drop_connection (SoupServerMessage *msg, Fixture *f, goffset start, goffset end)
   g_object_unref (stream);
 }
 
+typedef struct {
+  SoupServerMessage *msg;
+  const char *data;
+  gsize left;
+} SlowBody;
+
+static gboolean
+slow_tick (gpointer user_data)
+{
+  SlowBody *b = user_data;
+  SoupMessageBody *body = soup_server_message_get_response_body (b->msg);
+  gsize n = MIN (b->left, SLOW_CHUNK);
+
+  soup_message_body_append (body, SOUP_MEMORY_COPY, b->data, n);
+  b->data += n;
+  b->left -= n;
+  if (b->left == 0)
+    soup_message_body_complete (body);
+  soup_server_message_unpause (b->msg);
+  if (b->left > 0)
+    return G_SOURCE_CONTINUE;
+  g_object_unref (b->msg);
+  g_free (b);
+  return G_SOURCE_REMOVE;
+}
+
+/* The body in chunks on a timer: a slow server. */
+static void
+serve_slowly (SoupServerMessage *msg, const char *data, gsize len)
+{
+  SlowBody *b = g_new0 (SlowBody, 1);
+
+  b->msg = g_object_ref (msg);
+  b->data = data;
+  b->left = len;
+  soup_message_headers_set_content_length (soup_server_message_get_response_headers (msg), len);
+  soup_server_message_pause (msg);
+  g_timeout_add (SLOW_INTERVAL_MS, slow_tick, b);
+}
+
 static void
 handle (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
 {
   Fixture *f = user_data;
   SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
   SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
-  const char *data = g_bytes_get_data (f->content, NULL);
+  const char *data = g_object_get_data (G_OBJECT (server), "served-data");
   SoupRange *ranges = NULL;
   int n_ranges = 0;
 
+  if (g_str_equal (path, "/elsewhere.mcapy"))
+    {
+      /* Another host name for this server: the token must not follow the redirect. */
+      GUri *uri = soup_server_message_get_uri (msg);
+      g_autofree char *to = g_strdup_printf ("http://localhost:%d/model.mcapy", g_uri_get_port (uri));
+
+      soup_server_message_set_redirect (msg, SOUP_STATUS_FOUND, to);
+      return;
+    }
   if (!g_str_equal (path, "/model.mcapy"))
     {
       soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
@@ -66,19 +124,27 @@ handle (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable
       soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
       return;
     }
+  g_free (f->authorization);
+  f->authorization = g_strdup (soup_message_headers_get_one (req, "Authorization"));
   if (f->ranges && soup_message_headers_get_ranges (req, FILE_BYTES, &ranges, &n_ranges))
     {
       goffset start = ranges[0].start, end = ranges[0].end;
 
       soup_message_headers_free_ranges (req, ranges);
-      if (f->drops > 0)
+      if (f->drops > 0 || f->always_short)
         {
-          f->drops--;
+          f->drops -= f->drops > 0;
           drop_connection (msg, f, start, end);
           return;
         }
       soup_message_headers_set_content_range (resp, start, end, FILE_BYTES);
       soup_server_message_set_status (msg, SOUP_STATUS_PARTIAL_CONTENT, NULL);
+      if (f->slow)
+        {
+          serve_slowly (msg, data + start, end - start + 1);
+          f->served += end - start + 1;
+          return;
+        }
       soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY,
                                         data + start, end - start + 1);
       f->served += end - start + 1;
@@ -102,6 +168,7 @@ fixture_setup (Fixture *f, gconstpointer data)
   f->sha256 = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, f->content);
   f->ranges = TRUE;
   f->server = soup_server_new (NULL, NULL);
+  g_object_set_data (G_OBJECT (f->server), "served-data", (gpointer) g_bytes_get_data (f->content, NULL));
   soup_server_add_handler (f->server, NULL, handle, f, NULL);
   soup_server_listen_local (f->server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error);
   g_assert_no_error (error);
@@ -133,6 +200,7 @@ fixture_teardown (Fixture *f, gconstpointer data)
   g_object_unref (f->server);
   g_main_loop_unref (f->loop);
   g_clear_error (&f->error);
+  g_free (f->authorization);
 }
 
 static void
@@ -152,11 +220,35 @@ dest_path (Fixture *f, const char *suffix)
 }
 
 static void
-run (Fixture *f, const char *url, const char *sha256, GCancellable *cancellable)
+watch_speed (GObject *d, GParamSpec *pspec, Fixture *f)
+{
+  if (f->speed_seen == 0 && dcp_download_get_received (DCP_DOWNLOAD (d)) >= FILE_BYTES / 2 &&
+      dcp_download_get_speed (DCP_DOWNLOAD (d)) > 0)
+    {
+      f->speed_seen = dcp_download_get_speed (DCP_DOWNLOAD (d));
+      f->left_seen = dcp_download_get_seconds_left (DCP_DOWNLOAD (d));
+      f->received_seen = dcp_download_get_received (DCP_DOWNLOAD (d));
+    }
+}
+
+/* The free space the tests give: one byte short of the file. */
+static gboolean
+full_disk (const char *dir, guint64 *free_bytes, GError **error)
+{
+  *free_bytes = FILE_BYTES - 1;
+  return TRUE;
+}
+
+static void
+run_with (Fixture *f, const char *url, const char *sha256, GCancellable *cancellable,
+          void (*prepare) (DcpDownload *d, Fixture *f))
 {
   g_autofree char *dest = dest_path (f, "");
   g_autoptr(DcpDownload) d = dcp_download_new (f->session, url, dest, sha256);
 
+  g_signal_connect (d, "notify::received", G_CALLBACK (watch_speed), f);
+  if (prepare)
+    prepare (d, f);
   g_clear_error (&f->error);
   f->done = FALSE;
   if (cancellable)
@@ -164,6 +256,12 @@ run (Fixture *f, const char *url, const char *sha256, GCancellable *cancellable)
   dcp_download_run_async (d, cancellable, run_done, f);
   g_main_loop_run (f->loop);
   g_assert_true (f->done);
+}
+
+static void
+run (Fixture *f, const char *url, const char *sha256, GCancellable *cancellable)
+{
+  run_with (f, url, sha256, cancellable, NULL);
 }
 
 static void
@@ -270,6 +368,125 @@ test_not_found (Fixture *f, gconstpointer data)
   g_assert_error (f->error, DCP_ERROR, DCP_ERROR_NOT_FOUND);
 }
 
+static void
+test_slow_server (Fixture *f, gconstpointer data)
+{
+  /* Three parts of 8 MiB at 512 KiB per 20 ms each: at most about 75 MiB/s, a third of a second
+   * or more in all. */
+  double ceiling = 3.0 * SLOW_CHUNK * 1000 / SLOW_INTERVAL_MS;
+
+  f->slow = TRUE;
+  run (f, f->url, f->sha256, NULL);
+  assert_complete (f);
+  g_assert_cmpfloat (f->speed_seen, >, 0);
+  g_assert_cmpfloat (f->speed_seen, <=, ceiling * 1.5);
+  /* The time left is what was left then, at the speed measured then. */
+  g_assert_cmpuint (f->received_seen, <, FILE_BYTES);
+  g_assert_cmpfloat (f->left_seen, >, 0);
+  g_assert_cmpfloat (fabs (f->left_seen * f->speed_seen - (FILE_BYTES - f->received_seen)), <, 1.0);
+}
+
+static void
+test_wrong_byte (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dest = dest_path (f, "");
+  g_autofree char *part = dest_path (f, ".part");
+  g_autofree char *state = dest_path (f, ".part.json");
+  g_autofree guint8 *bad = g_memdup2 (g_bytes_get_data (f->content, NULL), FILE_BYTES);
+  guint32 at = g_random_int_range (0, FILE_BYTES);
+
+  bad[at] ^= 1 << g_random_int_range (0, 8);
+  g_object_set_data (G_OBJECT (f->server), "served-data", bad);
+  run (f, f->url, f->sha256, NULL);
+  g_assert_error (f->error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+  g_assert_nonnull (strstr (f->error->message, f->sha256));
+  /* Not renamed, and not kept for a resume that would keep the wrong byte. */
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (state, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_short_body (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dest = dest_path (f, "");
+
+  /* Every answer promises its range in Content-Length and sends half: the retries give up. */
+  f->always_short = TRUE;
+  run (f, f->url, f->sha256, NULL);
+  g_assert_nonnull (f->error);
+  g_assert_false (g_error_matches (f->error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (f->served, <, FILE_BYTES);
+}
+
+static void
+use_full_disk (DcpDownload *d, Fixture *f)
+{
+  dcp_download_set_free_bytes_func (d, full_disk);
+}
+
+static void
+test_full_disk (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dest = dest_path (f, "");
+  g_autofree char *part = dest_path (f, ".part");
+
+  run_with (f, f->url, f->sha256, NULL, use_full_disk);
+  g_assert_error (f->error, DCP_ERROR, DCP_ERROR_TOO_LARGE);
+  g_assert_nonnull (strstr (f->error->message, "Not enough disk space"));
+  g_assert_nonnull (strstr (f->error->message, f->dir));
+  /* Refused before the first byte. */
+  g_assert_cmpuint (f->served, ==, 0);
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+}
+
+static void
+token_for_this_host (DcpDownload *d, Fixture *f)
+{
+  g_autofree char *endpoint = g_strndup (f->url, strstr (f->url, "/model.mcapy") - f->url);
+
+  dcp_download_set_token (d, endpoint, g_object_get_data (G_OBJECT (f->server), "token"));
+}
+
+static void
+token_for_another_host (DcpDownload *d, Fixture *f)
+{
+  dcp_download_set_token (d, "https://huggingface.co", g_object_get_data (G_OBJECT (f->server), "token"));
+}
+
+static void
+test_token (Fixture *f, gconstpointer data)
+{
+  g_autofree char *token = g_strdup_printf ("hf_%08x%08x", g_random_int (), g_random_int ());
+  g_autofree char *expected = g_strconcat ("Bearer ", token, NULL);
+  g_autofree char *dest = dest_path (f, "");
+
+  g_object_set_data (G_OBJECT (f->server), "token", token);
+  run_with (f, f->url, f->sha256, NULL, token_for_this_host);
+  assert_complete (f);
+  g_assert_cmpstr (f->authorization, ==, expected);
+
+  /* The token of another host stays home. */
+  g_unlink (dest);
+  run_with (f, f->url, f->sha256, NULL, token_for_another_host);
+  assert_complete (f);
+  g_assert_null (f->authorization);
+
+  /* A redirect to another host loses it. */
+  g_unlink (dest);
+  {
+    g_autofree char *endpoint = g_strndup (f->url, strstr (f->url, "/model.mcapy") - f->url);
+    g_autofree char *url = g_strconcat (endpoint, "/elsewhere.mcapy", NULL);
+
+    g_object_set_data (G_OBJECT (f->server), "token", token);
+    run_with (f, url, f->sha256, NULL, token_for_this_host);
+  }
+  assert_complete (f);
+  g_assert_null (f->authorization);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -280,5 +497,10 @@ main (int argc, char **argv)
   g_test_add ("/download/resume", Fixture, NULL, fixture_setup, test_resume, fixture_teardown);
   g_test_add ("/download/bad-checksum", Fixture, NULL, fixture_setup, test_bad_checksum, fixture_teardown);
   g_test_add ("/download/not-found", Fixture, NULL, fixture_setup, test_not_found, fixture_teardown);
+  g_test_add ("/download/slow-server", Fixture, NULL, fixture_setup, test_slow_server, fixture_teardown);
+  g_test_add ("/download/wrong-byte", Fixture, NULL, fixture_setup, test_wrong_byte, fixture_teardown);
+  g_test_add ("/download/short-body", Fixture, NULL, fixture_setup, test_short_body, fixture_teardown);
+  g_test_add ("/download/full-disk", Fixture, NULL, fixture_setup, test_full_disk, fixture_teardown);
+  g_test_add ("/download/token", Fixture, NULL, fixture_setup, test_token, fixture_teardown);
   return g_test_run ();
 }

@@ -7,7 +7,8 @@
 
 #include "dcp-engine-process.h"
 
-/* Fake engines: shell and Python scripts that behave as the engine does, or fails. */
+/* Fake engines: shell and Python scripts that behave as the engine does, or fails; and the real
+ * engine on the tiny model, followed over D-Bus. */
 
 typedef struct {
   char *dir;
@@ -209,6 +210,74 @@ test_orphan_keeps_output (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (dcp_engine_process_get_error (f->engine), "status 9"));
 }
 
+static gboolean
+have_proxy (DcpEngineProcess *engine)
+{
+  DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (engine);
+
+  return proxy != NULL && g_strcmp0 (dcp_dbus_engine1_get_state (proxy), "ready") == 0;
+}
+
+static void
+test_real_engine_dbus (Fixture *f, gconstpointer data)
+{
+  const char *engine = g_getenv ("DECAPYBARA_ENGINE");
+  const char *model = g_getenv ("DECAPYBARA_TINY_MODEL");
+  guint port = free_port ();
+  g_autofree char *port_text = g_strdup_printf ("%u", port);
+  g_autofree char *health = g_strdup_printf ("http://127.0.0.1:%u/health", port);
+  const char *argv[] = { engine, "--model", model, "--backend", "cpu", "--port", port_text,
+                         "--context", "1024", NULL };
+  g_autoptr(GError) error = NULL;
+  g_autofree char *stats = NULL;
+  g_autofree char *lines = NULL;
+  gboolean from_dbus = FALSE;
+  guint id;
+
+  if (engine == NULL || model == NULL || !g_file_test (model, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("the engine and the tiny model are needed (DECAPYBARA_ENGINE, DECAPYBARA_TINY_MODEL)");
+      return;
+    }
+  dcp_engine_process_set_dbus (f->engine, TRUE);
+  g_signal_connect (f->engine, "log-line", G_CALLBACK (on_line), f);
+  g_assert_true (dcp_engine_process_start (f->engine, argv, NULL, health, &error));
+  g_assert_no_error (error);
+  id = g_timeout_add_seconds (20, timed_out, (gpointer) "ready over D-Bus");
+  while (!have_proxy (f->engine))
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (id);
+  wait_for_state (f, DCP_ENGINE_RUNNING);
+
+  /* The same engine answers on D-Bus: its address, and GetStats. */
+  {
+    DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (f->engine);
+
+    g_assert_nonnull (strstr (dcp_dbus_engine1_get_address (proxy), port_text));
+    g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), ==, 1024);
+    g_assert_true (dcp_dbus_engine1_call_get_stats_sync (proxy, &stats, NULL, &error));
+    g_assert_no_error (error);
+    g_assert_nonnull (strstr (stats, "uptime"));
+  }
+
+  dcp_engine_process_stop (f->engine);
+  wait_for_state (f, DCP_ENGINE_STOPPED);
+  g_assert_null (dcp_engine_process_get_error (f->engine));
+  g_assert_null (dcp_engine_process_get_proxy (f->engine));
+  /* The LogLine signals became log lines ("level domain: message"), and the D-Bus Stop was
+   * enough: no SIGTERM. */
+  for (guint i = 0; i < f->lines->len; i++)
+    {
+      const char *line = f->lines->pdata[i];
+
+      from_dbus |= g_str_has_prefix (line, "message dcp-") || g_str_has_prefix (line, "info dcp-");
+      g_assert_null (strstr (line, "SIGTERM"));
+    }
+  lines = dcp_engine_process_get_last_lines (f->engine, DCP_ENGINE_LOG_LINES);
+  g_test_message ("%s", lines);
+  g_assert_true (from_dbus);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -218,5 +287,6 @@ main (int argc, char **argv)
   g_test_add ("/engine-process/running-and-stop", Fixture, NULL, setup, test_running_and_stop, teardown);
   g_test_add ("/engine-process/kill-after-timeout", Fixture, NULL, setup, test_kill_after_timeout, teardown);
   g_test_add ("/engine-process/orphan-keeps-output", Fixture, NULL, setup, test_orphan_keeps_output, teardown);
+  g_test_add ("/engine-process/real-engine-dbus", Fixture, NULL, setup, test_real_engine_dbus, teardown);
   return g_test_run ();
 }

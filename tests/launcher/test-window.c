@@ -408,7 +408,14 @@ test_engine_crash (Fixture *f, gconstpointer data)
     line = g_strndup (args, strcspn (args, "\n"));
     g_assert_nonnull (strstr (line, "--model"));
     g_assert_null (strstr (line, "sk-env-only"));
+    /* The D-Bus end of the socketpair went with it. */
+    g_assert_nonnull (strstr (line, "--dbus-fd 3"));
   }
+  /* The toast's Restart is win.load: it starts the engine again (which fails again). */
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  g_assert_cmpint (dcp_engine_process_get_state (f->window->engine), ==, DCP_ENGINE_STARTING);
+  iterate_until (engine_ended, f);
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "status 4"));
 }
 
 int
