@@ -6,12 +6,14 @@
 #include <stdio.h>
 
 #include "dcp-backend-open.h"
+#include "dcp-batch-executor.h"
 #include "dcp-engine-model.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
 #include "dcp-model-source.h"
 
-/* The CPU backend runs the model in plain precision, one conversation at a time. */
+/* The CPU backend runs the model in plain precision; its KV pool lives in RAM, with no RAM or
+ * disk tier behind it. */
 static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE };
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
@@ -35,39 +37,55 @@ read_ram (DcpPlanDevice *device)
     }
 }
 
-/* The context each conversation gets, from the memory plan; logs the plan. */
+/* The memory plan for the settings; logs it. */
 static gboolean
-plan_context (DcpModelSource *model, const DcpSettings *settings, guint64 *context, GError **error)
+plan_memory (DcpModelSource *model, const DcpSettings *settings, DcpMemoryPlan *plan, GError **error)
 {
   DcpPlanModel plan_model;
   DcpPlanSettings plan_settings;
   DcpPlanDevice device = { 0 };
-  DcpMemoryPlan plan;
   g_autofree char *text = NULL;
 
   dcp_model_source_get_plan_model (model, &plan_model);
   dcp_settings_to_plan (settings, &plan_settings);
   read_ram (&device);
-  if (!dcp_memory_plan_compute (&plan, &plan_model, &plan_settings, &device, error))
+  if (!dcp_memory_plan_compute (plan, &plan_model, &plan_settings, &device, error))
     return FALSE;
-  text = dcp_memory_plan_describe (&plan);
+  text = dcp_memory_plan_describe (plan);
   g_message ("memory plan (CPU backend: planned against this machine's RAM, not VRAM):\n%s", text);
-  *context = plan.context_per_conversation;
   return TRUE;
 }
 
+/* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
+ * conversations and prefill, the plan's KV pool, and a GDN block per conversation for its
+ * answer's snapshot besides its running one. */
+static void
+scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSchedulerConfig *c)
+{
+  dcp_scheduler_config_init (c);
+  c->max_running = settings->conversations;
+  c->prefill_chunk = settings->prefill_chunk > 0 ? settings->prefill_chunk : 2048;
+  c->prefill_policy = settings->prefill_policy;
+  c->context_mode = settings->context_mode;
+  c->page_tokens = DCP_PAGE_TOKENS;
+  c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
+  c->gdn_blocks = 2 * settings->conversations + 1;
+}
+
 DcpExecutor *
-dcp_engine_open_model (const DcpCli *cli, GError **error)
+dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **error)
 {
   const DcpSettings *settings = &cli->settings;
   g_autoptr(DcpModelSource) model = NULL;
   g_autoptr(DcpBackend) backend = NULL;
   g_autofree char *loop_guard = NULL, *backend_name = NULL;
+  g_autoptr(DcpExecutor) executor = NULL;
   DcpModelExecutorOptions options;
+  DcpSchedulerConfig config;
   DcpTensorSource source;
-  guint64 context = 0;
+  DcpMemoryPlan plan;
 
-  g_return_val_if_fail (cli != NULL, NULL);
+  g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_settings_validate (settings, &cpu_caps, error))
     return NULL;
   if (settings->model == NULL)
@@ -80,7 +98,7 @@ dcp_engine_open_model (const DcpCli *cli, GError **error)
   if (model == NULL)
     return NULL;
   g_message ("model %s", dcp_model_source_get_path (model));
-  if (!plan_context (model, settings, &context, error))
+  if (!plan_memory (model, settings, &plan, error))
     return NULL;
   source = dcp_model_source_get_tensors (model);
   backend_name = dcp_settings_get (settings, "backend");
@@ -89,9 +107,18 @@ dcp_engine_open_model (const DcpCli *cli, GError **error)
   if (backend == NULL)
     return NULL;
   dcp_model_executor_options_init (&options);
-  options.context_length = (gint64) context;
+  options.context_length = (gint64) plan.context_per_conversation;
   options.prefill_chunk = settings->prefill_chunk;
   loop_guard = dcp_settings_get (settings, "loop-guard");
   options.loop_guard = loop_guard;
-  return dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
+  executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
+  if (executor == NULL)
+    return NULL;
+  scheduler_config (settings, &plan, &config);
+  capacity->workers = config.max_running;
+  capacity->batching = TRUE;
+  capacity->pool_tokens = (guint64) config.kv_pages * config.page_tokens;
+  g_message ("batching: %u conversations at once, a pool of %u pages of %u tokens",
+             config.max_running, config.kv_pages, config.page_tokens);
+  return dcp_batch_executor_new (g_steal_pointer (&executor), &config, error);
 }

@@ -6,10 +6,19 @@
 
 G_BEGIN_DECLS
 
+typedef struct {
+  guint   workers;       /* requests the queue should run at once (dcp_request_queue_new_full) */
+  guint64 pool_tokens;   /* tokens the KV pool holds */
+  gboolean batching;     /* the executor is a batch executor (dcp_batch_state_watch) */
+} DcpEngineCapacity;
+
 /* Turns the engine's settings into the executor that serves the model: checks the settings
  * against what this engine can do, opens the model, plans memory (and logs the plan with the
- * context size clients should use), makes the backend and the model executor. */
-DcpExecutor *dcp_engine_open_model (const DcpCli *cli,
-                                    GError      **error);
+ * context size clients should use), makes the backend, the model executor and the batch
+ * executor over it: up to --conversations requests generate at once through the scheduler,
+ * its KV pool sized from the plan. */
+DcpExecutor *dcp_engine_open_model (const DcpCli        *cli,
+                                    DcpEngineCapacity   *capacity,
+                                    GError             **error);
 
 G_END_DECLS

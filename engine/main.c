@@ -10,6 +10,7 @@
 
 #include <glib-unix.h>
 
+#include "dcp-batch-state.h"
 #include "dcp-cli.h"
 #include "dcp-dashboard.h"
 #include "dcp-engine-model.h"
@@ -54,10 +55,11 @@ on_stop_signal (gpointer user_data)
 }
 
 static int
-run_server (const DcpCli *cli, DcpExecutor *executor)
+run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *capacity)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new_full (dcp_engine_state_watch_executor (state, executor),
+                                                                 capacity->workers);
   g_autoptr(DcpHttpServer) server = NULL;
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
   g_autoptr(DcpDashboard) dashboard = NULL;
@@ -66,7 +68,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
   g_autofree char *url = NULL;
   g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
-  guint sigint, sigterm;
+  guint sigint, sigterm, batch_watch = 0;
 
   dcp_http_options_init (&options);
   if (cli->settings.host != NULL)
@@ -103,6 +105,8 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
   dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
   if (!cli->test_executor && cli->settings.model != NULL)
     dcp_engine_state_set_model (state, cli->settings.model);
+  if (capacity->pool_tokens > 0)
+    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->workers);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
@@ -110,8 +114,12 @@ run_server (const DcpCli *cli, DcpExecutor *executor)
     }
   dashboard = dcp_dashboard_new (state, cli->no_dashboard);
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
+  if (capacity->batching)
+    batch_watch = dcp_batch_state_watch (executor, state);
 
   g_main_loop_run (loop);
+  if (batch_watch != 0)
+    g_source_remove (batch_watch);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   return 0;
@@ -123,6 +131,7 @@ main (int argc, char **argv)
   g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpExecutor) executor = NULL;
+  DcpEngineCapacity capacity = { 1, 0, FALSE };
 
   setlocale (LC_ALL, "");
   if (!dcp_cli_parse (&cli, &argc, &argv, &error))
@@ -144,11 +153,11 @@ main (int argc, char **argv)
   if (cli.test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
     executor = dcp_executor_scripted_new ();
   else
-    executor = dcp_engine_open_model (&cli, &error);
+    executor = dcp_engine_open_model (&cli, &capacity, &error);
   if (executor == NULL)
     {
       g_printerr ("decapybara: %s\n", error->message);
       return 1;
     }
-  return run_server (&cli, g_steal_pointer (&executor));
+  return run_server (&cli, g_steal_pointer (&executor), &capacity);
 }

@@ -35,9 +35,9 @@ typedef struct {
   float *shared_logits;
 } DcpModelExecutor;
 
-/* One choice being generated: everything a step needs, so that a scheduler can interleave the
- * steps of several. */
-typedef struct {
+/* One choice being generated: everything a step needs. The batch executor drives the same
+ * pipeline with the scheduler's tokens (dcp-model-executor.h, "Generation"). */
+struct _DcpGeneration {
   DcpModelExecutor *exec;
   DcpRequest *request;
   DcpEventSink *sink;
@@ -57,10 +57,13 @@ typedef struct {
   gboolean in_thinking;
   gboolean budget_spent;
   gint64 max_new;
+  DcpSamplerParams params;
+  guint opening;               /* prompt tokens of the system prompt and tools; 0: none */
   DcpUsage usage;
   gint64 start_us;
   gint64 first_token_us;
-} Generation;
+};
+typedef DcpGeneration Generation;
 
 void
 dcp_model_executor_options_init (DcpModelExecutorOptions *options)
@@ -344,6 +347,51 @@ generation_clear (Generation *g)
   g_free (g->logits);
 }
 
+/* The tokens of the conversation's opening (its system message and tools), which agents of
+ * one team share: rendered alone, and kept only when they are a prefix of the prompt. 0 when
+ * there is none or the template renders it differently alone. */
+static guint
+opening_length (DcpModelExecutor *self, DcpRequest *request, GArray *prompt)
+{
+  JsonArray *messages;
+  JsonNode *first;
+  gboolean system;
+  JsonNode *tools = request->tools != NULL && JSON_NODE_HOLDS_ARRAY (request->tools) ? request->tools : NULL;
+  g_autoptr(JsonArray) head = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(GArray) ids = NULL;
+  g_autofree char *text = NULL;
+
+  if (request->kind != DCP_REQUEST_CHAT || self->template == NULL || request->messages == NULL ||
+      !JSON_NODE_HOLDS_ARRAY (request->messages))
+    return 0;
+  messages = json_node_get_array (request->messages);
+  first = json_array_get_length (messages) > 0 ? json_array_get_element (messages, 0) : NULL;
+  system = first != NULL && JSON_NODE_HOLDS_OBJECT (first) &&
+    g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (first), "role", ""),
+               "system") == 0;
+  if ((!system && tools == NULL) ||
+      (request->tool_choice != NULL && JSON_NODE_HOLDS_VALUE (request->tool_choice) &&
+       g_strcmp0 (json_node_get_string (request->tool_choice), "none") == 0))
+    return 0;
+  head = json_array_new ();
+  node = json_node_new (JSON_NODE_ARRAY);
+  if (system)
+    json_array_add_element (head, json_node_copy (first));
+  json_node_set_array (node, head);
+  g_mutex_lock (&self->template_lock);
+  text = dcp_chat_template_render (self->template, node, tools, FALSE, request->template_kwargs, NULL);
+  g_mutex_unlock (&self->template_lock);
+  if (text == NULL)
+    return 0;
+  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  dcp_tokenizer_encode (self->tokenizer, text, -1, DCP_TOKENIZER_ENCODE_DEFAULT, ids);
+  if (ids->len == 0 || ids->len >= prompt->len ||
+      memcmp (ids->data, prompt->data, (gsize) ids->len * sizeof (guint32)) != 0)
+    return 0;
+  return ids->len;
+}
+
 /* Renders and encodes the prompt and makes the per-sequence parts. */
 static gboolean
 generation_start (Generation *g, GError **error)
@@ -352,7 +400,6 @@ generation_start (Generation *g, GError **error)
   DcpRequest *request = g->request;
   const DcpModelConfig *config = dcp_backend_get_config (self->backend);
   g_autofree char *text = NULL;
-  DcpSamplerParams params;
   DcpLoopGuardParams guard;
   DcpOutputParserOptions parse = { 0 };
   gboolean chat = request->kind == DCP_REQUEST_CHAT;
@@ -384,11 +431,7 @@ generation_start (Generation *g, GError **error)
   if (request->max_tokens >= 0)
     g->max_new = MIN (g->max_new, request->max_tokens);
 
-  sampler_params (self, &request->sampling, g->choice, &params);
-  g->sampler = dcp_sampler_new (&params, config->vocab_size, error);
-  if (g->sampler == NULL)
-    return FALSE;
-  dcp_sampler_add_prompt (g->sampler, (const guint32 *) g->prompt->data, g->prompt->len);
+  sampler_params (self, &request->sampling, g->choice, &g->params);
 
   g->in_thinking = chat && self->think_start >= 0 && prompt_opens_thinking (text);
   dcp_loop_guard_params_init (&guard);
@@ -407,13 +450,26 @@ generation_start (Generation *g, GError **error)
     }
   parse.stop = (const char * const *) request->stop;
   g->parser = dcp_output_parser_new (&parse);
-  dcp_output_parser_set_id_seed (g->parser, (guint32) params.seed);
+  dcp_output_parser_set_id_seed (g->parser, (guint32) g->params.seed);
   g->detok = dcp_token_stream_new (self->tokenizer, DCP_TOKENIZER_DECODE_DEFAULT);
   g->events = dcp_output_events_new ();
   g->text = g_string_new (NULL);
   g->forced = g_array_new (FALSE, FALSE, sizeof (guint32));
-  g->logits = g_new (float, config->vocab_size);
-  g->state = dcp_backend_state_new (self->backend, error);
+  return TRUE;
+}
+
+/* The single-request path's own sampler, logits and sequence state. */
+static gboolean
+generation_prepare_backend (Generation *g, GError **error)
+{
+  guint vocab = dcp_backend_get_config (g->exec->backend)->vocab_size;
+
+  g->sampler = dcp_sampler_new (&g->params, vocab, error);
+  if (g->sampler == NULL)
+    return FALSE;
+  dcp_sampler_add_prompt (g->sampler, (const guint32 *) g->prompt->data, g->prompt->len);
+  g->logits = g_new (float, vocab);
+  g->state = dcp_backend_state_new (g->exec->backend, error);
   return g->state != NULL;
 }
 
@@ -466,29 +522,14 @@ check_budget (Generation *g)
   g_array_append_vals (g->forced, close->data, close->len);
 }
 
-/* One decode step: choose the next token from the logits, turn it into events and read it.
- * Returns TRUE when the choice is finished, with *reason set. */
+/* A chosen token: count it, turn it into events and feed the loop guard and the thinking
+ * budget. Returns TRUE when the choice is finished, with *reason set. */
 static gboolean
-generation_step (Generation *g, DcpFinishReason *reason, GError **error)
+generation_accept (Generation *g, guint32 token, DcpFinishReason *reason)
 {
   DcpModelExecutor *self = g->exec;
   DcpLoopVerdict verdict;
-  DcpBatchItem item = { g->state, NULL, 1, DCP_LOGITS_LAST, g->logits, NULL };
-  guint32 token;
 
-  if (g->usage.completion_tokens >= g->max_new)
-    {
-      *reason = DCP_FINISH_LENGTH;
-      return TRUE;
-    }
-  if (g->forced->len > 0)
-    {
-      token = g_array_index (g->forced, guint32, 0);
-      g_array_remove_index (g->forced, 0);
-    }
-  else
-    token = dcp_sampler_sample (g->sampler, g->logits, g->has_banned ? &g->banned : NULL, g->has_banned);
-  g->has_banned = FALSE;
   if (g->first_token_us == 0)
     g->first_token_us = g_get_monotonic_time ();
   if (is_eos (self, token))
@@ -497,7 +538,8 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
       return TRUE;
     }
 
-  dcp_sampler_accept (g->sampler, token);
+  if (g->sampler != NULL)
+    dcp_sampler_accept (g->sampler, token);
   g->usage.completion_tokens++;
   /* </think> closes the reasoning and is not part of it. */
   if ((gint64) token == self->think_end)
@@ -532,6 +574,33 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
       g->has_banned = TRUE;
     }
   check_budget (g);
+  return FALSE;
+}
+
+/* One decode step: choose the next token from the logits, turn it into events and read it.
+ * Returns TRUE when the choice is finished, with *reason set. */
+static gboolean
+generation_step (Generation *g, DcpFinishReason *reason, GError **error)
+{
+  DcpModelExecutor *self = g->exec;
+  DcpBatchItem item = { g->state, NULL, 1, DCP_LOGITS_LAST, g->logits, NULL };
+  guint32 token;
+
+  if (g->usage.completion_tokens >= g->max_new)
+    {
+      *reason = DCP_FINISH_LENGTH;
+      return TRUE;
+    }
+  if (g->forced->len > 0)
+    {
+      token = g_array_index (g->forced, guint32, 0);
+      g_array_remove_index (g->forced, 0);
+    }
+  else
+    token = dcp_sampler_sample (g->sampler, g->logits, g->has_banned ? &g->banned : NULL, g->has_banned);
+  g->has_banned = FALSE;
+  if (generation_accept (g, token, reason))
+    return TRUE;
 
   item.tokens = &token;
   if (!dcp_backend_forward (self->backend, &item, 1, error))
@@ -618,7 +687,8 @@ model_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   g.sink = sink;
   g.start_us = g_get_monotonic_time ();
   g.choice = choice;
-  if (!generation_start (&g, &error) || !read_prompt (&g, choice, &error))
+  if (!generation_start (&g, &error) || !generation_prepare_backend (&g, &error) ||
+      !read_prompt (&g, choice, &error))
     {
       emit_error (&g, error);
       generation_clear (&g);
@@ -735,4 +805,96 @@ dcp_model_executor_new (DcpModelSource                *model,
   collect_eos (self, dcp_model_source_get_generation (model), special_token (tokenizer_config, "eos_token"));
   read_defaults (self, dcp_model_source_get_generation (model));
   return g_steal_pointer (&executor);
+}
+
+DcpBackend *
+dcp_model_executor_get_backend (DcpExecutor *executor)
+{
+  g_return_val_if_fail (executor != NULL, NULL);
+  return get_self (executor)->backend;
+}
+
+const guint32 *
+dcp_model_executor_get_stop_tokens (DcpExecutor *executor, guint *n_tokens)
+{
+  DcpModelExecutor *self;
+
+  g_return_val_if_fail (executor != NULL && n_tokens != NULL, NULL);
+  self = get_self (executor);
+  *n_tokens = self->eos->len;
+  return (const guint32 *) self->eos->data;
+}
+
+DcpGeneration *
+dcp_generation_new (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink,
+                    GError **error)
+{
+  Generation *g;
+
+  g_return_val_if_fail (executor != NULL && request != NULL && sink != NULL, NULL);
+  g = g_new0 (Generation, 1);
+  g->exec = get_self (executor);
+  g->request = request;
+  g->sink = sink;
+  g->choice = choice;
+  g->start_us = g_get_monotonic_time ();
+  if (!generation_start (g, error))
+    {
+      dcp_generation_free (g);
+      return NULL;
+    }
+  return g;
+}
+
+const guint32 *
+dcp_generation_get_prompt (DcpGeneration *g, guint *n_tokens)
+{
+  g_return_val_if_fail (g != NULL && n_tokens != NULL, NULL);
+  *n_tokens = g->prompt->len;
+  return (const guint32 *) g->prompt->data;
+}
+
+const DcpSamplerParams *
+dcp_generation_get_sampling (DcpGeneration *g)
+{
+  g_return_val_if_fail (g != NULL, NULL);
+  return &g->params;
+}
+
+gint64
+dcp_generation_get_max_tokens (DcpGeneration *g)
+{
+  g_return_val_if_fail (g != NULL, 0);
+  return g->max_new;
+}
+
+gboolean
+dcp_generation_push_token (DcpGeneration *g, guint32 token, DcpFinishReason *reason)
+{
+  g_return_val_if_fail (g != NULL && reason != NULL, TRUE);
+  return generation_accept (g, token, reason);
+}
+
+void
+dcp_generation_finish (DcpGeneration *g, DcpFinishReason reason, gint64 cached_prompt_tokens)
+{
+  g_return_if_fail (g != NULL);
+  g->usage.cached_prompt_tokens = cached_prompt_tokens;
+  generation_finish (g, reason);
+}
+
+void
+dcp_generation_free (DcpGeneration *g)
+{
+  if (g == NULL)
+    return;
+  generation_clear (g);
+  g_free (g);
+}
+
+guint
+dcp_generation_get_opening (DcpGeneration *g)
+{
+  g_return_val_if_fail (g != NULL, 0);
+  return opening_length (g->exec, g->request, g->prompt);
 }

@@ -4,6 +4,7 @@
 #include "dcp-backend.h"
 #include "dcp-executor.h"
 #include "dcp-model-source.h"
+#include "dcp-sampler.h"
 
 G_BEGIN_DECLS
 
@@ -36,5 +37,42 @@ GArray      *dcp_model_executor_encode_prompt (DcpExecutor                  *exe
                                                DcpRequest                   *request,
                                                char                        **rendered,
                                                GError                      **error);
+
+/* The model's backend (borrowed) and the token ids that end an answer. */
+DcpBackend     *dcp_model_executor_get_backend     (DcpExecutor *executor);
+const guint32  *dcp_model_executor_get_stop_tokens (DcpExecutor *executor,
+                                                    guint       *n_tokens);
+
+/* Generation: the per-choice halves of the pipeline without the forward/sample loop, for a
+ * driver that gets its tokens elsewhere (the batch executor, from the scheduler). new renders
+ * and encodes the prompt and makes the detokenizer, output parser and loop guard (errors: the
+ * same as run's); push_token turns one generated token into events on sink and says whether
+ * the answer is finished (a stop string, an end-of-turn id, the loop guard's stop); finish
+ * flushes the text and emits FINISH with the usage. The loop guard's forced and banned tokens
+ * and the thinking budget's forced "</think>" need the sampling loop: a driver without one
+ * leaves them out. The request and sink must outlive the generation. */
+typedef struct _DcpGeneration DcpGeneration;
+
+DcpGeneration          *dcp_generation_new            (DcpExecutor     *executor,
+                                                       DcpRequest      *request,
+                                                       guint            choice,
+                                                       DcpEventSink    *sink,
+                                                       GError         **error);
+const guint32          *dcp_generation_get_prompt     (DcpGeneration   *generation,
+                                                       guint           *n_tokens);
+/* The request's sampling over the model's defaults, seeded for this choice. */
+const DcpSamplerParams *dcp_generation_get_sampling   (DcpGeneration   *generation);
+/* Prompt tokens of the shared opening (system message and tools, rendered alone; 0: none, or
+ * the template renders it differently alone). Renders the template again. */
+guint                   dcp_generation_get_opening    (DcpGeneration   *generation);
+/* Tokens it may generate: max_tokens, within the context. */
+gint64                  dcp_generation_get_max_tokens (DcpGeneration   *generation);
+gboolean                dcp_generation_push_token     (DcpGeneration   *generation,
+                                                       guint32          token,
+                                                       DcpFinishReason *reason);
+void                    dcp_generation_finish         (DcpGeneration   *generation,
+                                                       DcpFinishReason  reason,
+                                                       gint64           cached_prompt_tokens);
+void                    dcp_generation_free           (DcpGeneration   *generation);
 
 G_END_DECLS

@@ -9,7 +9,7 @@
 struct _DcpRequestQueue {
   DcpExecutor  *executor;
   GAsyncQueue  *jobs;
-  GThread      *thread;
+  GPtrArray    *threads;
   gint          waiting;
   gint          running;
 };
@@ -160,18 +160,27 @@ engine_thread (gpointer data)
 DcpRequestQueue *
 dcp_request_queue_new (DcpExecutor *executor)
 {
+  return dcp_request_queue_new_full (executor, 1);
+}
+
+/* Takes ownership of executor. */
+DcpRequestQueue *
+dcp_request_queue_new_full (DcpExecutor *executor, guint n_workers)
+{
   DcpRequestQueue *self;
 
-  g_return_val_if_fail (executor != NULL, NULL);
+  g_return_val_if_fail (executor != NULL && n_workers >= 1, NULL);
 
   self = g_new0 (DcpRequestQueue, 1);
   self->executor = executor;
   self->jobs = g_async_queue_new ();
-  self->thread = g_thread_new ("dcp-engine", engine_thread, self);
+  self->threads = g_ptr_array_new ();
+  for (guint i = 0; i < n_workers; i++)
+    g_ptr_array_add (self->threads, g_thread_new ("dcp-engine", engine_thread, self));
   return self;
 }
 
-/* Stops the engine thread after the request that runs now; requests still waiting are dropped
+/* Stops the workers after the requests that run now; requests still waiting are dropped
  * without events (the main loop has stopped by then). */
 void
 dcp_request_queue_free (DcpRequestQueue *self)
@@ -180,10 +189,14 @@ dcp_request_queue_free (DcpRequestQueue *self)
 
   if (self == NULL)
     return;
-  g_async_queue_push_front (self->jobs, &stop_job);
-  g_thread_join (self->thread);
+  for (guint i = 0; i < self->threads->len; i++)
+    g_async_queue_push_front (self->jobs, &stop_job);
+  for (guint i = 0; i < self->threads->len; i++)
+    g_thread_join (g_ptr_array_index (self->threads, i));
+  g_ptr_array_unref (self->threads);
   while ((job = g_async_queue_try_pop (self->jobs)) != NULL)
-    job_unref (job);
+    if (job != &stop_job)
+      job_unref (job);
   g_async_queue_unref (self->jobs);
   dcp_executor_free (self->executor);
   g_free (self);

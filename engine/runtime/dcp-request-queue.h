@@ -5,8 +5,10 @@
 
 G_BEGIN_DECLS
 
-/* DcpRequestQueue: the engine thread. Requests are taken first come, first served and run one at
- * a time through an executor (the batching scheduler replaces this behind the same calls).
+/* DcpRequestQueue: the engine's workers. Requests are taken first come, first served and run
+ * through an executor: one at a time by default; with dcp_request_queue_new_full up to
+ * n_workers at once, for an executor whose run() may be called from several threads (the batch
+ * executor, whose run() waits while the scheduler generates).
  * Events are delivered to the callback in the main context of the thread that submitted, in
  * order; after the last one (the FINISH of the last choice, or an ERROR) the destroy notify runs.
  * A request cancelled while it waits ends with FINISH reason CANCELLED without running. */
@@ -16,6 +18,8 @@ typedef struct _DcpRequestQueue DcpRequestQueue;
 typedef void (*DcpEventFunc) (const DcpEvent *event, gpointer user_data);
 
 DcpRequestQueue *dcp_request_queue_new     (DcpExecutor *executor);
+DcpRequestQueue *dcp_request_queue_new_full (DcpExecutor *executor,
+                                             guint        n_workers);
 void             dcp_request_queue_free    (DcpRequestQueue *self);
 void             dcp_request_queue_submit  (DcpRequestQueue *self,
                                             DcpRequest      *request,

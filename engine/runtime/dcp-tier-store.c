@@ -34,7 +34,7 @@ struct _DcpTierStore {
 };
 
 const char *
-dcp_tier_to_string (DcpTier tier)
+dcp_tier_store_tier_name (DcpTier tier)
 {
   switch (tier)
     {

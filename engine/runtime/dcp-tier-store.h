@@ -18,7 +18,7 @@ typedef enum {
   DCP_TIER_DISK,
 } DcpTier;
 
-const char *dcp_tier_to_string (DcpTier tier);
+const char *dcp_tier_store_tier_name (DcpTier tier);
 
 typedef struct {
   gpointer (*alloc) (gsize size, gpointer user_data);

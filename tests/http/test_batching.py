@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Batching end to end: the engine serving the embedded tiny model on the CPU with
+--conversations 3, so that requests generate together through the scheduler. Checks the
+scheduler's invariant through the whole server (greedy answers of requests sent at once are the
+answers they get alone), prefix reuse across the turns of a conversation (cached_tokens), and
+that a client that goes away mid-stream frees its conversation while the others go on. Plain
+urllib and http.client: no SDK needed."""
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_fixture import Engine  # noqa: E402
+
+MODEL = os.environ.get("DECAPYBARA_TINY_MODEL", "build/data/tiny-model/tiny.mcapy")
+QUESTIONS = ["Hello, capybara!", "What do capybaras eat in the wet season?",
+             "Count to five.", "Tell me about rivers, hot springs and the animals that sit in them."]
+
+
+def chat(messages, **extra):
+    return {"model": "tiny", "messages": messages, **extra}
+
+
+class Batching(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.engine = Engine("--threads", "1", "--conversations", "3", "--prefill-chunk", "16", model=MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.engine.stop()
+        assert status == 0, f"engine exit status {status}\n{cls.engine.log_text()}"
+
+    def post(self, path, body):
+        req = urllib.request.Request(self.engine.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.load(r)
+
+    def stats(self):
+        with urllib.request.urlopen(self.engine.url + "/stats", timeout=10) as r:
+            return json.load(r)
+
+    def running(self):
+        return self.stats()["requests_running"]
+
+    def test_concurrent_equals_alone(self):
+        """Greedy answers of requests that run together are exactly their answers alone."""
+        bodies = [chat([{"role": "user", "content": q}], max_tokens=24, temperature=0) for q in QUESTIONS]
+        alone = [self.post("/v1/chat/completions", b) for b in bodies]
+        together = [None] * len(bodies)
+        seen = []
+
+        def send(i):
+            together[i] = self.post("/v1/chat/completions", bodies[i])
+
+        def watch():
+            while any(t is None for t in together):
+                seen.append(self.running())
+                time.sleep(0.005)
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+        watcher = threading.Thread(target=watch)
+        for t in threads:
+            t.start()
+        watcher.start()
+        for t in threads + [watcher]:
+            t.join()
+        for a, b in zip(alone, together):
+            self.assertEqual(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"])
+            self.assertEqual(a["choices"][0]["finish_reason"], b["choices"][0]["finish_reason"])
+            self.assertEqual(a["usage"]["completion_tokens"], b["usage"]["completion_tokens"])
+            self.assertEqual(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"])
+        # Several ran at once, and never more than --conversations.
+        self.assertGreaterEqual(max(seen), 2, seen)
+        self.assertLessEqual(max(seen), 3, seen)
+
+    def test_second_turn_reuses_the_first(self):
+        first = [{"role": "user", "content": "Plan a trip along the Amazon for a family of capybaras."}]
+        a = self.post("/v1/chat/completions", chat(first, max_tokens=12, temperature=0))
+        second = first + [{"role": "assistant", "content": "Start at the river mouth."},
+                          {"role": "user", "content": "And after that?"}]
+        b = self.post("/v1/chat/completions", chat(second, max_tokens=4, temperature=0))
+        cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
+        self.assertGreaterEqual(cached, a["usage"]["prompt_tokens"] - 1)
+        self.assertLess(cached, b["usage"]["prompt_tokens"])
+        # Anthropic reports the same reuse as cache_read_input_tokens.
+        c = self.post("/v1/messages", {"model": "tiny", "max_tokens": 4, "messages": second})
+        self.assertGreater(c["usage"]["cache_read_input_tokens"], 0)
+        self.assertLess(c["usage"]["input_tokens"], b["usage"]["prompt_tokens"])
+
+    def test_shared_opening_is_reused(self):
+        """Two agents with the same system prompt and different tasks: the second resumes from
+        the first's opening (the system prompt rendered alone)."""
+        system = {"role": "system", "content": "You are a capybara guide. " * 6}
+        a = self.post("/v1/chat/completions", chat([system, {"role": "user", "content": "Where do you live?"}],
+                                                   max_tokens=2, temperature=0))
+        b = self.post("/v1/chat/completions", chat([system, {"role": "user", "content": "Swim with me."}],
+                                                   max_tokens=2, temperature=0))
+        cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
+        self.assertGreater(cached, 30)
+        self.assertLess(cached, min(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"]))
+
+    def test_disconnect_frees_its_conversation(self):
+        url = urllib.parse.urlsplit(self.engine.url)
+        long_body = chat([{"role": "user", "content": "Write a very long story about a capybara."}],
+                         max_tokens=100000, temperature=1.0, seed=5, stream=True)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+        conn.request("POST", "/v1/chat/completions", json.dumps(long_body),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        chunks = 0
+        while chunks < 3:
+            line = resp.readline()
+            if line.startswith(b"data: {"):
+                chunks += 1
+        other = [None]
+
+        def send_other():
+            other[0] = self.post("/v1/chat/completions",
+                                 chat([{"role": "user", "content": "Count to five."}], max_tokens=16,
+                                      temperature=1.0, seed=7))
+
+        t = threading.Thread(target=send_other)
+        t.start()
+        time.sleep(0.2)
+        resp.close()  # the response holds the socket too
+        conn.close()
+        t.join()
+        self.assertIn(other[0]["choices"][0]["finish_reason"], ("stop", "length"))
+        deadline = time.monotonic() + 10
+        while self.running() != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.running(), 0, self.stats())
+        self.assertRegex(self.engine.log_text(), r"finished \(cancelled\)")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
