@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <gio/gio.h>
+#include <signal.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -77,10 +78,48 @@ test_presets (void)
   g_rmdir (tmp);
 }
 
+/* The cpu preset really starts the engine on the embedded model. */
+static void
+test_cpu_preset_serves (void)
+{
+  g_autofree char *script = g_test_build_filename (G_TEST_DIST, "..", "data", "presets", "cpu.sh", NULL);
+  const char *model = g_getenv ("DECAPYBARA_TINY_MODEL");
+  g_autoptr(GSubprocessLauncher) launcher = NULL;
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GDataInputStream) err = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean listening = FALSE;
+  char *line;
+
+  if (model == NULL || !g_file_test (model, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("no embedded tiny model in this build");
+      return;
+    }
+  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_PIPE | G_SUBPROCESS_FLAGS_STDOUT_SILENCE);
+  g_subprocess_launcher_setenv (launcher, "DECAPYBARA", g_getenv ("DECAPYBARA_ENGINE"), TRUE);
+  g_subprocess_launcher_setenv (launcher, "MODEL", model, TRUE);
+  proc = g_subprocess_launcher_spawn (launcher, &error, "sh", script, "--port", "0", "--no-dbus",
+                                      "--no-dashboard", NULL);
+  g_assert_no_error (error);
+  err = g_data_input_stream_new (g_subprocess_get_stderr_pipe (proc));
+  while (!listening && (line = g_data_input_stream_read_line (err, NULL, NULL, NULL)) != NULL)
+    {
+      listening = strstr (line, "listening on http://127.0.0.1:") != NULL;
+      g_free (line);
+    }
+  g_assert_true (listening);
+  g_subprocess_send_signal (proc, SIGTERM);
+  g_subprocess_wait (proc, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_subprocess_get_exit_status (proc), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/presets/all", test_presets);
+  g_test_add_func ("/presets/cpu-serves", test_cpu_preset_serves);
   return g_test_run ();
 }

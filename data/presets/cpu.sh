@@ -1,0 +1,43 @@
+#!/bin/sh
+# Decapybara preset "cpu": the embedded tiny model on the CPU backend, no GPU needed.
+# What every build can run: the settings the CPU reference backend implements.
+# Run it as it is, or add options after its name to override any value below, e.g.
+#   sh cpu.sh --port 9000 --conversations 2
+
+# The model file: a name in the models folder ($MODELS_DIR) or a path.
+MODEL=${MODEL:-tiny.mcapy}
+# Address and port clients connect to. 127.0.0.1 = this computer only.
+HOST=127.0.0.1
+PORT=8080
+# pool: conversations share one context pool; fixed: one slot each.
+CONTEXT_MODE=pool
+# Conversations (agents) served at once.
+CONVERSATIONS=1
+# Context: auto = the largest that fits after the weights (pool: shared; fixed: per slot).
+CONTEXT=auto
+# KV-cache bits for keys/values: 16/16, 8/8, 6/6, 6/4 or 4/4. Fewer bits, longer context.
+KV_BITS=16/16
+# Positions: auto/off = native 262,144 tokens; 1m = YaRN x4, up to 1,048,576 tokens.
+ROPE_SCALING=auto
+# Activations in matrix products: fp8 (faster prompt reading) or bf16 (a little more accurate).
+ACTIVATIONS=bf16
+# Speculative decoding: off, mtp (the model's own draft head) or ngram (drafts from the prompt).
+SPECULATOR=off
+# Draft tokens per step: 0 = adapt to the drafter's confidence.
+DRAFT_LENGTH=0
+# How prompt reading shares steps with writing: balanced, decode-priority, prefill-priority.
+PREFILL_POLICY=balanced
+# When the model repeats itself: stop, end-thinking, escape or off.
+LOOP_GUARD=stop
+# Vision tower for images: off, bf16 or fp8.
+VISION=off
+# RAM and disk for idle conversations' state: auto, a size in GiB, or 0.
+RAM_CACHE=0
+DISK_CACHE=0
+# VRAM (GiB) left for the desktop and other programs.
+KEEP_FREE=0.5
+# cuda (the GPU) or cpu (slow; for testing).
+BACKEND=cpu
+
+. "$(dirname "$0")/_common.sh"
+dcp_run_preset "$@"
