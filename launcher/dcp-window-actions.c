@@ -19,6 +19,7 @@ static const struct {
   { "max_efficiency", N_("MaxEfficiency") },
   { "medium", N_("Medium") },
   { "max_quality", N_("MaxQuality") },
+  { "cpu", N_("CPU (no GPU)") },
 };
 
 /* ---- presets ---- */

@@ -8,7 +8,8 @@
 #include "dcp-error.h"
 #include "dcp-presets.h"
 
-const char *const dcp_preset_builtin_ids[] = { "max_efficiency", "medium", "max_quality", NULL };
+/* The three GPU presets, then the one every build can run (the CPU backend). */
+const char *const dcp_preset_builtin_ids[] = { "max_efficiency", "medium", "max_quality", "cpu", NULL };
 
 const char *
 dcp_presets_dir (void)
