@@ -108,7 +108,18 @@ on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
   g_mutex_unlock (&c->lock);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished };
+/* Scheduler thread: the generation's forced token or ban (thinking budget, loop guard). */
+static DcpSeqPick
+on_pick (gpointer data, guint32 *token)
+{
+  Choice *c = data;
+
+  if (c->stopped)
+    return DCP_SEQ_PICK_SAMPLE;
+  return dcp_generation_pick (c->generation, token);
+}
+
+static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, on_pick };
 
 /* Request queue worker: submits the choice and waits for it, passing on a cancellation. */
 static void

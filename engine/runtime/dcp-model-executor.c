@@ -577,6 +577,28 @@ generation_accept (Generation *g, guint32 token, DcpFinishReason *reason)
   return FALSE;
 }
 
+/* Before the next token: the first queued forced token ("</think>\n\n" of a spent thinking
+ * budget, the loop guard's end-thinking), else the loop guard's escape ban for this step. */
+static DcpSeqPick
+generation_pick (Generation *g, guint32 *token)
+{
+  DcpSeqPick pick = DCP_SEQ_PICK_SAMPLE;
+
+  if (g->forced->len > 0)
+    {
+      *token = g_array_index (g->forced, guint32, 0);
+      g_array_remove_index (g->forced, 0);
+      pick = DCP_SEQ_PICK_FORCE;
+    }
+  else if (g->has_banned)
+    {
+      *token = g->banned;
+      pick = DCP_SEQ_PICK_BAN;
+    }
+  g->has_banned = FALSE;
+  return pick;
+}
+
 /* One decode step: choose the next token from the logits, turn it into events and read it.
  * Returns TRUE when the choice is finished, with *reason set. */
 static gboolean
@@ -584,21 +606,20 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
 {
   DcpModelExecutor *self = g->exec;
   DcpBatchItem item = { g->state, NULL, 1, DCP_LOGITS_LAST, g->logits, NULL };
-  guint32 token;
+  guint32 token, chosen = 0;
+  DcpSeqPick pick;
 
   if (g->usage.completion_tokens >= g->max_new)
     {
       *reason = DCP_FINISH_LENGTH;
       return TRUE;
     }
-  if (g->forced->len > 0)
-    {
-      token = g_array_index (g->forced, guint32, 0);
-      g_array_remove_index (g->forced, 0);
-    }
+  pick = generation_pick (g, &chosen);
+  if (pick == DCP_SEQ_PICK_FORCE)
+    token = chosen;
   else
-    token = dcp_sampler_sample (g->sampler, g->logits, g->has_banned ? &g->banned : NULL, g->has_banned);
-  g->has_banned = FALSE;
+    token = dcp_sampler_sample (g->sampler, g->logits, pick == DCP_SEQ_PICK_BAN ? &chosen : NULL,
+                                pick == DCP_SEQ_PICK_BAN ? 1 : 0);
   if (generation_accept (g, token, reason))
     return TRUE;
 
@@ -873,6 +894,13 @@ dcp_generation_push_token (DcpGeneration *g, guint32 token, DcpFinishReason *rea
 {
   g_return_val_if_fail (g != NULL && reason != NULL, TRUE);
   return generation_accept (g, token, reason);
+}
+
+DcpSeqPick
+dcp_generation_pick (DcpGeneration *g, guint32 *token)
+{
+  g_return_val_if_fail (g != NULL && token != NULL, DCP_SEQ_PICK_SAMPLE);
+  return generation_pick (g, token);
 }
 
 void

@@ -5,6 +5,7 @@
 #include "dcp-executor.h"
 #include "dcp-model-source.h"
 #include "dcp-sampler.h"
+#include "dcp-scheduler.h"
 
 G_BEGIN_DECLS
 
@@ -48,9 +49,10 @@ const guint32  *dcp_model_executor_get_stop_tokens (DcpExecutor *executor,
  * and encodes the prompt and makes the detokenizer, output parser and loop guard (errors: the
  * same as run's); push_token turns one generated token into events on sink and says whether
  * the answer is finished (a stop string, an end-of-turn id, the loop guard's stop); finish
- * flushes the text and emits FINISH with the usage. The loop guard's forced and banned tokens
- * and the thinking budget's forced "</think>" need the sampling loop: a driver without one
- * leaves them out. The request and sink must outlive the generation. */
+ * flushes the text and emits FINISH with the usage; pick, asked before each next token, gives
+ * the token to force (the thinking budget's "</think>\n\n", the loop guard's end-thinking) or
+ * to ban for that step (the loop guard's escape), as the scheduler's pick callback wants. The
+ * request and sink must outlive the generation. */
 typedef struct _DcpGeneration DcpGeneration;
 
 DcpGeneration          *dcp_generation_new            (DcpExecutor     *executor,
@@ -70,6 +72,8 @@ gint64                  dcp_generation_get_max_tokens (DcpGeneration   *generati
 gboolean                dcp_generation_push_token     (DcpGeneration   *generation,
                                                        guint32          token,
                                                        DcpFinishReason *reason);
+DcpSeqPick              dcp_generation_pick           (DcpGeneration   *generation,
+                                                       guint32         *token);
 void                    dcp_generation_finish         (DcpGeneration   *generation,
                                                        DcpFinishReason  reason,
                                                        gint64           cached_prompt_tokens);
