@@ -152,6 +152,8 @@ batch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   params.max_tokens = (guint) MIN (max_tokens, (gint64) G_MAXUINT);
   params.opening = dcp_generation_get_opening (c.generation);
   params.stop_tokens = dcp_model_executor_get_stop_tokens (self->model, &params.n_stop_tokens);
+  params.background = dcp_model_executor_runs_in_background (request);
+  params.last_turn = dcp_model_executor_is_last_turn (request);
 
   g_mutex_init (&c.lock);
   g_cond_init (&c.cond);

@@ -44,6 +44,13 @@ DcpBackend     *dcp_model_executor_get_backend     (DcpExecutor *executor);
 const guint32  *dcp_model_executor_get_stop_tokens (DcpExecutor *executor,
                                                     guint       *n_tokens);
 
+/* Scheduler hints from a request. Background: the messages end with an assistant's tool calls
+ * (then only their results), one of which runs in the background: an argument
+ * "run_in_background" that is true (Claude Code's Bash tool), or "background" in the function's
+ * name. Last turn: the request offers no tools, so no tool result will continue it (a one-off). */
+gboolean        dcp_model_executor_runs_in_background (const DcpRequest *request);
+gboolean        dcp_model_executor_is_last_turn       (const DcpRequest *request);
+
 /* Generation: the per-choice halves of the pipeline without the forward/sample loop, for a
  * driver that gets its tokens elsewhere (the batch executor, from the scheduler). new renders
  * and encodes the prompt and makes the detokenizer, output parser and loop guard (errors: the
