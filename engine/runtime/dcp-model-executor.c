@@ -326,7 +326,8 @@ emit_output (Generation *g)
 
       if (out->kind == DCP_OUTPUT_EVENT_TOOL_CALL)
         {
-          /* Tokens that became a tool call (or reasoning, below) get no logprobs. */
+          /* Tokens that became a tool call get no logprobs (reasoning tokens were never
+           * given any: generation_accept). */
           drop_logprobs (g);
           event = dcp_event_new (DCP_EVENT_TOOL_CALL);
           event->tool_id = g_strdup (out->id);
@@ -347,8 +348,6 @@ emit_output (Generation *g)
               json_node_take_array (event->logprobs, g_steal_pointer (&g->logprobs));
               g->logprobs = json_array_new ();
             }
-          else if (event->kind == DCP_EVENT_REASONING)
-            drop_logprobs (g);
         }
       dcp_event_sink_emit (g->sink, event);
     }
