@@ -62,14 +62,15 @@ on_progress (gpointer data, guint done, guint total)
   dcp_event_sink_emit (c->sink, event);
 }
 
-/* Scheduler thread. */
+/* Scheduler thread: a token with the logits it was chosen from (for logprobs). */
 static void
-on_token (gpointer data, guint32 token)
+on_token (gpointer data, guint32 token, const float *logits, guint n_vocab)
 {
   Choice *c = data;
   guint64 id;
 
-  if (c->stopped || !dcp_generation_push_token (c->generation, token, &c->stop_reason))
+  (void) n_vocab;
+  if (c->stopped || !dcp_generation_push_token (c->generation, token, logits, &c->stop_reason))
     return;
   c->stopped = TRUE;
   /* run() holds the lock while it submits: the id is set once we get it. */
@@ -108,7 +109,7 @@ on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
   g_mutex_unlock (&c->lock);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished };
+static const DcpSeqCallbacks choice_callbacks = { on_progress, NULL, on_finished, on_token };
 
 /* Request queue worker: submits the choice and waits for it, passing on a cancellation. */
 static void
