@@ -37,10 +37,13 @@ read_ram (DcpPlanDevice *device)
     }
 }
 
-/* The memory plan for the settings; logs it. */
+/* The memory plan for the settings; logs it. The CPU backend keeps KV and GDN conv state in
+ * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). */
 static gboolean
-plan_memory (DcpModelSource *model, const DcpSettings *settings, DcpMemoryPlan *plan, GError **error)
+plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *backend_name,
+             DcpMemoryPlan *plan, GError **error)
 {
+  gboolean cpu = g_strcmp0 (backend_name, "cpu") == 0;
   DcpPlanModel plan_model;
   DcpPlanSettings plan_settings;
   DcpPlanDevice device = { 0 };
@@ -48,11 +51,16 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, DcpMemoryPlan *
 
   dcp_model_source_get_plan_model (model, &plan_model);
   dcp_settings_to_plan (settings, &plan_settings);
+  if (cpu)
+    {
+      plan_settings.kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+      plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+    }
   read_ram (&device);
   if (!dcp_memory_plan_compute (plan, &plan_model, &plan_settings, &device, error))
     return FALSE;
   text = dcp_memory_plan_describe (plan);
-  g_message ("memory plan (CPU backend: planned against this machine's RAM, not VRAM):\n%s", text);
+  g_message ("memory plan%s:\n%s", cpu ? " (CPU backend: planned against RAM)" : "", text);
   return TRUE;
 }
 
@@ -98,10 +106,10 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   if (model == NULL)
     return NULL;
   g_message ("model %s", dcp_model_source_get_path (model));
-  if (!plan_memory (model, settings, &plan, error))
+  backend_name = dcp_settings_get (settings, "backend");
+  if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
   source = dcp_model_source_get_tensors (model);
-  backend_name = dcp_settings_get (settings, "backend");
   backend = dcp_backend_open (backend_name, dcp_model_source_get_config (model), &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL)

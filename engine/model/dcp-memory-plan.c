@@ -29,6 +29,8 @@ dcp_plan_settings_init_default (DcpPlanSettings *s)
     .context_tokens = 0,
     .kv_bits_k = 16,
     .kv_bits_v = 16,
+    .kv_value_bytes = 2,
+    .gdn_conv_value_bytes = 2,
     .rope_scaling = DCP_ROPE_SCALING_AUTO,
     .prefill_chunk_tokens = 2048,
     .keep_free_bytes = 512 * MIB,
@@ -41,36 +43,40 @@ dcp_plan_kv_bits_valid (guint bits)
   return bits == 16 || bits == 8 || bits == 6 || bits == 4;
 }
 
-/* Bytes of one head vector of `dim` values at `bits`: BF16 at 16 bits; otherwise MX elements
- * (FP8 E4M3, FP6, FP4 E2M1) with one E8M0 scale byte per 32 values. */
+/* Bytes of one head vector of `dim` values at `bits`: value_bytes per value at 16 bits (BF16, or
+ * FP32 on the CPU backend); otherwise MX elements (FP8 E4M3, FP6, FP4 E2M1) with one E8M0 scale
+ * byte per 32 values. */
 static guint64
-kv_vector_bytes (guint dim, guint bits)
+kv_vector_bytes (guint dim, guint bits, guint value_bytes)
 {
   guint blocks = (dim + 31) / 32;
 
   if (bits == 16)
-    return (guint64) dim * 2;
+    return (guint64) dim * value_bytes;
   return (guint64) blocks * 32 * bits / 8 + blocks;
 }
 
 guint64
-dcp_plan_kv_bytes_per_token (const DcpModelConfig *c, guint kv_bits_k, guint kv_bits_v, gboolean with_mtp)
+dcp_plan_kv_bytes_per_token (const DcpModelConfig *c, guint kv_bits_k, guint kv_bits_v, gboolean with_mtp,
+                             guint kv_value_bytes)
 {
   guint layers = dcp_model_config_n_full_attention (c) + (with_mtp ? c->mtp_n_layers : 0);
 
   return (guint64) layers * c->n_kv_heads *
-         (kv_vector_bytes (c->head_dim, kv_bits_k) + kv_vector_bytes (c->head_dim, kv_bits_v));
+         (kv_vector_bytes (c->head_dim, kv_bits_k, kv_value_bytes) +
+          kv_vector_bytes (c->head_dim, kv_bits_v, kv_value_bytes));
 }
 
 guint64
-dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *c)
+dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *c, guint gdn_conv_value_bytes)
 {
   guint gdn_layers = c->n_layers - dcp_model_config_n_full_attention (c);
   guint64 conv_dim = 2 * (guint64) c->linear_n_key_heads * c->linear_key_head_dim +
                      (guint64) c->linear_n_value_heads * c->linear_value_head_dim;
-  /* FP32 recurrent state [H_v, d_k, d_v]; BF16 conv state of the last kernel-1 inputs. */
+  /* FP32 recurrent state [H_v, d_k, d_v]; conv state of the last kernel-1 inputs (BF16, or FP32
+   * on the CPU backend). */
   guint64 recurrent = (guint64) c->linear_n_value_heads * c->linear_key_head_dim * c->linear_value_head_dim * 4;
-  guint64 conv = conv_dim * (c->linear_conv_kernel - 1) * 2;
+  guint64 conv = conv_dim * (c->linear_conv_kernel - 1) * gdn_conv_value_bytes;
 
   return gdn_layers * (recurrent + conv);
 }
@@ -129,6 +135,14 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
                    "KV bits must be 16, 8, 6 or 4, not %u/%u", s->kv_bits_k, s->kv_bits_v);
       return FALSE;
     }
+  if ((s->kv_value_bytes != 2 && s->kv_value_bytes != 4) ||
+      (s->gdn_conv_value_bytes != 2 && s->gdn_conv_value_bytes != 4))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "KV and GDN conv value bytes must be 2 (BF16) or 4 (FP32), not %u/%u",
+                   s->kv_value_bytes, s->gdn_conv_value_bytes);
+      return FALSE;
+    }
   if (s->speculator_mtp && (c->mtp_n_layers == 0 || m->mtp_bytes == 0))
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
@@ -159,8 +173,9 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
   p->weights_lm_head = m->lm_head_bytes;
   p->weights_mtp = s->speculator_mtp ? m->mtp_bytes : 0;
   p->weights_vision = s->vision ? m->vision_bytes : 0;
-  p->kv_bytes_per_token = dcp_plan_kv_bytes_per_token (c, s->kv_bits_k, s->kv_bits_v, s->speculator_mtp);
-  p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c);
+  p->kv_bytes_per_token = dcp_plan_kv_bytes_per_token (c, s->kv_bits_k, s->kv_bits_v, s->speculator_mtp,
+                                                       s->kv_value_bytes);
+  p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
   p->gdn_states = p->gdn_bytes_per_conversation * s->conversations;
   p->activations = activation_bytes (c, s);
   p->cuda_context = CUDA_CONTEXT_BYTES;

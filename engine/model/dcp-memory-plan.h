@@ -10,6 +10,7 @@ G_BEGIN_DECLS
  * drift apart. Pure arithmetic: no GPU, no files. docs/MEMORY.md explains every term. */
 
 #define DCP_PAGE_TOKENS 512   /* the attention KV pool's page: 512 tokens of every layer */
+#define DCP_PLAN_CPU_VALUE_BYTES 4   /* the CPU backend keeps KV and GDN conv state in FP32 */
 
 typedef enum {
   DCP_CONTEXT_POOL,      /* one shared pool of pages; any conversation may use all of it */
@@ -39,6 +40,11 @@ typedef struct {
   guint conversations;          /* at once; 1..64 */
   guint64 context_tokens;       /* 0 = auto: the largest that fits */
   guint kv_bits_k, kv_bits_v;   /* 16, 8, 6 or 4 */
+  /* How the backend stores state values (docs/MEMORY.md): bytes of one K or V value at 16 bits
+   * and of one GDN conv state value. 2 = BF16 (the CUDA backend's KV, the default), 4 = FP32
+   * (the CPU backend, the FP32 reference: DCP_PLAN_CPU_VALUE_BYTES for both). */
+  guint kv_value_bytes;
+  guint gdn_conv_value_bytes;
   DcpRopeScaling rope_scaling;
   gboolean speculator_mtp;      /* the MTP head drafts: its weights and KV are resident */
   gboolean vision;              /* the vision tower is loaded */
@@ -79,11 +85,13 @@ void     dcp_plan_settings_init_default (DcpPlanSettings *settings);
 guint64  dcp_plan_kv_bytes_per_token    (const DcpModelConfig *config,
                                          guint                  kv_bits_k,
                                          guint                  kv_bits_v,
-                                         gboolean               with_mtp);
-guint64  dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *config);
+                                         gboolean               with_mtp,
+                                         guint                  kv_value_bytes);
+guint64  dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *config,
+                                              guint                 gdn_conv_value_bytes);
 gboolean dcp_plan_kv_bits_valid         (guint bits);
 /* Fills the plan. FALSE with an error only for settings that make no sense (0 conversations,
- * unknown KV bits, a context past the model's maximum): a plan that does not fit is not an error, it has
+ * unknown KV bits, value bytes other than 2 or 4, a context past the model's maximum): a plan that does not fit is not an error, it has
  * fits = FALSE and the launcher shows by how much. */
 gboolean dcp_memory_plan_compute        (DcpMemoryPlan         *plan,
                                          const DcpPlanModel    *model,

@@ -62,14 +62,15 @@ on_progress (gpointer data, guint done, guint total)
   dcp_event_sink_emit (c->sink, event);
 }
 
-/* Scheduler thread. */
+/* Scheduler thread: a token with the logits it was chosen from (for logprobs). */
 static void
-on_token (gpointer data, guint32 token)
+on_token (gpointer data, guint32 token, const float *logits, guint n_vocab)
 {
   Choice *c = data;
   guint64 id;
 
-  if (c->stopped || !dcp_generation_push_token (c->generation, token, &c->stop_reason))
+  (void) n_vocab;
+  if (c->stopped || !dcp_generation_push_token (c->generation, token, logits, &c->stop_reason))
     return;
   c->stopped = TRUE;
   /* run() holds the lock while it submits: the id is set once we get it. */
@@ -119,7 +120,7 @@ on_pick (gpointer data, guint32 *token)
   return dcp_generation_pick (c->generation, token);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, on_pick };
+static const DcpSeqCallbacks choice_callbacks = { on_progress, NULL, on_finished, on_token, on_pick };
 
 /* Request queue worker: submits the choice and waits for it, passing on a cancellation. */
 static void

@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "dcp-chat-template.h"
@@ -52,6 +53,9 @@ struct _DcpGeneration {
   GString *text;
   float *logits;
   GArray *forced;              /* guint32: tokens to emit next instead of sampling */
+  gboolean parse_reasoning;    /* the parser splits <think> ... </think> off as reasoning */
+  JsonArray *logprobs;         /* with request->logprobs: entries of the tokens whose text has
+                                  not reached a CONTENT event yet */
   guint32 banned;
   gboolean has_banned;
   gboolean in_thinking;
@@ -301,6 +305,16 @@ emit_error (Generation *g, GError *error)
   dcp_event_sink_emit (g->sink, event);
 }
 
+static void
+drop_logprobs (Generation *g)
+{
+  if (g->logprobs != NULL && json_array_get_length (g->logprobs) > 0)
+    {
+      json_array_unref (g->logprobs);
+      g->logprobs = json_array_new ();
+    }
+}
+
 /* Turns the parser's events into executor events. */
 static void
 emit_output (Generation *g)
@@ -312,6 +326,9 @@ emit_output (Generation *g)
 
       if (out->kind == DCP_OUTPUT_EVENT_TOOL_CALL)
         {
+          /* Tokens that became a tool call get no logprobs (reasoning tokens were never
+           * given any: generation_accept). */
+          drop_logprobs (g);
           event = dcp_event_new (DCP_EVENT_TOOL_CALL);
           event->tool_id = g_strdup (out->id);
           event->tool_name = g_strdup (out->name);
@@ -324,6 +341,13 @@ emit_output (Generation *g)
           event = dcp_event_new (out->kind == DCP_OUTPUT_EVENT_REASONING ? DCP_EVENT_REASONING
                                                                           : DCP_EVENT_CONTENT);
           event->text = g_strdup (out->text);
+          if (g->logprobs != NULL && event->kind == DCP_EVENT_CONTENT &&
+              json_array_get_length (g->logprobs) > 0)
+            {
+              event->logprobs = json_node_new (JSON_NODE_ARRAY);
+              json_node_take_array (event->logprobs, g_steal_pointer (&g->logprobs));
+              g->logprobs = json_array_new ();
+            }
         }
       dcp_event_sink_emit (g->sink, event);
     }
@@ -342,6 +366,7 @@ generation_clear (Generation *g)
   g_clear_pointer (&g->parser, dcp_output_parser_free);
   g_clear_pointer (&g->events, g_array_unref);
   g_clear_pointer (&g->forced, g_array_unref);
+  g_clear_pointer (&g->logprobs, json_array_unref);
   if (g->text != NULL)
     g_string_free (g->text, TRUE);
   g_free (g->logits);
@@ -442,6 +467,9 @@ generation_start (Generation *g, GError **error)
   g->guard = dcp_loop_guard_new (&guard);
 
   parse.reasoning = chat && self->think_start >= 0;
+  g->parse_reasoning = parse.reasoning;
+  if (request->logprobs)
+    g->logprobs = json_array_new ();
   parse.thinking_open = g->in_thinking;
   if (chat && request->tools != NULL && JSON_NODE_HOLDS_ARRAY (request->tools))
     {
@@ -507,6 +535,80 @@ generation_prefill (Generation *g, GError **error)
   return TRUE;
 }
 
+/* OpenAI's floor for a probability of zero (JSON has no -Infinity). */
+#define LOGPROB_FLOOR -9999.0
+
+/* "token" (the token's bytes as UTF-8, an incomplete character replaced), "logprob" and
+ * "bytes" of one token. */
+static void
+add_token_members (JsonBuilder *b, DcpTokenizer *tokenizer, guint32 token, double logprob)
+{
+  gsize len = 0;
+  const guint8 *bytes = dcp_tokenizer_get_token_bytes (tokenizer, token, &len);
+  g_autofree char *text = bytes != NULL ? g_utf8_make_valid ((const char *) bytes, (gssize) len)
+                                        : g_strdup ("");
+
+  json_builder_set_member_name (b, "token");
+  json_builder_add_string_value (b, text);
+  json_builder_set_member_name (b, "logprob");
+  json_builder_add_double_value (b, isfinite (logprob) ? MAX (logprob, LOGPROB_FLOOR) : LOGPROB_FLOOR);
+  json_builder_set_member_name (b, "bytes");
+  json_builder_begin_array (b);
+  for (gsize i = 0; i < len; i++)
+    json_builder_add_int_value (b, bytes[i]);
+  json_builder_end_array (b);
+}
+
+/* The logprobs entry of a chosen token: log-softmax of the raw logits (before temperature,
+ * penalties and bans), and the request's top_logprobs most likely tokens, most likely first
+ * (ties: the lower id first). */
+static JsonNode *
+token_logprobs (Generation *g, guint32 token, const float *logits)
+{
+  guint vocab = dcp_backend_get_config (g->exec->backend)->vocab_size;
+  guint k = MIN (g->request->top_logprobs, vocab);
+  g_autofree guint32 *top = g_new (guint32, k + 1);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  guint n_top = 0;
+  double max = -INFINITY, sum = 0, log_sum;
+
+  for (guint i = 0; i < vocab; i++)
+    if (logits[i] > max)
+      max = logits[i];
+  for (guint i = 0; i < vocab; i++)
+    sum += exp (logits[i] - max);
+  log_sum = log (sum);
+
+  /* Insertion into a sorted list of k: the vocabulary is large, k at most 20. */
+  for (guint i = 0; i < vocab && k > 0; i++)
+    {
+      guint at = n_top;
+
+      if (n_top == k && logits[i] <= logits[top[k - 1]])
+        continue;
+      while (at > 0 && logits[i] > logits[top[at - 1]])
+        at--;
+      if (n_top < k)
+        n_top++;
+      memmove (top + at + 1, top + at, (n_top - 1 - at) * sizeof *top);
+      top[at] = i;
+    }
+
+  json_builder_begin_object (b);
+  add_token_members (b, g->exec->tokenizer, token, (logits[token] - max) - log_sum);
+  json_builder_set_member_name (b, "top_logprobs");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < n_top; i++)
+    {
+      json_builder_begin_object (b);
+      add_token_members (b, g->exec->tokenizer, top[i], (logits[top[i]] - max) - log_sum);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
 /* Queues "</think>\n\n" when the reasoning has used its budget. */
 static void
 check_budget (Generation *g)
@@ -525,10 +627,11 @@ check_budget (Generation *g)
 /* A chosen token: count it, turn it into events and feed the loop guard and the thinking
  * budget. Returns TRUE when the choice is finished, with *reason set. */
 static gboolean
-generation_accept (Generation *g, guint32 token, DcpFinishReason *reason)
+generation_accept (Generation *g, guint32 token, const float *logits, DcpFinishReason *reason)
 {
   DcpModelExecutor *self = g->exec;
   DcpLoopVerdict verdict;
+  gboolean reasoning;
 
   if (g->first_token_us == 0)
     g->first_token_us = g_get_monotonic_time ();
@@ -548,6 +651,11 @@ generation_accept (Generation *g, guint32 token, DcpFinishReason *reason)
     g->usage.reasoning_tokens++;
   else if ((gint64) token == self->think_start)
     g->in_thinking = TRUE;
+  /* The thinking tags and what lies between them go to reasoning when the parser splits it. */
+  reasoning = g->parse_reasoning &&
+    (g->in_thinking || (gint64) token == self->think_end || (gint64) token == self->think_start);
+  if (g->logprobs != NULL && logits != NULL && !reasoning)
+    json_array_add_element (g->logprobs, token_logprobs (g, token, logits));
 
   g_string_truncate (g->text, 0);
   dcp_token_stream_push (g->detok, token, g->text);
@@ -620,7 +728,7 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
   else
     token = dcp_sampler_sample (g->sampler, g->logits, pick == DCP_SEQ_PICK_BAN ? &chosen : NULL,
                                 pick == DCP_SEQ_PICK_BAN ? 1 : 0);
-  if (generation_accept (g, token, reason))
+  if (generation_accept (g, token, g->logits, reason))
     return TRUE;
 
   item.tokens = &token;
@@ -890,10 +998,11 @@ dcp_generation_get_max_tokens (DcpGeneration *g)
 }
 
 gboolean
-dcp_generation_push_token (DcpGeneration *g, guint32 token, DcpFinishReason *reason)
+dcp_generation_push_token (DcpGeneration *g, guint32 token, const float *logits,
+                           DcpFinishReason *reason)
 {
   g_return_val_if_fail (g != NULL && reason != NULL, TRUE);
-  return generation_accept (g, token, reason);
+  return generation_accept (g, token, logits, reason);
 }
 
 DcpSeqPick

@@ -76,8 +76,11 @@ const DcpSamplerParams *dcp_generation_get_sampling   (DcpGeneration   *generati
 guint                   dcp_generation_get_opening    (DcpGeneration   *generation);
 /* Tokens it may generate: max_tokens, within the context. */
 gint64                  dcp_generation_get_max_tokens (DcpGeneration   *generation);
+/* logits: the raw logits the token was chosen from (vocab_size floats), for the request's
+ * logprobs; NULL when there are none. */
 gboolean                dcp_generation_push_token     (DcpGeneration   *generation,
                                                        guint32          token,
+                                                       const float     *logits,
                                                        DcpFinishReason *reason);
 DcpSeqPick              dcp_generation_pick           (DcpGeneration   *generation,
                                                        guint32         *token);

@@ -768,6 +768,8 @@ handle_token (DcpScheduler *self, Seq *s, guint32 token)
   dcp_sampler_accept (s->sampler, token);
   g_array_append_val (s->generated, token);
   self->stats.generated_tokens++;
+  if (s->cb.logits != NULL)
+    s->cb.logits (s->user_data, token, s->logits, self->vocab);
   if (s->cb.token != NULL)
     s->cb.token (s->user_data, token);
   if (s->generated->len >= s->max_tokens || s->n_read + 1 > self->cap_tokens)

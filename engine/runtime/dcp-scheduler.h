@@ -74,6 +74,9 @@ typedef struct {
   /* The last call for the sequence; error is set with DCP_SEQ_FINISH_ERROR. */
   void (*finished) (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
                     const GError *error);
+  /* Optional: called just before token with the raw logits (n_vocab floats, before
+   * temperature and penalties) the token was chosen from; valid during the call only. */
+  void (*logits)   (gpointer user_data, guint32 token, const float *logits, guint n_vocab);
   /* Before each next token is chosen (NULL: always sample): lets the submitter force a token
    * (a thinking budget's "</think>") or ban one (the loop guard's escape). A forced token is
    * then reported through token like a sampled one; one outside the vocabulary is ignored. */

@@ -119,6 +119,33 @@ class TinyModel(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError):
             self.oai.completions.create(model="tiny", prompt="capybara " * 40000, max_tokens=1)
 
+    def test_logprobs(self):
+        r = self.oai.chat.completions.create(model="tiny", messages=HELLO, max_tokens=6, temperature=0,
+                                             logprobs=True, top_logprobs=3)
+        content = r.choices[0].logprobs.content
+        self.assertGreater(len(content), 0)
+        # The tiny model's answer is all content: one entry a token, whose bytes spell it.
+        self.assertEqual(len(content), r.usage.completion_tokens)
+        self.assertEqual(b"".join(bytes(t.bytes) for t in content).decode(), r.choices[0].message.content)
+        for t in content:
+            self.assertLessEqual(t.logprob, 0)
+            self.assertEqual(len(t.top_logprobs), 3)
+            alternatives = [a.logprob for a in t.top_logprobs]
+            self.assertEqual(alternatives, sorted(alternatives, reverse=True))
+            # Greedy: the chosen token is the most likely one.
+            self.assertEqual((t.token, t.logprob), (t.top_logprobs[0].token, t.top_logprobs[0].logprob))
+        stream = self.oai.chat.completions.create(model="tiny", messages=HELLO, max_tokens=6, temperature=0,
+                                                  logprobs=True, top_logprobs=3, stream=True)
+        streamed = [t for chunk in stream if chunk.choices and chunk.choices[0].logprobs
+                    for t in chunk.choices[0].logprobs.content]
+        self.assertEqual([(t.token, t.logprob) for t in streamed], [(t.token, t.logprob) for t in content])
+        plain = self.oai.chat.completions.create(model="tiny", messages=HELLO, max_tokens=2)
+        self.assertIsNone(plain.choices[0].logprobs)
+        legacy = self.oai.completions.create(model="tiny", prompt="Once upon a time", max_tokens=4,
+                                             temperature=0, logprobs=2)
+        self.assertEqual(len(legacy.choices[0].logprobs.tokens), legacy.usage.completion_tokens)
+        self.assertTrue(all(len(top) == 2 for top in legacy.choices[0].logprobs.top_logprobs))
+
     def test_health(self):
         with urllib.request.urlopen(self.engine.url + "/health") as r:
             self.assertEqual(r.status, 200)

@@ -40,16 +40,20 @@ test_kv_bytes_per_token (void)
 
   config_27b (&c);
   /* 16 layers x 4 KV heads x (K + V) bytes per 256-value head vector. BF16: 512 + 512. */
-  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, FALSE), ==, 16 * 4 * 1024);
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, FALSE, 2), ==, 16 * 4 * 1024);
   /* MX: 8 blocks of 32; elements 32*bits/8 bytes per block, plus 1 scale byte per block.
    * 8 bits: 256 + 8 = 264 bytes per vector. */
-  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 8, 8, FALSE), ==, 16 * 4 * (264 + 264));
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 8, 8, FALSE, 2), ==, 16 * 4 * (264 + 264));
   /* 6 bits: 192 + 8 = 200; 4 bits: 128 + 8 = 136. */
-  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 6, 6, FALSE), ==, 16 * 4 * (200 + 200));
-  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 6, 4, FALSE), ==, 16 * 4 * (200 + 136));
-  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 4, 4, FALSE), ==, 16 * 4 * (136 + 136));
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 6, 6, FALSE, 2), ==, 16 * 4 * (200 + 200));
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 6, 4, FALSE, 2), ==, 16 * 4 * (200 + 136));
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 4, 4, FALSE, 2), ==, 16 * 4 * (136 + 136));
   /* The MTP layer is one more attention layer when it drafts. */
-  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, TRUE), ==, 17 * 4 * 1024);
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, TRUE, 2), ==, 17 * 4 * 1024);
+  /* The CPU backend keeps KV in FP32: 1024 + 1024 bytes per head, 128 KiB per token. MX sizes
+   * do not depend on it. */
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 16, 16, FALSE, 4), ==, 16 * 4 * 2048);
+  g_assert_cmpuint (dcp_plan_kv_bytes_per_token (&c, 8, 8, FALSE, 4), ==, 16 * 4 * (264 + 264));
 }
 
 static void
@@ -60,8 +64,10 @@ test_gdn_bytes (void)
   config_27b (&c);
   /* 48 GDN layers x (FP32 state 48 x 128 x 128 x 4 = 3,145,728
    *                  + BF16 conv state 10,240 channels x 3 x 2 = 61,440) */
-  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c), ==, 48 * (3145728 + 61440));
-  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c), ==, 153944064);
+  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c, 2), ==, 48 * (3145728 + 61440));
+  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c, 2), ==, 153944064);
+  /* The CPU backend's FP32 conv state: 10,240 x 3 x 4 = 122,880. */
+  g_assert_cmpuint (dcp_plan_gdn_bytes_per_conversation (&c, 4), ==, 48 * (3145728 + 122880));
 }
 
 static void
@@ -185,6 +191,13 @@ test_bad_settings (void)
     g_autoptr(GError) error = NULL;
     dcp_plan_settings_init_default (&s);
     s.kv_bits_k = 5;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    s.kv_value_bytes = 3;
     g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
     g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
   }

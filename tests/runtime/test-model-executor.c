@@ -5,9 +5,11 @@
 #include "config.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "dcp-backend-open.h"
+#include "dcp-batch-executor.h"
 #include "dcp-model-executor.h"
 
 typedef struct {
@@ -491,6 +493,146 @@ test_hints (void)
     }
 }
 
+/* The logprobs of a greedy completion, checked against a log-softmax recomputed from the
+ * backend's logits for the prompt and each generated token fed back one at a time. executor
+ * runs the request; model is the model executor under it (itself, or the batch executor's). */
+static void
+check_logprobs (DcpExecutor *executor, DcpExecutor *model, DcpBackend *backend, guint top)
+{
+  g_autoptr(DcpRequest) request = dcp_request_new (DCP_REQUEST_PROMPT);
+  g_autoptr(GPtrArray) events = NULL;
+  g_autoptr(GArray) prompt = NULL;
+  g_autoptr(GString) bytes = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  g_autofree float *logits = NULL;
+  guint vocab = dcp_backend_get_config (backend)->vocab_size;
+  DcpSeqState *state;
+  DcpEvent *finish;
+  guint n = 0;
+
+  request->id = g_strdup ("cmpl-logprobs");
+  request->prompt = g_strdup ("Capybaras are the largest living rodents; they live in");
+  request->max_tokens = 8;
+  request->sampling.temperature = 0;
+  request->logprobs = TRUE;
+  request->top_logprobs = top;
+  request->cancellable = g_cancellable_new ();
+  events = run (executor, request, FALSE);
+  finish = last_event (events);
+  g_assert_cmpint (finish->kind, ==, DCP_EVENT_FINISH);
+  g_assert_cmpint (finish->usage.completion_tokens, >, 0);
+  text = answer (events);
+
+  prompt = dcp_model_executor_encode_prompt (model, request, NULL, &error);
+  g_assert_no_error (error);
+  state = dcp_backend_state_new (backend, &error);
+  g_assert_no_error (error);
+  logits = g_new (float, vocab);
+  {
+    DcpBatchItem item = { state, (guint32 *) prompt->data, prompt->len, DCP_LOGITS_LAST, logits, NULL };
+
+    g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+    g_assert_no_error (error);
+  }
+
+  for (guint i = 0; i < events->len; i++)
+    {
+      DcpEvent *e = events->pdata[i];
+      JsonArray *entries;
+
+      if (e->kind != DCP_EVENT_CONTENT)
+        continue;
+      g_assert_nonnull (e->logprobs);
+      entries = json_node_get_array (e->logprobs);
+      g_assert_cmpuint (json_array_get_length (entries), >, 0);
+      for (guint j = 0; j < json_array_get_length (entries); j++)
+        {
+          JsonObject *entry = json_array_get_object_element (entries, j);
+          JsonArray *alts = json_object_get_array_member (entry, "top_logprobs");
+          JsonArray *entry_bytes = json_object_get_array_member (entry, "bytes");
+          double logprob = json_object_get_double_member (entry, "logprob");
+          double max = -INFINITY, sum = 0, expected, mass = 0;
+          guint32 argmax = 0;
+
+          /* Greedy: the chosen token is the most likely one. */
+          for (guint v = 0; v < vocab; v++)
+            if (logits[v] > max)
+              {
+                max = logits[v];
+                argmax = v;
+              }
+          for (guint v = 0; v < vocab; v++)
+            sum += exp (logits[v] - max);
+          expected = -log (sum);
+          g_assert_cmpfloat (logprob, <=, 0);
+          g_assert_cmpfloat_with_epsilon (logprob, expected, 1e-4);
+
+          g_assert_cmpuint (json_array_get_length (alts), ==, top);
+          for (guint k = 0; k < top; k++)
+            {
+              JsonObject *alt = json_array_get_object_element (alts, k);
+              double lp = json_object_get_double_member (alt, "logprob");
+
+              g_assert_cmpfloat (lp, <=, 0);
+              if (k > 0)
+                g_assert_cmpfloat (lp, <=, json_object_get_double_member (json_array_get_object_element (alts, k - 1), "logprob"));
+              mass += exp (lp);
+            }
+          g_assert_cmpfloat (mass, <=, 1 + 1e-6);
+          /* Greedy picks the most likely token: the first alternative. */
+          g_assert_cmpstr (json_object_get_string_member (entry, "token"), ==,
+                           json_object_get_string_member (json_array_get_object_element (alts, 0), "token"));
+          g_assert_cmpfloat (logprob, ==, json_object_get_double_member (json_array_get_object_element (alts, 0), "logprob"));
+
+          for (guint k = 0; k < json_array_get_length (entry_bytes); k++)
+            g_string_append_c (bytes, (char) json_array_get_int_element (entry_bytes, k));
+          n++;
+          {
+            DcpBatchItem item = { state, &argmax, 1, DCP_LOGITS_LAST, logits, NULL };
+
+            g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+            g_assert_no_error (error);
+          }
+        }
+    }
+  dcp_backend_state_free (backend, state);
+  /* Every generated token has an entry, and their bytes spell the answer. */
+  g_assert_cmpuint (n, ==, finish->usage.completion_tokens);
+  g_assert_cmpmem (bytes->str, bytes->len, text, strlen (text));
+}
+
+static void
+test_logprobs (void)
+{
+  g_autoptr(DcpExecutor) executor = tiny ();
+  g_autoptr(DcpRequest) plain = chat_request (4, 0, 0);
+  g_autoptr(GPtrArray) events = run (executor, plain, FALSE);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpExecutor) batch = NULL;
+  DcpBackend *backend = dcp_model_executor_get_backend (executor);
+  DcpExecutor *model;
+  DcpSchedulerConfig config;
+
+  /* Without logprobs, none. */
+  for (guint i = 0; i < events->len; i++)
+    g_assert_null (((DcpEvent *) events->pdata[i])->logprobs);
+  check_logprobs (executor, executor, backend, 5);
+  check_logprobs (executor, executor, backend, 1);
+
+  /* The batch executor's path: the scheduler hands over the logits with each token. */
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 4;
+  config.prefill_chunk = 7;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  model = g_steal_pointer (&executor);
+  batch = dcp_batch_executor_new (model, &config, &error);
+  g_assert_no_error (error);
+  check_logprobs (batch, model, backend, 3);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -506,5 +648,6 @@ main (int argc, char **argv)
   g_test_add_func ("/model-executor/thinking-budget", test_thinking_budget);
   g_test_add_func ("/model-executor/model-folder", test_model_folder);
   g_test_add_func ("/model-executor/hints", test_hints);
+  g_test_add_func ("/model-executor/logprobs", test_logprobs);
   return g_test_run ();
 }

@@ -619,7 +619,7 @@ on_pick (gpointer user_data, guint32 *token)
 static void
 test_pick (void)
 {
-  static const DcpSeqCallbacks pick_callbacks = { on_progress, on_token, on_finished, on_pick };
+  static const DcpSeqCallbacks pick_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
   g_autoptr(GRand) rand = g_rand_new_with_seed (11);
   g_autoptr(GError) error = NULL;
   DcpSchedulerConfig config;
