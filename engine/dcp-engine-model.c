@@ -124,17 +124,14 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
     return NULL;
   if (settings->conversations == 1)
     {
-      /* One conversation: the executor's own loop, which also applies what the batch path
-       * cannot yet (a thinking budget's forced end, the loop guard's forced and banned tokens,
-       * n > 1 choices reading the prompt once). */
+      /* One conversation: the executor's own loop, which also lets n > 1 choices read the
+       * prompt once. */
       capacity->workers = 1;
       capacity->batching = FALSE;
       capacity->pool_tokens = plan.pool_tokens;
       return g_steal_pointer (&executor);
     }
   scheduler_config (settings, &plan, &config);
-  g_message ("batching: thinking budgets and the loop guard's end-thinking and escape modes are "
-             "not applied to batched requests yet (--conversations 1 applies them)");
   capacity->workers = config.max_running;
   capacity->batching = TRUE;
   capacity->pool_tokens = (guint64) config.kv_pages * config.page_tokens;

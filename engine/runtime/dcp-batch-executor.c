@@ -109,7 +109,18 @@ on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
   g_mutex_unlock (&c->lock);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, NULL, on_finished, on_token };
+/* Scheduler thread: the generation's forced token or ban (thinking budget, loop guard). */
+static DcpSeqPick
+on_pick (gpointer data, guint32 *token)
+{
+  Choice *c = data;
+
+  if (c->stopped)
+    return DCP_SEQ_PICK_SAMPLE;
+  return dcp_generation_pick (c->generation, token);
+}
+
+static const DcpSeqCallbacks choice_callbacks = { on_progress, NULL, on_finished, on_token, on_pick };
 
 /* Request queue worker: submits the choice and waits for it, passing on a cancellation. */
 static void
@@ -142,6 +153,8 @@ batch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   params.max_tokens = (guint) MIN (max_tokens, (gint64) G_MAXUINT);
   params.opening = dcp_generation_get_opening (c.generation);
   params.stop_tokens = dcp_model_executor_get_stop_tokens (self->model, &params.n_stop_tokens);
+  params.background = dcp_model_executor_runs_in_background (request);
+  params.last_turn = dcp_model_executor_is_last_turn (request);
 
   g_mutex_init (&c.lock);
   g_cond_init (&c.cond);

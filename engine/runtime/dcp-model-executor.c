@@ -685,6 +685,28 @@ generation_accept (Generation *g, guint32 token, const float *logits, DcpFinishR
   return FALSE;
 }
 
+/* Before the next token: the first queued forced token ("</think>\n\n" of a spent thinking
+ * budget, the loop guard's end-thinking), else the loop guard's escape ban for this step. */
+static DcpSeqPick
+generation_pick (Generation *g, guint32 *token)
+{
+  DcpSeqPick pick = DCP_SEQ_PICK_SAMPLE;
+
+  if (g->forced->len > 0)
+    {
+      *token = g_array_index (g->forced, guint32, 0);
+      g_array_remove_index (g->forced, 0);
+      pick = DCP_SEQ_PICK_FORCE;
+    }
+  else if (g->has_banned)
+    {
+      *token = g->banned;
+      pick = DCP_SEQ_PICK_BAN;
+    }
+  g->has_banned = FALSE;
+  return pick;
+}
+
 /* One decode step: choose the next token from the logits, turn it into events and read it.
  * Returns TRUE when the choice is finished, with *reason set. */
 static gboolean
@@ -692,21 +714,20 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
 {
   DcpModelExecutor *self = g->exec;
   DcpBatchItem item = { g->state, NULL, 1, DCP_LOGITS_LAST, g->logits, NULL };
-  guint32 token;
+  guint32 token, chosen = 0;
+  DcpSeqPick pick;
 
   if (g->usage.completion_tokens >= g->max_new)
     {
       *reason = DCP_FINISH_LENGTH;
       return TRUE;
     }
-  if (g->forced->len > 0)
-    {
-      token = g_array_index (g->forced, guint32, 0);
-      g_array_remove_index (g->forced, 0);
-    }
+  pick = generation_pick (g, &chosen);
+  if (pick == DCP_SEQ_PICK_FORCE)
+    token = chosen;
   else
-    token = dcp_sampler_sample (g->sampler, g->logits, g->has_banned ? &g->banned : NULL, g->has_banned);
-  g->has_banned = FALSE;
+    token = dcp_sampler_sample (g->sampler, g->logits, pick == DCP_SEQ_PICK_BAN ? &chosen : NULL,
+                                pick == DCP_SEQ_PICK_BAN ? 1 : 0);
   if (generation_accept (g, token, g->logits, reason))
     return TRUE;
 
@@ -984,6 +1005,13 @@ dcp_generation_push_token (DcpGeneration *g, guint32 token, const float *logits,
   return generation_accept (g, token, logits, reason);
 }
 
+DcpSeqPick
+dcp_generation_pick (DcpGeneration *g, guint32 *token)
+{
+  g_return_val_if_fail (g != NULL && token != NULL, DCP_SEQ_PICK_SAMPLE);
+  return generation_pick (g, token);
+}
+
 void
 dcp_generation_finish (DcpGeneration *g, DcpFinishReason reason, gint64 cached_prompt_tokens)
 {
@@ -1006,4 +1034,92 @@ dcp_generation_get_opening (DcpGeneration *g)
 {
   g_return_val_if_fail (g != NULL, 0);
   return opening_length (g->exec, g->request, g->prompt);
+}
+
+/* A member's string, or "" when it is absent or not a string. */
+static const char *
+member_string (JsonObject *object, const char *name)
+{
+  JsonNode *node = json_object_get_member (object, name);
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
+    return "";
+  return json_node_get_string (node);
+}
+
+/* A tool call's arguments: an object, or (as some clients send them) its JSON text. */
+static gboolean
+call_runs_in_background (JsonObject *call)
+{
+  JsonNode *function = json_object_get_member (call, "function");
+  JsonNode *args, *flag;
+  g_autoptr(JsonNode) parsed = NULL;
+  g_autofree char *name = NULL;
+
+  if (function == NULL || !JSON_NODE_HOLDS_OBJECT (function))
+    return FALSE;
+  name = g_ascii_strdown (member_string (json_node_get_object (function), "name"), -1);
+  if (strstr (name, "background") != NULL)
+    return TRUE;
+  args = json_object_get_member (json_node_get_object (function), "arguments");
+  if (args != NULL && JSON_NODE_HOLDS_VALUE (args) && json_node_get_value_type (args) == G_TYPE_STRING)
+    args = parsed = json_from_string (json_node_get_string (args), NULL);
+  if (args == NULL || !JSON_NODE_HOLDS_OBJECT (args))
+    return FALSE;
+  flag = json_object_get_member (json_node_get_object (args), "run_in_background");
+  if (flag == NULL || !JSON_NODE_HOLDS_VALUE (flag))
+    return FALSE;
+  if (json_node_get_value_type (flag) == G_TYPE_BOOLEAN)
+    return json_node_get_boolean (flag);
+  return json_node_get_value_type (flag) == G_TYPE_STRING &&
+         g_ascii_strcasecmp (json_node_get_string (flag), "true") == 0;
+}
+
+gboolean
+dcp_model_executor_runs_in_background (const DcpRequest *request)
+{
+  JsonArray *messages;
+  guint i;
+
+  g_return_val_if_fail (request != NULL, FALSE);
+  if (request->kind != DCP_REQUEST_CHAT || request->messages == NULL ||
+      !JSON_NODE_HOLDS_ARRAY (request->messages))
+    return FALSE;
+  messages = json_node_get_array (request->messages);
+  for (i = json_array_get_length (messages); i > 0; i--)
+    {
+      JsonNode *node = json_array_get_element (messages, i - 1);
+      JsonObject *message;
+      JsonNode *calls;
+      const char *role;
+
+      if (!JSON_NODE_HOLDS_OBJECT (node))
+        return FALSE;
+      message = json_node_get_object (node);
+      role = member_string (message, "role");
+      if (g_strcmp0 (role, "tool") == 0)
+        continue;
+      if (g_strcmp0 (role, "assistant") != 0)
+        return FALSE;
+      calls = json_object_get_member (message, "tool_calls");
+      if (calls == NULL || !JSON_NODE_HOLDS_ARRAY (calls))
+        return FALSE;
+      for (guint j = 0; j < json_array_get_length (json_node_get_array (calls)); j++)
+        {
+          JsonNode *call = json_array_get_element (json_node_get_array (calls), j);
+
+          if (JSON_NODE_HOLDS_OBJECT (call) && call_runs_in_background (json_node_get_object (call)))
+            return TRUE;
+        }
+      return FALSE;
+    }
+  return FALSE;
+}
+
+gboolean
+dcp_model_executor_is_last_turn (const DcpRequest *request)
+{
+  g_return_val_if_fail (request != NULL, FALSE);
+  return request->tools == NULL || !JSON_NODE_HOLDS_ARRAY (request->tools) ||
+         json_array_get_length (json_node_get_array (request->tools)) == 0;
 }

@@ -5,6 +5,7 @@
 #include "dcp-executor.h"
 #include "dcp-model-source.h"
 #include "dcp-sampler.h"
+#include "dcp-scheduler.h"
 
 G_BEGIN_DECLS
 
@@ -43,14 +44,22 @@ DcpBackend     *dcp_model_executor_get_backend     (DcpExecutor *executor);
 const guint32  *dcp_model_executor_get_stop_tokens (DcpExecutor *executor,
                                                     guint       *n_tokens);
 
+/* Scheduler hints from a request. Background: the messages end with an assistant's tool calls
+ * (then only their results), one of which runs in the background: an argument
+ * "run_in_background" that is true (Claude Code's Bash tool), or "background" in the function's
+ * name. Last turn: the request offers no tools, so no tool result will continue it (a one-off). */
+gboolean        dcp_model_executor_runs_in_background (const DcpRequest *request);
+gboolean        dcp_model_executor_is_last_turn       (const DcpRequest *request);
+
 /* Generation: the per-choice halves of the pipeline without the forward/sample loop, for a
  * driver that gets its tokens elsewhere (the batch executor, from the scheduler). new renders
  * and encodes the prompt and makes the detokenizer, output parser and loop guard (errors: the
  * same as run's); push_token turns one generated token into events on sink and says whether
  * the answer is finished (a stop string, an end-of-turn id, the loop guard's stop); finish
- * flushes the text and emits FINISH with the usage. The loop guard's forced and banned tokens
- * and the thinking budget's forced "</think>" need the sampling loop: a driver without one
- * leaves them out. The request and sink must outlive the generation. */
+ * flushes the text and emits FINISH with the usage; pick, asked before each next token, gives
+ * the token to force (the thinking budget's "</think>\n\n", the loop guard's end-thinking) or
+ * to ban for that step (the loop guard's escape), as the scheduler's pick callback wants. The
+ * request and sink must outlive the generation. */
 typedef struct _DcpGeneration DcpGeneration;
 
 DcpGeneration          *dcp_generation_new            (DcpExecutor     *executor,
@@ -73,6 +82,8 @@ gboolean                dcp_generation_push_token     (DcpGeneration   *generati
                                                        guint32          token,
                                                        const float     *logits,
                                                        DcpFinishReason *reason);
+DcpSeqPick              dcp_generation_pick           (DcpGeneration   *generation,
+                                                       guint32         *token);
 void                    dcp_generation_finish         (DcpGeneration   *generation,
                                                        DcpFinishReason  reason,
                                                        gint64           cached_prompt_tokens);

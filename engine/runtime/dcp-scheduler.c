@@ -778,6 +778,26 @@ handle_token (DcpScheduler *self, Seq *s, guint32 token)
     s->phase = DCP_SEQ_DECODING;
 }
 
+/* The next token from the logits, as the submitter's pick callback allows. */
+static guint32
+choose_token (DcpScheduler *self, Seq *s)
+{
+  guint32 token = 0;
+  DcpSeqPick pick = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
+
+  if (pick != DCP_SEQ_PICK_SAMPLE && token >= self->vocab)
+    {
+      g_warning ("sequence %" G_GUINT64_FORMAT ": picked token %u is outside the vocabulary (%u)",
+                 s->id, token, self->vocab);
+      pick = DCP_SEQ_PICK_SAMPLE;
+    }
+  if (pick == DCP_SEQ_PICK_FORCE)
+    return token;
+  if (pick == DCP_SEQ_PICK_BAN)
+    return dcp_sampler_sample (s->sampler, s->logits, &token, 1);
+  return dcp_sampler_sample (s->sampler, s->logits, NULL, 0);
+}
+
 /* Room in the pool for every decoding sequence's next token: idle snapshots leave first, then
  * the youngest running sequences are preempted. A sequence alone that cannot grow has filled
  * the pool. */
@@ -1012,7 +1032,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       s->n_read += chunk;
       if (s->phase == DCP_SEQ_DECODING)
         {
-          handle_token (self, s, dcp_sampler_sample (s->sampler, s->logits, NULL, 0));
+          handle_token (self, s, choose_token (self, s));
           continue;
         }
       self->stats.prompt_tokens_read += chunk;
@@ -1030,7 +1050,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       if (s->max_tokens == 0)
         finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
       else
-        handle_token (self, s, dcp_sampler_sample (s->sampler, s->logits, NULL, 0));
+        handle_token (self, s, choose_token (self, s));
     }
   publish (self);
   if (busy != NULL)

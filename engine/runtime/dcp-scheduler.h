@@ -58,6 +58,13 @@ typedef struct {
   gint64 queue_us, prompt_us, generation_us;
 } DcpSeqUsage;
 
+/* What the pick callback decides for the next token. */
+typedef enum {
+  DCP_SEQ_PICK_SAMPLE,         /* sample as usual */
+  DCP_SEQ_PICK_FORCE,          /* take *token instead of sampling (stop tokens still stop) */
+  DCP_SEQ_PICK_BAN,            /* sample, but never *token, for this step only */
+} DcpSeqPick;
+
 /* Called on the engine thread, in order, for one sequence. */
 typedef struct {
   /* Prompt tokens read so far (after each chunk). */
@@ -70,6 +77,10 @@ typedef struct {
   /* Optional: called just before token with the raw logits (n_vocab floats, before
    * temperature and penalties) the token was chosen from; valid during the call only. */
   void (*logits)   (gpointer user_data, guint32 token, const float *logits, guint n_vocab);
+  /* Before each next token is chosen (NULL: always sample): lets the submitter force a token
+   * (a thinking budget's "</think>") or ban one (the loop guard's escape). A forced token is
+   * then reported through token like a sampled one; one outside the vocabulary is ignored. */
+  DcpSeqPick (*pick) (gpointer user_data, guint32 *token);
 } DcpSeqCallbacks;
 
 typedef struct {

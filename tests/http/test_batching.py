@@ -4,12 +4,15 @@
 --conversations 3, so that requests generate together through the scheduler. Checks the
 scheduler's invariant through the whole server (greedy answers of requests sent at once are the
 answers they get alone), prefix reuse across the turns of a conversation (cached_tokens), and
-that a client that goes away mid-stream frees its conversation while the others go on. Plain
-urllib and http.client: no SDK needed."""
+that a client that goes away mid-stream frees its conversation while the others go on; and, on
+the tiny model's weights with a thinking template, that a thinking budget ends the reasoning in
+the batched path. Plain urllib and http.client: no SDK needed."""
 import http.client
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -20,12 +23,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_fixture import Engine  # noqa: E402
 
 MODEL = os.environ.get("DECAPYBARA_TINY_MODEL", "build/data/tiny-model/tiny.mcapy")
+TEST_DATA = os.path.join(os.environ.get("G_TEST_SRCDIR", "tests"), "data")
 QUESTIONS = ["Hello, capybara!", "What do capybaras eat in the wet season?",
              "Count to five.", "Tell me about rivers, hot springs and the animals that sit in them."]
 
 
 def chat(messages, **extra):
     return {"model": "tiny", "messages": messages, **extra}
+
+
+def post(engine, path, body):
+    req = urllib.request.Request(engine.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
 
 
 class Batching(unittest.TestCase):
@@ -39,10 +50,7 @@ class Batching(unittest.TestCase):
         assert status == 0, f"engine exit status {status}\n{cls.engine.log_text()}"
 
     def post(self, path, body):
-        req = urllib.request.Request(self.engine.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.load(r)
+        return post(self.engine, path, body)
 
     def stats(self):
         with urllib.request.urlopen(self.engine.url + "/stats", timeout=10) as r:
@@ -142,6 +150,71 @@ class Batching(unittest.TestCase):
         self.assertEqual(self.running(), 0, self.stats())
         self.assertRegex(self.engine.log_text(), r"finished \(cancelled\)")
 
+
+class BatchedThinking(unittest.TestCase):
+    """The tiny model's weights with Qwen3.5's thinking template and Qwen3's tokenizer: the
+    prompt opens <think> and the random model never closes it, so it reasons until the budget,
+    then the scheduler's pick callback feeds "</think>\n\n" and the rest is the answer."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="decapybara-thinking-")
+        weights = os.path.dirname(os.path.abspath(MODEL))
+        for name in ("config.json", "generation_config.json", "model.safetensors"):
+            os.symlink(os.path.join(weights, name), os.path.join(cls.dir, name))
+        os.symlink(os.path.abspath(os.path.join(TEST_DATA, "tokenizer", "qwen3", "tokenizer.json.gz")),
+                   os.path.join(cls.dir, "tokenizer.json.gz"))
+        shutil.copy(os.path.join(TEST_DATA, "chat-templates", "qwen3.5.jinja"),
+                    os.path.join(cls.dir, "chat_template.jinja"))
+        with open(os.path.join(cls.dir, "tokenizer_config.json"), "w") as f:
+            json.dump({"eos_token": "<|im_end|>"}, f)
+        cls.engine = Engine("--threads", "1", "--conversations", "3", model=cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.engine.stop()
+        shutil.rmtree(cls.dir)
+        assert status == 0, f"engine exit status {status}\n{cls.engine.log_text()}"
+
+    def thinking(self, answer):
+        blocks = [c for c in answer["content"] if c["type"] == "thinking"]
+        return blocks[0]["thinking"] if blocks else ""
+
+    def ask(self, max_tokens, thinking):
+        return post(self.engine, "/v1/messages",
+                    {"model": "tiny", "max_tokens": max_tokens, "temperature": 0, "thinking": thinking,
+                     "messages": [{"role": "user", "content": "Hello, capybara! How are you today?"}]})
+
+    def test_budget_ends_thinking(self):
+        """Greedy, so the first n reasoning tokens are the same with or without a budget: the
+        reasoning under budget B is the text of B to B + 2 of the unbounded reasoning's tokens
+        (Anthropic's usage has no reasoning count), and an answer follows it."""
+        budgets = [3, 7]
+        answers = [None] * len(budgets)
+
+        def send(i):
+            answers[i] = self.ask(24, {"type": "enabled", "budget_tokens": budgets[i]})
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(budgets))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # Without a budget the model reasons to max_tokens: the budget is what ends it.
+        unbounded = self.ask(24, {"type": "adaptive"})
+        self.assertEqual([c["type"] for c in unbounded["content"]], ["thinking"], unbounded)
+        for budget, answer in zip(budgets, answers):
+            reasoning = self.thinking(answer)
+            at_budget = self.thinking(self.ask(budget, {"type": "adaptive"}))
+            past_budget = self.thinking(self.ask(budget + 2, {"type": "adaptive"}))
+            self.assertTrue(at_budget.strip(), at_budget)
+            self.assertTrue(reasoning.startswith(at_budget.rstrip()), (reasoning, at_budget))
+            self.assertTrue(past_budget.startswith(reasoning), (reasoning, past_budget))
+            self.assertLess(len(reasoning), len(self.thinking(unbounded)))
+            # "</think>" was fed and the answer follows the reasoning.
+            self.assertEqual([c["type"] for c in answer["content"]], ["thinking", "text"], answer)
+            self.assertNotIn("</think>", answer["content"][1]["text"])
+            self.assertEqual(answer["usage"]["output_tokens"], 24, answer)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -448,6 +448,51 @@ test_model_folder (void)
   remove_folder (dir);
 }
 
+/* The scheduler's hints: a conversation waiting on a background tool call (Claude Code's Bash
+ * with run_in_background, also as JSON text, or a tool named for it), and a one-off. */
+static void
+test_hints (void)
+{
+  static const struct { const char *messages; gboolean background; } cases[] = {
+    { "[{\"role\":\"user\",\"content\":\"build it\"},"
+      "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+      "\"function\":{\"name\":\"Bash\",\"arguments\":{\"command\":\"make\",\"run_in_background\":true}}}]},"
+      "{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"started\"}]", TRUE },
+    { "[{\"role\":\"user\",\"content\":\"build it\"},"
+      "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+      "\"function\":{\"name\":\"Read\",\"arguments\":{\"path\":\"x\"}}},{\"id\":\"b\",\"type\":\"function\","
+      "\"function\":{\"name\":\"Bash\",\"arguments\":\"{\\\"command\\\":\\\"make\\\",\\\"run_in_background\\\":true}\"}}]}]", TRUE },
+    { "[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+      "\"function\":{\"name\":\"start_background_job\",\"arguments\":{}}}]},"
+      "{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"ok\"}]", TRUE },
+    { "[{\"role\":\"user\",\"content\":\"build it\"},"
+      "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+      "\"function\":{\"name\":\"Bash\",\"arguments\":{\"command\":\"make\",\"run_in_background\":false}}}]},"
+      "{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"done\"}]", FALSE },
+    /* The background call is older than the last user message. */
+    { "[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+      "\"function\":{\"name\":\"Bash\",\"arguments\":{\"run_in_background\":true}}}]},"
+      "{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"started\"},"
+      "{\"role\":\"user\",\"content\":\"and now?\"}]", FALSE },
+    { "[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+      "\"function\":{\"name\":\"Bash\",\"arguments\":\"not json\"}}]}]", FALSE },
+    { "[{\"role\":7,\"tool_calls\":5}]", FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(DcpRequest) request = chat_request (4, 0, 1);
+
+      json_node_unref (request->messages);
+      request->messages = parse (cases[i].messages);
+      g_assert_cmpint (dcp_model_executor_runs_in_background (request), ==, cases[i].background);
+      g_assert_true (dcp_model_executor_is_last_turn (request));
+      request->tools = parse ("[{\"type\":\"function\",\"function\":{\"name\":\"Bash\",\"parameters\":{}}}]");
+      g_assert_false (dcp_model_executor_is_last_turn (request));
+      g_assert_cmpint (dcp_model_executor_runs_in_background (request), ==, cases[i].background);
+    }
+}
+
 /* The logprobs of a greedy completion, checked against a log-softmax recomputed from the
  * backend's logits for the prompt and each generated token fed back one at a time. executor
  * runs the request; model is the model executor under it (itself, or the batch executor's). */
@@ -602,6 +647,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model-executor/checkpoint", test_checkpoint);
   g_test_add_func ("/model-executor/thinking-budget", test_thinking_budget);
   g_test_add_func ("/model-executor/model-folder", test_model_folder);
+  g_test_add_func ("/model-executor/hints", test_hints);
   g_test_add_func ("/model-executor/logprobs", test_logprobs);
   return g_test_run ();
 }

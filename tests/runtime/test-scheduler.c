@@ -590,6 +590,102 @@ test_thread (void)
   }
 }
 
+/* ---- the pick hook ---- */
+
+typedef struct {
+  Request r;
+  guint32 forced[2];         /* given when 3 and 4 tokens are out */
+  guint32 banned;            /* never to be sampled */
+} PickRequest;
+
+static DcpSeqPick
+on_pick (gpointer user_data, guint32 *token)
+{
+  PickRequest *p = user_data;
+  guint n = p->r.tokens->len;
+
+  if (n == 3 || n == 4)
+    {
+      *token = p->forced[n - 3];
+      return DCP_SEQ_PICK_FORCE;
+    }
+  *token = p->banned;
+  return DCP_SEQ_PICK_BAN;
+}
+
+/* Forced tokens appear in the output in order, where they were forced; the banned token (the
+ * one greedy decoding picks first alone) is never sampled; the rest is the request's greedy
+ * continuation with those choices fed in. Two requests run at once. */
+static void
+test_pick (void)
+{
+  static const DcpSeqCallbacks pick_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (11);
+  g_autoptr(GError) error = NULL;
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  PickRequest reqs[2] = { 0 };
+  gboolean busy = TRUE;
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 4;
+  config.prefill_chunk = 9;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < 2; i++)
+    {
+      PickRequest *p = &reqs[i];
+      g_autoptr(GArray) alone = NULL;
+      DcpSeqParams params = { 0 };
+
+      p->r.prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+      p->r.tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+      g_array_set_size (p->r.prompt, 12 + 5 * i);
+      fill_random (rand, (guint32 *) p->r.prompt->data, p->r.prompt->len);
+      p->r.max_tokens = 12;
+      p->r.stop = vocab;   /* never sampled */
+      alone = run_alone ((guint32 *) p->r.prompt->data, p->r.prompt->len, 1, vocab);
+      p->banned = g_array_index (alone, guint32, 0);
+      fill_random (rand, p->forced, 2);
+      dcp_sampler_params_init (&params.sampling);
+      params.sampling.temperature = 0;
+      params.prompt = (guint32 *) p->r.prompt->data;
+      params.n_prompt = p->r.prompt->len;
+      params.max_tokens = p->r.max_tokens;
+      g_assert_cmpuint (dcp_scheduler_submit (sched, &params, &pick_callbacks, p, &error), >, 0);
+      g_assert_no_error (error);
+    }
+  while (busy)
+    g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+  for (guint i = 0; i < 2; i++)
+    {
+      PickRequest *p = &reqs[i];
+      const guint32 *out = (const guint32 *) p->r.tokens->data;
+      g_autoptr(GArray) fed = g_array_copy (p->r.prompt);
+      g_autoptr(GArray) ref = NULL;
+
+      g_assert_true (p->r.done);
+      g_assert_cmpint (p->r.reason, ==, DCP_SEQ_FINISH_LENGTH);
+      g_assert_cmpuint (p->r.tokens->len, ==, 12);
+      g_assert_cmpuint (out[3], ==, p->forced[0]);
+      g_assert_cmpuint (out[4], ==, p->forced[1]);
+      for (guint j = 0; j < p->r.tokens->len; j++)
+        if (j != 3 && j != 4)
+          g_assert_cmpuint (out[j], !=, p->banned);
+      /* After the forced pair, greedy again: the request with the first five tokens in its
+       * prompt continues the same way (unless greedy alone picks the banned token). */
+      g_array_append_vals (fed, out, 5);
+      ref = run_alone ((guint32 *) fed->data, fed->len, 1, vocab);
+      if (g_array_index (ref, guint32, 0) != p->banned)
+        g_assert_cmpuint (out[5], ==, g_array_index (ref, guint32, 0));
+      g_array_unref (p->r.prompt);
+      g_array_unref (p->r.tokens);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -600,6 +696,7 @@ main (int argc, char **argv)
   g_test_add_func ("/scheduler/save-load", test_save_load);
   g_test_add_func ("/scheduler/paged", test_paged);
   g_test_add_func ("/scheduler/thread", test_thread);
+  g_test_add_func ("/scheduler/pick", test_pick);
   g_test_add_func ("/scheduler/invariant", test_invariant);
   ret = g_test_run ();
   g_object_unref (backend);
