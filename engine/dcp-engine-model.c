@@ -8,6 +8,7 @@
 #include "dcp-backend-open.h"
 #include "dcp-batch-executor.h"
 #include "dcp-engine-model.h"
+#include "dcp-gpu.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
 #include "dcp-model-source.h"
@@ -15,6 +16,9 @@
 /* The CPU backend runs the model in plain precision; its KV pool lives in RAM, with no RAM or
  * disk tier behind it. */
 static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE };
+/* The CUDA backend (when built and a GPU is there) runs one conversation at a time so far: its
+ * KV cache does not take pages from the scheduler's pool yet. */
+static const DcpEngineCaps cuda_caps = { TRUE, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE };
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
 static void
@@ -56,7 +60,19 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
       plan_settings.kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
       plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
     }
-  read_ram (&device);
+  if (cpu)
+    read_ram (&device);
+  else
+    {
+      g_auto(DcpGpuInfo) gpu = { 0 };
+
+      if (!dcp_gpu_probe (0, FALSE, &gpu, error))
+        return FALSE;
+      device.vram_total_bytes = gpu.total_bytes;
+      device.vram_free_bytes = gpu.free_bytes;
+      /* The CUDA backend keeps the GDN conv state in FP32 too. */
+      plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+    }
   if (!dcp_memory_plan_compute (plan, &plan_model, &plan_settings, &device, error))
     return FALSE;
   text = dcp_memory_plan_describe (plan);
@@ -94,8 +110,15 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   DcpMemoryPlan plan;
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
-  if (!dcp_settings_validate (settings, &cpu_caps, error))
+  if (!dcp_settings_validate (settings, HAVE_CUDA ? &cuda_caps : &cpu_caps, error))
     return NULL;
+  if (settings->backend == DCP_SETTING_BACKEND_CUDA && settings->conversations > 1)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                           "more than one conversation on the CUDA backend is not implemented yet "
+                           "(its KV cache does not use the scheduler's pages); use --conversations 1");
+      return NULL;
+    }
   if (settings->model == NULL)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,

@@ -36,6 +36,9 @@ for f in bf16 mxfp4; do
   done
 done
 
+# The server on the CUDA backend against the CPU backend, end to end over HTTP.
+timeout 150 sh "$here/serve-e2e.sh" 2>&1 | tee "$out/serve-e2e.log"
+
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
 

@@ -120,7 +120,8 @@ test_help_and_refusals (void)
 {
   const char *help[] = { "--help", NULL };
   const char *fp8[] = { "--backend", "cpu", "--activations", "fp8", NULL };
-  const char *cuda[] = { "--model", "/nonexistent.mcapy", NULL };
+  /* The default backend is cuda: without a GPU (or CUDA in the build) it says to use the CPU. */
+  const char *cuda[] = { "--model", g_getenv ("DECAPYBARA_TINY_MODEL"), "--no-dbus", "--no-dashboard", NULL };
   const char *bad[] = { "--kv-bits", "7/7", NULL };
   g_autofree char *home = g_dir_make_tmp ("dcp-cli-XXXXXX", NULL);
 
