@@ -8,32 +8,16 @@
 
 #include "dcp-float16.h"
 
-static inline guint32
-bits_of (float f)
-{
-  guint32 u;
-  memcpy (&u, &f, 4);
-  return u;
-}
-
-static inline float
-float_of (guint32 u)
-{
-  float f;
-  memcpy (&f, &u, 4);
-  return f;
-}
-
 float
 dcp_bf16_to_f32 (guint16 h)
 {
-  return float_of ((guint32) h << 16);
+  return dcp_f32_from_bits ((guint32) h << 16);
 }
 
 guint16
 dcp_f32_to_bf16 (float f)
 {
-  guint32 u = bits_of (f);
+  guint32 u = dcp_f32_bits (f);
 
   if (isnan (f))
     return (guint16) ((u >> 16) | 0x0040);  /* quiet NaN, sign kept */
@@ -50,19 +34,19 @@ dcp_f16_to_f32 (guint16 h)
   guint32 mant = h & 0x3ff;
 
   if (exp == 0x1f)                                 /* inf, nan */
-    return float_of (sign | 0x7f800000 | (mant << 13));
+    return dcp_f32_from_bits (sign | 0x7f800000 | (mant << 13));
   if (exp == 0)                                    /* zero, subnormal: mant * 2^-24 */
     {
       float v = ldexpf ((float) mant, -24);
       return sign ? -v : v;
     }
-  return float_of (sign | ((exp + 112) << 23) | (mant << 13));
+  return dcp_f32_from_bits (sign | ((exp + 112) << 23) | (mant << 13));
 }
 
 guint16
 dcp_f32_to_f16 (float f)
 {
-  guint32 u = bits_of (f);
+  guint32 u = dcp_f32_bits (f);
   guint16 sign = (guint16) ((u >> 16) & 0x8000);
   float a = fabsf (f);
 

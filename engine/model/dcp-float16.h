@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include <string.h>
 
 G_BEGIN_DECLS
 
@@ -11,5 +12,22 @@ float   dcp_bf16_to_f32 (guint16 h);
 guint16 dcp_f32_to_bf16 (float   f);
 float   dcp_f16_to_f32  (guint16 h);
 guint16 dcp_f32_to_f16  (float   f);
+
+/* The bits of an FP32 value and back (no aliasing tricks). */
+static inline guint32
+dcp_f32_bits (float f)
+{
+  guint32 u;
+  memcpy (&u, &f, 4);
+  return u;
+}
+
+static inline float
+dcp_f32_from_bits (guint32 u)
+{
+  float f;
+  memcpy (&f, &u, 4);
+  return f;
+}
 
 G_END_DECLS

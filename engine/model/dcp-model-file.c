@@ -7,6 +7,7 @@
 
 #include "dcp-checksum.h"
 #include "dcp-error.h"
+#include "dcp-le.h"
 #include "dcp-model-file.h"
 #include "dcp-quant.h"
 #include "dcp-tensor-schema.h"
@@ -46,22 +47,6 @@ fail (GError **error, const char *what, const char *tensor, const char *fmt, ...
   else
     g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: %s", what, msg);
   return FALSE;
-}
-
-static guint32
-get32 (const guint8 *p)
-{
-  guint32 v;
-  memcpy (&v, p, 4);
-  return GUINT32_FROM_LE (v);
-}
-
-static guint64
-get64 (const guint8 *p)
-{
-  guint64 v;
-  memcpy (&v, p, 8);
-  return GUINT64_FROM_LE (v);
 }
 
 gboolean
@@ -118,7 +103,7 @@ parse_entry (DcpModelFile *self, const guint8 *file, guint i, const char *what, 
   const guint8 *e = file + h->index_offset + (guint64) i * DCP_MODEL_INDEX_ENTRY_SIZE;
   const char *strings = (const char *) file + h->index_offset + h->n_tensors * DCP_MODEL_INDEX_ENTRY_SIZE;
   guint64 strings_size = h->index_size - h->n_tensors * DCP_MODEL_INDEX_ENTRY_SIZE;
-  guint64 name_offset = get64 (e + AT_NAME_OFFSET), name_length = get32 (e + AT_NAME_LENGTH);
+  guint64 name_offset = dcp_le_get64 (e + AT_NAME_OFFSET), name_length = dcp_le_get32 (e + AT_NAME_LENGTH);
   guint64 offset, expected, checksum;
   guint32 dtype_code;
   DcpTensorView view = { 0 };
@@ -135,15 +120,15 @@ parse_entry (DcpModelFile *self, const guint8 *file, guint i, const char *what, 
   if (g_hash_table_contains (self->by_name, view.name))
     return fail (error, what, view.name, "field “name” appears twice in the index");
 
-  dtype_code = get32 (e + AT_DTYPE);
+  dtype_code = dcp_le_get32 (e + AT_DTYPE);
   if (dtype_code >= DCP_DTYPE_N)
     return fail (error, what, view.name, "field “dtype” %u is not a known number format", dtype_code);
   view.dtype = dtype_code;
-  view.ndim = get32 (e + AT_NDIM);
+  view.ndim = dcp_le_get32 (e + AT_NDIM);
   if (view.ndim == 0 || view.ndim > DCP_MAX_DIMS)
     return fail (error, what, view.name, "field “ndim” %u is not from 1 to %d", view.ndim, DCP_MAX_DIMS);
   for (guint d = 0; d < view.ndim; d++)
-    view.shape[d] = get64 (e + AT_SHAPE + 8 * d);
+    view.shape[d] = dcp_le_get64 (e + AT_SHAPE + 8 * d);
   if (!dcp_shape_elements (view.shape, view.ndim, &view.n_elements))
     return fail (error, what, view.name, "field “shape”: the element count overflows");
   if (!dcp_tensor_check_shape (&self->info->config, view.name, view.shape, view.ndim, what, error))
@@ -152,9 +137,9 @@ parse_entry (DcpModelFile *self, const guint8 *file, guint i, const char *what, 
     return fail (error, what, view.name, "field “dtype”: %s cannot hold a %u-dimensional tensor of this size",
                  dcp_dtype_name (view.dtype), view.ndim);
 
-  offset = get64 (e + AT_OFFSET);
-  view.nbytes = get64 (e + AT_NBYTES);
-  checksum = get64 (e + AT_CHECKSUM);
+  offset = dcp_le_get64 (e + AT_OFFSET);
+  view.nbytes = dcp_le_get64 (e + AT_NBYTES);
+  checksum = dcp_le_get64 (e + AT_CHECKSUM);
   if (view.nbytes != expected)
     return fail (error, what, view.name, "field “nbytes” is %" G_GUINT64_FORMAT " but the dtype and shape need %" G_GUINT64_FORMAT,
                  view.nbytes, expected);

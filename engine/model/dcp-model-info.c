@@ -7,6 +7,7 @@
 
 #include "dcp-checksum.h"
 #include "dcp-error.h"
+#include "dcp-le.h"
 #include "dcp-model-info.h"
 
 /* Header fields: byte offsets (docs/FORMAT.md has the table). */
@@ -33,51 +34,6 @@ fail (GError **error, DcpError code, const char *what, const char *fmt, ...)
   return FALSE;
 }
 
-static void
-put16 (guint8 *p, guint16 v)
-{
-  v = GUINT16_TO_LE (v);
-  memcpy (p, &v, 2);
-}
-
-static void
-put32 (guint8 *p, guint32 v)
-{
-  v = GUINT32_TO_LE (v);
-  memcpy (p, &v, 4);
-}
-
-static void
-put64 (guint8 *p, guint64 v)
-{
-  v = GUINT64_TO_LE (v);
-  memcpy (p, &v, 8);
-}
-
-static guint16
-get16 (const guint8 *p)
-{
-  guint16 v;
-  memcpy (&v, p, 2);
-  return GUINT16_FROM_LE (v);
-}
-
-static guint32
-get32 (const guint8 *p)
-{
-  guint32 v;
-  memcpy (&v, p, 4);
-  return GUINT32_FROM_LE (v);
-}
-
-static guint64
-get64 (const guint8 *p)
-{
-  guint64 v;
-  memcpy (&v, p, 8);
-  return GUINT64_FROM_LE (v);
-}
-
 void
 dcp_model_header_encode (const DcpModelHeader *h, guint8 *out)
 {
@@ -85,25 +41,25 @@ dcp_model_header_encode (const DcpModelHeader *h, guint8 *out)
 
   memset (out, 0, DCP_MODEL_HEADER_SIZE);
   memcpy (out + AT_MAGIC, DCP_MODEL_MAGIC, 8);
-  put16 (out + AT_MAJOR, h->version_major);
-  put16 (out + AT_MINOR, h->version_minor);
-  put32 (out + AT_HEADER_SIZE, DCP_MODEL_HEADER_SIZE);
-  put64 (out + AT_FILE_SIZE, h->file_size);
-  put64 (out + AT_METADATA, h->metadata_offset);
-  put64 (out + AT_METADATA + 8, h->metadata_size);
-  put64 (out + AT_TOKENIZER, h->tokenizer_offset);
-  put64 (out + AT_TOKENIZER + 8, h->tokenizer_size);
-  put64 (out + AT_INDEX, h->index_offset);
-  put64 (out + AT_INDEX + 8, h->index_size);
-  put64 (out + AT_N_TENSORS, h->n_tensors);
-  put64 (out + AT_DATA, h->data_offset);
-  put64 (out + AT_DATA + 8, h->data_size);
-  put32 (out + AT_ALIGNMENT, h->alignment);
-  put32 (out + AT_FLAGS, h->flags);
-  put64 (out + AT_METADATA_SUM, h->metadata_checksum);
-  put64 (out + AT_TOKENIZER_SUM, h->tokenizer_checksum);
-  put64 (out + AT_INDEX_SUM, h->index_checksum);
-  put64 (out + AT_HEADER_SUM, dcp_checksum64 (out, AT_HEADER_SUM));
+  dcp_le_put16 (out + AT_MAJOR, h->version_major);
+  dcp_le_put16 (out + AT_MINOR, h->version_minor);
+  dcp_le_put32 (out + AT_HEADER_SIZE, DCP_MODEL_HEADER_SIZE);
+  dcp_le_put64 (out + AT_FILE_SIZE, h->file_size);
+  dcp_le_put64 (out + AT_METADATA, h->metadata_offset);
+  dcp_le_put64 (out + AT_METADATA + 8, h->metadata_size);
+  dcp_le_put64 (out + AT_TOKENIZER, h->tokenizer_offset);
+  dcp_le_put64 (out + AT_TOKENIZER + 8, h->tokenizer_size);
+  dcp_le_put64 (out + AT_INDEX, h->index_offset);
+  dcp_le_put64 (out + AT_INDEX + 8, h->index_size);
+  dcp_le_put64 (out + AT_N_TENSORS, h->n_tensors);
+  dcp_le_put64 (out + AT_DATA, h->data_offset);
+  dcp_le_put64 (out + AT_DATA + 8, h->data_size);
+  dcp_le_put32 (out + AT_ALIGNMENT, h->alignment);
+  dcp_le_put32 (out + AT_FLAGS, h->flags);
+  dcp_le_put64 (out + AT_METADATA_SUM, h->metadata_checksum);
+  dcp_le_put64 (out + AT_TOKENIZER_SUM, h->tokenizer_checksum);
+  dcp_le_put64 (out + AT_INDEX_SUM, h->index_checksum);
+  dcp_le_put64 (out + AT_HEADER_SUM, dcp_checksum64 (out, AT_HEADER_SUM));
 }
 
 /* A section [offset, offset + size) must lie in the file, after `after`. */
@@ -135,33 +91,33 @@ dcp_model_header_decode (DcpModelHeader *h, const guint8 *b, gsize length, const
                  length, DCP_MODEL_HEADER_SIZE);
   if (memcmp (b + AT_MAGIC, DCP_MODEL_MAGIC, 8) != 0)
     return fail (error, DCP_ERROR_CORRUPT_FILE, what, "header field “magic”: this is not a .mcapy model file");
-  h->version_major = get16 (b + AT_MAJOR);
-  h->version_minor = get16 (b + AT_MINOR);
+  h->version_major = dcp_le_get16 (b + AT_MAJOR);
+  h->version_minor = dcp_le_get16 (b + AT_MINOR);
   if (h->version_major != DCP_MODEL_VERSION_MAJOR)
     return fail (error, DCP_ERROR_NOT_SUPPORTED, what,
                  "header field “version”: format version %u.%u is not supported by this reader (it reads %d.x); "
                  "use a Decapybara release that reads it", h->version_major, h->version_minor, DCP_MODEL_VERSION_MAJOR);
-  if (get32 (b + AT_HEADER_SIZE) != DCP_MODEL_HEADER_SIZE)
+  if (dcp_le_get32 (b + AT_HEADER_SIZE) != DCP_MODEL_HEADER_SIZE)
     return fail (error, DCP_ERROR_CORRUPT_FILE, what, "header field “header_size” is %u, not %d",
-                 get32 (b + AT_HEADER_SIZE), DCP_MODEL_HEADER_SIZE);
-  if (get64 (b + AT_HEADER_SUM) != dcp_checksum64 (b, AT_HEADER_SUM))
+                 dcp_le_get32 (b + AT_HEADER_SIZE), DCP_MODEL_HEADER_SIZE);
+  if (dcp_le_get64 (b + AT_HEADER_SUM) != dcp_checksum64 (b, AT_HEADER_SUM))
     return fail (error, DCP_ERROR_CORRUPT_FILE, what, "header field “header_checksum” does not match the header");
 
-  h->file_size = get64 (b + AT_FILE_SIZE);
-  h->metadata_offset = get64 (b + AT_METADATA);
-  h->metadata_size = get64 (b + AT_METADATA + 8);
-  h->tokenizer_offset = get64 (b + AT_TOKENIZER);
-  h->tokenizer_size = get64 (b + AT_TOKENIZER + 8);
-  h->index_offset = get64 (b + AT_INDEX);
-  h->index_size = get64 (b + AT_INDEX + 8);
-  h->n_tensors = get64 (b + AT_N_TENSORS);
-  h->data_offset = get64 (b + AT_DATA);
-  h->data_size = get64 (b + AT_DATA + 8);
-  h->alignment = get32 (b + AT_ALIGNMENT);
-  h->flags = get32 (b + AT_FLAGS);
-  h->metadata_checksum = get64 (b + AT_METADATA_SUM);
-  h->tokenizer_checksum = get64 (b + AT_TOKENIZER_SUM);
-  h->index_checksum = get64 (b + AT_INDEX_SUM);
+  h->file_size = dcp_le_get64 (b + AT_FILE_SIZE);
+  h->metadata_offset = dcp_le_get64 (b + AT_METADATA);
+  h->metadata_size = dcp_le_get64 (b + AT_METADATA + 8);
+  h->tokenizer_offset = dcp_le_get64 (b + AT_TOKENIZER);
+  h->tokenizer_size = dcp_le_get64 (b + AT_TOKENIZER + 8);
+  h->index_offset = dcp_le_get64 (b + AT_INDEX);
+  h->index_size = dcp_le_get64 (b + AT_INDEX + 8);
+  h->n_tensors = dcp_le_get64 (b + AT_N_TENSORS);
+  h->data_offset = dcp_le_get64 (b + AT_DATA);
+  h->data_size = dcp_le_get64 (b + AT_DATA + 8);
+  h->alignment = dcp_le_get32 (b + AT_ALIGNMENT);
+  h->flags = dcp_le_get32 (b + AT_FLAGS);
+  h->metadata_checksum = dcp_le_get64 (b + AT_METADATA_SUM);
+  h->tokenizer_checksum = dcp_le_get64 (b + AT_TOKENIZER_SUM);
+  h->index_checksum = dcp_le_get64 (b + AT_INDEX_SUM);
 
   if (h->alignment < 64 || h->alignment > (1u << 24) || (h->alignment & (h->alignment - 1)) != 0)
     return fail (error, DCP_ERROR_CORRUPT_FILE, what, "header field “alignment” %u is not a power of two from 64 to 16 MiB", h->alignment);

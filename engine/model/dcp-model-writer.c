@@ -11,6 +11,7 @@
 
 #include "dcp-checksum.h"
 #include "dcp-error.h"
+#include "dcp-le.h"
 #include "dcp-model-file.h"
 #include "dcp-model-info.h"
 #include "dcp-model-writer.h"
@@ -225,23 +226,17 @@ build_index (DcpModelWriter *self)
     {
       Entry *e = &g_array_index (self->entries, Entry, i);
       guint8 *p = index + (guint64) i * DCP_MODEL_INDEX_ENTRY_SIZE;
-      guint64 v64;
-      guint32 v32;
       gsize len = strlen (e->name);
 
-#define PUT64(at, v) (v64 = GUINT64_TO_LE (v), memcpy (p + (at), &v64, 8))
-#define PUT32(at, v) (v32 = GUINT32_TO_LE (v), memcpy (p + (at), &v32, 4))
-      PUT64 (0, name_at);
-      PUT32 (8, (guint32) len);
-      PUT32 (12, (guint32) e->dtype);
-      PUT32 (16, e->ndim);
+      dcp_le_put64 (p + 0, name_at);
+      dcp_le_put32 (p + 8, (guint32) len);
+      dcp_le_put32 (p + 12, (guint32) e->dtype);
+      dcp_le_put32 (p + 16, e->ndim);
       for (guint d = 0; d < e->ndim; d++)
-        PUT64 (24 + 8 * d, e->shape[d]);
-      PUT64 (72, e->offset);
-      PUT64 (80, e->nbytes);
-      PUT64 (88, e->checksum);
-#undef PUT64
-#undef PUT32
+        dcp_le_put64 (p + 24 + 8 * d, e->shape[d]);
+      dcp_le_put64 (p + 72, e->offset);
+      dcp_le_put64 (p + 80, e->nbytes);
+      dcp_le_put64 (p + 88, e->checksum);
       memcpy (index + strings + name_at, e->name, len + 1);
       name_at += len + 1;
     }

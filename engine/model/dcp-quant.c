@@ -22,22 +22,6 @@
 #define NVFP4_BLOCK  16
 #define NVFP4_TENSOR_AMAX_TARGET (448.0f * 6.0f)  /* E4M3 max x E2M1 max */
 
-static inline guint32
-bits_of (float f)
-{
-  guint32 u;
-  memcpy (&u, &f, 4);
-  return u;
-}
-
-static inline float
-float_of (guint32 u)
-{
-  float f;
-  memcpy (&f, &u, 4);
-  return f;
-}
-
 /* ---- Element codecs ---------------------------------------------------------------------- */
 
 /* Rounds a magnitude (FP32 bits, sign clear, not NaN) to nearest even in a minifloat with
@@ -53,8 +37,8 @@ encode_magnitude (guint32 abits, int mbits, int bias, guint32 max_bits, guint32 
    * whose ulp is one step, so the FPU's own rounding (nearest even, the default mode) does
    * the work and the bit difference is the number of steps (2^mbits steps is the smallest
    * normal's code). */
-  float magic = float_of ((guint32) (127 + 1 - bias - mbits + 23) << 23);
-  guint32 sub = bits_of (float_of (abits) + magic) - bits_of (magic);
+  float magic = dcp_f32_from_bits ((guint32) (127 + 1 - bias - mbits + 23) << 23);
+  guint32 sub = dcp_f32_bits (dcp_f32_from_bits (abits) + magic) - dcp_f32_bits (magic);
   /* Normal: round the FP32 mantissa to mbits bits (a carry moves into the exponent, which is
    * right), then rebias the exponent. Wraps harmlessly when abits is subnormal here. */
   guint32 rounded = abits + ((1u << (22 - mbits)) - 1) + ((abits >> (23 - mbits)) & 1);
@@ -136,7 +120,7 @@ dcp_fp8_e4m3_to_f32 (guint8 code)
 guint8
 dcp_f32_to_fp8_e4m3 (float v)
 {
-  return encode_e4m3 (bits_of (v));
+  return encode_e4m3 (dcp_f32_bits (v));
 }
 
 float
@@ -148,7 +132,7 @@ dcp_fp6_e2m3_to_f32 (guint8 code)
 guint8
 dcp_f32_to_fp6_e2m3 (float v)
 {
-  return encode_e2m3 (bits_of (v));
+  return encode_e2m3 (dcp_f32_bits (v));
 }
 
 float
@@ -160,7 +144,7 @@ dcp_fp6_e3m2_to_f32 (guint8 code)
 guint8
 dcp_f32_to_fp6_e3m2 (float v)
 {
-  return encode_e3m2 (bits_of (v));
+  return encode_e3m2 (dcp_f32_bits (v));
 }
 
 float
@@ -172,7 +156,7 @@ dcp_fp4_e2m1_to_f32 (guint8 code)
 guint8
 dcp_f32_to_fp4_e2m1 (float v)
 {
-  return encode_e2m1 (bits_of (v));
+  return encode_e2m1 (dcp_f32_bits (v));
 }
 
 float
@@ -181,7 +165,7 @@ dcp_e8m0_to_f32 (guint8 code)
   if (code == 0xff)
     return NAN;
   /* 2^(code - 127): an FP32 exponent field, or for code 0 the subnormal 2^-127. */
-  return float_of (code ? (guint32) code << 23 : 0x00400000u);
+  return dcp_f32_from_bits (code ? (guint32) code << 23 : 0x00400000u);
 }
 
 guint8
@@ -194,7 +178,7 @@ dcp_e8m0_block_scale (float amax, int emax_elem)
     return 0xff;
   /* floor (log2 (amax)) is the FP32 exponent field minus 127 for a normal amax; zero and
    * subnormals (field 0) are below 2^-126 and always clamp to code 0. */
-  e = (bits_of (amax) & F32_ABS_MASK) >> 23;
+  e = (dcp_f32_bits (amax) & F32_ABS_MASK) >> 23;
   return e > (guint32) emax_elem ? (guint8) (e - (guint32) emax_elem) : 0;
 }
 
@@ -333,11 +317,11 @@ dcp_quant_amax (const float *src, guint64 n)
   g_return_val_if_fail (src != NULL || n == 0, 0);
   for (guint64 i = 0; i < n; i++)
     {
-      guint32 a = bits_of (src[i]) & F32_ABS_MASK;
+      guint32 a = dcp_f32_bits (src[i]) & F32_ABS_MASK;
       /* FP32 magnitudes order like their bit patterns; non-finite ones are skipped. */
       m = (a < F32_INF_BITS && a > m) ? a : m;
     }
-  return float_of (m);
+  return dcp_f32_from_bits (m);
 }
 
 float
@@ -357,7 +341,7 @@ block_amax_bits (const float *v, guint n)
 
   for (guint i = 0; i < n; i++)
     {
-      guint32 a = bits_of (v[i]) & F32_ABS_MASK;
+      guint32 a = dcp_f32_bits (v[i]) & F32_ABS_MASK;
       m = a > m ? a : m;
     }
   return m;
@@ -421,7 +405,7 @@ quantize_mx_row (DcpDType dtype, const float *v, guint64 cols, guint8 *out, guin
       e = amax >> 23;
       scale = e > (guint32) emax ? e - (guint32) emax : 0;
       scales[b] = (guint8) scale;
-      inv = float_of ((254 - scale) << 23);  /* 1 / X = 2^(127 - scale), always normal */
+      inv = dcp_f32_from_bits ((254 - scale) << 23);  /* 1 / X = 2^(127 - scale), always normal */
       /* Padding elements are encoded too (as 0 x inv = 0), so the loop has a fixed count. */
       if (n < MX_BLOCK)
         {
@@ -430,7 +414,7 @@ quantize_mx_row (DcpDType dtype, const float *v, guint64 cols, guint8 *out, guin
           x = padded;
         }
       for (guint i = 0; i < MX_BLOCK; i++)
-        codes[i] = encode_element (dtype, bits_of (x[i] * inv));
+        codes[i] = encode_element (dtype, dcp_f32_bits (x[i] * inv));
       switch (dtype)
         {
         case DCP_DTYPE_MXFP8_E4M3: memcpy (out, codes, MX_BLOCK); break;
@@ -464,7 +448,7 @@ quantize_nvfp4_row (const float *v, guint64 cols, float tensor_scale, guint8 *ou
           memset (out, 0, NVFP4_BLOCK / 2);
           continue;
         }
-      bs = encode_e4m3 (bits_of (float_of (amax) / 6.0f / tensor_scale));
+      bs = encode_e4m3 (dcp_f32_bits (dcp_f32_from_bits (amax) / 6.0f / tensor_scale));
       scales[b] = bs;
       s = t->e4m3[bs] * tensor_scale;  /* the same product the decoder forms */
       if (n < NVFP4_BLOCK)
@@ -475,7 +459,7 @@ quantize_nvfp4_row (const float *v, guint64 cols, float tensor_scale, guint8 *ou
         }
       if (s > 0)
         for (guint i = 0; i < NVFP4_BLOCK; i++)
-          codes[i] = encode_e2m1 (bits_of (x[i] / s));
+          codes[i] = encode_e2m1 (dcp_f32_bits (x[i] / s));
       pack_fp4 (codes, NVFP4_BLOCK, out);
     }
 }
@@ -561,7 +545,7 @@ dcp_quantize_rows (DcpDType     dtype,
       memset (dst + elements_end, 0, l.scales_offset - elements_end);
       if (dtype == DCP_DTYPE_NVFP4)
         {
-          guint32 u = GUINT32_TO_LE (bits_of (tensor_scale));
+          guint32 u = GUINT32_TO_LE (dcp_f32_bits (tensor_scale));
           memset (dst + scales_end, 0, l.tensor_scale_offset - scales_end);
           memcpy (dst + l.tensor_scale_offset, &u, 4);
         }
@@ -693,7 +677,7 @@ dcp_dequantize_rows (DcpDType      dtype,
     {
       guint32 u;
       memcpy (&u, src + l.tensor_scale_offset, 4);
-      tensor_scale = float_of (GUINT32_FROM_LE (u));
+      tensor_scale = dcp_f32_from_bits (GUINT32_FROM_LE (u));
     }
 
   for (guint64 r = row_begin; r < row_begin + n_rows; r++, dst += cols)
