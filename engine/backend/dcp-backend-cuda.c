@@ -5,32 +5,14 @@
 
 #include <string.h>
 
-#include "dcp-backend-cuda.h"
+#include "dcp-backend-cuda-private.h"
 #include "dcp-cuda-error.h"
 #include "dcp-cuda-step.h"
 
 /* The default KV pool: half the free VRAM after the weights, at most this many pages. */
 #define DEFAULT_MAX_PAGES 2048
 
-struct _DcpBackendCuda {
-  DcpBackend parent_instance;
-  DcpCudaWeights *weights;
-  DcpCudaKv *kv;                 /* NULL without attention layers */
-  DcpCudaStep *step;
-  void *stream;
-  guint n_gdn, n_attn;
-  gsize conv_floats, recurrent_floats;   /* one GDN layer's state */
-};
-
 G_DEFINE_FINAL_TYPE (DcpBackendCuda, dcp_backend_cuda, DCP_TYPE_BACKEND)
-
-/* KV pages in the pool, GDN states in one device block: per layer [conv | recurrent]. */
-struct _DcpSeqState {
-  guint n_tokens;
-  GArray *pages;
-  float *block;
-  float **conv, **recurrent;     /* n_gdn device pointers into block */
-};
 
 static gsize
 state_block_bytes (DcpBackendCuda *self)
@@ -427,6 +409,22 @@ dcp_backend_cuda_new_random (const DcpModelConfig *config, DcpDType dtype, guint
     return NULL;
   self = g_object_new (DCP_TYPE_BACKEND_CUDA, NULL);
   if ((self->weights = dcp_cuda_weights_random (config, format, seed, error)) == NULL ||
+      !setup (self, kv_tokens, error))
+    return NULL;
+  return DCP_BACKEND (g_steal_pointer (&self));
+}
+
+DcpBackend *
+dcp_backend_cuda_new_random_recipe (const DcpModelConfig *config, DcpRecipe recipe, guint64 seed,
+                                    guint kv_tokens, GError **error)
+{
+  g_autoptr(DcpBackendCuda) self = NULL;
+
+  g_return_val_if_fail (config != NULL && recipe < DCP_RECIPE_N, NULL);
+  if (!check_config (config, error))
+    return NULL;
+  self = g_object_new (DCP_TYPE_BACKEND_CUDA, NULL);
+  if ((self->weights = dcp_cuda_weights_random_recipe (config, recipe, seed, error)) == NULL ||
       !setup (self, kv_tokens, error))
     return NULL;
   return DCP_BACKEND (g_steal_pointer (&self));

@@ -3,6 +3,7 @@
 
 #include "dcp-backend.h"
 #include "dcp-dtype.h"
+#include "dcp-recipe.h"
 #include "dcp-tensor-source.h"
 
 G_BEGIN_DECLS
@@ -30,6 +31,20 @@ DcpBackend *dcp_backend_cuda_new_random       (const DcpModelConfig  *config,
                                                guint64                seed,
                                                guint                  kv_tokens,
                                                GError               **error);
+/* The same with each matrix in the format recipe gives its tensor group (the embedding stays
+ * BF16, as an upload keeps it). */
+DcpBackend *dcp_backend_cuda_new_random_recipe (const DcpModelConfig *config,
+                                                DcpRecipe             recipe,
+                                                guint64               seed,
+                                                guint                 kv_tokens,
+                                                GError              **error);
+/* Benchmarks only: state (empty, of this backend) holds n_tokens tokens of random KV and random
+ * GDN states, as if a prompt of that length had run; a decode step then reads all of it. */
+gboolean    dcp_backend_cuda_state_fill_random (DcpBackendCuda   *self,
+                                                DcpSeqState      *state,
+                                                guint             n_tokens,
+                                                guint64           seed,
+                                                GError          **error);
 /* CUDA graphs for decode steps (default on); off enqueues every kernel each step. */
 void        dcp_backend_cuda_set_graphs       (DcpBackendCuda        *self,
                                                gboolean               enabled);

@@ -10,6 +10,7 @@
 #include "dcp-cuda-weights.h"
 #include "dcp-float16.h"
 #include "dcp-quant.h"
+#include "dcp-recipe.h"
 
 static gboolean
 format_of (DcpDType dtype, DcpkFormat *format)
@@ -440,49 +441,60 @@ dcp_cuda_weights_upload (const DcpModelConfig *config, const DcpTensorSource *so
 
 typedef struct {
   DcpCudaWeights *w;
-  DcpkFormat format;
+  DcpkFormat formats[DCP_GROUP_N];   /* per tensor group */
   guint64 seed;
 } Rand;
 
 static gboolean
-rand_matrix (Rand *r, int rows, int cols, DcpCudaMatrix *m, GError **error)
+rand_matrix (Rand *r, DcpTensorGroup group, int rows, int cols, DcpCudaMatrix *m, GError **error)
 {
+  DcpkFormat format = r->formats[group];
   DcpQuantLayout layout;
-  gsize bytes = dcpk_weight_bytes (r->format, rows, cols);
+  gsize bytes = dcpk_weight_bytes (format, rows, cols);
   float a = sqrtf (3.0f / (float) cols);
 
-  m->format = r->format;
+  m->format = format;
   m->rows = rows;
   m->cols = cols;
   if ((m->data = device_alloc (r->w, bytes, "random weight", error)) == NULL)
     return FALSE;
   r->w->gemv_bytes += bytes;
   r->seed++;
-  if (r->format == DCPK_FORMAT_BF16)
+  if (format == DCPK_FORMAT_BF16)
     return dcp_cuda_check (dcpk_fill_random_bf16 (m->data, (gsize) rows * cols, -a, a, r->seed),
                            "fill", error);
-  dcp_quant_layout (dtype_of (r->format), (guint64) rows, (guint64) cols, &layout);
+  dcp_quant_layout (dtype_of (format), (guint64) rows, (guint64) cols, &layout);
   /* E4M3 codes with the exponent's low bit clear cannot be NaN; E8M0 scales near 2^-6 give
    * weights of about the BF16 ones' size. */
   return dcp_cuda_check (dcpk_fill_random_bytes (m->data, layout.scales_offset,
-                                                 r->format == DCPK_FORMAT_MXFP8_E4M3 ? 0xf7 : 0xff,
+                                                 format == DCPK_FORMAT_MXFP8_E4M3 ? 0xf7 : 0xff,
                                                  r->seed), "fill", error) &&
          dcp_cuda_check (dcpk_memset_async ((guint8 *) m->data + layout.scales_offset,
-                                            r->format == DCPK_FORMAT_MXFP8_E4M3 ? 116 : 121,
+                                            format == DCPK_FORMAT_MXFP8_E4M3 ? 116 : 121,
                                             layout.total_bytes - layout.scales_offset, NULL),
                          "fill", error);
 }
 
+/* Fused as the upload fuses them: one matrix when the parts' formats agree. */
 static gboolean
-rand_proj (Rand *r, const int *rows, guint n, int cols, DcpCudaProj *p, GError **error)
+rand_proj (Rand *r, const DcpTensorGroup *groups, const int *rows, guint n, int cols,
+           DcpCudaProj *p, GError **error)
 {
   int total = 0;
 
   p->n_parts = n;
   p->fused = TRUE;
   for (guint i = 0; i < n; i++)
-    total += p->rows[i] = rows[i];
-  return rand_matrix (r, total, cols, &p->all, error);
+    {
+      total += p->rows[i] = rows[i];
+      p->fused = p->fused && r->formats[groups[i]] == r->formats[groups[0]];
+    }
+  if (p->fused)
+    return rand_matrix (r, groups[0], total, cols, &p->all, error);
+  for (guint i = 0; i < n; i++)
+    if (!rand_matrix (r, groups[i], rows[i], cols, &p->parts[i], error))
+      return FALSE;
+  return TRUE;
 }
 
 static gpointer
@@ -499,21 +511,23 @@ rand_vector (Rand *r, gsize n, gboolean bf16, float lo, float hi, GError **error
   return d;
 }
 
-DcpCudaWeights *
-dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint64 seed,
-                         GError **error)
+static DcpCudaWeights *
+random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64 seed,
+                GError **error)
 {
-  g_autoptr(DcpCudaWeights) w = NULL;
-  Rand r;
+  static const DcpTensorGroup gdn_groups[4] = {
+    DCP_GROUP_GDN_QKV, DCP_GROUP_GDN_Z, DCP_GROUP_GDN_AB, DCP_GROUP_GDN_AB
+  };
+  static const DcpTensorGroup mlp_groups[2] = { DCP_GROUP_MLP_GATE_UP, DCP_GROUP_MLP_GATE_UP };
+  g_autoptr(DcpCudaWeights) w = weights_new (config);
+  Rand r = { w, { 0 }, seed };
   int H = (int) config->hidden_size, I = (int) config->intermediate_size;
   int mlp_rows[2] = { I, I };
 
-  g_return_val_if_fail (config != NULL, NULL);
-  w = weights_new (config);
-  r = (Rand) { w, format, seed };
+  memcpy (r.formats, formats, sizeof r.formats);
   if (!(w->embed = rand_vector (&r, (gsize) config->vocab_size * H, TRUE, -1, 1, error)) ||
       !(w->norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)) ||
-      !rand_matrix (&r, (int) config->vocab_size, H, &w->lm_head, error))
+      !rand_matrix (&r, DCP_GROUP_LM_HEAD, (int) config->vocab_size, H, &w->lm_head, error))
     return NULL;
   for (guint i = 0; i < config->n_layers; i++)
     {
@@ -525,10 +539,10 @@ dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint6
           int qd = (int) (config->n_heads * config->head_dim);
           int kvd = (int) (config->n_kv_heads * config->head_dim);
 
-          if (!rand_matrix (&r, 2 * qd, H, &L->q, error) ||
-              !rand_matrix (&r, kvd, H, &L->k, error) ||
-              !rand_matrix (&r, kvd, H, &L->v, error) ||
-              !rand_matrix (&r, H, qd, &L->o, error) ||
+          if (!rand_matrix (&r, DCP_GROUP_ATTN_QKV, 2 * qd, H, &L->q, error) ||
+              !rand_matrix (&r, DCP_GROUP_ATTN_QKV, kvd, H, &L->k, error) ||
+              !rand_matrix (&r, DCP_GROUP_ATTN_QKV, kvd, H, &L->v, error) ||
+              !rand_matrix (&r, DCP_GROUP_ATTN_O, H, qd, &L->o, error) ||
               !(L->q_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)) ||
               !(L->k_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)))
             return NULL;
@@ -540,8 +554,8 @@ dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint6
           int conv_dim = 2 * (int) (config->linear_n_key_heads * config->linear_key_head_dim) + vd;
           int rows[4] = { conv_dim, vd, hv, hv };
 
-          if (!rand_proj (&r, rows, 4, H, &L->in_proj, error) ||
-              !rand_matrix (&r, H, vd, &L->out, error) ||
+          if (!rand_proj (&r, gdn_groups, rows, 4, H, &L->in_proj, error) ||
+              !rand_matrix (&r, DCP_GROUP_GDN_OUT, H, vd, &L->out, error) ||
               !(L->gdn.conv_weight = rand_vector (&r, (gsize) conv_dim * config->linear_conv_kernel,
                                                   TRUE, -0.5f, 0.5f, error)) ||
               !(L->gdn.a_log = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
@@ -550,8 +564,8 @@ dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint6
                                                   1.1f, error)))
             return NULL;
         }
-      if (!rand_proj (&r, mlp_rows, 2, H, &L->gate_up, error) ||
-          !rand_matrix (&r, H, I, &L->down, error) ||
+      if (!rand_proj (&r, mlp_groups, mlp_rows, 2, H, &L->gate_up, error) ||
+          !rand_matrix (&r, DCP_GROUP_MLP_DOWN, H, I, &L->down, error) ||
           !(L->input_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)) ||
           !(L->post_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)))
         return NULL;
@@ -559,6 +573,36 @@ dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint6
   if (!dcp_cuda_check (dcpk_synchronize (), "fill", error))
     return NULL;
   return g_steal_pointer (&w);
+}
+
+DcpCudaWeights *
+dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint64 seed,
+                         GError **error)
+{
+  DcpkFormat formats[DCP_GROUP_N];
+
+  g_return_val_if_fail (config != NULL, NULL);
+  for (guint g = 0; g < DCP_GROUP_N; g++)
+    formats[g] = format;
+  return random_weights (config, formats, seed, error);
+}
+
+DcpCudaWeights *
+dcp_cuda_weights_random_recipe (const DcpModelConfig *config, DcpRecipe recipe, guint64 seed,
+                                GError **error)
+{
+  DcpkFormat formats[DCP_GROUP_N] = { 0 };
+
+  g_return_val_if_fail (config != NULL && recipe < DCP_RECIPE_N, NULL);
+  for (guint g = 0; g < DCP_GROUP_KEEP; g++)
+    if (!format_of (dcp_recipe_group_dtype (recipe, g), &formats[g]))
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "recipe %s: %s (%s) is not a GEMV "
+                     "format", dcp_recipe_name (recipe), dcp_tensor_group_name (g),
+                     dcp_dtype_name (dcp_recipe_group_dtype (recipe, g)));
+        return NULL;
+      }
+  return random_weights (config, formats, seed, error);
 }
 
 void

@@ -4,6 +4,7 @@
 #include "dcp-dtype.h"
 #include "dcp-kernels.h"
 #include "dcp-model-config.h"
+#include "dcp-recipe.h"
 #include "dcp-tensor-source.h"
 
 G_BEGIN_DECLS
@@ -64,6 +65,11 @@ DcpCudaWeights *dcp_cuda_weights_random (const DcpModelConfig  *config,
                                          DcpkFormat             format,
                                          guint64                seed,
                                          GError               **error);
+/* The same with each matrix in the format recipe gives its tensor group. */
+DcpCudaWeights *dcp_cuda_weights_random_recipe (const DcpModelConfig *config,
+                                                DcpRecipe             recipe,
+                                                guint64               seed,
+                                                GError              **error);
 void            dcp_cuda_weights_free   (DcpCudaWeights        *self);
 /* The n matrices parts[i] (rows[i] x cols each, dtype BF16 or MX, the layout of dcp-quant.h)
  * stacked into one (sum of rows) x cols matrix of the same layout: for MX formats the element
