@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: MIT */
+/* decapybara-bench: the CUDA backend's speed on a model of random weights in the real 27B
+ * architecture (shared/MODEL.md §1.2), made directly in VRAM for each recipe: full width,
+ * --layers N layers, every fourth one full attention. It prints decode tokens/s per batch size
+ * and context next to the floor (the bytes a step must read over the bandwidth that
+ * dcpk_bandwidth_probe measures in the same run), prefill tokens/s per prompt size next to the
+ * limit (the prompt's matrix FLOPs over the BF16 matrix rate), and the decode speed of 8
+ * conversations while a prompt runs in the same forward calls. Contexts are synthetic: random
+ * KV and GDN states (dcp_backend_cuda_state_fill_random). docs/PERFORMANCE.md explains the
+ * columns. Exit status: 0, 1 device error, 2 bad options, 77 no CUDA device. */
+#define G_LOG_DOMAIN "decapybara-bench"
+
+#include "config.h"
+
+#include <json-glib/json-glib.h>
+#include <locale.h>
+#include <string.h>
+
+#include "dcp-backend-cuda.h"
+#include "dcp-bench-options.h"
+#include "dcp-cuda-error.h"
+#include "dcp-cuda-step.h"
+#include "dcp-kernels.h"
+#include "dcp-model-cost.h"
+
+#define WARMUP_STEPS 3
+/* VRAM kept free beside weights, states and KV: activations, graphs, the CUDA runtime's own. */
+#define RESERVE_BYTES ((guint64) 3 << 30)
+
+typedef struct {
+  const DcpBenchOptions *opt;
+  DcpRecipe recipe;
+  DcpModelConfig config;
+  DcpModelCost cost;
+  double gbps;
+  DcpBackend *backend;
+  guint64 step_bytes;            /* weights one step reads, as the backend counts them */
+  guint64 pool_tokens;           /* the KV pool's size */
+  float *logits;                 /* DCP_BENCH_MAX_BATCH + 1 rows */
+  GRand *rand;
+} Bench;
+
+static void
+config_27b (DcpModelConfig *c, guint n_layers)
+{
+  memset (c, 0, sizeof *c);
+  c->vocab_size = 248320;
+  c->hidden_size = 5120;
+  c->intermediate_size = 17408;
+  c->n_layers = n_layers;
+  for (guint i = 0; i < n_layers; i++)
+    c->is_full_attention[i] = i % 4 == 3;
+  c->n_heads = 24;
+  c->n_kv_heads = 4;
+  c->head_dim = 256;
+  c->rotary_dim = 64;
+  c->rope_theta = 10000000.0;
+  c->linear_n_key_heads = 16;
+  c->linear_n_value_heads = 48;
+  c->linear_key_head_dim = 128;
+  c->linear_value_head_dim = 128;
+  c->linear_conv_kernel = 4;
+  c->rms_norm_eps = 1e-6;
+  c->max_position_embeddings = 262144;
+}
+
+/* KV pool tokens that n sequences of len tokens each take, in whole pages. */
+static guint64
+pool_need (guint n, guint64 len)
+{
+  return (guint64) n * dcp_cuda_kv_pages_for ((guint) len) * DCPK_KV_PAGE_TOKENS;
+}
+
+/* ---- output: a text table or one JSON object a line ---- */
+
+static JsonBuilder *
+row_begin (Bench *b, const char *kind)
+{
+  JsonBuilder *j = json_builder_new ();
+
+  json_builder_begin_object (j);
+  json_builder_set_member_name (j, "kind");
+  json_builder_add_string_value (j, kind);
+  if (b != NULL)
+    {
+      json_builder_set_member_name (j, "recipe");
+      json_builder_add_string_value (j, dcp_recipe_name (b->recipe));
+      json_builder_set_member_name (j, "layers");
+      json_builder_add_int_value (j, b->config.n_layers);
+    }
+  return j;
+}
+
+static void
+row_int (JsonBuilder *j, const char *name, gint64 v)
+{
+  json_builder_set_member_name (j, name);
+  json_builder_add_int_value (j, v);
+}
+
+static void
+row_double (JsonBuilder *j, const char *name, double v)
+{
+  json_builder_set_member_name (j, name);
+  json_builder_add_double_value (j, v);
+}
+
+static void
+row_string (JsonBuilder *j, const char *name, const char *v)
+{
+  json_builder_set_member_name (j, name);
+  json_builder_add_string_value (j, v);
+}
+
+static void
+row_end (JsonBuilder *j)
+{
+  g_autoptr(JsonNode) root = NULL;
+  g_autofree char *text = NULL;
+
+  json_builder_end_object (j);
+  root = json_builder_get_root (j);
+  text = json_to_string (root, FALSE);
+  g_print ("%s\n", text);
+  g_object_unref (j);
+}
+
+/* A combination left out, and why. */
+static void
+skip (Bench *b, const char *what, const char *why)
+{
+  if (b->opt->json)
+    {
+      JsonBuilder *j = row_begin (b, "skip");
+
+      row_string (j, "what", what);
+      row_string (j, "reason", why);
+      row_end (j);
+    }
+  else
+    g_print ("  %s: skipped, %s\n", what, why);
+}
+
+/* ---- decode ---- */
+
+static gboolean
+states_new (Bench *b, DcpSeqState **states, guint n, guint context, GError **error)
+{
+  for (guint s = 0; s < n; s++)
+    if ((states[s] = dcp_backend_state_new (b->backend, error)) == NULL ||
+        !dcp_backend_cuda_state_fill_random (DCP_BACKEND_CUDA (b->backend), states[s], context,
+                                             g_rand_int (b->rand), error))
+      return FALSE;
+  return TRUE;
+}
+
+static void
+states_free (Bench *b, DcpSeqState **states, guint n)
+{
+  for (guint s = 0; s < n; s++)
+    if (states[s] != NULL)
+      dcp_backend_state_free (b->backend, states[s]);
+}
+
+/* Decode items of one token each for states[0..n), logits into rows 0..n. */
+static void
+decode_items (Bench *b, DcpSeqState **states, guint32 *tokens, DcpBatchItem *items, guint n)
+{
+  for (guint s = 0; s < n; s++)
+    {
+      tokens[s] = (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
+      items[s] = (DcpBatchItem) { states[s], &tokens[s], 1, DCP_LOGITS_LAST,
+                                  b->logits + (gsize) s * b->config.vocab_size, NULL };
+    }
+}
+
+/* Seconds per step of n sequences over steps timed steps, after the untimed warm-up. */
+static gboolean
+time_decode (Bench *b, DcpSeqState **states, guint n, guint steps, double *seconds,
+             GError **error)
+{
+  DcpBatchItem items[DCP_BENCH_MAX_BATCH];
+  guint32 tokens[DCP_BENCH_MAX_BATCH];
+  gint64 start = 0;
+
+  for (guint i = 0; i < WARMUP_STEPS + steps; i++)
+    {
+      if (i == WARMUP_STEPS)
+        start = g_get_monotonic_time ();
+      decode_items (b, states, tokens, items, n);
+      if (!dcp_backend_forward (b->backend, items, n, error))
+        return FALSE;
+    }
+  *seconds = (g_get_monotonic_time () - start) / 1e6 / steps;
+  return TRUE;
+}
+
+static gboolean
+run_decode (Bench *b, guint batch, guint context, GError **error)
+{
+  DcpSeqState *states[DCP_BENCH_MAX_BATCH] = { NULL };
+  guint steps = b->opt->steps;
+  guint64 need = pool_need (batch, (guint64) context + WARMUP_STEPS + steps);
+  guint64 mean_context = (guint64) context + WARMUP_STEPS + steps / 2;
+  guint64 kv_state_bytes, bytes;
+  double seconds, floor_s;
+  gboolean ok;
+
+  if (b->cost.n_attn > 0 && need > b->pool_tokens)
+    {
+      g_autofree char *what = g_strdup_printf ("decode batch %u at context %u", batch, context);
+      g_autofree char *why = g_strdup_printf ("needs %.1f GB of KV, %.1f GB fit beside the weights",
+                                              need * b->cost.kv_bytes_per_token / 1e9,
+                                              b->pool_tokens * b->cost.kv_bytes_per_token / 1e9);
+      skip (b, what, why);
+      return TRUE;
+    }
+  ok = states_new (b, states, batch, context, error) &&
+       time_decode (b, states, batch, steps, &seconds, error);
+  states_free (b, states, batch);
+  if (!ok)
+    return FALSE;
+  kv_state_bytes = dcp_model_cost_decode_bytes (&b->cost, batch, mean_context) - b->cost.weight_bytes;
+  bytes = b->step_bytes + kv_state_bytes;
+  floor_s = bytes / (b->gbps * 1e9);
+  if (b->opt->json)
+    {
+      JsonBuilder *j = row_begin (b, "decode");
+
+      row_int (j, "batch", batch);
+      row_int (j, "context", context);
+      json_builder_set_member_name (j, "context_synthetic");
+      json_builder_add_boolean_value (j, TRUE);
+      row_double (j, "ms_per_step", seconds * 1e3);
+      row_double (j, "tokens_per_s", batch / seconds);
+      row_int (j, "weight_bytes", (gint64) b->step_bytes);
+      row_int (j, "kv_state_bytes", (gint64) kv_state_bytes);
+      row_double (j, "floor_ms", floor_s * 1e3);
+      row_double (j, "percent_of_floor", 100 * floor_s / seconds);
+      row_end (j);
+    }
+  else
+    g_print ("  %-7u %-9u %9.3f %10.1f %11.2f %12.2f %10.3f %8.1f%%\n", batch, context,
+             seconds * 1e3, batch / seconds, b->step_bytes / 1e9, kv_state_bytes / 1e9,
+             floor_s * 1e3, 100 * floor_s / seconds);
+  return TRUE;
+}
+
+/* ---- prefill ---- */
+
+static guint32 *
+random_tokens (Bench *b, guint n)
+{
+  guint32 *t = g_new (guint32, MAX (n, 1));
+
+  for (guint i = 0; i < n; i++)
+    t[i] = (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
+  return t;
+}
+
+static void
+print_prefill (Bench *b, guint size, guint done, double seconds)
+{
+  double limit_s = dcp_model_cost_prefill_flops (&b->config, &b->cost, 0, done) /
+                   (b->opt->tflops * 1e12);
+
+  if (b->opt->json)
+    {
+      JsonBuilder *j = row_begin (b, "prefill");
+
+      row_int (j, "prompt", size);
+      row_int (j, "tokens_done", done);
+      row_int (j, "chunk", b->opt->chunk);
+      row_double (j, "seconds", seconds);
+      row_double (j, "tokens_per_s", done / seconds);
+      row_double (j, "limit_s", limit_s);
+      row_double (j, "percent_of_limit", 100 * limit_s / seconds);
+      row_end (j);
+    }
+  else
+    g_print ("  %-9u %-9u %9.2f %10.1f %10.4f %9.3f%%%s\n", size, done, seconds, done / seconds,
+             limit_s, 100 * limit_s / seconds, done < size ? "  (stopped at --max-seconds)" : "");
+}
+
+/* One prompt of size tokens in chunks; *rate (tokens/s of the last size run, 0 before the
+ * first) predicts whether it fits in --max-seconds. */
+static gboolean
+run_prefill (Bench *b, guint size, double *rate, GError **error)
+{
+  g_autofree guint32 *tokens = NULL;
+  DcpSeqState *state;
+  gint64 start;
+  guint done = 0;
+  double seconds = 0;
+
+  if (b->cost.n_attn > 0 && pool_need (1, size) > b->pool_tokens)
+    {
+      g_autofree char *what = g_strdup_printf ("prefill of %u tokens", size);
+
+      skip (b, what, "its KV does not fit beside the weights");
+      return TRUE;
+    }
+  if (*rate > 0 && size / *rate > b->opt->max_seconds)
+    {
+      g_autofree char *what = g_strdup_printf ("prefill of %u tokens", size);
+      g_autofree char *why = g_strdup_printf ("about %.0f s at the last size's %.1f tokens/s, "
+                                              "over --max-seconds %.0f", size / *rate, *rate,
+                                              b->opt->max_seconds);
+      skip (b, what, why);
+      return TRUE;
+    }
+  tokens = random_tokens (b, size);
+  if ((state = dcp_backend_state_new (b->backend, error)) == NULL)
+    return FALSE;
+  start = g_get_monotonic_time ();
+  while (done < size && seconds <= b->opt->max_seconds)
+    {
+      guint n = MIN (b->opt->chunk, size - done);
+      gboolean last = done + n == size;
+      DcpBatchItem item = { state, tokens + done, n, last ? DCP_LOGITS_LAST : DCP_LOGITS_NONE,
+                            last ? b->logits : NULL, NULL };
+
+      if (!dcp_backend_forward (b->backend, &item, 1, error))
+        {
+          dcp_backend_state_free (b->backend, state);
+          return FALSE;
+        }
+      done += n;
+      seconds = (g_get_monotonic_time () - start) / 1e6;
+    }
+  dcp_backend_state_free (b->backend, state);
+  *rate = done / seconds;
+  print_prefill (b, size, done, seconds);
+  return TRUE;
+}
+
+/* ---- a prompt while 8 conversations decode ---- */
+
+static gboolean
+run_mixed_timed (Bench *b, DcpSeqState **decoders, DcpSeqState *prompt_state,
+                 const guint32 *prompt, guint *calls, guint *done, double *seconds,
+                 GError **error)
+{
+  DcpBatchItem items[DCP_BENCH_MIXED_DECODERS + 1];
+  guint32 tokens[DCP_BENCH_MIXED_DECODERS];
+  gint64 start = g_get_monotonic_time ();
+  const guint D = DCP_BENCH_MIXED_DECODERS;
+
+  *calls = *done = 0;
+  *seconds = 0;
+  while (*done < b->opt->mixed && *seconds <= b->opt->max_seconds)
+    {
+      guint n = MIN (b->opt->chunk, b->opt->mixed - *done);
+
+      decode_items (b, decoders, tokens, items, D);
+      items[D] = (DcpBatchItem) { prompt_state, prompt + *done, n, DCP_LOGITS_LAST,
+                                  b->logits + (gsize) D * b->config.vocab_size, NULL };
+      if (!dcp_backend_forward (b->backend, items, D + 1, error))
+        return FALSE;
+      *done += n;
+      (*calls)++;
+      *seconds = (g_get_monotonic_time () - start) / 1e6;
+    }
+  return TRUE;
+}
+
+static gboolean
+run_mixed (Bench *b, guint context, GError **error)
+{
+  const guint D = DCP_BENCH_MIXED_DECODERS;
+  DcpSeqState *decoders[DCP_BENCH_MIXED_DECODERS] = { NULL };
+  DcpSeqState *prompt_state = NULL;
+  g_autofree guint32 *prompt = NULL;
+  guint calls = 0, done = 0;
+  guint64 max_calls = (b->opt->mixed + b->opt->chunk - 1) / b->opt->chunk;
+  double alone_s = 0, seconds = 0, alone_rate, mixed_rate;
+  gboolean ok;
+
+  if (b->cost.n_attn > 0 &&
+      pool_need (D, (guint64) context + WARMUP_STEPS + b->opt->steps + max_calls) +
+      pool_need (1, b->opt->mixed) > b->pool_tokens)
+    {
+      skip (b, "prefill while 8 decode", "the KV does not fit beside the weights");
+      return TRUE;
+    }
+  prompt = random_tokens (b, b->opt->mixed);
+  ok = states_new (b, decoders, D, context, error) &&
+       time_decode (b, decoders, D, b->opt->steps, &alone_s, error) &&
+       (prompt_state = dcp_backend_state_new (b->backend, error)) != NULL &&
+       run_mixed_timed (b, decoders, prompt_state, prompt, &calls, &done, &seconds, error);
+  states_free (b, decoders, D);
+  if (prompt_state != NULL)
+    dcp_backend_state_free (b->backend, prompt_state);
+  if (!ok)
+    return FALSE;
+  alone_rate = D / alone_s;
+  mixed_rate = D * calls / seconds;
+  if (b->opt->json)
+    {
+      JsonBuilder *j = row_begin (b, "mixed");
+
+      row_int (j, "decoders", D);
+      row_int (j, "context", context);
+      row_int (j, "prompt", b->opt->mixed);
+      row_int (j, "prompt_tokens_done", done);
+      row_int (j, "chunk", b->opt->chunk);
+      row_double (j, "seconds", seconds);
+      row_double (j, "decode_tokens_per_s_alone", alone_rate);
+      row_double (j, "decode_tokens_per_s", mixed_rate);
+      row_double (j, "prompt_tokens_per_s", done / seconds);
+      row_end (j);
+    }
+  else
+    g_print ("  8 decoders at context %u: %.1f tokens/s alone, %.1f tokens/s (%.1f%%) while a "
+             "%u-token prompt runs in the same calls (%u tokens of it in %.2f s: %.1f tokens/s)%s\n",
+             context, alone_rate, mixed_rate, 100 * mixed_rate / alone_rate, b->opt->mixed, done,
+             seconds, done / seconds, done < b->opt->mixed ? ", stopped at --max-seconds" : "");
+  return TRUE;
+}
+
+/* ---- one recipe ---- */
+
+/* The KV pool: what the runs ask for, at most what fits in the free VRAM beside the weights,
+ * the sequences' GDN states and the attention workspace. */
+static guint64
+plan_pool (Bench *b, guint64 free_bytes)
+{
+  const DcpBenchOptions *o = b->opt;
+  DcpkKvLayout layout = { (int) b->config.n_kv_heads, (int) b->config.head_dim,
+                          DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+  guint64 weights = b->cost.weight_bytes + (guint64) b->config.vocab_size * b->config.hidden_size * 2;
+  guint64 want = DCPK_KV_PAGE_TOKENS, fits, workspace, states;
+  guint max_states = 1;
+  guint mixed_context = o->contexts->len > 0 ? g_array_index (o->contexts, guint, 0) : 1024;
+
+  for (guint i = 0; i < o->batches->len; i++)
+    {
+      guint n = g_array_index (o->batches, guint, i);
+
+      max_states = MAX (max_states, n);
+      for (guint c = 0; c < o->contexts->len; c++)
+        want = MAX (want, pool_need (n, (guint64) g_array_index (o->contexts, guint, c) +
+                                        WARMUP_STEPS + o->steps));
+    }
+  for (guint i = 0; i < o->prefill->len; i++)
+    want = MAX (want, pool_need (1, g_array_index (o->prefill, guint, i)));
+  if (o->mixed > 0)
+    {
+      max_states = MAX (max_states, DCP_BENCH_MIXED_DECODERS + 1);
+      want = MAX (want, pool_need (DCP_BENCH_MIXED_DECODERS, (guint64) mixed_context + WARMUP_STEPS +
+                                   o->steps + o->mixed / o->chunk + 1) + pool_need (1, o->mixed));
+    }
+  if (b->cost.kv_bytes_per_token == 0)
+    return DCPK_KV_PAGE_TOKENS;
+  states = (guint64) max_states * b->cost.gdn_state_bytes;
+  if (free_bytes < weights + states + RESERVE_BYTES)
+    return 0;
+  fits = (free_bytes - weights - states - RESERVE_BYTES) / b->cost.kv_bytes_per_token;
+  want = MIN (want, fits);
+  workspace = dcpk_attention_workspace_bytes (&layout, (int) b->config.n_heads, DCP_BENCH_MAX_BATCH,
+                                              (int) dcp_cuda_step_kv_bucket ((guint) want));
+  want = MIN (want, fits - MIN (fits, workspace / b->cost.kv_bytes_per_token + 1));
+  return want / DCPK_KV_PAGE_TOKENS * DCPK_KV_PAGE_TOKENS;
+}
+
+static gboolean
+run_recipe (Bench *b, GError **error)
+{
+  const DcpBenchOptions *o = b->opt;
+  DcpkDeviceInfo info;
+  double rate = 0;
+
+  dcp_model_cost (&b->config, b->recipe, &b->cost);
+  if (!dcp_cuda_check (dcpk_device_info (0, &info), "device info", error))
+    return FALSE;
+  b->pool_tokens = plan_pool (b, info.free_bytes);
+  if (b->pool_tokens == 0)
+    {
+      skip (b, "the whole recipe", "its weights do not fit in the free VRAM");
+      return TRUE;
+    }
+  b->backend = dcp_backend_cuda_new_random_recipe (&b->config, b->recipe, g_rand_int (b->rand),
+                                                   (guint) b->pool_tokens, error);
+  if (b->backend == NULL)
+    return FALSE;
+  b->step_bytes = dcp_backend_cuda_get_step_bytes (DCP_BACKEND_CUDA (b->backend));
+  if (o->json)
+    {
+      JsonBuilder *j = row_begin (b, "recipe");
+
+      row_int (j, "weight_bytes", (gint64) b->step_bytes);
+      row_int (j, "kv_bytes_per_token", (gint64) b->cost.kv_bytes_per_token);
+      row_int (j, "gdn_state_bytes", (gint64) b->cost.gdn_state_bytes);
+      row_int (j, "kv_pool_tokens", (gint64) b->pool_tokens);
+      row_end (j);
+    }
+  else
+    g_print ("\nrecipe %s, %u layers: %.2f GB of matrices read per step; KV %" G_GUINT64_FORMAT
+             " bytes per token, GDN states %.1f MB per sequence; KV pool %" G_GUINT64_FORMAT
+             " tokens\n", dcp_recipe_name (b->recipe), b->config.n_layers, b->step_bytes / 1e9,
+             b->cost.kv_bytes_per_token, b->cost.gdn_state_bytes / 1e6, b->pool_tokens);
+
+  if (o->contexts->len > 0 && !o->json)
+    g_print ("  %-7s %-9s %9s %10s %11s %12s %10s %9s\n", "batch", "context", "ms/step",
+             "tokens/s", "weights GB", "KV+state GB", "floor ms", "of floor");
+  for (guint c = 0; c < o->contexts->len; c++)
+    for (guint i = 0; i < o->batches->len; i++)
+      if (!run_decode (b, g_array_index (o->batches, guint, i), g_array_index (o->contexts, guint, c),
+                       error))
+        return FALSE;
+  if (o->prefill->len > 0 && !o->json)
+    g_print ("  %-9s %-9s %9s %10s %10s %10s\n", "prompt", "done", "seconds", "tokens/s",
+             "limit s", "of limit");
+  for (guint i = 0; i < o->prefill->len; i++)
+    if (!run_prefill (b, g_array_index (o->prefill, guint, i), &rate, error))
+      return FALSE;
+  if (o->mixed > 0 &&
+      !run_mixed (b, o->contexts->len > 0 ? g_array_index (o->contexts, guint, 0) : 1024, error))
+    return FALSE;
+  g_clear_object (&b->backend);
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_auto(DcpBenchOptions) opt;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (42);
+  g_autofree float *logits = NULL;
+  DcpkDeviceInfo info;
+  double gbps = 0;
+
+  setlocale (LC_ALL, "");
+  if (!dcp_bench_options_parse (&opt, &argc, &argv, &error))
+    {
+      g_printerr ("decapybara-bench: %s\n", error->message);
+      return 2;
+    }
+  if (!dcp_backend_cuda_available ())
+    {
+      g_printerr ("decapybara-bench: no CUDA device: nothing to measure\n");
+      return 77;
+    }
+  if (!dcp_cuda_check (dcpk_device_info (0, &info), "device info", &error) ||
+      !dcp_cuda_check (dcpk_bandwidth_probe ((size_t) 1 << 30, 10, &gbps), "bandwidth probe", &error))
+    {
+      g_printerr ("decapybara-bench: %s\n", error->message);
+      return 1;
+    }
+  if (opt.json)
+    {
+      JsonBuilder *j = row_begin (NULL, "device");
+
+      row_string (j, "name", info.name);
+      row_int (j, "free_bytes", (gint64) info.free_bytes);
+      row_double (j, "bandwidth_gbps", gbps);
+      row_double (j, "matrix_tflops", opt.tflops);
+      row_end (j);
+    }
+  else
+    g_print ("%s, %.1f GB free; measured bandwidth %.0f GB/s; prefill limit at %.0f TFLOP/s\n"
+             "Model: random weights in the 27B's shapes, full width. Decode contexts are "
+             "synthetic: random KV and GDN states, not a prompt that ran.\n",
+             info.name, info.free_bytes / 1e9, gbps, opt.tflops);
+
+  logits = g_new (float, (gsize) (DCP_BENCH_MAX_BATCH + 1) * 248320);
+  for (guint r = 0; r < opt.recipes->len; r++)
+    {
+      Bench b = { &opt, g_array_index (opt.recipes, DcpRecipe, r) };
+
+      config_27b (&b.config, opt.layers);
+      b.gbps = gbps;
+      b.logits = logits;
+      b.rand = rand;
+      if (!run_recipe (&b, &error))
+        {
+          g_printerr ("decapybara-bench: recipe %s: %s\n", dcp_recipe_name (b.recipe),
+                      error->message);
+          g_clear_object (&b.backend);
+          return 1;
+        }
+    }
+  return 0;
+}
