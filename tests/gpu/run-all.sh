@@ -28,12 +28,13 @@ done
 # Decode attention and sampling benchmark: the whole table.
 "$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
 
-# The CUDA backend's whole decode step on random weights in the 27B shapes (about 60 s).
-for f in bf16 mxfp4; do
-  for n in 16 64; do
-    timeout 30 "$here/bin/bench-decode-step" --layers $n --format $f 2>&1 \
-      | tee "$out/bench-decode-step-$f-$n.log"
-  done
+# The whole model on random weights in the 27B shapes (about 2 minutes): decode at 1K and 32K
+# contexts, a short prefill and the prefill-while-decoding run; docs/PERFORMANCE.md has the full
+# run's command.
+for n in 16 64; do
+  timeout 150 "$here/bin/decapybara-bench" --layers $n --recipe medium,bf16 --batches 1,12 \
+    --contexts 1K,32K --steps 10 --prefill 256 --chunk 256 --mixed 512 --max-seconds 8 2>&1 \
+    | tee "$out/decapybara-bench-$n.log"
 done
 
 # The server on the CUDA backend against the CPU backend, end to end over HTTP.
