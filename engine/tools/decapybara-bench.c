@@ -468,6 +468,7 @@ run_recipe (Bench *b, GError **error)
 {
   const DcpBenchOptions *o = b->opt;
   DcpkDeviceInfo info;
+  g_autoptr(GError) local = NULL;
   double rate = 0;
 
   dcp_model_cost (&b->config, b->recipe, &b->cost);
@@ -479,10 +480,24 @@ run_recipe (Bench *b, GError **error)
       skip (b, "the whole recipe", "its weights do not fit in the free VRAM");
       return TRUE;
     }
-  b->backend = dcp_backend_cuda_new_random_recipe (&b->config, b->recipe, g_rand_int (b->rand),
-                                                   (guint) b->pool_tokens, error);
+  /* The plan's reserve is an estimate: on running out of memory, try again with half the pool
+   * (the combinations that then do not fit say so). */
+  while ((b->backend = dcp_backend_cuda_new_random_recipe (&b->config, b->recipe,
+                                                           g_rand_int (b->rand),
+                                                           (guint) b->pool_tokens, &local)) == NULL &&
+         g_error_matches (local, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY) &&
+         b->pool_tokens >= 2 * DCPK_KV_PAGE_TOKENS)
+    {
+      g_printerr ("decapybara-bench: recipe %s: %s; again with a KV pool of %" G_GUINT64_FORMAT
+                  " tokens\n", dcp_recipe_name (b->recipe), local->message, b->pool_tokens / 2);
+      g_clear_error (&local);
+      b->pool_tokens = b->pool_tokens / 2 / DCPK_KV_PAGE_TOKENS * DCPK_KV_PAGE_TOKENS;
+    }
   if (b->backend == NULL)
-    return FALSE;
+    {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
   b->step_bytes = dcp_backend_cuda_get_step_bytes (DCP_BACKEND_CUDA (b->backend));
   if (o->json)
     {
