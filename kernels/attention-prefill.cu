@@ -142,7 +142,8 @@ __device__ __forceinline__ void
 load_tile (const Args &a, const unsigned char *page, bool value, int kvh, int slot0, int n_valid,
            const float *lut, __nv_bfloat16 *dst)
 {
-  constexpr int LD = D + 8, CH = D / 8, PER = kN * CH / kThreads, BATCH = MX ? 2 : 4;
+  constexpr int LD = D + 8, CH = D / 8, PER = kN * CH / kThreads;
+  constexpr int BATCH = PER < (MX ? 2 : 4) ? PER : (MX ? 2 : 4);   // loads in flight
   const int bits = dcpk_kv::format_bits (value ? a.v_format : a.k_format);
   const size_t plane = value ? a.v_offset : 0;
   const size_t scales = value ? a.v_scales : a.k_scales;
@@ -394,7 +395,8 @@ combine_kernel (const float *__restrict__ part_o, const float2 *__restrict__ par
 bool
 layout_ok (const DcpkKvLayout *l)
 {
-  return l && l->n_kv_heads > 0 && (l->head_dim == 64 || l->head_dim == 128 || l->head_dim == 256)
+  return l && l->n_kv_heads > 0
+         && (l->head_dim == 32 || l->head_dim == 64 || l->head_dim == 128 || l->head_dim == 256)
          && dcpk_kv_page_bytes (l) > 0;
 }
 
@@ -502,6 +504,8 @@ dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale, co
     return (int) cudaErrorInvalidValue;
   switch (layout->head_dim * 2 + mx)
     {
+    case 64: DCPK_TRY_INT ((launch<32, false> (a, grid, st))); break;
+    case 65: DCPK_TRY_INT ((launch<32, true> (a, grid, st))); break;
     case 128: DCPK_TRY_INT ((launch<64, false> (a, grid, st))); break;
     case 129: DCPK_TRY_INT ((launch<64, true> (a, grid, st))); break;
     case 256: DCPK_TRY_INT ((launch<128, false> (a, grid, st))); break;

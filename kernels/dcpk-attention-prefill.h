@@ -10,9 +10,9 @@
 extern "C" {
 #endif
 
-/* Bytes of d_workspace that dcpk_attention_prefill needs for these sizes (0 for a bad layout;
- * it may be 0 for good sizes too: then d_workspace may be NULL). It depends on n_seqs,
- * max_q_len and max_kv_len because they decide the split over the keys. */
+/* Bytes of d_workspace that dcpk_attention_prefill needs for these sizes; 0 for bad sizes.
+ * It depends on n_seqs, max_q_len and max_kv_len because they decide the split over the keys
+ * (a small fixed amount when there is none). */
 size_t dcpk_attention_prefill_workspace_bytes (const DcpkKvLayout *layout, int n_heads, int n_seqs,
                                                int n_rows, int max_q_len, int max_kv_len);
 
@@ -22,7 +22,7 @@ size_t dcpk_attention_prefill_workspace_bytes (const DcpkKvLayout *layout, int n
  * h / (n_heads / n_kv_heads), the chunk's K and V already appended: query j of n sits at
  * position kv_len - n + j and sees keys 0 .. kv_len - n + j. But any number of queries per
  * sequence: rows d_q_indptr[s] .. d_q_indptr[s+1] (d_q_indptr required), each sequence's count
- * <= max_q_len and <= its kv_len; every kv_len <= max_kv_len. head_dim 64, 128 or 256, K and V
+ * <= max_q_len and <= its kv_len; every kv_len <= max_kv_len. head_dim 32, 64, 128 or 256, K and V
  * BF16 or MX. q and the softmax weights are rounded to BF16 for the tensor cores (sums in FP32),
  * so expect a relative error of about 1e-3 against FP32 math over the same cache. */
 int dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale,
