@@ -14,7 +14,8 @@ ninja -C build-gpu
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/tests
 cp build-gpu/engine/decapybara build-gpu/tests/gpu/bench-gemv build-gpu/tests/gpu/bench-decode .gpu/bin/
-cp build-gpu/tests/gpu/bench-decode-step build-gpu/data/tiny-model/make-tiny-model \
+cp build-gpu/tests/gpu/bench-decode-step build-gpu/tests/gpu/bench-attention-prefill \
+   build-gpu/data/tiny-model/make-tiny-model \
    build-gpu/engine/decapybara-convert .gpu/bin/
 # Only the gpu suite travels: the other suites run in CI on every machine.
 for name in $(meson test -C build-gpu --list --suite gpu 2>/dev/null | sed -n 's|.*gpu / ||p'); do
