@@ -6,16 +6,17 @@
 //
 // Rows: for one kv head, a sequence's query rows are (token, head of the kv head's group),
 // row = token · group + g, so the query heads sharing a kv head share each K/V tile that the
-// block loads. A block takes 64 rows (4 warps of 16) of one (sequence, kv head) and walks the
+// block loads. A block takes 128 rows (8 warps of 16) of one (sequence, kv head) and walks the
 // keys in tiles of 64 up to the last key its last row sees: each tile is copied to shared
-// memory as BF16 (BF16 pages as they are; MX pages decoded there through a code table times
-// the E8M0 scale, which BF16 holds exactly), S = Q Kᵀ and O += P V run as mma.sync with the
-// fragments read by ldmatrix (V through ldmatrix.trans), and the softmax is online in FP32 in
-// the log2 domain. Only tiles past the block's first row's last key are masked. q is rounded
-// to BF16 once when the block loads it; P is rounded to BF16 for the second product.
+// memory as BF16 (BF16 pages by cp.async, the next tile's K and this tile's V in flight while
+// the warps compute; MX pages decoded through registers, a code table times the E8M0 scale,
+// which BF16 holds exactly), S = Q Kᵀ and O += P V run as mma.sync with the fragments read by
+// ldmatrix (V through ldmatrix.trans), and the softmax is online in FP32 in the log2 domain.
+// Only tiles past the block's first row's last key are masked. q is rounded to BF16 once when
+// the block loads it; P is rounded to BF16 for the second product.
 //
 // Work split: the grid is (row tiles, kv heads x key splits, sequences). A long chunk gives
-// enough blocks by itself (a 2048-token chunk of the 27B: 192 tiles x 4 kv heads); when there
+// enough blocks by itself (a 2048-token chunk of the 27B: 96 tiles x 4 kv heads); when there
 // are fewer than kTargetBlocks, the keys are cut into up to 64 splits of >= 256 keys, each
 // block writes its unnormalised output and (max, sum) to the workspace, and combine_kernel
 // merges the splits, normalises and applies the gate, as in attention-decode.cu.
@@ -30,11 +31,11 @@
 
 namespace {
 
-constexpr int kM = 64;               // query rows per block
+constexpr int kM = 128;              // query rows per block (each K/V tile serves them all)
 constexpr int kN = 64;               // keys per tile
 constexpr int kWarps = kM / 16;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTargetBlocks = 264;   // two resident blocks on each of the H200's 132 SMs
+constexpr int kTargetBlocks = 264;   // two waves over the H200's 132 SMs (one block each)
 constexpr int kMinSplitKeys = 256;
 constexpr int kMaxSplits = 64;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -90,6 +91,46 @@ pack_bf16 (float lo, float hi)
 {
   return (unsigned) __bfloat16_as_ushort (__float2bfloat16_rn (lo))
          | (unsigned) __bfloat16_as_ushort (__float2bfloat16_rn (hi)) << 16;
+}
+
+// 16 bytes global -> shared without a register round trip; zeros when !valid (nothing read).
+__device__ __forceinline__ void
+cp_async16 (void *dst, const void *src, bool valid)
+{
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                :: "r"(smem_u32 (dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void
+cp_async_commit ()
+{
+  asm volatile ("cp.async.commit_group;\n" ::);
+}
+
+__device__ __forceinline__ void
+cp_async_wait_all ()
+{
+  asm volatile ("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Starts copying keys slot0 .. slot0 + kN - 1 of kv head kvh of a BF16 K or V block into dst
+// [kN][D + 8]; keys n_valid .. kN - 1 (past the sequence) become zeros.
+template <int D>
+__device__ __forceinline__ void
+load_tile_async (const unsigned char *page, size_t plane, int kvh, int slot0, int n_valid,
+                 __nv_bfloat16 *dst)
+{
+  constexpr int LD = D + 8, CH = D / 8, PER = kN * CH / kThreads;
+
+#pragma unroll
+  for (int u = 0; u < PER; u++)
+    {
+      int i = u * kThreads + threadIdx.x, key = i / CH, c = i % CH;
+      size_t row = (size_t) kvh * kPage + slot0 + key;
+      bool valid = key < n_valid;
+      cp_async16 (dst + key * LD + c * 8, page + plane + (valid ? (row * D + c * 8) * 2 : 0), valid);
+    }
+  cp_async_commit ();
 }
 
 // 8 consecutive values (dims 8c .. 8c+7) of token-head row `row` of an MX plane, as BF16.
@@ -228,16 +269,31 @@ prefill_kernel (Args a)
   for (int j = 0; j < D / 8; j++)
     o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
+  // BF16 pages: K of tile t+1 and V of tile t are copied by cp.async while the warps compute
+  // P V of tile t and Q Kᵀ of tile t respectively (one buffer each, two barriers per tile).
+  // MX pages are decoded through registers between two barriers.
+  if (!MX && begin < end)
+    load_tile_async<D> (a.pages + (size_t) a.indices[page0 + begin / kPage] * a.page_bytes, 0, kvh,
+                        begin % kPage, min (kN, kv_len - begin), sk);
   for (int kb = begin; kb < end; kb += kN)
     {
       const unsigned char *page = a.pages + (size_t) a.indices[page0 + kb / kPage] * a.page_bytes;
       const int n_valid = min (kN, kv_len - kb);
       float sacc[kN / 8][4], mx[2], corr[2];
 
-      __syncthreads ();   // the previous tile is consumed (and, first time, q and the table are in)
-      load_tile<D, MX> (a, page, false, kvh, kb % kPage, n_valid, s_lut[0], sk);
-      load_tile<D, MX> (a, page, true, kvh, kb % kPage, n_valid, s_lut[MX ? 1 : 0], sv);
-      __syncthreads ();
+      if (MX)
+        {
+          __syncthreads ();   // the previous tile is consumed (first time: q and the tables are in)
+          load_tile<D, MX> (a, page, false, kvh, kb % kPage, n_valid, s_lut[0], sk);
+          load_tile<D, MX> (a, page, true, kvh, kb % kPage, n_valid, s_lut[MX ? 1 : 0], sv);
+          __syncthreads ();
+        }
+      else
+        {
+          cp_async_wait_all ();
+          __syncthreads ();   // K of this tile is in, V of the previous one consumed (first: q)
+          load_tile_async<D> (page, a.v_offset, kvh, kb % kPage, n_valid, sv);
+        }
 
       // S = Q Kᵀ for the warp's 16 rows x 64 keys.
 #pragma unroll
@@ -303,6 +359,18 @@ prefill_kernel (Args a)
           o[j][1] *= corr[0];
           o[j][2] *= corr[1];
           o[j][3] *= corr[1];
+        }
+
+      if (!MX)
+        {
+          cp_async_wait_all ();
+          __syncthreads ();   // V of this tile is in, K consumed: fetch the next tile's K
+          if (kb + kN < end)
+            {
+              int nk = kb + kN;
+              load_tile_async<D> (a.pages + (size_t) a.indices[page0 + nk / kPage] * a.page_bytes,
+                                  0, kvh, nk % kPage, min (kN, kv_len - nk), sk);
+            }
         }
 
       // O += P V: the S accumulators of keys 16kk .. 16kk+15 are the A fragment of P.
