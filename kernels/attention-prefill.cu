@@ -52,6 +52,7 @@ struct Args
   float *out;
   float *part_o;                  // splits: [split][row][head][head_dim] unnormalised
   float2 *part_ml;                // splits: [split][row][head] (max, sum), log2 domain
+  int stage_k_bytes;              // MX kernels: bytes of the K tile's stage (a multiple of 16)
   int n_rows, n_kv, n_heads, group, n_splits, chunk;
   float scale_log2;               // scale · log2(e)
 };
@@ -133,16 +134,40 @@ load_tile_async (const unsigned char *page, size_t plane, int kvh, int slot0, in
   cp_async_commit ();
 }
 
-// 8 consecutive values (dims 8c .. 8c+7) of token-head row `row` of an MX plane, as BF16.
-template <int D>
-__device__ __forceinline__ uint4
-load_mx8 (const unsigned char *page, size_t plane, size_t scales, int bits, size_t row, int c,
-          const float *lut)
+// Bytes of the staged copy of one K or V tile of the MX kernels: the kN tokens' element rows,
+// then (MX) their E8M0 scales; both are contiguous in a page.
+__host__ __device__ inline int
+stage_bytes (int format, int D)
 {
-  const unsigned char *p = page + plane + row * D * bits / 8 + (size_t) c * bits;
-  float x = dcpk_kv::e8m0_value (page[scales + row * (D / 32) + c / 4]);
+  int bits = dcpk_kv::format_bits (format);
+  return kN * D * bits / 8 + (bits == 16 ? 0 : kN * D / 32);
+}
+
+// Starts copying the raw bytes of keys slot0 .. slot0 + kN - 1 of kv head kvh of one page's K
+// or V block to stage (all inside the page, even past the sequence's last token).
+template <int D>
+__device__ __forceinline__ void
+stage_tile_async (const unsigned char *page, size_t plane, size_t scales, int bits, int kvh,
+                  int slot0, unsigned char *stage)
+{
+  const size_t row0 = (size_t) kvh * kPage + slot0;
+  const int el = kN * D * bits / 8;
+  const unsigned char *src = page + plane + row0 * D * bits / 8;
+
+  for (int j = threadIdx.x * 16; j < el; j += kThreads * 16)
+    cp_async16 (stage + j, src + j, true);
+  if (bits != 16)
+    for (int j = threadIdx.x * 16; j < kN * D / 32; j += kThreads * 16)
+      cp_async16 (stage + el + j, page + scales + row0 * (D / 32) + j, true);
+}
+
+// 8 consecutive values of a token's row from its codes p (bits each, packed as dcpk-kv.cuh
+// says) and the E8M0 scale code, as BF16 (exact: at most 4 significant bits).
+__device__ __forceinline__ uint4
+decode8 (const unsigned char *p, int bits, unsigned scale_code, const float *lut)
+{
+  float x = dcpk_kv::e8m0_value (scale_code), f[8];
   unsigned long long w;
-  float f[8];
   uint4 r;
 
   switch (bits)
@@ -175,44 +200,26 @@ load_mx8 (const unsigned char *page, size_t plane, size_t scales, int bits, size
   return r;
 }
 
-// Copies keys slot0 .. slot0 + kN - 1 of kv head kvh of one page's K or V block into dst
-// [kN][D + 8] BF16; keys n_valid .. kN - 1 (past the sequence) become zeros, so that no
-// stale bits of the page (NaN included) reach P V.
-template <int D, bool MX>
+// Decodes a staged tile into dst [kN][D + 8] BF16; keys n_valid .. kN - 1 (past the sequence)
+// become zeros, so that no stale bits of the page (NaN included) reach P V.
+template <int D>
 __device__ __forceinline__ void
-load_tile (const Args &a, const unsigned char *page, bool value, int kvh, int slot0, int n_valid,
-           const float *lut, __nv_bfloat16 *dst)
+decode_tile (const unsigned char *stage, int bits, int n_valid, const float *lut,
+             __nv_bfloat16 *dst)
 {
   constexpr int LD = D + 8, CH = D / 8, PER = kN * CH / kThreads;
-  constexpr int BATCH = PER < (MX ? 2 : 4) ? PER : (MX ? 2 : 4);   // loads in flight
-  const int bits = dcpk_kv::format_bits (value ? a.v_format : a.k_format);
-  const size_t plane = value ? a.v_offset : 0;
-  const size_t scales = value ? a.v_scales : a.k_scales;
+  const int el = kN * D * bits / 8;
 
 #pragma unroll
-  for (int b = 0; b < PER; b += BATCH)
+  for (int u = 0; u < PER; u++)
     {
-      uint4 raw[BATCH];
-#pragma unroll
-      for (int u = 0; u < BATCH; u++)
-        {
-          int i = (b + u) * kThreads + threadIdx.x, key = i / CH, c = i % CH;
-          size_t row = (size_t) kvh * kPage + slot0 + key;
-          raw[u] = make_uint4 (0, 0, 0, 0);
-          if (key < n_valid)
-            {
-              if (MX && bits != 16)
-                raw[u] = load_mx8<D> (page, plane, scales, bits, row, c, lut);
-              else
-                raw[u] = *(const uint4 *) (page + plane + (row * D + c * 8) * 2);
-            }
-        }
-#pragma unroll
-      for (int u = 0; u < BATCH; u++)
-        {
-          int i = (b + u) * kThreads + threadIdx.x, key = i / CH, c = i % CH;
-          *(uint4 *) (dst + key * LD + c * 8) = raw[u];
-        }
+      int i = u * kThreads + threadIdx.x, key = i / CH, c = i % CH;
+      uint4 r = make_uint4 (0, 0, 0, 0);
+      if (key < n_valid)
+        r = bits == 16 ? *(const uint4 *) (stage + (key * D + c * 8) * 2)
+                       : decode8 (stage + key * D * bits / 8 + c * bits, bits,
+                                  stage[el + key * (D / 32) + c / 4], lut);
+      *(uint4 *) (dst + key * LD + c * 8) = r;
     }
 }
 
@@ -224,6 +231,8 @@ prefill_kernel (Args a)
   extern __shared__ uint4 smem_raw[];
   __shared__ float s_lut[2][MX ? 256 : 1];
   __nv_bfloat16 *sq = (__nv_bfloat16 *) smem_raw, *sk = sq + kM * LD, *sv = sk + kN * LD;
+  unsigned char *stage_k = (unsigned char *) (sv + kN * LD), *stage_v = stage_k + a.stage_k_bytes;
+  const int k_bits = dcpk_kv::format_bits (a.k_format), v_bits = dcpk_kv::format_bits (a.v_format);
   const int tile = gridDim.x - 1 - blockIdx.x;   // the longest tiles of a sequence first
   const int kvh = blockIdx.y % a.n_kv, split = blockIdx.y / a.n_kv, s = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
@@ -269,12 +278,21 @@ prefill_kernel (Args a)
   for (int j = 0; j < D / 8; j++)
     o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
+  // MX kernels: the raw bytes of tile t+1 (K and V) are copied by cp.async to a stage while the
+  // warps compute tile t, then decoded shared -> shared between two barriers.
+  auto stage_async = [&] (int key) {
+    const unsigned char *pg = a.pages + (size_t) a.indices[page0 + key / kPage] * a.page_bytes;
+    stage_tile_async<D> (pg, 0, a.k_scales, k_bits, kvh, key % kPage, stage_k);
+    stage_tile_async<D> (pg, a.v_offset, a.v_scales, v_bits, kvh, key % kPage, stage_v);
+    cp_async_commit ();
+  };
   // BF16 pages: K of tile t+1 and V of tile t are copied by cp.async while the warps compute
   // P V of tile t and Q Kᵀ of tile t respectively (one buffer each, two barriers per tile).
-  // MX pages are decoded through registers between two barriers.
   if (!MX && begin < end)
     load_tile_async<D> (a.pages + (size_t) a.indices[page0 + begin / kPage] * a.page_bytes, 0, kvh,
                         begin % kPage, min (kN, kv_len - begin), sk);
+  if (MX && begin < end)
+    stage_async (begin);
   for (int kb = begin; kb < end; kb += kN)
     {
       const unsigned char *page = a.pages + (size_t) a.indices[page0 + kb / kPage] * a.page_bytes;
@@ -283,10 +301,13 @@ prefill_kernel (Args a)
 
       if (MX)
         {
-          __syncthreads ();   // the previous tile is consumed (first time: q and the tables are in)
-          load_tile<D, MX> (a, page, false, kvh, kb % kPage, n_valid, s_lut[0], sk);
-          load_tile<D, MX> (a, page, true, kvh, kb % kPage, n_valid, s_lut[MX ? 1 : 0], sv);
-          __syncthreads ();
+          cp_async_wait_all ();
+          __syncthreads ();   // this tile is staged, the previous one consumed (first: q, tables)
+          decode_tile<D> (stage_k, k_bits, n_valid, s_lut[0], sk);
+          decode_tile<D> (stage_v, v_bits, n_valid, s_lut[MX ? 1 : 0], sv);
+          __syncthreads ();   // decoded; the stage is free for the next tile
+          if (kb + kN < end)
+            stage_async (kb + kN);
         }
       else
         {
@@ -495,6 +516,9 @@ launch (const Args &a, dim3 grid, cudaStream_t st)
 {
   size_t smem = (size_t) (kM + 2 * kN) * (D + 8) * sizeof (__nv_bfloat16);
 
+  if (MX)
+    smem += a.stage_k_bytes + (stage_bytes (a.v_format, D) + 15) / 16 * 16;
+
   DCPK_TRY (cudaFuncSetAttribute (prefill_kernel<D, MX>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
   prefill_kernel<D, MX><<<grid, kThreads, smem, st>>> (a);
@@ -564,6 +588,7 @@ dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale, co
   if (a.n_splits == 1)
     a.chunk = INT32_MAX / 2;
   a.scale_log2 = scale * kLog2e;
+  a.stage_k_bytes = (stage_bytes (a.k_format, layout->head_dim) + 15) / 16 * 16;
   a.part_o = (float *) d_workspace;
   a.part_ml = (float2 *) (a.part_o + (size_t) a.n_splits * n_rows * n_heads * layout->head_dim);
   tiles = row_tiles (a.group, max_q_len);
