@@ -31,10 +31,17 @@
 
 namespace {
 
-constexpr int kM = 128;              // query rows per block (each K/V tile serves them all)
-constexpr int kN = 64;               // keys per tile
-constexpr int kWarps = kM / 16;
-constexpr int kThreads = kWarps * 32;
+// A block's shape: WARPS warps of 16 query rows each, key tiles of KN keys (each K/V tile serves
+// all M rows). Big: 128 rows x 64 keys, 132 KiB of shared memory at head_dim 256 (sm_90a);
+// Small: 64 rows x 32 keys, 66 KiB (short chunks, and GPUs with 99 KiB per block: sm_120).
+template <int WARPS, int KN>
+struct Tile
+{
+  static constexpr int M = WARPS * 16, N = KN, THREADS = WARPS * 32;
+};
+using Big = Tile<8, 64>;
+using Small = Tile<4, 32>;
+constexpr int kSplitAlign = 64;      // keys per split: a multiple of every tile's N
 constexpr int kTargetBlocks = 264;   // two waves over the H200's 132 SMs (one block each)
 constexpr int kMinSplitKeys = 256;
 constexpr int kMaxSplits = 64;
@@ -114,19 +121,19 @@ cp_async_wait_all ()
   asm volatile ("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-// Starts copying keys slot0 .. slot0 + kN - 1 of kv head kvh of a BF16 K or V block into dst
-// [kN][D + 8]; keys n_valid .. kN - 1 (past the sequence) become zeros.
-template <int D>
+// Starts copying keys slot0 .. slot0 + C::N - 1 of kv head kvh of a BF16 K or V block into dst
+// [C::N][D + 8]; keys n_valid .. C::N - 1 (past the sequence) become zeros.
+template <int D, typename C>
 __device__ __forceinline__ void
 load_tile_async (const unsigned char *page, size_t plane, int kvh, int slot0, int n_valid,
                  __nv_bfloat16 *dst)
 {
-  constexpr int LD = D + 8, CH = D / 8, PER = kN * CH / kThreads;
+  constexpr int LD = D + 8, CH = D / 8, PER = C::N * CH / C::THREADS;
 
 #pragma unroll
   for (int u = 0; u < PER; u++)
     {
-      int i = u * kThreads + threadIdx.x, key = i / CH, c = i % CH;
+      int i = u * C::THREADS + threadIdx.x, key = i / CH, c = i % CH;
       size_t row = (size_t) kvh * kPage + slot0 + key;
       bool valid = key < n_valid;
       cp_async16 (dst + key * LD + c * 8, page + plane + (valid ? (row * D + c * 8) * 2 : 0), valid);
@@ -134,30 +141,31 @@ load_tile_async (const unsigned char *page, size_t plane, int kvh, int slot0, in
   cp_async_commit ();
 }
 
-// Bytes of the staged copy of one K or V tile of the MX kernels: the kN tokens' element rows,
+// Bytes of the staged copy of one K or V tile of the MX kernels: the C::N tokens' element rows,
 // then (MX) their E8M0 scales; both are contiguous in a page.
+template <typename C>
 __host__ __device__ inline int
 stage_bytes (int format, int D)
 {
   int bits = dcpk_kv::format_bits (format);
-  return kN * D * bits / 8 + (bits == 16 ? 0 : kN * D / 32);
+  return C::N * D * bits / 8 + (bits == 16 ? 0 : C::N * D / 32);
 }
 
-// Starts copying the raw bytes of keys slot0 .. slot0 + kN - 1 of kv head kvh of one page's K
+// Starts copying the raw bytes of keys slot0 .. slot0 + C::N - 1 of kv head kvh of one page's K
 // or V block to stage (all inside the page, even past the sequence's last token).
-template <int D>
+template <int D, typename C>
 __device__ __forceinline__ void
 stage_tile_async (const unsigned char *page, size_t plane, size_t scales, int bits, int kvh,
                   int slot0, unsigned char *stage)
 {
   const size_t row0 = (size_t) kvh * kPage + slot0;
-  const int el = kN * D * bits / 8;
+  const int el = C::N * D * bits / 8;
   const unsigned char *src = page + plane + row0 * D * bits / 8;
 
-  for (int j = threadIdx.x * 16; j < el; j += kThreads * 16)
+  for (int j = threadIdx.x * 16; j < el; j += C::THREADS * 16)
     cp_async16 (stage + j, src + j, true);
   if (bits != 16)
-    for (int j = threadIdx.x * 16; j < kN * D / 32; j += kThreads * 16)
+    for (int j = threadIdx.x * 16; j < C::N * D / 32; j += C::THREADS * 16)
       cp_async16 (stage + el + j, page + scales + row0 * (D / 32) + j, true);
 }
 
@@ -200,20 +208,20 @@ decode8 (const unsigned char *p, int bits, unsigned scale_code, const float *lut
   return r;
 }
 
-// Decodes a staged tile into dst [kN][D + 8] BF16; keys n_valid .. kN - 1 (past the sequence)
+// Decodes a staged tile into dst [C::N][D + 8] BF16; keys n_valid .. C::N - 1 (past the sequence)
 // become zeros, so that no stale bits of the page (NaN included) reach P V.
-template <int D>
+template <int D, typename C>
 __device__ __forceinline__ void
 decode_tile (const unsigned char *stage, int bits, int n_valid, const float *lut,
              __nv_bfloat16 *dst)
 {
-  constexpr int LD = D + 8, CH = D / 8, PER = kN * CH / kThreads;
-  const int el = kN * D * bits / 8;
+  constexpr int LD = D + 8, CH = D / 8, PER = C::N * CH / C::THREADS;
+  const int el = C::N * D * bits / 8;
 
 #pragma unroll
   for (int u = 0; u < PER; u++)
     {
-      int i = u * kThreads + threadIdx.x, key = i / CH, c = i % CH;
+      int i = u * C::THREADS + threadIdx.x, key = i / CH, c = i % CH;
       uint4 r = make_uint4 (0, 0, 0, 0);
       if (key < n_valid)
         r = bits == 16 ? *(const uint4 *) (stage + (key * D + c * 8) * 2)
@@ -223,15 +231,15 @@ decode_tile (const unsigned char *stage, int bits, int n_valid, const float *lut
     }
 }
 
-template <int D, bool MX>
-__global__ void __launch_bounds__ (kThreads)
+template <int D, bool MX, typename C>
+__global__ void __launch_bounds__ (C::THREADS)
 prefill_kernel (Args a)
 {
   constexpr int LD = D + 8;       // shared row stride: 16 bytes of padding keep ldmatrix conflict-free
   extern __shared__ uint4 smem_raw[];
   __shared__ float s_lut[2][MX ? 256 : 1];
-  __nv_bfloat16 *sq = (__nv_bfloat16 *) smem_raw, *sk = sq + kM * LD, *sv = sk + kN * LD;
-  unsigned char *stage_k = (unsigned char *) (sv + kN * LD), *stage_v = stage_k + a.stage_k_bytes;
+  __nv_bfloat16 *sq = (__nv_bfloat16 *) smem_raw, *sk = sq + C::M * LD, *sv = sk + C::N * LD;
+  unsigned char *stage_k = (unsigned char *) (sv + C::N * LD), *stage_v = stage_k + a.stage_k_bytes;
   const int k_bits = dcpk_kv::format_bits (a.k_format), v_bits = dcpk_kv::format_bits (a.v_format);
   const int tile = gridDim.x - 1 - blockIdx.x;   // the longest tiles of a sequence first
   const int kvh = blockIdx.y % a.n_kv, split = blockIdx.y / a.n_kv, s = blockIdx.z;
@@ -239,7 +247,7 @@ prefill_kernel (Args a)
   const int q0 = a.q_indptr[s], n_q = a.q_indptr[s + 1] - q0;
   const int page0 = a.indptr[s], n_pages = a.indptr[s + 1] - page0;
   const int kv_len = n_pages > 0 ? (n_pages - 1) * kPage + a.last_len[s] : 0;
-  const int rows = n_q * a.group, r0 = tile * kM;
+  const int rows = n_q * a.group, r0 = tile * C::M;
   int first_limit, begin, end, limit[2], row_of[2];
   float o[D / 8][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.f, 0.f };
 
@@ -247,16 +255,16 @@ prefill_kernel (Args a)
     return;
   first_limit = kv_len - n_q + r0 / a.group;   // the last key the tile's first row sees
   begin = split * a.chunk;
-  end = min (begin + a.chunk, kv_len - n_q + (min (rows, r0 + kM) - 1) / a.group + 1);
+  end = min (begin + a.chunk, kv_len - n_q + (min (rows, r0 + C::M) - 1) / a.group + 1);
   if (MX)
-    for (int c = threadIdx.x; c < 256; c += kThreads)
+    for (int c = threadIdx.x; c < 256; c += C::THREADS)
       {
         s_lut[0][c] = dcpk_kv::code_value (a.k_format, c);
         s_lut[1][c] = dcpk_kv::code_value (a.v_format, c);
       }
 
-  // q of the tile's rows as BF16 [kM][LD]; rows past the sequence's are zeros.
-  for (int i = threadIdx.x; i < kM * D / 4; i += kThreads)
+  // q of the tile's rows as BF16 [C::M][LD]; rows past the sequence's are zeros.
+  for (int i = threadIdx.x; i < C::M * D / 4; i += C::THREADS)
     {
       int r = i / (D / 4), c = i % (D / 4) * 4, row = r0 + r;
       float4 q = make_float4 (0.f, 0.f, 0.f, 0.f);
@@ -282,43 +290,43 @@ prefill_kernel (Args a)
   // warps compute tile t, then decoded shared -> shared between two barriers.
   auto stage_async = [&] (int key) {
     const unsigned char *pg = a.pages + (size_t) a.indices[page0 + key / kPage] * a.page_bytes;
-    stage_tile_async<D> (pg, 0, a.k_scales, k_bits, kvh, key % kPage, stage_k);
-    stage_tile_async<D> (pg, a.v_offset, a.v_scales, v_bits, kvh, key % kPage, stage_v);
+    stage_tile_async<D, C> (pg, 0, a.k_scales, k_bits, kvh, key % kPage, stage_k);
+    stage_tile_async<D, C> (pg, a.v_offset, a.v_scales, v_bits, kvh, key % kPage, stage_v);
     cp_async_commit ();
   };
   // BF16 pages: K of tile t+1 and V of tile t are copied by cp.async while the warps compute
   // P V of tile t and Q Kᵀ of tile t respectively (one buffer each, two barriers per tile).
   if (!MX && begin < end)
-    load_tile_async<D> (a.pages + (size_t) a.indices[page0 + begin / kPage] * a.page_bytes, 0, kvh,
-                        begin % kPage, min (kN, kv_len - begin), sk);
+    load_tile_async<D, C> (a.pages + (size_t) a.indices[page0 + begin / kPage] * a.page_bytes, 0, kvh,
+                        begin % kPage, min (C::N, kv_len - begin), sk);
   if (MX && begin < end)
     stage_async (begin);
-  for (int kb = begin; kb < end; kb += kN)
+  for (int kb = begin; kb < end; kb += C::N)
     {
       const unsigned char *page = a.pages + (size_t) a.indices[page0 + kb / kPage] * a.page_bytes;
-      const int n_valid = min (kN, kv_len - kb);
-      float sacc[kN / 8][4], mx[2], corr[2];
+      const int n_valid = min (C::N, kv_len - kb);
+      float sacc[C::N / 8][4], mx[2], corr[2];
 
       if (MX)
         {
           cp_async_wait_all ();
           __syncthreads ();   // this tile is staged, the previous one consumed (first: q, tables)
-          decode_tile<D> (stage_k, k_bits, n_valid, s_lut[0], sk);
-          decode_tile<D> (stage_v, v_bits, n_valid, s_lut[MX ? 1 : 0], sv);
+          decode_tile<D, C> (stage_k, k_bits, n_valid, s_lut[0], sk);
+          decode_tile<D, C> (stage_v, v_bits, n_valid, s_lut[MX ? 1 : 0], sv);
           __syncthreads ();   // decoded; the stage is free for the next tile
-          if (kb + kN < end)
-            stage_async (kb + kN);
+          if (kb + C::N < end)
+            stage_async (kb + C::N);
         }
       else
         {
           cp_async_wait_all ();
           __syncthreads ();   // K of this tile is in, V of the previous one consumed (first: q)
-          load_tile_async<D> (page, a.v_offset, kvh, kb % kPage, n_valid, sv);
+          load_tile_async<D, C> (page, a.v_offset, kvh, kb % kPage, n_valid, sv);
         }
 
       // S = Q Kᵀ for the warp's 16 rows x 64 keys.
 #pragma unroll
-      for (int j = 0; j < kN / 8; j++)
+      for (int j = 0; j < C::N / 8; j++)
         sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++)
@@ -327,7 +335,7 @@ prefill_kernel (Args a)
           ldsm_x4 (smem_u32 (sq + (warp * 16 + lane % 8 + (lane / 8 & 1) * 8) * LD + kk * 16
                              + lane / 16 * 8), qa);
 #pragma unroll
-          for (int np = 0; np < kN / 16; np++)
+          for (int np = 0; np < C::N / 16; np++)
             {
               unsigned kf[4];
               ldsm_x4 (smem_u32 (sk + (np * 16 + lane % 8 + lane / 16 * 8) * LD + kk * 16
@@ -338,10 +346,10 @@ prefill_kernel (Args a)
         }
 
       // Online softmax (log2 domain); this thread holds rows gid and gid + 8, 2 keys per 8.
-      const bool mask = kb + kN - 1 > first_limit;
+      const bool mask = kb + C::N - 1 > first_limit;
       mx[0] = mx[1] = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < kN / 8; j++)
+      for (int j = 0; j < C::N / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
           {
@@ -365,7 +373,7 @@ prefill_kernel (Args a)
           l[h] *= corr[h];
         }
 #pragma unroll
-      for (int j = 0; j < kN / 8; j++)
+      for (int j = 0; j < C::N / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
           {
@@ -386,17 +394,17 @@ prefill_kernel (Args a)
         {
           cp_async_wait_all ();
           __syncthreads ();   // V of this tile is in, K consumed: fetch the next tile's K
-          if (kb + kN < end)
+          if (kb + C::N < end)
             {
-              int nk = kb + kN;
-              load_tile_async<D> (a.pages + (size_t) a.indices[page0 + nk / kPage] * a.page_bytes,
-                                  0, kvh, nk % kPage, min (kN, kv_len - nk), sk);
+              int nk = kb + C::N;
+              load_tile_async<D, C> (a.pages + (size_t) a.indices[page0 + nk / kPage] * a.page_bytes,
+                                  0, kvh, nk % kPage, min (C::N, kv_len - nk), sk);
             }
         }
 
       // O += P V: the S accumulators of keys 16kk .. 16kk+15 are the A fragment of P.
 #pragma unroll
-      for (int kk = 0; kk < kN / 16; kk++)
+      for (int kk = 0; kk < C::N / 16; kk++)
         {
           unsigned pa[4];
           pa[0] = pack_bf16 (sacc[2 * kk][0], sacc[2 * kk][1]);
@@ -489,18 +497,18 @@ layout_ok (const DcpkKvLayout *l)
          && dcpk_kv_page_bytes (l) > 0;
 }
 
-int
-row_tiles (int group, int max_q_len)
+long
+row_tiles (int rows_per_tile, int group, int max_q_len)
 {
-  return (int) (((long) max_q_len * group + kM - 1) / kM);
+  return ((long) max_q_len * group + rows_per_tile - 1) / rows_per_tile;
 }
 
 // Splits over the keys: none when the row tiles alone give kTargetBlocks blocks, else enough
 // to get there with at least kMinSplitKeys keys each.
 int
-n_splits_for (int n_kv, int group, int n_seqs, int max_q_len, int max_kv_len)
+n_splits_for (int rows_per_tile, int n_kv, int group, int n_seqs, int max_q_len, int max_kv_len)
 {
-  long blocks = (long) row_tiles (group, max_q_len) * n_kv * n_seqs;
+  long blocks = row_tiles (rows_per_tile, group, max_q_len) * n_kv * n_seqs;
   long want, by_len = ((long) max_kv_len + kMinSplitKeys - 1) / kMinSplitKeys;
 
   if (blocks <= 0 || blocks >= kTargetBlocks)
@@ -510,20 +518,47 @@ n_splits_for (int n_kv, int group, int n_seqs, int max_q_len, int max_kv_len)
   return want < 1 ? 1 : want > kMaxSplits ? kMaxSplits : (int) want;
 }
 
-template <int D, bool MX>
-int
-launch (const Args &a, dim3 grid, cudaStream_t st)
+// Bytes of shared memory of one block (the dynamic part, plus the static code tables).
+template <typename C>
+size_t
+smem_bytes (const DcpkKvLayout *l, bool mx, size_t *dynamic)
 {
-  size_t smem = (size_t) (kM + 2 * kN) * (D + 8) * sizeof (__nv_bfloat16);
+  int d = l->head_dim;
+  size_t b = (size_t) (C::M + 2 * C::N) * (d + 8) * sizeof (__nv_bfloat16);
 
-  if (MX)
-    smem += a.stage_k_bytes + (stage_bytes (a.v_format, D) + 15) / 16 * 16;
+  if (mx)
+    b += (stage_bytes<C> (l->k_format, d) + 15) / 16 * 16
+         + (stage_bytes<C> (l->v_format, d) + 15) / 16 * 16;
+  *dynamic = b;
+  return b + (mx ? 2 * 256 * sizeof (float) : 0);
+}
 
-  DCPK_TRY (cudaFuncSetAttribute (prefill_kernel<D, MX>,
+template <int D, bool MX, typename C>
+int
+launch (const Args &a, dim3 grid, size_t smem, cudaStream_t st)
+{
+  DCPK_TRY (cudaFuncSetAttribute (prefill_kernel<D, MX, C>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
-  prefill_kernel<D, MX><<<grid, kThreads, smem, st>>> (a);
+  prefill_kernel<D, MX, C><<<grid, C::THREADS, smem, st>>> (a);
   DCPK_TRY_LAUNCH ();
   return 0;
+}
+
+template <typename C>
+int
+launch_for (const Args &a, int head_dim, bool mx, dim3 grid, size_t smem, cudaStream_t st)
+{
+  switch (head_dim * 2 + mx)
+    {
+    case 64: return launch<32, false, C> (a, grid, smem, st);
+    case 65: return launch<32, true, C> (a, grid, smem, st);
+    case 128: return launch<64, false, C> (a, grid, smem, st);
+    case 129: return launch<64, true, C> (a, grid, smem, st);
+    case 256: return launch<128, false, C> (a, grid, smem, st);
+    case 257: return launch<128, true, C> (a, grid, smem, st);
+    case 512: return launch<256, false, C> (a, grid, smem, st);
+    default: return launch<256, true, C> (a, grid, smem, st);
+    }
 }
 
 } // namespace
@@ -532,13 +567,16 @@ extern "C" size_t
 dcpk_attention_prefill_workspace_bytes (const DcpkKvLayout *layout, int n_heads, int n_seqs,
                                         int n_rows, int max_q_len, int max_kv_len)
 {
-  int splits;
+  int splits, group;
 
   if (!layout_ok (layout) || n_heads <= 0 || n_heads % layout->n_kv_heads != 0 || n_seqs < 0
       || n_rows < 0 || max_q_len < 0 || max_kv_len < 0)
     return 0;
-  splits = n_splits_for (layout->n_kv_heads, n_heads / layout->n_kv_heads, n_seqs, max_q_len,
-                         max_kv_len);
+  // enough for either block shape (the launcher picks one per device and chunk)
+  group = n_heads / layout->n_kv_heads;
+  splits = n_splits_for (Big::M, layout->n_kv_heads, group, n_seqs, max_q_len, max_kv_len);
+  splits = max (splits, n_splits_for (Small::M, layout->n_kv_heads, group, n_seqs, max_q_len,
+                                      max_kv_len));
   if (splits == 1)
     return 256;
   return (size_t) splits * n_rows * n_heads * (layout->head_dim + 2) * sizeof (float);
@@ -554,8 +592,10 @@ dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale, co
   cudaStream_t st = (cudaStream_t) stream;
   Args a;
   dim3 grid;
-  bool mx;
-  int tiles;
+  bool mx, big;
+  long tiles;
+  int dev, optin, rows_per_tile;
+  size_t big_dyn = 0, small_dyn = 0;
 
   if (!layout_ok (layout) || n_heads <= 0 || n_heads % layout->n_kv_heads != 0 || n_seqs < 0
       || n_rows < 0 || max_q_len < 0 || max_kv_len < 0 || !d_pages || !d_page_indptr
@@ -564,6 +604,15 @@ dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale, co
   if (n_seqs == 0 || n_rows == 0 || max_q_len == 0)
     return 0;
   mx = layout->k_format != DCPK_FORMAT_BF16 || layout->v_format != DCPK_FORMAT_BF16;
+  DCPK_TRY (cudaGetDevice (&dev));
+  DCPK_TRY (cudaDeviceGetAttribute (&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  // The big block for long chunks where it fits; short chunks (<= 64 rows per kv head) and
+  // GPUs with less shared memory per block take the small one.
+  big = (long) max_q_len * (n_heads / layout->n_kv_heads) > Small::M
+        && smem_bytes<Big> (layout, mx, &big_dyn) <= (size_t) optin;
+  if (!big && smem_bytes<Small> (layout, mx, &small_dyn) > (size_t) optin)
+    return (int) cudaErrorInvalidConfiguration;
+  rows_per_tile = big ? Big::M : Small::M;
   a.pages = (const unsigned char *) d_pages;
   a.page_bytes = dcpk_kv_page_bytes (layout);
   a.v_offset = dcpk_kv::block_bytes (layout->k_format, layout->n_kv_heads, layout->head_dim);
@@ -582,30 +631,25 @@ dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale, co
   a.n_kv = layout->n_kv_heads;
   a.n_heads = n_heads;
   a.group = n_heads / layout->n_kv_heads;
-  a.n_splits = n_splits_for (a.n_kv, a.group, n_seqs, max_q_len, max_kv_len);
+  a.n_splits = n_splits_for (rows_per_tile, a.n_kv, a.group, n_seqs, max_q_len, max_kv_len);
   // keys per split, a whole number of tiles (a tile never straddles a split or a page)
-  a.chunk = ((max_kv_len + a.n_splits - 1) / a.n_splits + kN - 1) / kN * kN;
+  a.chunk = ((max_kv_len + a.n_splits - 1) / a.n_splits + kSplitAlign - 1) / kSplitAlign
+            * kSplitAlign;
   if (a.n_splits == 1)
     a.chunk = INT32_MAX / 2;
   a.scale_log2 = scale * kLog2e;
-  a.stage_k_bytes = (stage_bytes (a.k_format, layout->head_dim) + 15) / 16 * 16;
+  a.stage_k_bytes = big ? (stage_bytes<Big> (a.k_format, layout->head_dim) + 15) / 16 * 16
+                        : (stage_bytes<Small> (a.k_format, layout->head_dim) + 15) / 16 * 16;
   a.part_o = (float *) d_workspace;
   a.part_ml = (float2 *) (a.part_o + (size_t) a.n_splits * n_rows * n_heads * layout->head_dim);
-  tiles = row_tiles (a.group, max_q_len);
-  grid = dim3 (tiles, a.n_kv * a.n_splits, n_seqs);
-  if (tiles <= 0 || grid.y > 65535 || grid.z > 65535)
+  tiles = row_tiles (rows_per_tile, a.group, max_q_len);
+  if (tiles <= 0 || tiles > INT32_MAX || a.n_kv * a.n_splits > 65535 || n_seqs > 65535)
     return (int) cudaErrorInvalidValue;
-  switch (layout->head_dim * 2 + mx)
-    {
-    case 64: DCPK_TRY_INT ((launch<32, false> (a, grid, st))); break;
-    case 65: DCPK_TRY_INT ((launch<32, true> (a, grid, st))); break;
-    case 128: DCPK_TRY_INT ((launch<64, false> (a, grid, st))); break;
-    case 129: DCPK_TRY_INT ((launch<64, true> (a, grid, st))); break;
-    case 256: DCPK_TRY_INT ((launch<128, false> (a, grid, st))); break;
-    case 257: DCPK_TRY_INT ((launch<128, true> (a, grid, st))); break;
-    case 512: DCPK_TRY_INT ((launch<256, false> (a, grid, st))); break;
-    default: DCPK_TRY_INT ((launch<256, true> (a, grid, st))); break;
-    }
+  grid = dim3 ((unsigned) tiles, a.n_kv * a.n_splits, n_seqs);
+  if (big)
+    DCPK_TRY_INT (launch_for<Big> (a, layout->head_dim, mx, grid, big_dyn, st));
+  else
+    DCPK_TRY_INT (launch_for<Small> (a, layout->head_dim, mx, grid, small_dyn, st));
   if (a.n_splits > 1)
     {
       combine_kernel<<<n_rows * n_heads, layout->head_dim, 0, st>>> (

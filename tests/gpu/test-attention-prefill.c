@@ -20,8 +20,8 @@
  * (FP32 throughout) and must agree with it within the same bounds.
  * Shapes: the 27B (24 heads, 4 kv heads, head_dim 256), the test checkpoints' (real-heads 2/1/256,
  * odd-sizes 3/1/32), 16/2/128 and 3/1/64; kv lengths 1, 511, 512, 513, 4113; BF16 and MX K/V
- * (8/8, 4/4, 8/4, 6/6, mixed with BF16); several sequences per call; the split path (few rows
- * over long contexts). */
+ * (8/8, 4/4, 8/4, 6/6, mixed with BF16); several sequences per call; both block shapes (chunks
+ * of <= 64 rows per kv head take the small one); the split path (few rows over long contexts). */
 #include "config.h"
 
 #include <string.h>
@@ -448,7 +448,11 @@ static const Case cases[] = {
   { 24, 4, 256, 2, { 900, 512 }, { 300, 33 }, 3, T, MX6, MX6B },
   { 16, 2, 128, 2, { 1025, 300 }, { 250, 300 }, 3, T, MX8, BF },
   { 3, 1, 64, 2, { 2000, 17 }, { 600, 17 }, 3, T, BF, MX4 },
-  /* few rows over long contexts: the split over the keys, and agreement with decode */
+  /* chunks of <= 64 rows per kv head: the small block shape (64 rows x 32 keys) */
+  { 3, 1, 32, 2, { 700, 40 }, { 21, 5 }, 3, T, MX6, BF },
+  { 2, 1, 256, 2, { 1025, 31 }, { 32, 31 }, 3, T, MX4, MX8 },
+  /* few rows over long contexts: the split over the keys, the small block shape, and
+   * agreement with decode */
   { 24, 4, 256, 4, { 1, 513, 20000, 777 }, { 1, 8, 8, 3 }, 3, T },
   { 16, 2, 128, 3, { 9000, 64, 2 }, { 5, 8, 2 }, 3, T },
   { 24, 4, 256, 2, { 9000, 1500 }, { 8, 4 }, 3, T, MX8, MX4 },
