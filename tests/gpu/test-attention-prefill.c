@@ -32,7 +32,7 @@
 
 #define PAGE DCPK_KV_PAGE_TOKENS
 #define MAX_SEQS 6
-#define REF_BUDGET 1.5e9  /* multiply-adds of the reference per sequence */
+#define REF_BUDGET 4e9    /* multiply-adds of the reference per sequence */
 
 typedef struct {
   int n_heads, n_kv, head_dim, n_seqs;
