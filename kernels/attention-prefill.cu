@@ -32,15 +32,17 @@
 namespace {
 
 // A block's shape: WARPS warps of 16 query rows each, key tiles of KN keys (each K/V tile serves
-// all M rows). Big: 128 rows x 64 keys, 132 KiB of shared memory at head_dim 256 (sm_90a);
-// Small: 64 rows x 32 keys, 66 KiB (short chunks, and GPUs with 99 KiB per block: sm_120).
-template <int WARPS, int KN>
+// all M rows), BUFS K/V tile buffers for BF16 pages (2: the next tile loads during the whole
+// tile's products). Big: 128 rows x 64 keys, double-buffered, 198 KiB of shared memory at
+// head_dim 256 (sm_90a); Small: 64 rows x 32 keys, one buffer, 66 KiB (short chunks, and GPUs
+// with 99 KiB per block: sm_120).
+template <int WARPS, int KN, int BUFS>
 struct Tile
 {
-  static constexpr int M = WARPS * 16, N = KN, THREADS = WARPS * 32;
+  static constexpr int M = WARPS * 16, N = KN, THREADS = WARPS * 32, KV_BUFS = BUFS;
 };
-using Big = Tile<8, 64>;
-using Small = Tile<4, 32>;
+using Big = Tile<8, 64, 2>;
+using Small = Tile<4, 32, 1>;
 constexpr int kSplitAlign = 64;      // keys per split: a multiple of every tile's N
 constexpr int kTargetBlocks = 264;   // two waves over the H200's 132 SMs (one block each)
 constexpr int kMinSplitKeys = 256;
@@ -138,7 +140,6 @@ load_tile_async (const unsigned char *page, size_t plane, int kvh, int slot0, in
       bool valid = key < n_valid;
       cp_async16 (dst + key * LD + c * 8, page + plane + (valid ? (row * D + c * 8) * 2 : 0), valid);
     }
-  cp_async_commit ();
 }
 
 // Bytes of the staged copy of one K or V tile of the MX kernels: the C::N tokens' element rows,
@@ -238,6 +239,8 @@ prefill_kernel (Args a)
   constexpr int LD = D + 8;       // shared row stride: 16 bytes of padding keep ldmatrix conflict-free
   extern __shared__ uint4 smem_raw[];
   __shared__ float s_lut[2][MX ? 256 : 1];
+  constexpr bool DOUBLE = !MX && C::KV_BUFS == 2;   // MX: one decoded K/V tile (and a stage)
+  constexpr int KV_STRIDE = 2 * C::N * LD;           // from one buffer's K (V) to the next's
   __nv_bfloat16 *sq = (__nv_bfloat16 *) smem_raw, *sk = sq + C::M * LD, *sv = sk + C::N * LD;
   unsigned char *stage_k = (unsigned char *) (sv + C::N * LD), *stage_v = stage_k + a.stage_k_bytes;
   const int k_bits = dcpk_kv::format_bits (a.k_format), v_bits = dcpk_kv::format_bits (a.v_format);
@@ -296,15 +299,25 @@ prefill_kernel (Args a)
   };
   // BF16 pages: K of tile t+1 and V of tile t are copied by cp.async while the warps compute
   // P V of tile t and Q Kᵀ of tile t respectively (one buffer each, two barriers per tile).
+  // With two buffers, both K and V of tile t+1 load during all of tile t (one barrier per
+  // tile).
+  auto fetch_async = [&] (int key, bool k, bool v, int buf) {
+    const unsigned char *pg = a.pages + (size_t) a.indices[page0 + key / kPage] * a.page_bytes;
+    if (k)
+      load_tile_async<D, C> (pg, 0, kvh, key % kPage, min (C::N, kv_len - key), sk + buf * KV_STRIDE);
+    if (v)
+      load_tile_async<D, C> (pg, a.v_offset, kvh, key % kPage, min (C::N, kv_len - key),
+                             sv + buf * KV_STRIDE);
+    cp_async_commit ();
+  };
   if (!MX && begin < end)
-    load_tile_async<D, C> (a.pages + (size_t) a.indices[page0 + begin / kPage] * a.page_bytes, 0, kvh,
-                        begin % kPage, min (C::N, kv_len - begin), sk);
+    fetch_async (begin, true, DOUBLE, 0);
   if (MX && begin < end)
     stage_async (begin);
-  for (int kb = begin; kb < end; kb += C::N)
+  for (int kb = begin, it = 0; kb < end; kb += C::N, it++)
     {
-      const unsigned char *page = a.pages + (size_t) a.indices[page0 + kb / kPage] * a.page_bytes;
-      const int n_valid = min (C::N, kv_len - kb);
+      const int n_valid = min (C::N, kv_len - kb), buf = DOUBLE ? it & 1 : 0;
+      const __nv_bfloat16 *kt = sk + buf * KV_STRIDE, *vt = sv + buf * KV_STRIDE;
       float sacc[C::N / 8][4], mx[2], corr[2];
 
       if (MX)
@@ -317,11 +330,18 @@ prefill_kernel (Args a)
           if (kb + C::N < end)
             stage_async (kb + C::N);
         }
+      else if (DOUBLE)
+        {
+          cp_async_wait_all ();
+          __syncthreads ();   // this tile is in, the previous one consumed (first: q)
+          if (kb + C::N < end)
+            fetch_async (kb + C::N, true, true, buf ^ 1);
+        }
       else
         {
           cp_async_wait_all ();
           __syncthreads ();   // K of this tile is in, V of the previous one consumed (first: q)
-          load_tile_async<D, C> (page, a.v_offset, kvh, kb % kPage, n_valid, sv);
+          fetch_async (kb, false, true, 0);
         }
 
       // S = Q Kᵀ for the warp's 16 rows x 64 keys.
@@ -338,7 +358,7 @@ prefill_kernel (Args a)
           for (int np = 0; np < C::N / 16; np++)
             {
               unsigned kf[4];
-              ldsm_x4 (smem_u32 (sk + (np * 16 + lane % 8 + lane / 16 * 8) * LD + kk * 16
+              ldsm_x4 (smem_u32 (kt + (np * 16 + lane % 8 + lane / 16 * 8) * LD + kk * 16
                                  + (lane / 8 & 1) * 8), kf);
               mma_bf16 (sacc[2 * np], qa, kf[0], kf[1]);
               mma_bf16 (sacc[2 * np + 1], qa, kf[2], kf[3]);
@@ -390,16 +410,12 @@ prefill_kernel (Args a)
           o[j][3] *= corr[1];
         }
 
-      if (!MX)
+      if (!MX && !DOUBLE)
         {
           cp_async_wait_all ();
           __syncthreads ();   // V of this tile is in, K consumed: fetch the next tile's K
           if (kb + C::N < end)
-            {
-              int nk = kb + C::N;
-              load_tile_async<D, C> (a.pages + (size_t) a.indices[page0 + nk / kPage] * a.page_bytes,
-                                  0, kvh, nk % kPage, min (C::N, kv_len - nk), sk);
-            }
+            fetch_async (kb + C::N, true, false, 0);
         }
 
       // O += P V: the S accumulators of keys 16kk .. 16kk+15 are the A fragment of P.
@@ -415,7 +431,7 @@ prefill_kernel (Args a)
           for (int np = 0; np < D / 16; np++)
             {
               unsigned vf[4];
-              ldsm_x4_trans (smem_u32 (sv + (kk * 16 + lane % 8 + (lane / 8 & 1) * 8) * LD
+              ldsm_x4_trans (smem_u32 (vt + (kk * 16 + lane % 8 + (lane / 8 & 1) * 8) * LD
                                        + np * 16 + lane / 16 * 8), vf);
               mma_bf16 (o[2 * np], pa, vf[0], vf[1]);
               mma_bf16 (o[2 * np + 1], pa, vf[2], vf[3]);
@@ -524,7 +540,7 @@ size_t
 smem_bytes (const DcpkKvLayout *l, bool mx, size_t *dynamic)
 {
   int d = l->head_dim;
-  size_t b = (size_t) (C::M + 2 * C::N) * (d + 8) * sizeof (__nv_bfloat16);
+  size_t b = (size_t) (C::M + 2 * C::N * (mx ? 1 : C::KV_BUFS)) * (d + 8) * sizeof (__nv_bfloat16);
 
   if (mx)
     b += (stage_bytes<C> (l->k_format, d) + 15) / 16 * 16
