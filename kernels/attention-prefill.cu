@@ -6,17 +6,18 @@
 //
 // Rows: for one kv head, a sequence's query rows are (token, head of the kv head's group),
 // row = token · group + g, so the query heads sharing a kv head share each K/V tile that the
-// block loads. A block takes 128 rows (8 warps of 16) of one (sequence, kv head) and walks the
-// keys in tiles of 64 up to the last key its last row sees: each tile is copied to shared
-// memory as BF16 (BF16 pages by cp.async, the next tile's K and this tile's V in flight while
-// the warps compute; MX pages decoded through registers, a code table times the E8M0 scale,
-// which BF16 holds exactly), S = Q Kᵀ and O += P V run as mma.sync with the fragments read by
-// ldmatrix (V through ldmatrix.trans), and the softmax is online in FP32 in the log2 domain.
-// Only tiles past the block's first row's last key are masked. q is rounded to BF16 once when
-// the block loads it; P is rounded to BF16 for the second product.
+// block loads. A block takes the rows of one (sequence, kv head), 16 per warp (Tile below: 128
+// rows and 64-key tiles, or 64 and 32), and walks the keys up to the last key its last row
+// sees. Each tile reaches shared memory as BF16: BF16 pages by cp.async while the warps compute
+// the previous tile (or half of it); MX pages as raw bytes by cp.async into a stage, decoded
+// shared -> shared through a code table times the E8M0 scale (BF16 holds the product exactly).
+// S = Q Kᵀ and O += P V run as mma.sync with the fragments read by ldmatrix (V through
+// ldmatrix.trans); the softmax is online in FP32 in the log2 domain. Only tiles past the
+// block's first row's last key are masked. q is rounded to BF16 once when the block loads it;
+// P is rounded to BF16 for the second product.
 //
 // Work split: the grid is (row tiles, kv heads x key splits, sequences). A long chunk gives
-// enough blocks by itself (a 2048-token chunk of the 27B: 96 tiles x 4 kv heads); when there
+// enough blocks by itself (a 2048-token chunk of the 27B: 96 big tiles x 4 kv heads); when there
 // are fewer than kTargetBlocks, the keys are cut into up to 64 splits of >= 256 keys, each
 // block writes its unnormalised output and (max, sum) to the workspace, and combine_kernel
 // merges the splits, normalises and applies the gate, as in attention-decode.cu.
