@@ -22,9 +22,12 @@ size_t dcpk_attention_prefill_workspace_bytes (const DcpkKvLayout *layout, int n
  * h / (n_heads / n_kv_heads), the chunk's K and V already appended: query j of n sits at
  * position kv_len - n + j and sees keys 0 .. kv_len - n + j. But any number of queries per
  * sequence: rows d_q_indptr[s] .. d_q_indptr[s+1] (d_q_indptr required), each sequence's count
- * <= max_q_len and <= its kv_len; every kv_len <= max_kv_len. head_dim 32, 64, 128 or 256, K and V
- * BF16 or MX. q and the softmax weights are rounded to BF16 for the tensor cores (sums in FP32),
- * so expect a relative error of about 1e-3 against FP32 math over the same cache. */
+ * <= max_q_len and <= its kv_len; every kv_len <= max_kv_len. head_dim 32, 64, 128 or 256, K
+ * and V BF16 or MX. d_workspace holds dcpk_attention_prefill_workspace_bytes for the same sizes.
+ * q and the softmax weights are rounded to BF16 for the tensor cores (sums in FP32), so expect a
+ * relative error of a few 1e-3 against FP32 math over the same cache (docs/KERNELS.md). Returns
+ * cudaErrorInvalidValue for bad arguments, cudaErrorInvalidConfiguration when the GPU lacks the
+ * shared memory of the smaller block shape. */
 int dcpk_attention_prefill (const DcpkKvLayout *layout, int n_heads, float scale,
                             const void *d_pages, const int32_t *d_page_indptr,
                             const int32_t *d_page_indices, const int32_t *d_last_page_len,
