@@ -13,9 +13,12 @@ ninja -C build-gpu
 
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/tests
-cp build-gpu/engine/decapybara build-gpu/tests/gpu/bench-gemv build-gpu/tests/gpu/bench-decode .gpu/bin/
-cp build-gpu/engine/decapybara-bench build-gpu/data/tiny-model/make-tiny-model \
-   build-gpu/engine/decapybara-convert .gpu/bin/
+cp build-gpu/engine/decapybara build-gpu/engine/decapybara-bench build-gpu/engine/decapybara-convert \
+   build-gpu/data/tiny-model/make-tiny-model .gpu/bin/
+# Every kernel benchmark (tests/gpu/bench-*).
+for bench in build-gpu/tests/gpu/bench-*; do
+  [ -x "$bench" ] && [ -f "$bench" ] && cp "$bench" .gpu/bin/
+done
 # Only the gpu suite travels: the other suites run in CI on every machine.
 for name in $(meson test -C build-gpu --list --suite gpu 2>/dev/null | sed -n 's|.*gpu / ||p'); do
   cp "build-gpu/tests/$name" .gpu/tests/

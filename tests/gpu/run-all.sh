@@ -27,6 +27,8 @@ done
 [ -x "$here/bin/bench-gemv" ] && "$here/bin/bench-gemv" >"$out/bench-gemv.log" 2>&1 && sed -n '/^Whole/,$p' "$out/bench-gemv.log"
 # Decode attention and sampling benchmark: the whole table.
 "$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
+# Prefill attention: 2048-token chunks at 4K, 32K, 128K context, TFLOP/s next to the peak.
+"$here/bin/bench-attention-prefill" 2>&1 | tee "$out/bench-attention-prefill.log"
 
 # The whole model on random weights in the 27B shapes (about 2 minutes): decode at 1K and 32K
 # contexts, a short prefill and the prefill-while-decoding run; docs/PERFORMANCE.md has the full
