@@ -62,6 +62,9 @@ struct _DcpScheduler {
   DcpSchedulerStats published;
   GArray *published_list;
 
+  gboolean io_done;          /* the tier store's worker finished something (under lock) */
+  gboolean stalled;          /* the last step computed nothing: waiting for the disk */
+
   GQueue waiting;            /* Seq, FIFO; preempted ones go back to the front */
   GPtrArray *running;        /* Seq, in admission order */
   gint64 (*now) (gpointer);
@@ -266,10 +269,16 @@ make_disk_room (DcpScheduler *self, guint64 need)
   return TRUE;
 }
 
-/* Frees RAM for need bytes: snapshots go to disk where the policy keeps them, else away. */
-static gboolean
+typedef enum { ROOM_NOW, ROOM_SOON, ROOM_NEVER } Room;
+
+/* Frees RAM for need bytes: snapshots go to disk where the policy keeps them, else away. A
+ * blob being written keeps its RAM until the write ends: ROOM_SOON when those writes will
+ * free enough. */
+static Room
 make_ram_room (DcpScheduler *self, guint64 need)
 {
+  DcpTierStats ts;
+
   while (dcp_tier_store_get_free (self->tiers, DCP_TIER_RAM) < need)
     {
       g_autoptr(GArray) c = candidates (self, DCP_TIER_RAM, NULL);
@@ -277,8 +286,11 @@ make_ram_room (DcpScheduler *self, guint64 need)
       DcpPrefixEntry *e;
       g_autoptr(GError) error = NULL;
 
+      dcp_tier_store_get_stats (self->tiers, &ts);
+      if (dcp_tier_store_get_free (self->tiers, DCP_TIER_RAM) + ts.ram_writing >= need)
+        return ROOM_SOON;
       if (c->len == 0)
-        return FALSE;
+        return ROOM_NEVER;
       v = &g_array_index (c, DcpEvictionCandidate, 0);
       e = v->key;
       if (dcp_eviction_keep_on_disk (self->config.eviction, v, self->now (self->now_data)) &&
@@ -290,20 +302,22 @@ make_ram_room (DcpScheduler *self, guint64 need)
               self->stats.bytes_ram_to_disk += e->bytes;
               continue;
             }
-          g_warning ("snapshot %" G_GUINT64_FORMAT " not written to disk: %s", e->id, error->message);
+          g_message ("snapshot %" G_GUINT64_FORMAT " not written to disk: %s", e->id, error->message);
         }
       entry_drop (self, e);
     }
-  return TRUE;
+  return ROOM_NOW;
 }
 
-/* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none. */
+/* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none, or
+ * (may_wait) when RAM will have room for it once the disk writes in flight end: it stays. */
 static gboolean
-evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip)
+evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_wait)
 {
   g_autoptr(GArray) c = candidates (self, DCP_TIER_DEVICE, skip);
   g_autoptr(GByteArray) blob = NULL;
   DcpPrefixEntry *e;
+  Room room = ROOM_NEVER;
 
   if (c->len == 0)
     return FALSE;
@@ -311,8 +325,11 @@ evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip)
   blob = g_byte_array_new ();
   dcp_backend_state_save (self->backend, e->state, blob);
   e->bytes = blob->len;
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) < blob->len ||
-      !make_ram_room (self, blob->len))
+  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len)
+    room = make_ram_room (self, blob->len);
+  if (room == ROOM_SOON && may_wait)
+    return FALSE;
+  if (room != ROOM_NOW)
     {
       entry_drop (self, e);
       return TRUE;
@@ -324,23 +341,24 @@ evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip)
   return TRUE;
 }
 
-/* Evicts idle snapshots until pages and blocks are free. */
+/* Evicts idle snapshots until pages and blocks are free; FALSE when there is no room (yet). */
 static gboolean
 make_device_room (DcpScheduler *self, guint pages, guint blocks, const DcpPrefixEntry *skip)
 {
   while (dcp_kv_pager_get_n_free (self->pager) < pages || self->gdn_free < blocks)
-    if (!evict_one_device (self, skip))
+    if (!evict_one_device (self, skip, TRUE))
       return FALSE;
   return TRUE;
 }
 
 /* Evicts idle snapshots until pager sequence seq can grow to n_tokens. What it needs is asked
- * again after each eviction: a shared page that is left with one holder needs no copy. */
+ * again after each eviction: a shared page that is left with one holder needs no copy. A
+ * decoding sequence cannot wait (may_wait FALSE): snapshots that RAM cannot take now go. */
 static gboolean
-make_room_to_grow (DcpScheduler *self, guint seq, guint n_tokens)
+make_room_to_grow (DcpScheduler *self, guint seq, guint n_tokens, gboolean may_wait)
 {
   while (dcp_kv_pager_seq_pages_needed (self->pager, seq, n_tokens) > dcp_kv_pager_get_n_free (self->pager))
-    if (!evict_one_device (self, NULL))
+    if (!evict_one_device (self, NULL, may_wait))
       return FALSE;
   return TRUE;
 }
@@ -351,18 +369,31 @@ pages_for (DcpScheduler *self, guint n_tokens)
   return (n_tokens + self->config.page_tokens - 1) / self->config.page_tokens;
 }
 
-/* Brings a snapshot back to the device; FALSE with an error when it cannot (no room: BUSY;
- * a damaged file: CORRUPT_FILE, the entry is gone). */
+/* Brings a snapshot back to the device; FALSE with an error when it cannot: BUSY while its
+ * disk read runs or there is no device room yet (ask again next step); CORRUPT_FILE or IO for
+ * a damaged or missing file (the entry is gone). Only the load itself, from RAM, runs here. */
 static gboolean
 entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
 {
   g_autoptr(GBytes) blob = NULL;
   DcpTier from = e->tier;
   DcpSeqState *state;
+  DcpTierFetch fetch;
   gboolean room;
 
   if (e->tier == DCP_TIER_DEVICE)
     return TRUE;
+  fetch = dcp_tier_store_fetch (self->tiers, e->id, error);
+  if (fetch == DCP_TIER_FETCH_FAILED)
+    {
+      dcp_prefix_cache_remove (self->cache, e);
+      return FALSE;
+    }
+  if (fetch == DCP_TIER_FETCH_PENDING)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "being read from disk");
+      return FALSE;
+    }
   e->pinned = TRUE;
   room = make_device_room (self, pages_for (self, e->n_tokens), 1, NULL);
   e->pinned = FALSE;
@@ -401,6 +432,33 @@ entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
   else
     self->stats.bytes_disk_to_device += e->bytes;
   return TRUE;
+}
+
+/* Starts the disk reads of the snapshots the next requests in the queue will resume from, so
+ * that they are in RAM when their turn comes. */
+static void
+prefetch (DcpScheduler *self)
+{
+  guint n = 0;
+
+  for (GList *l = self->waiting.head; l != NULL && n < self->config.max_running; l = l->next, n++)
+    {
+      Seq *s = l->data;
+      DcpPrefixEntry *e;
+      g_autoptr(GError) error = NULL;
+
+      if (s->phase != DCP_SEQ_WAITING)
+        continue;
+      e = dcp_prefix_cache_longest (self->cache, s->prompt, s->n_prompt, s->n_prompt - 1);
+      if (e == NULL || e->tier != DCP_TIER_DISK)
+        continue;
+      if (dcp_tier_store_fetch (self->tiers, e->id, &error) == DCP_TIER_FETCH_FAILED)
+        {
+          g_message ("sequence %" G_GUINT64_FORMAT ": cannot resume from its %u-token snapshot: %s",
+                     s->id, e->n_tokens, error->message);
+          dcp_prefix_cache_remove (self->cache, e);
+        }
+    }
 }
 
 static void
@@ -507,7 +565,7 @@ preempt_youngest (DcpScheduler *self)
 
   dcp_backend_state_save (self->backend, s->state, blob);
   /* The RAM budget is for snapshots: a preempted sequence goes to RAM even beyond it. */
-  make_ram_room (self, blob->len);
+  (void) make_ram_room (self, blob->len);
   dcp_tier_store_put_ram (self->tiers, SWAP_KEY (s->id), blob->data, blob->len);
   self->stats.bytes_device_to_ram += blob->len;
   seq_release_device (self, s);
@@ -609,7 +667,7 @@ adopt_snapshot (DcpScheduler *self, Seq *s, DcpPrefixEntry *e)
   s->pager_seq = e->pager_seq;
   e->bytes = blob->len;
   if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
-      make_ram_room (self, blob->len))
+      make_ram_room (self, blob->len) == ROOM_NOW)
     {
       dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
       e->tier = DCP_TIER_RAM;
@@ -690,7 +748,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
   else
     self->stats.reuse_misses++;
   log_divergence (self, s, reuse);
-  if (!make_room_to_grow (self, s->pager_seq, s->n_prompt))
+  if (!make_room_to_grow (self, s->pager_seq, s->n_prompt, TRUE))
     {
       seq_release_device (self, s);
       if (s->cached > 0)
@@ -815,7 +873,7 @@ reserve_decode (DcpScheduler *self)
           i++;
           continue;
         }
-      if (make_room_to_grow (self, s->pager_seq, s->n_read + 1))
+      if (make_room_to_grow (self, s->pager_seq, s->n_read + 1, FALSE))
         {
           g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_read + 1, self->copies, NULL));
           sync_pages (self, s->state, s->pager_seq);
@@ -967,9 +1025,11 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   gboolean ok = TRUE;
 
   g_return_val_if_fail (self != NULL, FALSE);
+  dcp_tier_store_poll (self->tiers);
   take_incoming (self);
   if (self->config.eviction == DCP_EVICTION_QUEUE_AWARE)
     expire_disk (self);
+  prefetch (self);
   admit (self);
   reserve_decode (self);
 
@@ -1053,12 +1113,27 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         handle_token (self, s, choose_token (self, s));
     }
   publish (self);
+  /* Nothing to compute while the queue's head waits for its disk read or for RAM that disk
+   * writes will free: run() sleeps until the worker reports. */
+  self->stalled = items->len == 0 && !g_queue_is_empty (&self->waiting);
   if (busy != NULL)
     *busy = self->running->len > 0 || !g_queue_is_empty (&self->waiting);
   return ok;
 }
 
 /* ---- the object ---- */
+
+/* The tier store's worker thread: a read or write has finished. */
+static void
+on_io_done (gpointer store, gpointer data)
+{
+  DcpScheduler *self = data;
+
+  g_mutex_lock (&self->lock);
+  self->io_done = TRUE;
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
 
 DcpScheduler *
 dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError **error)
@@ -1107,6 +1182,7 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
                                     config->host_allocator, error);
   if (self->tiers == NULL)
     return NULL;
+  dcp_tier_store_set_notify (self->tiers, on_io_done, self);
   publish (self);
   return g_steal_pointer (&self);
 }
@@ -1226,8 +1302,16 @@ dcp_scheduler_run (DcpScheduler *self)
       g_autoptr(GError) error = NULL;
 
       g_mutex_lock (&self->lock);
-      while (!self->stopping && !busy && g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
-        g_cond_wait (&self->cond, &self->lock);
+      while (!self->stopping && (!busy || self->stalled) && !self->io_done &&
+             g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
+        {
+          /* Stalled: the worker's report wakes us; the timeout is a safety net only. */
+          if (!busy)
+            g_cond_wait (&self->cond, &self->lock);
+          else if (!g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + 50 * G_TIME_SPAN_MILLISECOND))
+            break;
+        }
+      self->io_done = FALSE;
       if (self->stopping)
         {
           g_mutex_unlock (&self->lock);
@@ -1249,6 +1333,20 @@ dcp_scheduler_stop (DcpScheduler *self)
   self->stopping = TRUE;
   g_cond_signal (&self->cond);
   g_mutex_unlock (&self->lock);
+}
+
+void
+dcp_scheduler_wait_io (DcpScheduler *self)
+{
+  g_return_if_fail (self != NULL);
+  dcp_tier_store_wait (self->tiers);
+}
+
+void
+dcp_scheduler_set_io_delay (DcpScheduler *self, gint64 delay_us)
+{
+  g_return_if_fail (self != NULL);
+  dcp_tier_store_set_io_delay (self->tiers, delay_us);
 }
 
 void

@@ -158,6 +158,11 @@ void          dcp_scheduler_stop       (DcpScheduler             *self);
 void          dcp_scheduler_set_clock  (DcpScheduler             *self,
                                         gint64                  (*now_us) (gpointer),
                                         gpointer                  user_data);
+/* Engine thread: waits until no disk read or write is in flight (tests). */
+void          dcp_scheduler_wait_io    (DcpScheduler             *self);
+/* Tests, before the first step: every disk read and write takes at least this long. */
+void          dcp_scheduler_set_io_delay (DcpScheduler           *self,
+                                          gint64                  delay_us);
 /* Any thread: a consistent copy. */
 void          dcp_scheduler_get_stats  (DcpScheduler             *self,
                                         DcpSchedulerStats        *stats);
