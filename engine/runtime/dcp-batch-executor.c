@@ -256,3 +256,88 @@ dcp_batch_executor_list_snapshots (DcpExecutor *executor)
     }
   return rows;
 }
+
+void
+dcp_batch_executor_get_memory (DcpExecutor *executor, guint64 *ram_bytes, guint64 *disk_bytes)
+{
+  DcpSchedulerStats stats;
+
+  g_return_if_fail (executor != NULL && ram_bytes != NULL && disk_bytes != NULL);
+  dcp_scheduler_get_stats (get_self (executor)->scheduler, &stats);
+  *ram_bytes = stats.ram_bytes;
+  *disk_bytes = stats.disk_bytes;
+}
+
+static void
+add_uint (JsonBuilder *b, const char *name, guint64 value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, (gint64) MIN (value, (guint64) G_MAXINT64));
+}
+
+JsonNode *
+dcp_batch_executor_stats_json (gpointer executor)
+{
+  static const char *const tiers[] = { "vram", "ram", "disk" };
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(GArray) items = NULL;
+  DcpScheduler *scheduler;
+  DcpSchedulerStats st;
+
+  g_return_val_if_fail (executor != NULL, NULL);
+  scheduler = get_self (executor)->scheduler;
+  dcp_scheduler_get_stats (scheduler, &st);
+  items = dcp_scheduler_list (scheduler);
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "scheduler");
+  json_builder_begin_object (b);
+  add_uint (b, "steps", st.steps);
+  add_uint (b, "running", st.running);
+  add_uint (b, "waiting", st.waiting);
+  add_uint (b, "prompt_tokens", st.prompt_tokens);
+  add_uint (b, "prompt_tokens_read", st.prompt_tokens_read);
+  add_uint (b, "reused_tokens", st.reused_tokens);
+  add_uint (b, "reuse_hits", st.reuse_hits);
+  add_uint (b, "reuse_misses", st.reuse_misses);
+  add_uint (b, "generated_tokens", st.generated_tokens);
+  add_uint (b, "snapshots_taken", st.snapshots_taken);
+  add_uint (b, "snapshots_dropped", st.dropped_snapshots);
+  add_uint (b, "pages_copied", st.pages_copied);
+  add_uint (b, "preemptions", st.preemptions);
+  add_uint (b, "bytes_device_to_ram", st.bytes_device_to_ram);
+  add_uint (b, "bytes_ram_to_device", st.bytes_ram_to_device);
+  add_uint (b, "bytes_ram_to_disk", st.bytes_ram_to_disk);
+  add_uint (b, "bytes_disk_to_device", st.bytes_disk_to_device);
+  add_uint (b, "damaged_files", st.corrupt_files);
+  add_uint (b, "ram_bytes", st.ram_bytes);
+  add_uint (b, "disk_bytes", st.disk_bytes);
+  add_uint (b, "kv_pages", st.kv_pages);
+  add_uint (b, "kv_pages_free", st.kv_pages_free);
+  add_uint (b, "gdn_blocks", st.gdn_blocks);
+  add_uint (b, "gdn_blocks_free", st.gdn_blocks_free);
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "conversations");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < items->len; i++)
+    {
+      const DcpSchedulerItem *it = &g_array_index (items, DcpSchedulerItem, i);
+
+      json_builder_begin_object (b);
+      add_uint (b, "id", it->id);
+      json_builder_set_member_name (b, "kind");
+      json_builder_add_string_value (b, it->is_snapshot ? "snapshot" : "sequence");
+      json_builder_set_member_name (b, "state");
+      json_builder_add_string_value (b, it->state);
+      json_builder_set_member_name (b, "detail");
+      json_builder_add_string_value (b, it->detail);
+      add_uint (b, "conversation", it->conversation);
+      json_builder_set_member_name (b, "tier");
+      json_builder_add_string_value (b, tiers[MIN (it->tier, G_N_ELEMENTS (tiers) - 1)]);
+      add_uint (b, "tokens", it->n_tokens);
+      add_uint (b, "bytes", it->bytes);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}

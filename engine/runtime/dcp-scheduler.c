@@ -978,7 +978,7 @@ publish (DcpScheduler *self)
   for (guint i = 0; i < self->running->len; i++)
     {
       Seq *s = g_ptr_array_index (self->running, i);
-      DcpSchedulerItem it = { s->id, FALSE, phases[s->phase], DCP_TIER_DEVICE, s->n_read,
+      DcpSchedulerItem it = { s->id, FALSE, "running", phases[s->phase], s->id, DCP_TIER_DEVICE, s->n_read,
                               dcp_backend_state_get_bytes (self->backend, s->state) };
       g_array_append_val (list, it);
     }
@@ -986,10 +986,12 @@ publish (DcpScheduler *self)
     {
       Seq *s = l->data;
       gsize size = 0;
-      DcpSchedulerItem it = { s->id, FALSE, phases[s->phase],
-                              s->phase == DCP_SEQ_SWAPPED ? DCP_TIER_RAM : DCP_TIER_DEVICE, s->n_read, 0 };
+      gboolean swapped = s->phase == DCP_SEQ_SWAPPED;
+      DcpSchedulerItem it = { s->id, FALSE, swapped ? "swapped" : "waiting",
+                              swapped ? phases[s->resume_phase] : "", s->id,
+                              swapped ? DCP_TIER_RAM : DCP_TIER_DEVICE, s->n_read, 0 };
 
-      if (s->phase == DCP_SEQ_SWAPPED)
+      if (swapped)
         dcp_tier_store_lookup (self->tiers, SWAP_KEY (s->id), NULL, &size);
       it.bytes = size;
       g_array_append_val (list, it);
@@ -997,8 +999,8 @@ publish (DcpScheduler *self)
   for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
     {
       DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
-      DcpSchedulerItem it = { e->id, TRUE, dcp_snapshot_kind_to_string (e->kind), e->tier,
-                              e->n_tokens, e->bytes };
+      DcpSchedulerItem it = { e->id, TRUE, "idle", dcp_snapshot_kind_to_string (e->kind), e->conversation,
+                              e->tier, e->n_tokens, e->bytes };
       g_array_append_val (list, it);
     }
   dcp_tier_store_get_stats (self->tiers, &ts);
@@ -1007,6 +1009,8 @@ publish (DcpScheduler *self)
   self->stats.running = self->running->len;
   self->stats.waiting = g_queue_get_length (&self->waiting);
   self->stats.corrupt_files = ts.corrupt_files;
+  self->stats.ram_bytes = ts.ram_bytes;
+  self->stats.disk_bytes = ts.disk_bytes;
   g_mutex_lock (&self->lock);
   self->published = self->stats;
   self->published.waiting += g_queue_get_length (&self->incoming);

@@ -115,17 +115,21 @@ typedef struct {
   guint64 bytes_ram_to_disk, bytes_disk_to_device;
   guint64 dropped_snapshots;
   guint64 corrupt_files;
+  guint64 ram_bytes, disk_bytes;   /* held now by the RAM and disk tiers */
   guint kv_pages_free, kv_pages;
   guint gdn_blocks_free, gdn_blocks;
   guint running, waiting;
 } DcpSchedulerStats;
 
-/* One line of /stats' conversation list: a sequence (running or waiting) or a snapshot. */
+/* One line of /stats' conversation list: a sequence (running, waiting, or swapped out whole by
+ * preemption) or an idle snapshot. */
 typedef struct {
-  guint64 id;
+  guint64 id;                  /* the sequence's id, or the snapshot's */
   gboolean is_snapshot;
-  const char *state;           /* waiting, prompt, decoding, swapped; or the snapshot's kind */
-  DcpTier tier;
+  const char *state;           /* running, waiting, swapped, idle */
+  const char *detail;          /* running: prompt or decoding; idle: the snapshot's kind */
+  guint64 conversation;        /* idle: the sequence that made it; else the id */
+  DcpTier tier;                /* where its state is (a waiting sequence holds none: device) */
   guint n_tokens;
   guint64 bytes;
 } DcpSchedulerItem;
