@@ -37,6 +37,10 @@ typedef struct {
   gboolean cancelled;
   gint64 submit_us, start_us, first_token_us;
   float *logits;
+  GPtrArray *followers;      /* Seq: the other choices of its group, forked from its state
+                                once its prompt is read */
+  gboolean pending_first;    /* a follower swapped out before its first token: the logits are
+                                those of the prompt's end */
 } Seq;
 
 struct _DcpScheduler {
@@ -104,6 +108,7 @@ seq_free (Seq *s)
   g_clear_pointer (&s->sampler, dcp_sampler_free);
   g_clear_pointer (&s->generated, g_array_unref);
   g_free (s->logits);
+  g_clear_pointer (&s->followers, g_ptr_array_unref);
   g_free (s);
 }
 
@@ -154,6 +159,14 @@ seq_finish (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError 
   self->stats.finished++;
   if (s->cb.finished != NULL)
     s->cb.finished (s->user_data, reason, &usage, error);
+  /* Followers not forked yet end as their leader did: the prompt they share was never read. */
+  while (s->followers != NULL && s->followers->len > 0)
+    {
+      Seq *f = g_ptr_array_steal_index (s->followers, 0);
+
+      seq_finish (self, f, reason, error);
+      seq_free (f);
+    }
 }
 
 /* ---- device state and its pages ---- */
@@ -556,6 +569,9 @@ keep_answer (DcpScheduler *self, Seq *s)
 
 /* ---- admission, preemption ---- */
 
+static void    handle_token (DcpScheduler *self, Seq *s, guint32 token);
+static guint32 choose_token (DcpScheduler *self, Seq *s);
+
 /* Moves the youngest running sequence to RAM whole; it resumes first. */
 static void
 preempt_youngest (DcpScheduler *self)
@@ -795,6 +811,11 @@ admit (DcpScheduler *self)
       if (s->start_us == 0)
         s->start_us = self->now (self->now_data);
       g_ptr_array_add (self->running, s);
+      if (s->pending_first)
+        {
+          s->pending_first = FALSE;
+          handle_token (self, s, choose_token (self, s));
+        }
     }
 }
 
@@ -856,6 +877,74 @@ choose_token (DcpScheduler *self, Seq *s)
   return dcp_sampler_sample (s->sampler, s->logits, NULL, 0);
 }
 
+/* The leader s has read the prompt its group shares: each follower starts from a copy of its
+ * state and logits and samples its own first token with its own sampler. One that finds no
+ * running slot or state block now waits at the head of the queue, swapped out to RAM. */
+static void
+fork_followers (DcpScheduler *self, Seq *s)
+{
+  g_autoptr(GByteArray) blob = NULL;
+  GList *after = NULL;
+
+  while (s->followers != NULL && s->followers->len > 0)
+    {
+      Seq *f = g_ptr_array_steal_index (s->followers, 0);
+      g_autoptr(GError) error = NULL;
+
+      f->n_read = s->n_read;
+      f->cached = s->cached;
+      f->start_us = s->start_us;
+      f->first_token_us = s->first_token_us;
+      memcpy (f->logits, s->logits, self->vocab * sizeof (float));
+      if (f->cancelled || f->max_tokens == 0)
+        {
+          seq_finish (self, f, f->cancelled ? DCP_SEQ_FINISH_CANCELLED : DCP_SEQ_FINISH_LENGTH, NULL);
+          seq_free (f);
+          continue;
+        }
+      if (self->running->len < self->config.max_running && self->gdn_free > 0 &&
+          (f->state = state_new (self, &error)) != NULL)
+        {
+          self->gdn_free--;
+          f->pager_seq = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
+          sync_pages (self, f->state, f->pager_seq);
+          if (!dcp_backend_state_copy (self->backend, f->state, s->state, &error))
+            {
+              seq_release_device (self, f);
+              seq_finish (self, f, DCP_SEQ_FINISH_ERROR, error);
+              seq_free (f);
+              continue;
+            }
+          f->phase = DCP_SEQ_DECODING;
+          g_ptr_array_add (self->running, f);
+          handle_token (self, f, choose_token (self, f));
+          continue;
+        }
+      if (blob == NULL)
+        {
+          blob = g_byte_array_new ();
+          dcp_backend_state_save (self->backend, s->state, blob);
+        }
+      /* Like a preempted sequence: in RAM even beyond the budget, first in the queue. */
+      (void) make_ram_room (self, blob->len);
+      dcp_tier_store_put_ram (self->tiers, SWAP_KEY (f->id), blob->data, blob->len);
+      self->stats.bytes_device_to_ram += blob->len;
+      f->phase = DCP_SEQ_SWAPPED;
+      f->resume_phase = DCP_SEQ_DECODING;
+      f->pending_first = TRUE;
+      if (after == NULL)
+        {
+          g_queue_push_head (&self->waiting, f);
+          after = self->waiting.head;
+        }
+      else
+        {
+          g_queue_insert_after (&self->waiting, after, f);
+          after = after->next;
+        }
+    }
+}
+
 /* Room in the pool for every decoding sequence's next token: idle snapshots leave first, then
  * the youngest running sequences are preempted. A sequence alone that cannot grow has filled
  * the pool. */
@@ -913,6 +1002,17 @@ fail_running (DcpScheduler *self, const GError *error)
     }
 }
 
+/* Marks s, or the follower of s, that has this id. */
+static void
+mark_cancelled (Seq *s, guint64 id)
+{
+  if (s->id == id)
+    s->cancelled = TRUE;
+  for (guint i = 0; s->followers != NULL && i < s->followers->len; i++)
+    if (((Seq *) g_ptr_array_index (s->followers, i))->id == id)
+      ((Seq *) g_ptr_array_index (s->followers, i))->cancelled = TRUE;
+}
+
 static void
 take_incoming (DcpScheduler *self)
 {
@@ -926,11 +1026,9 @@ take_incoming (DcpScheduler *self)
       guint64 id = g_array_index (self->cancels, guint64, i);
 
       for (GList *l = self->waiting.head; l != NULL; l = l->next)
-        if (((Seq *) l->data)->id == id)
-          ((Seq *) l->data)->cancelled = TRUE;
+        mark_cancelled (l->data, id);
       for (guint j = 0; j < self->running->len; j++)
-        if (((Seq *) g_ptr_array_index (self->running, j))->id == id)
-          ((Seq *) g_ptr_array_index (self->running, j))->cancelled = TRUE;
+        mark_cancelled (g_ptr_array_index (self->running, j), id);
     }
   g_array_set_size (self->cancels, 0);
   g_mutex_unlock (&self->lock);
@@ -1111,6 +1209,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         continue;
       take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);
       s->first_token_us = self->now (self->now_data);
+      fork_followers (self, s);
       if (s->max_tokens == 0)
         finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
       else
@@ -1232,18 +1331,17 @@ dcp_scheduler_free (DcpScheduler *self)
   g_free (self);
 }
 
-guint64
-dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
-                      const DcpSeqCallbacks *callbacks, gpointer user_data, GError **error)
+static Seq *
+seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *callbacks,
+         gpointer user_data, GError **error)
 {
   g_autoptr(DcpSampler) sampler = NULL;
   Seq *s;
 
-  g_return_val_if_fail (self != NULL && params != NULL, 0);
   if (params->n_prompt == 0 || params->prompt == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "prompt: at least one token is needed");
-      return 0;
+      return NULL;
     }
   for (guint i = 0; i < params->n_prompt; i++)
     if (params->prompt[i] >= self->vocab)
@@ -1251,11 +1349,11 @@ dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
         g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                      "prompt: token %u at %u is outside the vocabulary (%u)", params->prompt[i], i,
                      self->vocab);
-        return 0;
+        return NULL;
       }
   sampler = dcp_sampler_new (&params->sampling, self->vocab, error);
   if (sampler == NULL)
-    return 0;
+    return NULL;
   dcp_sampler_add_prompt (sampler, params->prompt, params->n_prompt);
 
   s = g_new0 (Seq, 1);
@@ -1274,15 +1372,67 @@ dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
   s->phase = DCP_SEQ_WAITING;
   s->generated = g_array_new (FALSE, FALSE, sizeof (guint32));
   s->logits = g_new (float, self->vocab);
+  return s;
+}
 
+guint64
+dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
+                      const DcpSeqCallbacks *callbacks, gpointer user_data, GError **error)
+{
+  guint64 id = 0;
+
+  g_return_val_if_fail (self != NULL && params != NULL, 0);
+  if (!dcp_scheduler_submit_group (self, params, 1, callbacks, &user_data, &id, error))
+    return 0;
+  return id;
+}
+
+gboolean
+dcp_scheduler_submit_group (DcpScheduler *self, const DcpSeqParams *params, guint n,
+                            const DcpSeqCallbacks *callbacks, gpointer *user_data, guint64 *ids,
+                            GError **error)
+{
+  g_autoptr(GPtrArray) group = g_ptr_array_new_with_free_func ((GDestroyNotify) seq_free);
+  Seq *leader;
+
+  g_return_val_if_fail (self != NULL && params != NULL && n >= 1 && user_data != NULL && ids != NULL, FALSE);
+  for (guint i = 0; i < n; i++)
+    {
+      Seq *s;
+
+      if (i > 0 && (params[i].n_prompt != params[0].n_prompt ||
+                    memcmp (params[i].prompt, params[0].prompt, (gsize) params[0].n_prompt * sizeof (guint32)) != 0))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                       "prompt: choice %u of a group has another prompt than the first", i);
+          return FALSE;
+        }
+      s = seq_new (self, &params[i], callbacks, user_data[i], error);
+      if (s == NULL)
+        return FALSE;
+      g_ptr_array_add (group, s);
+    }
+  g_ptr_array_set_free_func (group, NULL);
+  leader = g_ptr_array_index (group, 0);
+  if (n > 1)
+    {
+      leader->followers = g_ptr_array_new ();
+      for (guint i = 1; i < n; i++)
+        g_ptr_array_add (leader->followers, g_ptr_array_index (group, i));
+    }
   g_mutex_lock (&self->lock);
-  s->id = self->next_id++;
-  s->submit_us = self->now (self->now_data);
-  self->stats.requests++;
-  g_queue_push_tail (&self->incoming, s);
+  for (guint i = 0; i < n; i++)
+    {
+      Seq *s = g_ptr_array_index (group, i);
+
+      s->id = ids[i] = self->next_id++;
+      s->submit_us = self->now (self->now_data);
+    }
+  self->stats.requests += n;
+  g_queue_push_tail (&self->incoming, leader);
   g_cond_signal (&self->cond);
   g_mutex_unlock (&self->lock);
-  return s->id;
+  return TRUE;
 }
 
 void

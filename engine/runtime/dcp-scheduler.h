@@ -146,6 +146,19 @@ guint64       dcp_scheduler_submit     (DcpScheduler             *self,
                                         const DcpSeqCallbacks    *callbacks,
                                         gpointer                  user_data,
                                         GError                  **error);
+/* Any thread: n choices of one prompt (params[0..n), same prompt tokens; their own sampling,
+ * max tokens, stop tokens), each with its user_data[i]. The prompt is read once: when it is,
+ * every other choice starts from a copy of the first one's state (dcp_backend_state_copy) and
+ * the same logits, and samples with its own sampler (its own seed). Ids go to ids[0..n). A
+ * choice that finds no running slot then waits first in the queue, swapped out to RAM. If the
+ * first choice ends before its prompt is read, the others end the same way. */
+gboolean      dcp_scheduler_submit_group (DcpScheduler           *self,
+                                          const DcpSeqParams     *params,
+                                          guint                   n,
+                                          const DcpSeqCallbacks  *callbacks,
+                                          gpointer               *user_data,
+                                          guint64                *ids,
+                                          GError                **error);
 /* Any thread: the sequence ends with DCP_SEQ_FINISH_CANCELLED before the next step. */
 void          dcp_scheduler_cancel     (DcpScheduler             *self,
                                         guint64                   id);

@@ -846,6 +846,130 @@ test_slow_disk (void)
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
+/* ---- n choices of one prompt ---- */
+
+static void
+group_params (DcpSeqParams *p, Request *r, guint64 seed)
+{
+  memset (p, 0, sizeof *p);
+  dcp_sampler_params_init (&p->sampling);
+  p->sampling.temperature = 0.9;
+  p->sampling.seed = seed;
+  p->prompt = (guint32 *) r->prompt->data;
+  p->n_prompt = r->prompt->len;
+  p->max_tokens = r->max_tokens;
+  p->stop_tokens = &r->stop;
+  p->n_stop_tokens = 1;
+}
+
+/* Four sampled choices of one prompt on two running slots: the prompt is read once, the
+ * choices that do not fit wait swapped out, and each choice's tokens are exactly those of the
+ * same request alone with its seed. A group whose first choice is cancelled before its prompt
+ * is read ends whole. */
+static void
+test_group (void)
+{
+  enum { N = 4 };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (17);
+  g_autoptr(GError) error = NULL;
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  Request *choices[N], *alone[N], *dropped[2];
+  DcpSeqParams params[N];
+  gpointer data[N];
+  guint64 ids[N];
+  DcpSchedulerStats stats;
+  gboolean busy = TRUE;
+  guint distinct = 0;
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 3;
+  config.prefill_chunk = 7;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  config.ram_bytes = 1 << 20;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  choices[0] = new_request (rand, NULL, 29, 10);
+  for (guint i = 0; i < N; i++)
+    {
+      if (i > 0)
+        choices[i] = new_request (rand, choices[0]->prompt, 0, 6 + 2 * i);
+      choices[i]->stop = g_rand_int_range (rand, 0, vocab);
+      group_params (&params[i], choices[i], 100 + i);
+      data[i] = choices[i];
+    }
+  g_assert_true (dcp_scheduler_submit_group (sched, params, N, &callbacks, data, ids, &error));
+  g_assert_no_error (error);
+  for (guint i = 1; i < N; i++)
+    g_assert_cmpuint (ids[i], ==, ids[0] + i);
+  while (busy)
+    g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.prompt_tokens_read, ==, 29);
+  g_assert_cmpuint (stats.bytes_ram_to_device, >, 0);   /* the choices that waited swapped out */
+  g_assert_cmpuint (stats.finished, ==, N);
+  g_assert_cmpuint (stats.running + stats.waiting, ==, 0);
+
+  /* Each alone, in a scheduler of its own. */
+  for (guint i = 0; i < N; i++)
+    {
+      g_autoptr(DcpScheduler) one = dcp_scheduler_new (backend, &config, &error);
+      DcpSeqParams p;
+
+      alone[i] = new_request (rand, choices[i]->prompt, 0, choices[i]->max_tokens);
+      g_array_set_size (alone[i]->prompt, choices[0]->prompt->len);
+      alone[i]->stop = choices[i]->stop;
+      group_params (&p, alone[i], 100 + i);
+      g_assert_cmpuint (dcp_scheduler_submit (one, &p, &callbacks, alone[i], &error), >, 0);
+      busy = TRUE;
+      while (busy)
+        g_assert_true (dcp_scheduler_step (one, &busy, &error));
+      g_assert_true (choices[i]->done);
+      g_assert_cmpint (choices[i]->reason, ==, alone[i]->reason);
+      g_assert_cmpuint (choices[i]->tokens->len, ==, alone[i]->tokens->len);
+      g_assert_cmpmem (choices[i]->tokens->data, choices[i]->tokens->len * 4,
+                       alone[i]->tokens->data, alone[i]->tokens->len * 4);
+      g_assert_cmpuint (choices[i]->usage.prompt_tokens, ==, 29);
+      if (i > 0 && choices[i]->tokens->len > 0 && choices[0]->tokens->len > 0 &&
+          g_array_index (choices[i]->tokens, guint32, 0) != g_array_index (choices[0]->tokens, guint32, 0))
+        distinct++;
+    }
+  /* The seeds make the choices differ. */
+  g_assert_cmpuint (distinct, >, 0);
+
+  /* Cancelled before the prompt is read: every choice ends cancelled, with no token. */
+  for (guint i = 0; i < 2; i++)
+    {
+      dropped[i] = new_request (rand, choices[0]->prompt, 0, 5);
+      group_params (&params[i], dropped[i], 7 + i);
+      data[i] = dropped[i];
+    }
+  g_assert_true (dcp_scheduler_submit_group (sched, params, 2, &callbacks, data, ids, &error));
+  dcp_scheduler_cancel (sched, ids[0]);
+  busy = TRUE;
+  while (busy)
+    g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_true (dropped[i]->done);
+      g_assert_cmpint (dropped[i]->reason, ==, DCP_SEQ_FINISH_CANCELLED);
+      g_assert_cmpuint (dropped[i]->tokens->len, ==, 0);
+      request_free (dropped[i]);
+    }
+  /* A group with another prompt is refused. */
+  g_array_index (choices[1]->prompt, guint32, 3) ^= 1;
+  group_params (&params[1], choices[1], 1);
+  g_assert_false (dcp_scheduler_submit_group (sched, params, 2, &callbacks, data, ids, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  for (guint i = 0; i < N; i++)
+    {
+      request_free (choices[i]);
+      request_free (alone[i]);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -857,6 +981,7 @@ main (int argc, char **argv)
   g_test_add_func ("/scheduler/paged", test_paged);
   g_test_add_func ("/scheduler/thread", test_thread);
   g_test_add_func ("/scheduler/pick", test_pick);
+  g_test_add_func ("/scheduler/group", test_group);
   g_test_add_func ("/scheduler/slow-disk", test_slow_disk);
   g_test_add_func ("/scheduler/invariant", test_invariant);
   ret = g_test_run ();
