@@ -323,18 +323,31 @@ make_ram_room (DcpScheduler *self, guint64 need)
 }
 
 /* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none, or
- * (may_wait) when RAM will have room for it once the disk writes in flight end: it stays. */
+ * (may_wait) when RAM will have room for it once the disk writes in flight end: it stays.
+ * For pages (for_pages), the first in policy order that gives pages back goes: a snapshot whose
+ * pages are all shared with others frees none (then any goes: two snapshots may share them). */
 static gboolean
-evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_wait)
+evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_wait, gboolean for_pages)
 {
   g_autoptr(GArray) c = candidates (self, DCP_TIER_DEVICE, skip);
   g_autoptr(GByteArray) blob = NULL;
   DcpPrefixEntry *e;
   Room room = ROOM_NEVER;
+  guint pick = 0;
 
   if (c->len == 0)
     return FALSE;
-  e = g_array_index (c, DcpEvictionCandidate, 0).key;
+  for (guint i = 0; for_pages && i < c->len; i++)
+    {
+      DcpPrefixEntry *k = g_array_index (c, DcpEvictionCandidate, i).key;
+
+      if (dcp_kv_pager_seq_pages_owned (self->pager, k->pager_seq) > 0)
+        {
+          pick = i;
+          break;
+        }
+    }
+  e = g_array_index (c, DcpEvictionCandidate, pick).key;
   blob = g_byte_array_new ();
   dcp_backend_state_save (self->backend, e->state, blob);
   e->bytes = blob->len;
@@ -359,7 +372,7 @@ static gboolean
 make_device_room (DcpScheduler *self, guint pages, guint blocks, const DcpPrefixEntry *skip)
 {
   while (dcp_kv_pager_get_n_free (self->pager) < pages || self->gdn_free < blocks)
-    if (!evict_one_device (self, skip, TRUE))
+    if (!evict_one_device (self, skip, TRUE, self->gdn_free >= blocks))
       return FALSE;
   return TRUE;
 }
@@ -371,7 +384,7 @@ static gboolean
 make_room_to_grow (DcpScheduler *self, guint seq, guint n_tokens, gboolean may_wait)
 {
   while (dcp_kv_pager_seq_pages_needed (self->pager, seq, n_tokens) > dcp_kv_pager_get_n_free (self->pager))
-    if (!evict_one_device (self, NULL, may_wait))
+    if (!evict_one_device (self, NULL, may_wait, TRUE))
       return FALSE;
   return TRUE;
 }
