@@ -1472,10 +1472,11 @@ dcp_scheduler_run (DcpScheduler *self)
       while (!self->stopping && (!busy || self->stalled) && !self->io_done &&
              g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
         {
-          /* Stalled: the worker's report wakes us; the timeout is a safety net only. */
-          if (!busy)
-            g_cond_wait (&self->cond, &self->lock);
-          else if (!g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + 50 * G_TIME_SPAN_MILLISECOND))
+          /* Stalled: the worker's report wakes us (the short timeout is a safety net only).
+           * Idle: a step a minute all the same, so that disk files idle for an hour go. */
+          gint64 wait = busy ? 50 * G_TIME_SPAN_MILLISECOND : G_TIME_SPAN_MINUTE;
+
+          if (!g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + wait))
             break;
         }
       self->io_done = FALSE;
