@@ -9,6 +9,7 @@ read its prompt again. Plain urllib: no SDK needed."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,7 +86,15 @@ class Tiers(unittest.TestCase):
         return os.path.join(self.cache, "run-%d" % engine.proc.pid)
 
     def test_evicted_to_disk_and_back(self):
+        # The folder of an engine that is gone, with a state file: cleared at start.
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        stale = os.path.join(self.cache, "run-%d" % gone.pid)
+        os.makedirs(stale, exist_ok=True)
+        with open(os.path.join(stale, "state-0000000000000001-0.bin"), "wb") as f:
+            f.write(b"old")
         engine = self.start()
+        self.assertFalse(os.path.exists(stale))
         seen_tiers = set()
 
         def watch(i):
@@ -108,6 +117,10 @@ class Tiers(unittest.TestCase):
         # The files on disk are the disk tier's, each a header and a state.
         files = os.listdir(self.run_folder(engine))
         self.assertEqual(len(files), sum(1 for r in rows if r["tier"] == "disk"), files)
+        self.assertGreater(len(files), 0)
+        # They go when the engine stops.
+        self.assertEqual(engine.stop(), 0, engine.log_text())
+        self.assertEqual(os.listdir(self.run_folder(engine)), [])
 
     def test_damaged_file_is_read_again(self):
         engine = self.start()
