@@ -5,75 +5,8 @@
 
 #include <string.h>
 
-#include "dcp-kv-pager.h"
-#include "dcp-prefix-cache.h"
-#include "dcp-scheduler.h"
+#include "dcp-scheduler-private.h"
 #include "dcp-settings.h"
-
-/* Tier store keys of preempted sequences; snapshot ids count up from 1. */
-#define SWAP_KEY(id) ((G_GUINT64_CONSTANT (1) << 63) | (id))
-
-typedef struct {
-  guint64 id;
-  guint32 *prompt;
-  guint n_prompt;
-  guint32 *stop;
-  guint n_stop;
-  guint max_tokens;
-  guint opening;
-  gboolean background, last_turn;
-  DcpSeqCallbacks cb;
-  gpointer user_data;
-
-  DcpSampler *sampler;
-  DcpSeqPhase phase;
-  DcpSeqPhase resume_phase;  /* SWAPPED: where it stopped */
-  DcpSeqState *state;        /* on the device while running */
-  guint pager_seq;
-  guint n_read;              /* tokens in the state: prompt, then generated ones fed back */
-  GArray *generated;         /* guint32 */
-  guint32 next_token;        /* sampled, to be fed in the next step */
-  guint cached;
-  gboolean cancelled;
-  gint64 submit_us, start_us, first_token_us;
-  float *logits;
-  GPtrArray *followers;      /* Seq: the other choices of its group, forked from its state
-                                once its prompt is read */
-  gboolean pending_first;    /* a follower swapped out before its first token: the logits are
-                                those of the prompt's end */
-} Seq;
-
-struct _DcpScheduler {
-  DcpBackend *backend;
-  DcpSchedulerConfig config;
-  guint vocab;
-  guint cap_tokens;          /* the most tokens one sequence may hold */
-  DcpKvPager *pager;
-  guint gdn_free;
-  DcpPrefixCache *cache;
-  DcpTierStore *tiers;
-  DcpKvPool *kv_pool;        /* the backend's pages, when it has a paged pool */
-  GArray *copies;            /* DcpKvPageCopy: copy-on-write the pager asks for */
-
-  GMutex lock;               /* guards what other threads touch: incoming, cancels, stopping,
-                                the published stats and list */
-  GCond cond;
-  GQueue incoming;
-  GArray *cancels;           /* guint64 */
-  gboolean stopping;
-  guint64 next_id;
-  DcpSchedulerStats stats;   /* engine thread; copied to published under the lock */
-  DcpSchedulerStats published;
-  GArray *published_list;
-
-  gboolean io_done;          /* the tier store's worker finished something (under lock) */
-  gboolean stalled;          /* the last step computed nothing: waiting for the disk */
-
-  GQueue waiting;            /* Seq, FIFO; preempted ones go back to the front */
-  GPtrArray *running;        /* Seq, in admission order */
-  gint64 (*now) (gpointer);
-  gpointer now_data;
-};
 
 static gint64
 default_now (gpointer user_data)
@@ -113,8 +46,8 @@ seq_free (Seq *s)
 }
 
 /* The first n tokens the sequence has (prompt, then generated). */
-static guint32 *
-seq_tokens (const Seq *s, guint n)
+guint32 *
+dcp_sched_seq_tokens (const Seq *s, guint n)
 {
   guint32 *t = g_new (guint32, MAX (n, 1));
   guint from_prompt = MIN (n, s->n_prompt);
@@ -125,8 +58,8 @@ seq_tokens (const Seq *s, guint n)
   return t;
 }
 
-static void
-seq_release_device (DcpScheduler *self, Seq *s)
+void
+dcp_sched_seq_release_device (DcpScheduler *self, Seq *s)
 {
   if (s->state == NULL)
     return;
@@ -169,417 +102,6 @@ seq_finish (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError 
     }
 }
 
-/* ---- device state and its pages ---- */
-
-static DcpSeqState *
-state_new (DcpScheduler *self, GError **error)
-{
-  if (self->kv_pool != NULL)
-    return dcp_backend_state_new_paged (self->backend, self->kv_pool, error);
-  return dcp_backend_state_new (self->backend, error);
-}
-
-/* Makes the pager's copy-on-write copies, then hands the state its page table. */
-static void
-sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
-{
-  g_autoptr(GArray) pages = NULL;
-  guint n;
-
-  if (self->kv_pool == NULL)
-    {
-      g_array_set_size (self->copies, 0);
-      return;
-    }
-  for (guint i = 0; i < self->copies->len; i++)
-    {
-      DcpKvPageCopy *c = &g_array_index (self->copies, DcpKvPageCopy, i);
-      dcp_backend_kv_pool_copy_page (self->backend, self->kv_pool, c->src, c->dst, c->n_tokens);
-      self->stats.pages_copied++;
-    }
-  g_array_set_size (self->copies, 0);
-  n = dcp_kv_pager_seq_get_n_pages (self->pager, pager_seq);
-  pages = g_array_sized_new (FALSE, FALSE, sizeof (guint32), n);
-  for (guint i = 0; i < n; i++)
-    {
-      guint32 p = dcp_kv_pager_seq_get_page (self->pager, pager_seq, i);
-      g_array_append_val (pages, p);
-    }
-  dcp_backend_state_set_pages (self->backend, state, (const guint32 *) pages->data, n);
-}
-
-/* ---- snapshots and tiers ---- */
-
-static void
-entry_release_device (DcpScheduler *self, DcpPrefixEntry *e)
-{
-  dcp_backend_state_free (self->backend, e->state);
-  e->state = NULL;
-  dcp_kv_pager_seq_free (self->pager, e->pager_seq);
-  self->gdn_free++;
-}
-
-static void
-entry_drop (DcpScheduler *self, DcpPrefixEntry *e)
-{
-  if (e->tier == DCP_TIER_DEVICE)
-    entry_release_device (self, e);
-  else
-    dcp_tier_store_remove (self->tiers, e->id);
-  self->stats.dropped_snapshots++;
-  dcp_prefix_cache_remove (self->cache, e);
-}
-
-/* The index in the waiting queue of the first request that could resume from e. */
-static guint
-entry_next_use (DcpScheduler *self, const DcpPrefixEntry *e)
-{
-  guint i = 0;
-
-  for (GList *l = self->waiting.head; l != NULL; l = l->next, i++)
-    {
-      Seq *s = l->data;
-
-      if (s->phase == DCP_SEQ_WAITING && dcp_prefix_entry_begins (e, s->prompt, s->n_prompt))
-        return i;
-    }
-  return DCP_EVICTION_NOT_NEEDED;
-}
-
-/* The entries on tier (but not skip), in the order they should leave it. */
-static GArray *
-candidates (DcpScheduler *self, DcpTier tier, const DcpPrefixEntry *skip)
-{
-  GArray *c = g_array_new (FALSE, FALSE, sizeof (DcpEvictionCandidate));
-
-  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
-    {
-      DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
-      DcpEvictionCandidate cand = { e, e->bytes, e->last_used_us, 0, e->background, e->finished };
-
-      if (e->tier != tier || e == skip || e->pinned)
-        continue;
-      cand.next_use = entry_next_use (self, e);
-      g_array_append_val (c, cand);
-    }
-  dcp_eviction_order (self->config.eviction, (DcpEvictionCandidate *) c->data, c->len);
-  return c;
-}
-
-static gboolean
-make_disk_room (DcpScheduler *self, guint64 need)
-{
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_DISK) < need)
-    return FALSE;
-  while (dcp_tier_store_get_free (self->tiers, DCP_TIER_DISK) < need)
-    {
-      g_autoptr(GArray) c = candidates (self, DCP_TIER_DISK, NULL);
-
-      if (c->len == 0)
-        return FALSE;
-      entry_drop (self, g_array_index (c, DcpEvictionCandidate, 0).key);
-    }
-  return TRUE;
-}
-
-typedef enum { ROOM_NOW, ROOM_SOON, ROOM_NEVER } Room;
-
-/* Frees RAM for need bytes: snapshots go to disk where the policy keeps them, else away. A
- * blob being written keeps its RAM until the write ends: ROOM_SOON when those writes will
- * free enough. */
-static Room
-make_ram_room (DcpScheduler *self, guint64 need)
-{
-  DcpTierStats ts;
-
-  while (dcp_tier_store_get_free (self->tiers, DCP_TIER_RAM) < need)
-    {
-      g_autoptr(GArray) c = candidates (self, DCP_TIER_RAM, NULL);
-      DcpEvictionCandidate *v;
-      DcpPrefixEntry *e;
-      g_autoptr(GError) error = NULL;
-
-      dcp_tier_store_get_stats (self->tiers, &ts);
-      if (dcp_tier_store_get_free (self->tiers, DCP_TIER_RAM) + ts.ram_writing >= need)
-        return ROOM_SOON;
-      if (c->len == 0)
-        return ROOM_NEVER;
-      v = &g_array_index (c, DcpEvictionCandidate, 0);
-      e = v->key;
-      if (dcp_eviction_keep_on_disk (self->config.eviction, v, self->now (self->now_data)) &&
-          make_disk_room (self, e->bytes))
-        {
-          if (dcp_tier_store_move_to_disk (self->tiers, e->id, &error))
-            {
-              e->tier = DCP_TIER_DISK;
-              self->stats.bytes_ram_to_disk += e->bytes;
-              continue;
-            }
-          g_message ("snapshot %" G_GUINT64_FORMAT " not written to disk: %s", e->id, error->message);
-        }
-      entry_drop (self, e);
-    }
-  return ROOM_NOW;
-}
-
-/* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none, or
- * (may_wait) when RAM will have room for it once the disk writes in flight end: it stays.
- * For pages (for_pages), the first in policy order that gives pages back goes: a snapshot whose
- * pages are all shared with others frees none (then any goes: two snapshots may share them). */
-static gboolean
-evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_wait, gboolean for_pages)
-{
-  g_autoptr(GArray) c = candidates (self, DCP_TIER_DEVICE, skip);
-  g_autoptr(GByteArray) blob = NULL;
-  DcpPrefixEntry *e;
-  Room room = ROOM_NEVER;
-  guint pick = 0;
-
-  if (c->len == 0)
-    return FALSE;
-  for (guint i = 0; for_pages && i < c->len; i++)
-    {
-      DcpPrefixEntry *k = g_array_index (c, DcpEvictionCandidate, i).key;
-
-      if (dcp_kv_pager_seq_pages_owned (self->pager, k->pager_seq) > 0)
-        {
-          pick = i;
-          break;
-        }
-    }
-  e = g_array_index (c, DcpEvictionCandidate, pick).key;
-  blob = g_byte_array_new ();
-  dcp_backend_state_save (self->backend, e->state, blob);
-  e->bytes = blob->len;
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len)
-    room = make_ram_room (self, blob->len);
-  if (room == ROOM_SOON && may_wait)
-    return FALSE;
-  if (room != ROOM_NOW)
-    {
-      entry_drop (self, e);
-      return TRUE;
-    }
-  dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
-  entry_release_device (self, e);
-  e->tier = DCP_TIER_RAM;
-  self->stats.bytes_device_to_ram += blob->len;
-  return TRUE;
-}
-
-/* Evicts idle snapshots until pages and blocks are free; FALSE when there is no room (yet). */
-static gboolean
-make_device_room (DcpScheduler *self, guint pages, guint blocks, const DcpPrefixEntry *skip)
-{
-  while (dcp_kv_pager_get_n_free (self->pager) < pages || self->gdn_free < blocks)
-    if (!evict_one_device (self, skip, TRUE, self->gdn_free >= blocks))
-      return FALSE;
-  return TRUE;
-}
-
-/* Evicts idle snapshots until pager sequence seq can grow to n_tokens. What it needs is asked
- * again after each eviction: a shared page that is left with one holder needs no copy. A
- * decoding sequence cannot wait (may_wait FALSE): snapshots that RAM cannot take now go. */
-static gboolean
-make_room_to_grow (DcpScheduler *self, guint seq, guint n_tokens, gboolean may_wait)
-{
-  while (dcp_kv_pager_seq_pages_needed (self->pager, seq, n_tokens) > dcp_kv_pager_get_n_free (self->pager))
-    if (!evict_one_device (self, NULL, may_wait, TRUE))
-      return FALSE;
-  return TRUE;
-}
-
-static guint
-pages_for (DcpScheduler *self, guint n_tokens)
-{
-  return (n_tokens + self->config.page_tokens - 1) / self->config.page_tokens;
-}
-
-/* Brings a snapshot back to the device; FALSE with an error when it cannot: BUSY while its
- * disk read runs or there is no device room yet (ask again next step); CORRUPT_FILE or IO for
- * a damaged or missing file (the entry is gone). Only the load itself, from RAM, runs here. */
-static gboolean
-entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
-{
-  g_autoptr(GBytes) blob = NULL;
-  DcpTier from = e->tier;
-  DcpSeqState *state;
-  DcpTierFetch fetch;
-  gboolean room;
-
-  if (e->tier == DCP_TIER_DEVICE)
-    return TRUE;
-  fetch = dcp_tier_store_fetch (self->tiers, e->id, error);
-  if (fetch == DCP_TIER_FETCH_FAILED)
-    {
-      dcp_prefix_cache_remove (self->cache, e);
-      return FALSE;
-    }
-  if (fetch == DCP_TIER_FETCH_PENDING)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "being read from disk");
-      return FALSE;
-    }
-  e->pinned = TRUE;
-  room = make_device_room (self, pages_for (self, e->n_tokens), 1, NULL);
-  e->pinned = FALSE;
-  if (!room)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "no device room");
-      return FALSE;
-    }
-  blob = dcp_tier_store_get (self->tiers, e->id, error);
-  if (blob == NULL)
-    {
-      dcp_prefix_cache_remove (self->cache, e);
-      return FALSE;
-    }
-  state = state_new (self, error);
-  if (state == NULL)
-    return FALSE;
-  e->pager_seq = dcp_kv_pager_seq_new (self->pager);
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
-  sync_pages (self, state, e->pager_seq);
-  if (!dcp_backend_state_load (self->backend, state, g_bytes_get_data (blob, NULL),
-                               g_bytes_get_size (blob), error))
-    {
-      dcp_backend_state_free (self->backend, state);
-      dcp_kv_pager_seq_free (self->pager, e->pager_seq);
-      dcp_tier_store_remove (self->tiers, e->id);
-      dcp_prefix_cache_remove (self->cache, e);
-      return FALSE;
-    }
-  e->state = state;
-  self->gdn_free--;
-  dcp_tier_store_remove (self->tiers, e->id);
-  e->tier = DCP_TIER_DEVICE;
-  if (from == DCP_TIER_RAM)
-    self->stats.bytes_ram_to_device += e->bytes;
-  else
-    self->stats.bytes_disk_to_device += e->bytes;
-  return TRUE;
-}
-
-/* Starts the disk reads of the snapshots the next requests in the queue will resume from, so
- * that they are in RAM when their turn comes. */
-static void
-prefetch (DcpScheduler *self)
-{
-  guint n = 0;
-
-  for (GList *l = self->waiting.head; l != NULL && n < self->config.max_running; l = l->next, n++)
-    {
-      Seq *s = l->data;
-      DcpPrefixEntry *e;
-      g_autoptr(GError) error = NULL;
-
-      if (s->phase != DCP_SEQ_WAITING)
-        continue;
-      e = dcp_prefix_cache_longest (self->cache, s->prompt, s->n_prompt, s->n_prompt - 1);
-      if (e == NULL || e->tier != DCP_TIER_DISK)
-        continue;
-      if (dcp_tier_store_fetch (self->tiers, e->id, &error) == DCP_TIER_FETCH_FAILED)
-        {
-          g_message ("sequence %" G_GUINT64_FORMAT ": cannot resume from its %u-token snapshot: %s",
-                     s->id, e->n_tokens, error->message);
-          dcp_prefix_cache_remove (self->cache, e);
-        }
-    }
-}
-
-static void
-trim_snapshots (DcpScheduler *self)
-{
-  while (dcp_prefix_cache_get_n (self->cache) > self->config.max_snapshots)
-    {
-      DcpPrefixEntry *victim = NULL;
-      /* The lowest tier goes first, in policy order within it. */
-      for (int t = DCP_TIER_DISK; t >= DCP_TIER_DEVICE && victim == NULL; t--)
-        {
-          g_autoptr(GArray) c = candidates (self, t, NULL);
-          if (c->len > 0)
-            victim = g_array_index (c, DcpEvictionCandidate, 0).key;
-        }
-      entry_drop (self, victim);
-    }
-}
-
-/* A copy of the sequence's state as a reusable snapshot (skipped when no block is free). */
-static void
-take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
-{
-  g_autofree guint32 *tokens = seq_tokens (s, s->n_read);
-  g_autoptr(GError) error = NULL;
-  DcpPrefixEntry *e = dcp_prefix_cache_find (self->cache, tokens, s->n_read);
-  DcpSeqState *state;
-  guint fork;
-
-  if (self->config.max_snapshots == 0)
-    return;
-  if (e != NULL)
-    {
-      e->last_used_us = self->now (self->now_data);
-      return;
-    }
-  if (!make_device_room (self, 0, 1, NULL))
-    {
-      g_debug ("sequence %" G_GUINT64_FORMAT ": no room for a %s snapshot", s->id,
-               dcp_snapshot_kind_to_string (kind));
-      return;
-    }
-  state = state_new (self, &error);
-  if (state == NULL)
-    {
-      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
-      return;
-    }
-  fork = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
-  sync_pages (self, state, fork);
-  if (!dcp_backend_state_copy (self->backend, state, s->state, &error))
-    {
-      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
-      dcp_backend_state_free (self->backend, state);
-      dcp_kv_pager_seq_free (self->pager, fork);
-      return;
-    }
-  e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, kind);
-  e->state = state;
-  e->pager_seq = fork;
-  e->bytes = dcp_backend_state_get_bytes (self->backend, state);
-  e->last_used_us = self->now (self->now_data);
-  e->conversation = s->id;
-  e->background = s->background;
-  e->finished = s->last_turn;
-  self->gdn_free--;
-  self->stats.snapshots_taken++;
-  trim_snapshots (self);
-}
-
-/* The finished sequence's state becomes its answer-end snapshot without a copy. */
-static void
-keep_answer (DcpScheduler *self, Seq *s)
-{
-  g_autofree guint32 *tokens = seq_tokens (s, s->n_read);
-  DcpPrefixEntry *e;
-
-  if (self->config.max_snapshots == 0 || s->state == NULL ||
-      dcp_prefix_cache_find (self->cache, tokens, s->n_read) != NULL)
-    {
-      seq_release_device (self, s);
-      return;
-    }
-  e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, DCP_SNAPSHOT_ANSWER_END);
-  e->state = g_steal_pointer (&s->state);
-  e->pager_seq = s->pager_seq;
-  e->bytes = dcp_backend_state_get_bytes (self->backend, e->state);
-  e->last_used_us = self->now (self->now_data);
-  e->conversation = s->id;
-  e->background = s->background;
-  e->finished = s->last_turn;
-  self->stats.snapshots_taken++;
-  trim_snapshots (self);
-}
-
 /* ---- admission, preemption ---- */
 
 static void    handle_token (DcpScheduler *self, Seq *s, guint32 token);
@@ -594,10 +116,10 @@ preempt_youngest (DcpScheduler *self)
 
   dcp_backend_state_save (self->backend, s->state, blob);
   /* The RAM budget is for snapshots: a preempted sequence goes to RAM even beyond it. */
-  (void) make_ram_room (self, blob->len);
+  (void) dcp_sched_make_ram_room (self, blob->len);
   dcp_tier_store_put_ram (self->tiers, SWAP_KEY (s->id), blob->data, blob->len);
   self->stats.bytes_device_to_ram += blob->len;
-  seq_release_device (self, s);
+  dcp_sched_seq_release_device (self, s);
   s->resume_phase = s->phase;
   s->phase = DCP_SEQ_SWAPPED;
   self->stats.preemptions++;
@@ -613,17 +135,17 @@ resume_swapped (DcpScheduler *self, Seq *s, GError **error)
   g_autoptr(GBytes) blob = NULL;
   guint target = s->resume_phase == DCP_SEQ_PROMPT ? s->n_prompt : s->n_read;
 
-  if (!make_device_room (self, pages_for (self, target), 1, NULL))
+  if (!dcp_sched_make_device_room (self, dcp_sched_pages_for (self, target), 1, NULL))
     return FALSE;
   blob = dcp_tier_store_get (self->tiers, SWAP_KEY (s->id), error);
   if (blob == NULL)
     return FALSE;
-  s->state = state_new (self, error);
+  s->state = dcp_sched_state_new (self, error);
   if (s->state == NULL)
     return FALSE;
   s->pager_seq = dcp_kv_pager_seq_new (self->pager);
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
-  sync_pages (self, s->state, s->pager_seq);
+  dcp_sched_sync_pages (self, s->state, s->pager_seq);
   if (!dcp_backend_state_load (self->backend, s->state, g_bytes_get_data (blob, NULL),
                                g_bytes_get_size (blob), error))
     {
@@ -696,7 +218,7 @@ adopt_snapshot (DcpScheduler *self, Seq *s, DcpPrefixEntry *e)
   s->pager_seq = e->pager_seq;
   e->bytes = blob->len;
   if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
-      make_ram_room (self, blob->len) == ROOM_NOW)
+      dcp_sched_make_ram_room (self, blob->len) == ROOM_NOW)
     {
       dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
       e->tier = DCP_TIER_RAM;
@@ -735,7 +257,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       if (e == NULL)
         break;
       e_len = e->n_tokens;
-      if (entry_to_device (self, e, &local))
+      if (dcp_sched_entry_to_device (self, e, &local))
         break;
       if (g_error_matches (local, DCP_ERROR, DCP_ERROR_BUSY))
         return ADMIT_WAIT;
@@ -746,7 +268,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
   reuse = e != NULL ? e->n_tokens : 0;
   if (e != NULL)
     e->last_used_us = self->now (self->now_data);
-  if (!make_device_room (self, 0, 1, e))
+  if (!dcp_sched_make_device_room (self, 0, 1, e))
     {
       if (e == NULL)
         return ADMIT_WAIT;
@@ -754,12 +276,12 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
     }
   else
     {
-      s->state = state_new (self, error);
+      s->state = dcp_sched_state_new (self, error);
       if (s->state == NULL)
         return ADMIT_FAILED;
       s->pager_seq = e != NULL ? dcp_kv_pager_seq_fork (self->pager, e->pager_seq, e->n_tokens)
                                : dcp_kv_pager_seq_new (self->pager);
-      sync_pages (self, s->state, s->pager_seq);
+      dcp_sched_sync_pages (self, s->state, s->pager_seq);
       if (e != NULL && !dcp_backend_state_copy (self->backend, s->state, e->state, error))
         {
           dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
@@ -777,9 +299,9 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
   else
     self->stats.reuse_misses++;
   log_divergence (self, s, reuse);
-  if (!make_room_to_grow (self, s->pager_seq, s->n_prompt, TRUE))
+  if (!dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_prompt, TRUE))
     {
-      seq_release_device (self, s);
+      dcp_sched_seq_release_device (self, s);
       if (s->cached > 0)
         {
           self->stats.reuse_hits--;
@@ -791,7 +313,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       return ADMIT_WAIT;
     }
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_prompt, self->copies, NULL));
-  sync_pages (self, s->state, s->pager_seq);
+  dcp_sched_sync_pages (self, s->state, s->pager_seq);
   self->stats.prompt_tokens += s->n_prompt;
   s->phase = DCP_SEQ_PROMPT;
   return ADMIT_OK;
@@ -816,7 +338,7 @@ admit (DcpScheduler *self)
       g_queue_pop_head (&self->waiting);
       if (r == ADMIT_FAILED)
         {
-          seq_release_device (self, s);
+          dcp_sched_seq_release_device (self, s);
           seq_finish (self, s, DCP_SEQ_FINISH_ERROR, error);
           seq_free (s);
           continue;
@@ -839,9 +361,9 @@ finish_running (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GEr
 {
   g_ptr_array_remove (self->running, s);
   if (reason == DCP_SEQ_FINISH_STOP || reason == DCP_SEQ_FINISH_LENGTH)
-    keep_answer (self, s);
+    dcp_sched_keep_answer (self, s);
   else
-    seq_release_device (self, s);
+    dcp_sched_seq_release_device (self, s);
   seq_finish (self, s, reason, error);
   seq_free (s);
 }
@@ -916,14 +438,14 @@ fork_followers (DcpScheduler *self, Seq *s)
           continue;
         }
       if (self->running->len < self->config.max_running && self->gdn_free > 0 &&
-          (f->state = state_new (self, &error)) != NULL)
+          (f->state = dcp_sched_state_new (self, &error)) != NULL)
         {
           self->gdn_free--;
           f->pager_seq = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
-          sync_pages (self, f->state, f->pager_seq);
+          dcp_sched_sync_pages (self, f->state, f->pager_seq);
           if (!dcp_backend_state_copy (self->backend, f->state, s->state, &error))
             {
-              seq_release_device (self, f);
+              dcp_sched_seq_release_device (self, f);
               seq_finish (self, f, DCP_SEQ_FINISH_ERROR, error);
               seq_free (f);
               continue;
@@ -939,7 +461,7 @@ fork_followers (DcpScheduler *self, Seq *s)
           dcp_backend_state_save (self->backend, s->state, blob);
         }
       /* Like a preempted sequence: in RAM even beyond the budget, first in the queue. */
-      (void) make_ram_room (self, blob->len);
+      (void) dcp_sched_make_ram_room (self, blob->len);
       dcp_tier_store_put_ram (self->tiers, SWAP_KEY (f->id), blob->data, blob->len);
       self->stats.bytes_device_to_ram += blob->len;
       f->phase = DCP_SEQ_SWAPPED;
@@ -975,10 +497,10 @@ reserve_decode (DcpScheduler *self)
           i++;
           continue;
         }
-      if (make_room_to_grow (self, s->pager_seq, s->n_read + 1, FALSE))
+      if (dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_read + 1, FALSE))
         {
           g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_read + 1, self->copies, NULL));
-          sync_pages (self, s->state, s->pager_seq);
+          dcp_sched_sync_pages (self, s->state, s->pager_seq);
           i++;
         }
       else if (self->running->len == 1)
@@ -1071,12 +593,12 @@ take_incoming (DcpScheduler *self)
 static void
 expire_disk (DcpScheduler *self)
 {
-  g_autoptr(GArray) c = candidates (self, DCP_TIER_DISK, NULL);
+  g_autoptr(GArray) c = dcp_sched_candidates (self, DCP_TIER_DISK, NULL);
   gint64 now = self->now (self->now_data);
 
   for (guint i = 0; i < c->len; i++)
     if (!dcp_eviction_keep_on_disk (self->config.eviction, &g_array_index (c, DcpEvictionCandidate, i), now))
-      entry_drop (self, g_array_index (c, DcpEvictionCandidate, i).key);
+      dcp_sched_entry_drop (self, g_array_index (c, DcpEvictionCandidate, i).key);
 }
 
 static void
@@ -1144,7 +666,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   take_incoming (self);
   if (self->config.eviction == DCP_EVICTION_QUEUE_AWARE)
     expire_disk (self);
-  prefetch (self);
+  dcp_sched_prefetch (self);
   admit (self);
   reserve_decode (self);
 
@@ -1214,13 +736,13 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       if (s->cb.progress != NULL)
         s->cb.progress (s->user_data, s->n_read, s->n_prompt);
       if (s->n_read == s->opening && s->opening < s->n_prompt)
-        take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
+        dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
       else if (self->config.snapshot_pages > 0 && s->n_read < s->n_prompt &&
                s->n_read % (self->config.snapshot_pages * self->config.page_tokens) == 0)
-        take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
+        dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
       if (s->n_read < s->n_prompt)
         continue;
-      take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);
+      dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);
       s->first_token_us = self->now (self->now_data);
       fork_followers (self, s);
       if (s->max_tokens == 0)
@@ -1327,7 +849,7 @@ dcp_scheduler_free (DcpScheduler *self)
     {
       cancel_everything (self);
       while (dcp_prefix_cache_get_n (self->cache) > 0)
-        entry_drop (self, dcp_prefix_cache_get (self->cache, 0));
+        dcp_sched_entry_drop (self, dcp_prefix_cache_get (self->cache, 0));
       g_ptr_array_unref (self->running);
     }
   g_clear_pointer (&self->tiers, dcp_tier_store_free);
