@@ -301,10 +301,12 @@ dcp_sched_entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error
 }
 
 /* Starts the disk reads of the snapshots the next requests in the queue will resume from, so
- * that they are in RAM when their turn comes. */
+ * that they are in RAM when their turn comes; blobs read back for requests that no longer need
+ * them (cancelled, or resumed from another) leave their staging buffers. */
 void
 dcp_sched_prefetch (DcpScheduler *self)
 {
+  g_autoptr(GHashTable) wanted = g_hash_table_new (NULL, NULL);
   guint n = 0;
 
   for (GList *l = self->waiting.head; l != NULL && n < self->config.max_running; l = l->next, n++)
@@ -323,7 +325,16 @@ dcp_sched_prefetch (DcpScheduler *self)
           g_message ("sequence %" G_GUINT64_FORMAT ": cannot resume from its %u-token snapshot: %s",
                      s->id, e->n_tokens, error->message);
           dcp_prefix_cache_remove (self->cache, e);
+          continue;
         }
+      g_hash_table_add (wanted, e);
+    }
+  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
+    {
+      DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
+
+      if (e->tier == DCP_TIER_DISK && !g_hash_table_contains (wanted, e))
+        dcp_tier_store_unstage (self->tiers, e->id);
     }
 }
 

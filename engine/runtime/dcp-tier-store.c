@@ -504,6 +504,20 @@ dcp_tier_store_get (DcpTierStore *self, guint64 key, GError **error)
   return g_bytes_new (item->ram, item->size);
 }
 
+void
+dcp_tier_store_unstage (DcpTierStore *self, guint64 key)
+{
+  Item *item;
+
+  g_return_if_fail (self != NULL);
+  item = g_hash_table_lookup (self->items, &key);
+  if (item == NULL || item->tier != DCP_TIER_DISK || item->job != NULL || item->ram == NULL)
+    return;
+  ram_free (self, item->ram, item->size);
+  item->ram = NULL;
+  self->stats.staged_bytes -= item->size;
+}
+
 guint
 dcp_tier_store_poll (DcpTierStore *self)
 {

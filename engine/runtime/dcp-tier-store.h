@@ -95,6 +95,10 @@ DcpTierFetch  dcp_tier_store_fetch      (DcpTierStore           *self,
 GBytes       *dcp_tier_store_get        (DcpTierStore           *self,
                                          guint64                 key,
                                          GError                **error);
+/* Frees the staging buffer a finished fetch filled for key (the blob stays on disk); nothing
+ * when there is none. */
+void          dcp_tier_store_unstage    (DcpTierStore           *self,
+                                         guint64                 key);
 /* Applies the reads and writes the worker has finished; the number applied. Never blocks. */
 guint         dcp_tier_store_poll       (DcpTierStore           *self);
 /* Waits until no read or write is in flight (tests, shutdown). */

@@ -198,6 +198,15 @@ test_async (void)
   g_assert_cmpuint (stats.staged_bytes, ==, 3000);
   got = dcp_tier_store_get (store, 1, &error);
   g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), a, 3000);
+  /* Unstaged: the RAM goes, the blob stays on disk and can be fetched again. */
+  dcp_tier_store_unstage (store, 1);
+  g_assert_cmpuint (allocated, ==, 0);
+  dcp_tier_store_get_stats (store, &stats);
+  g_assert_cmpuint (stats.staged_bytes, ==, 0);
+  g_assert_cmpuint (stats.disk_bytes, ==, 3000);
+  g_assert_cmpint (dcp_tier_store_fetch (store, 1, &error), ==, DCP_TIER_FETCH_PENDING);
+  dcp_tier_store_wait (store);
+  g_assert_cmpint (dcp_tier_store_fetch (store, 1, &error), ==, DCP_TIER_FETCH_READY);
   dcp_tier_store_remove (store, 1);
   g_assert_cmpuint (allocated, ==, 0);
 
