@@ -68,7 +68,7 @@ gboolean
 dcp_tier_budget_resolve (const DcpSettings *settings, guint64 ram_planned,
                          DcpSchedulerConfig *config, GError **error)
 {
-  g_autofree char *folder = NULL;
+  g_autofree char *folder = NULL, *run = NULL;
 
   g_return_val_if_fail (settings != NULL && config != NULL, FALSE);
   config->ram_bytes = settings->ram_cache_bytes;
@@ -104,7 +104,8 @@ dcp_tier_budget_resolve (const DcpSettings *settings, guint64 ram_planned,
           config->disk_bytes = info != NULL
             ? g_file_info_get_attribute_uint64 (info, G_FILE_ATTRIBUTE_FILESYSTEM_FREE) / 4 : 0;
         }
-      config->disk_dir = g_strdup_printf ("%s/run-%d", folder, (int) getpid ());
+      run = g_strdup_printf ("run-%d", (int) getpid ());
+      config->disk_dir = g_build_filename (folder, run, NULL);
     }
   g_message ("idle conversations: RAM tier %.2f GiB, disk tier %.2f GiB%s%s",
              config->ram_bytes / (double) GIB, config->disk_bytes / (double) GIB,
