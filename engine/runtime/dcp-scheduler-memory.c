@@ -241,7 +241,8 @@ dcp_sched_pages_for (DcpScheduler *self, guint n_tokens)
 gboolean
 dcp_sched_entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
 {
-  g_autoptr(GBytes) blob = NULL;
+  const guint8 *blob;
+  gsize size = 0;
   DcpTier from = e->tier;
   DcpSeqState *state;
   DcpTierFetch fetch;
@@ -268,20 +269,16 @@ dcp_sched_entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error
       g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "no device room");
       return FALSE;
     }
-  blob = dcp_tier_store_get (self->tiers, e->id, error);
-  if (blob == NULL)
-    {
-      dcp_prefix_cache_remove (self->cache, e);
-      return FALSE;
-    }
+  /* In RAM now (pinned while room was made): loaded from there without a copy. */
+  blob = dcp_tier_store_peek (self->tiers, e->id, &size);
+  g_assert (blob != NULL);
   state = dcp_sched_state_new (self, error);
   if (state == NULL)
     return FALSE;
   e->pager_seq = dcp_kv_pager_seq_new (self->pager);
   g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
   dcp_sched_sync_pages (self, state, e->pager_seq);
-  if (!dcp_backend_state_load (self->backend, state, g_bytes_get_data (blob, NULL),
-                               g_bytes_get_size (blob), error))
+  if (!dcp_backend_state_load (self->backend, state, blob, size, error))
     {
       dcp_backend_state_free (self->backend, state);
       dcp_kv_pager_seq_free (self->pager, e->pager_seq);

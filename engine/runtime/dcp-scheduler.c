@@ -132,29 +132,34 @@ preempt_youngest (DcpScheduler *self)
 static gboolean
 resume_swapped (DcpScheduler *self, Seq *s, GError **error)
 {
-  g_autoptr(GBytes) blob = NULL;
   guint target = s->resume_phase == DCP_SEQ_PROMPT ? s->n_prompt : s->n_read;
+  const guint8 *blob;
+  gsize size = 0;
 
   if (!dcp_sched_make_device_room (self, dcp_sched_pages_for (self, target), 1, NULL))
     return FALSE;
-  blob = dcp_tier_store_get (self->tiers, SWAP_KEY (s->id), error);
+  /* Swapped sequences stay in RAM: loaded from there without a copy. */
+  blob = dcp_tier_store_peek (self->tiers, SWAP_KEY (s->id), &size);
   if (blob == NULL)
-    return FALSE;
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND, "sequence %" G_GUINT64_FORMAT ": its saved state is gone",
+                   s->id);
+      return FALSE;
+    }
   s->state = dcp_sched_state_new (self, error);
   if (s->state == NULL)
     return FALSE;
   s->pager_seq = dcp_kv_pager_seq_new (self->pager);
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
   dcp_sched_sync_pages (self, s->state, s->pager_seq);
-  if (!dcp_backend_state_load (self->backend, s->state, g_bytes_get_data (blob, NULL),
-                               g_bytes_get_size (blob), error))
+  if (!dcp_backend_state_load (self->backend, s->state, blob, size, error))
     {
       dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
       dcp_kv_pager_seq_free (self->pager, s->pager_seq);
       return FALSE;
     }
   self->gdn_free--;
-  self->stats.bytes_ram_to_device += g_bytes_get_size (blob);
+  self->stats.bytes_ram_to_device += size;
   dcp_tier_store_remove (self->tiers, SWAP_KEY (s->id));
   s->phase = s->resume_phase;
   return TRUE;

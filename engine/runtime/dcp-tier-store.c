@@ -504,6 +504,21 @@ dcp_tier_store_get (DcpTierStore *self, guint64 key, GError **error)
   return g_bytes_new (item->ram, item->size);
 }
 
+const guint8 *
+dcp_tier_store_peek (DcpTierStore *self, guint64 key, gsize *size)
+{
+  Item *item;
+
+  g_return_val_if_fail (self != NULL && size != NULL, NULL);
+  item = g_hash_table_lookup (self->items, &key);
+  if (item == NULL || item->ram == NULL)
+    return NULL;
+  if (item->tier == DCP_TIER_RAM)
+    self->stats.bytes_from_ram += item->size;
+  *size = item->size;
+  return item->ram;
+}
+
 void
 dcp_tier_store_unstage (DcpTierStore *self, guint64 key)
 {

@@ -95,6 +95,11 @@ DcpTierFetch  dcp_tier_store_fetch      (DcpTierStore           *self,
 GBytes       *dcp_tier_store_get        (DcpTierStore           *self,
                                          guint64                 key,
                                          GError                **error);
+/* The blob of key when it is in RAM (in the RAM tier, being written, or read back by a fetch),
+ * without a copy: valid until the key is removed or moved; NULL otherwise. */
+const guint8 *dcp_tier_store_peek       (DcpTierStore           *self,
+                                         guint64                 key,
+                                         gsize                  *size);
 /* Frees the staging buffer a finished fetch filled for key (the blob stays on disk); nothing
  * when there is none. */
 void          dcp_tier_store_unstage    (DcpTierStore           *self,
