@@ -970,6 +970,92 @@ test_group (void)
     }
 }
 
+/* A conversation's last turn never goes to disk (its snapshots leave RAM by being dropped), and
+ * nothing idle for over an hour stays on disk: two hours later, one step deletes every file. */
+static void
+test_disk_expiry (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (23);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-expiry-XXXXXX", NULL);
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+  g_autoptr(GDir) listing = NULL;
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  g_autoptr(GArray) items = NULL;
+  DcpSchedulerStats stats;
+  DcpSeqState *probe;
+  DcpBatchItem item;
+  DcpSeqParams p = { 0 };
+  Request *last;
+  guint64 last_id;
+  guint32 ids[40];
+
+  probe = dcp_backend_state_new (backend, &error);
+  fill_random (rand, ids, 40);
+  item = (DcpBatchItem) { probe, ids, 40, DCP_LOGITS_NONE, NULL, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  dcp_backend_state_save (backend, probe, blob);
+  dcp_backend_state_free (backend, probe);
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 1;
+  config.gdn_blocks = 2;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  config.snapshot_pages = 0;
+  config.ram_bytes = 2 * blob->len;
+  config.disk_bytes = 1 << 30;
+  config.disk_dir = dir;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  dcp_scheduler_set_clock (sched, fake_clock, NULL);
+
+  /* A last turn first, then conversations that go on, until states go to disk. */
+  last = new_request (rand, NULL, 20, 3);
+  g_ptr_array_add (requests, last);
+  dcp_sampler_params_init (&p.sampling);
+  p.sampling.temperature = 0;
+  p.prompt = (guint32 *) last->prompt->data;
+  p.n_prompt = last->prompt->len;
+  p.max_tokens = last->max_tokens;
+  p.last_turn = TRUE;
+  last_id = dcp_scheduler_submit (sched, &p, &callbacks, last, &error);
+  run_until_done (sched, last);
+  for (guint i = 0; i < 6; i++)
+    {
+      Request *r = new_request (rand, NULL, 20, 3);
+
+      g_ptr_array_add (requests, r);
+      submit (sched, r, 0);
+      run_until_done (sched, r);
+      fake_now += 1000;
+    }
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.bytes_ram_to_disk, >, 0);
+  g_assert_cmpuint (stats.disk_bytes, >, 0);
+  items = dcp_scheduler_list (sched);
+  for (guint i = 0; i < items->len; i++)
+    {
+      DcpSchedulerItem *it = &g_array_index (items, DcpSchedulerItem, i);
+
+      g_assert_false (it->is_snapshot && it->conversation == last_id);
+    }
+
+  fake_now += 2 * DCP_EVICTION_DISK_MAX_IDLE_US;
+  g_assert_true (dcp_scheduler_step (sched, NULL, &error));
+  dcp_scheduler_wait_io (sched);
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.disk_bytes, ==, 0);
+  listing = g_dir_open (dir, 0, NULL);
+  g_assert_null (g_dir_read_name (listing));
+  for (guint i = 0; i < requests->len; i++)
+    check_request (g_ptr_array_index (requests, i), G_MAXUINT);
+  g_clear_pointer (&sched, dcp_scheduler_free);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -983,6 +1069,7 @@ main (int argc, char **argv)
   g_test_add_func ("/scheduler/pick", test_pick);
   g_test_add_func ("/scheduler/group", test_group);
   g_test_add_func ("/scheduler/slow-disk", test_slow_disk);
+  g_test_add_func ("/scheduler/disk-expiry", test_disk_expiry);
   g_test_add_func ("/scheduler/invariant", test_invariant);
   ret = g_test_run ();
   g_object_unref (backend);
