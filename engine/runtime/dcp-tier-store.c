@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <gio/gio.h>
 #include <glib/gstdio.h>
 
 #include "dcp-tier-store.h"
@@ -101,64 +102,92 @@ digest (const guint8 *data, gsize size, guint8 out[DIGEST_LEN])
 
 /* ---- the worker ---- */
 
+/* The header, then the blob, streamed: no second copy of a state that may be gigabytes. The
+ * file appears under its name only once complete (GIO writes a temporary file and renames). */
 static gboolean
 write_file (Job *job, GError **error)
 {
-  g_autofree guint8 *file = g_malloc (sizeof (FileHeader) + job->size);
+  g_autoptr(GFile) file = g_file_new_for_path (job->path);
+  g_autoptr(GFileOutputStream) out = NULL;
+  g_autoptr(GCancellable) abandon = NULL;
   FileHeader header = { { 0 } };
+  GOutputStream *stream;
 
   memcpy (header.magic, FILE_MAGIC, sizeof header.magic);
   header.key = GUINT64_TO_LE (job->key);
   header.size = GUINT64_TO_LE ((guint64) job->size);
   digest (job->data, job->size, header.sha256);
-  memcpy (file, &header, sizeof header);
-  if (job->size > 0)
-    memcpy (file + sizeof header, job->data, job->size);
-  return g_file_set_contents (job->path, (const char *) file, sizeof header + job->size, error);
+  out = g_file_replace (file, NULL, FALSE, G_FILE_CREATE_PRIVATE | G_FILE_CREATE_REPLACE_DESTINATION,
+                        NULL, error);
+  if (out == NULL)
+    return FALSE;
+  stream = G_OUTPUT_STREAM (out);
+  if (g_output_stream_write_all (stream, &header, sizeof header, NULL, NULL, error) &&
+      (job->size == 0 || g_output_stream_write_all (stream, job->data, job->size, NULL, NULL, error)))
+    return g_output_stream_close (stream, NULL, error);
+  /* Closing with a cancelled cancellable drops the temporary file. */
+  abandon = g_cancellable_new ();
+  g_cancellable_cancel (abandon);
+  g_output_stream_close (stream, abandon, NULL);
+  return FALSE;
 }
 
-/* Reads and checks the file; the blob goes to job->data. */
+/* Reads and checks the file; the blob goes to job->data, read straight into the allocator's
+ * memory. */
 static gboolean
 read_file (DcpTierStore *self, Job *job, GError **error)
 {
-  g_autofree char *contents = NULL;
+  g_autoptr(GFile) file = g_file_new_for_path (job->path);
+  g_autoptr(GFileInputStream) in = NULL;
   g_autoptr(GError) local = NULL;
-  gsize length = 0;
+  GInputStream *stream;
   FileHeader header;
-  guint8 sum[DIGEST_LEN];
+  guint8 sum[DIGEST_LEN], extra;
+  gsize got = 0;
   const char *problem = NULL;
+  guint8 *data = NULL;
 
-  if (!g_file_get_contents (job->path, &contents, &length, &local))
+  in = g_file_read (file, NULL, &local);
+  stream = in != NULL ? G_INPUT_STREAM (in) : NULL;
+  if (stream == NULL || !g_input_stream_read_all (stream, &header, sizeof header, &got, NULL, &local))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "disk cache file %s: %s", job->path, local->message);
       return FALSE;
     }
-  if (length < sizeof header)
+  if (got < sizeof header)
     problem = "shorter than its header";
+  else if (memcmp (header.magic, FILE_MAGIC, sizeof header.magic) != 0)
+    problem = "not a state file";
+  else if (GUINT64_FROM_LE (header.key) != job->key)
+    problem = "another state's file";
+  else if (GUINT64_FROM_LE (header.size) != job->size)
+    problem = "wrong size";
   else
     {
-      memcpy (&header, contents, sizeof header);
-      if (memcmp (header.magic, FILE_MAGIC, sizeof header.magic) != 0)
-        problem = "not a state file";
-      else if (GUINT64_FROM_LE (header.key) != job->key)
-        problem = "another state's file";
-      else if (GUINT64_FROM_LE (header.size) != job->size || length - sizeof header != job->size)
+      data = self->allocator.alloc (MAX (job->size, 1), self->allocator.user_data);
+      if (!g_input_stream_read_all (stream, data, job->size, &got, NULL, &local))
+        {
+          self->allocator.free (data, MAX (job->size, 1), self->allocator.user_data);
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "disk cache file %s: %s", job->path, local->message);
+          return FALSE;
+        }
+      if (got != job->size || g_input_stream_read (stream, &extra, 1, NULL, NULL) != 0)
         problem = "wrong size";
       else
         {
-          digest ((const guint8 *) contents + sizeof header, job->size, sum);
+          digest (data, job->size, sum);
           if (memcmp (sum, header.sha256, DIGEST_LEN) != 0)
             problem = "checksum mismatch";
         }
     }
   if (problem != NULL)
     {
+      if (data != NULL)
+        self->allocator.free (data, MAX (job->size, 1), self->allocator.user_data);
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "disk cache file %s: %s", job->path, problem);
       return FALSE;
     }
-  job->data = self->allocator.alloc (MAX (job->size, 1), self->allocator.user_data);
-  if (job->size > 0)
-    memcpy (job->data, contents + sizeof header, job->size);
+  job->data = data;
   return TRUE;
 }
 
