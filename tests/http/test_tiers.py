@@ -109,6 +109,9 @@ class Tiers(unittest.TestCase):
         self.assertLessEqual(s["ram_bytes"], int(0.003 * 2**30), s)
         self.assertGreater(sum(u["prompt_tokens_details"]["cached_tokens"] for u in usages), 0)
         self.assertTrue({"ram", "disk"} <= seen_tiers, seen_tiers)
+        with urllib.request.urlopen(engine.url + "/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        self.assertRegex(metrics, r"\ndecapybara_scheduler_bytes_ram_to_disk [1-9][0-9]*\n")
         rows = stats(engine)["conversations"]
         for row in rows:
             self.assertIn(row["state"], ("running", "waiting", "idle", "swapped"))
