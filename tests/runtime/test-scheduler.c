@@ -960,6 +960,7 @@ test_group (void)
     }
   /* A group with another prompt is refused. */
   g_array_index (choices[1]->prompt, guint32, 3) ^= 1;
+  group_params (&params[0], choices[0], 1);
   group_params (&params[1], choices[1], 1);
   g_assert_false (dcp_scheduler_submit_group (sched, params, 2, &callbacks, data, ids, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
