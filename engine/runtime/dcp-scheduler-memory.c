@@ -200,10 +200,10 @@ evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_w
       dcp_sched_entry_drop (self, e);
       return TRUE;
     }
-  dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
+  self->stats.bytes_device_to_ram += blob->len;
+  dcp_tier_store_put_ram_take (self->tiers, e->id, g_steal_pointer (&blob));
   entry_release_device (self, e);
   e->tier = DCP_TIER_RAM;
-  self->stats.bytes_device_to_ram += blob->len;
   return TRUE;
 }
 

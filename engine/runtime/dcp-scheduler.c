@@ -114,18 +114,21 @@ preempt_youngest (DcpScheduler *self)
   Seq *s = g_ptr_array_steal_index (self->running, self->running->len - 1);
   g_autoptr(GByteArray) blob = g_byte_array_new ();
 
+  guint size;
+
   dcp_backend_state_save (self->backend, s->state, blob);
+  size = blob->len;
   /* The RAM budget is for snapshots: a preempted sequence goes to RAM even beyond it. */
-  (void) dcp_sched_make_ram_room (self, blob->len);
-  dcp_tier_store_put_ram (self->tiers, SWAP_KEY (s->id), blob->data, blob->len);
-  self->stats.bytes_device_to_ram += blob->len;
+  (void) dcp_sched_make_ram_room (self, size);
+  dcp_tier_store_put_ram_take (self->tiers, SWAP_KEY (s->id), g_steal_pointer (&blob));
+  self->stats.bytes_device_to_ram += size;
   dcp_sched_seq_release_device (self, s);
   s->resume_phase = s->phase;
   s->phase = DCP_SEQ_SWAPPED;
   self->stats.preemptions++;
   g_queue_push_head (&self->waiting, s);
   g_debug ("sequence %" G_GUINT64_FORMAT " preempted at %u tokens (%u bytes to RAM)", s->id,
-           s->n_read, blob->len);
+           s->n_read, size);
 }
 
 /* Brings a preempted sequence back exactly as it was; FALSE without an error: no room yet. */
@@ -225,9 +228,9 @@ adopt_snapshot (DcpScheduler *self, Seq *s, DcpPrefixEntry *e)
   if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
       dcp_sched_make_ram_room (self, blob->len) == ROOM_NOW)
     {
-      dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
-      e->tier = DCP_TIER_RAM;
       self->stats.bytes_device_to_ram += blob->len;
+      dcp_tier_store_put_ram_take (self->tiers, e->id, g_steal_pointer (&blob));
+      e->tier = DCP_TIER_RAM;
     }
   else
     {

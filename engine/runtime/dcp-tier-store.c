@@ -446,23 +446,49 @@ dcp_tier_store_remove (DcpTierStore *self, guint64 key)
   g_hash_table_remove (self->items, &key);
 }
 
-void
-dcp_tier_store_put_ram (DcpTierStore *self, guint64 key, const guint8 *data, gsize size)
+static void
+put_item (DcpTierStore *self, guint64 key, guint8 *ram, gsize size)
 {
-  Item *item;
+  Item *item = g_new0 (Item, 1);
 
-  g_return_if_fail (self != NULL && (data != NULL || size == 0));
-  dcp_tier_store_remove (self, key);
-  item = g_new0 (Item, 1);
   item->tier = DCP_TIER_RAM;
   item->size = size;
-  item->ram = self->allocator.alloc (MAX (size, 1), self->allocator.user_data);
-  if (size > 0)
-    memcpy (item->ram, data, size);
+  item->ram = ram;
   g_hash_table_insert (self->items, g_memdup2 (&key, sizeof key), item);
   self->stats.ram_bytes += size;
   self->stats.ram_items++;
   self->stats.bytes_to_ram += size;
+}
+
+void
+dcp_tier_store_put_ram (DcpTierStore *self, guint64 key, const guint8 *data, gsize size)
+{
+  guint8 *ram;
+
+  g_return_if_fail (self != NULL && (data != NULL || size == 0));
+  dcp_tier_store_remove (self, key);
+  ram = self->allocator.alloc (MAX (size, 1), self->allocator.user_data);
+  if (size > 0)
+    memcpy (ram, data, size);
+  put_item (self, key, ram, size);
+}
+
+void
+dcp_tier_store_put_ram_take (DcpTierStore *self, guint64 key, GByteArray *blob)
+{
+  gsize size;
+
+  g_return_if_fail (self != NULL && blob != NULL);
+  if (self->allocator.alloc != default_alloc || blob->len == 0)
+    {
+      dcp_tier_store_put_ram (self, key, blob->data, blob->len);
+      g_byte_array_unref (blob);
+      return;
+    }
+  /* g_malloc'd either way: the array's bytes become the item's. */
+  dcp_tier_store_remove (self, key);
+  size = blob->len;
+  put_item (self, key, g_byte_array_free (blob, FALSE), size);
 }
 
 gboolean

@@ -70,6 +70,11 @@ void          dcp_tier_store_put_ram    (DcpTierStore           *self,
                                          guint64                 key,
                                          const guint8           *data,
                                          gsize                   size);
+/* The same, taking the blob: its bytes become the stored copy when the allocator is g_malloc
+ * (no copy), else they are copied. */
+void          dcp_tier_store_put_ram_take (DcpTierStore         *self,
+                                           guint64               key,
+                                           GByteArray           *blob);
 /* Starts moving key's blob from RAM to a file (written with its checksum by the worker): the
  * key is on the disk tier from now on, and its RAM is freed when the write ends. FALSE without
  * a disk folder. A write that fails is reported by the next fetch of the key. */
