@@ -188,13 +188,23 @@ evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_w
         }
     }
   e = g_array_index (c, DcpEvictionCandidate, pick).key;
-  blob = g_byte_array_new ();
-  dcp_backend_state_save (self->backend, e->state, blob);
-  e->bytes = blob->len;
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len)
-    room = dcp_sched_make_ram_room (self, blob->len);
+  /* Room for what it holds first (e->bytes, which the saved form barely exceeds), so that a
+   * state that cannot go to RAM now is not saved for nothing; then for the saved size. */
+  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= e->bytes)
+    room = dcp_sched_make_ram_room (self, e->bytes);
   if (room == ROOM_SOON && may_wait)
     return FALSE;
+  if (room == ROOM_NOW)
+    {
+      blob = g_byte_array_new ();
+      dcp_backend_state_save (self->backend, e->state, blob);
+      e->bytes = blob->len;
+      room = ROOM_NEVER;
+      if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len)
+        room = dcp_sched_make_ram_room (self, blob->len);
+      if (room == ROOM_SOON && may_wait)
+        return FALSE;
+    }
   if (room != ROOM_NOW)
     {
       dcp_sched_entry_drop (self, e);
