@@ -12,13 +12,15 @@
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
 #include "dcp-model-source.h"
+#include "dcp-tier-budget.h"
 
-/* The CPU backend runs the model in plain precision; its KV pool lives in RAM, with no RAM or
- * disk tier behind it. */
-static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE };
+/* The CPU backend runs the model in plain precision; its KV pool lives in RAM, with the
+ * scheduler's RAM and disk tiers behind it. */
+static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
 /* The CUDA backend (when built and a GPU is there) runs one conversation at a time so far: its
- * KV cache does not take pages from the scheduler's pool yet. */
-static const DcpEngineCaps cuda_caps = { TRUE, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE };
+ * KV cache does not take pages from the scheduler's pool yet. Tiers go through state_save and
+ * state_load. */
+static const DcpEngineCaps cuda_caps = { TRUE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
 static void
@@ -104,6 +106,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   g_autoptr(DcpBackend) backend = NULL;
   g_autofree char *loop_guard = NULL, *backend_name = NULL;
   g_autoptr(DcpExecutor) executor = NULL;
+  g_autofree char *disk_dir = NULL;
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
   DcpTensorSource source;
@@ -145,7 +148,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
   if (executor == NULL)
     return NULL;
-  if (settings->conversations == 1)
+  if (settings->conversations == 1 && settings->ram_cache_bytes == 0 && settings->disk_cache_bytes == 0)
     {
       /* One conversation: the executor's own loop, which also lets n > 1 choices read the
        * prompt once. */
@@ -155,6 +158,10 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
       return g_steal_pointer (&executor);
     }
   scheduler_config (settings, &plan, &config);
+  if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
+                                &config, error))
+    return NULL;
+  disk_dir = config.disk_dir;
   capacity->workers = config.max_running;
   capacity->batching = TRUE;
   capacity->pool_tokens = (guint64) config.kv_pages * config.page_tokens;

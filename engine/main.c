@@ -10,6 +10,7 @@
 
 #include <glib-unix.h>
 
+#include "dcp-batch-snapshots.h"
 #include "dcp-batch-state.h"
 #include "dcp-cli.h"
 #include "dcp-dashboard.h"
@@ -115,7 +116,10 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   dashboard = dcp_dashboard_new (state, cli->no_dashboard);
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
   if (capacity->batching)
-    batch_watch = dcp_batch_state_watch (executor, state);
+    {
+      batch_watch = dcp_batch_state_watch (executor, state);
+      dcp_stats_set_extra (dcp_http_server_get_stats (server), dcp_batch_executor_stats_json, executor);
+    }
 
   g_main_loop_run (loop);
   if (batch_watch != 0)

@@ -29,6 +29,8 @@ struct _DcpStats {
   guint64    reasoning_tokens;
   Histogram  ttft;
   Histogram  gap;
+  JsonNode  *(*extra) (gpointer);
+  gpointer   extra_data;
 };
 
 static void
@@ -172,8 +174,30 @@ dcp_stats_to_json (DcpStats *self, guint waiting, guint running)
       add_int (b, name, *(guint64 *) value);
     }
   json_builder_end_object (b);
+  if (self->extra != NULL)
+    {
+      g_autoptr(JsonNode) extra = self->extra (self->extra_data);
+      JsonObjectIter members;
+      const char *name;
+      JsonNode *member;
+
+      json_object_iter_init (&members, json_node_get_object (extra));
+      while (json_object_iter_next (&members, &name, &member))
+        {
+          json_builder_set_member_name (b, name);
+          json_builder_add_value (b, json_node_copy (member));
+        }
+    }
   json_builder_end_object (b);
   return json_builder_get_root (b);
+}
+
+void
+dcp_stats_set_extra (DcpStats *self, JsonNode *(*func) (gpointer), gpointer data)
+{
+  g_return_if_fail (self != NULL);
+  self->extra = func;
+  self->extra_data = data;
 }
 
 static void
@@ -237,5 +261,23 @@ dcp_stats_to_prometheus (DcpStats *self, guint waiting, guint running)
                       "From the request's arrival to its first output token.", &self->ttft);
   add_histogram_text (out, "decapybara_time_per_output_token_seconds",
                       "Time between consecutive output tokens of a request.", &self->gap);
+  if (self->extra != NULL)
+    {
+      /* The batching scheduler's numbers, as /stats names them (counters and gauges mixed). */
+      g_autoptr(JsonNode) extra = self->extra (self->extra_data);
+      JsonObject *scheduler = json_object_get_object_member (json_node_get_object (extra), "scheduler");
+      JsonObjectIter members;
+      const char *name;
+      JsonNode *member;
+
+      json_object_iter_init (&members, scheduler);
+      while (json_object_iter_next (&members, &name, &member))
+        {
+          g_autofree char *metric = g_strconcat ("decapybara_scheduler_", name, NULL);
+          g_autofree char *help = g_strdup_printf ("The batching scheduler's %s (GET /stats).", name);
+
+          add_counter (out, metric, help, "untyped", (guint64) json_node_get_int (member));
+        }
+    }
   return g_string_free (out, FALSE);
 }

@@ -19,6 +19,10 @@ void      dcp_stats_first_token       (DcpStats *self, double seconds);
 void      dcp_stats_token_gap         (DcpStats *self, double seconds);
 void      dcp_stats_generation_end    (DcpStats *self, DcpFinishReason reason, const DcpUsage *usage);
 void      dcp_stats_generation_error  (DcpStats *self);
+/* Members to add to the JSON: func returns an object whose members go in (the batching
+ * scheduler's counters and conversation list); it may be called from any thread that reads
+ * the JSON. */
+void      dcp_stats_set_extra         (DcpStats *self, JsonNode *(*func) (gpointer), gpointer data);
 JsonNode *dcp_stats_to_json           (DcpStats *self, guint waiting, guint running);
 char     *dcp_stats_to_prometheus     (DcpStats *self, guint waiting, guint running);
 

@@ -106,6 +106,10 @@ static const Setting settings_table[] = {
   { { "disk-cache", "auto|GiB|0", "Disk for idle conversations' state (pool mode only)",
       "A slower tier below RAM: seconds to come back, still faster than re-reading a long prompt." },
     KIND_CACHE, OFF (disk_cache_bytes) },
+  { { "disk-cache-dir", "FOLDER", "Folder of the disk cache (default ~/.cache/decapybara/states)",
+      "Where idle conversations' state files go: a fast local disk. Each file is checksummed and "
+      "checked when read back; the files go away when the engine stops." },
+    KIND_STRING, OFF (disk_cache_dir) },
   { { "keep-free", "GiB", "VRAM to leave to the desktop and other programs (default 0.5)",
       "Memory the engine will not use, so the desktop and other programs keep working." },
     KIND_GIB, OFF (keep_free_bytes) },
@@ -144,6 +148,7 @@ dcp_settings_clear (DcpSettings *s)
   g_clear_pointer (&s->model, g_free);
   g_clear_pointer (&s->host, g_free);
   g_clear_pointer (&s->api_key, g_free);
+  g_clear_pointer (&s->disk_cache_dir, g_free);
 }
 
 guint

@@ -43,6 +43,7 @@ typedef struct {
   DcpVision vision;
   guint64 ram_cache_bytes;       /* DCP_SIZE_AUTO, or bytes */
   guint64 disk_cache_bytes;
+  char *disk_cache_dir;          /* NULL: $XDG_CACHE_HOME/decapybara/states */
   guint64 keep_free_bytes;
   DcpSettingBackend backend;
 } DcpSettings;

@@ -38,7 +38,12 @@ refresh (gpointer data)
   g_autoptr(GHashTable) now = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
   GHashTableIter iter;
   gpointer key, conversation;
+  guint64 vram, ram, disk;
 
+  /* The tiers' use, for the D-Bus RamBytes and DiskBytes and the dashboard. */
+  g_object_get (w->state, "vram-bytes", &vram, NULL);
+  dcp_batch_executor_get_memory (w->batch, &ram, &disk);
+  dcp_engine_state_set_memory (w->state, vram, ram, disk);
   for (guint i = 0; i < rows->len; i++)
     {
       const DcpBatchSnapshot *row = &g_array_index (rows, DcpBatchSnapshot, i);

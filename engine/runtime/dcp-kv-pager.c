@@ -198,6 +198,20 @@ needs_copy (const DcpKvPager *self, const Seq *s)
 }
 
 guint
+dcp_kv_pager_seq_pages_owned (const DcpKvPager *self, guint seq)
+{
+  Seq *s;
+  guint n = 0;
+
+  g_return_val_if_fail (self != NULL, 0);
+  s = get_seq (self, seq);
+  for (guint i = 0; i < s->pages->len; i++)
+    if (self->refs[g_array_index (s->pages, guint, i)] == 1)
+      n++;
+  return n;
+}
+
+guint
 dcp_kv_pager_seq_pages_needed (const DcpKvPager *self, guint seq, guint n_tokens)
 {
   Seq *s;

@@ -40,6 +40,9 @@ guint       dcp_kv_pager_seq_get_n_tokens (const DcpKvPager *self,
                                            guint             seq);
 guint       dcp_kv_pager_seq_get_n_pages (const DcpKvPager *self,
                                           guint             seq);
+/* Pages only seq holds: what freeing it gives back to the pool. */
+guint       dcp_kv_pager_seq_pages_owned (const DcpKvPager *self,
+                                          guint             seq);
 /* Pages that growing seq to n_tokens would take from the pool (copy-on-write included). */
 guint       dcp_kv_pager_seq_pages_needed (const DcpKvPager *self,
                                            guint             seq,

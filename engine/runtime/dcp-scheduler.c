@@ -5,68 +5,8 @@
 
 #include <string.h>
 
-#include "dcp-kv-pager.h"
-#include "dcp-prefix-cache.h"
-#include "dcp-scheduler.h"
+#include "dcp-scheduler-private.h"
 #include "dcp-settings.h"
-
-/* Tier store keys of preempted sequences; snapshot ids count up from 1. */
-#define SWAP_KEY(id) ((G_GUINT64_CONSTANT (1) << 63) | (id))
-
-typedef struct {
-  guint64 id;
-  guint32 *prompt;
-  guint n_prompt;
-  guint32 *stop;
-  guint n_stop;
-  guint max_tokens;
-  guint opening;
-  gboolean background, last_turn;
-  DcpSeqCallbacks cb;
-  gpointer user_data;
-
-  DcpSampler *sampler;
-  DcpSeqPhase phase;
-  DcpSeqPhase resume_phase;  /* SWAPPED: where it stopped */
-  DcpSeqState *state;        /* on the device while running */
-  guint pager_seq;
-  guint n_read;              /* tokens in the state: prompt, then generated ones fed back */
-  GArray *generated;         /* guint32 */
-  guint32 next_token;        /* sampled, to be fed in the next step */
-  guint cached;
-  gboolean cancelled;
-  gint64 submit_us, start_us, first_token_us;
-  float *logits;
-} Seq;
-
-struct _DcpScheduler {
-  DcpBackend *backend;
-  DcpSchedulerConfig config;
-  guint vocab;
-  guint cap_tokens;          /* the most tokens one sequence may hold */
-  DcpKvPager *pager;
-  guint gdn_free;
-  DcpPrefixCache *cache;
-  DcpTierStore *tiers;
-  DcpKvPool *kv_pool;        /* the backend's pages, when it has a paged pool */
-  GArray *copies;            /* DcpKvPageCopy: copy-on-write the pager asks for */
-
-  GMutex lock;               /* guards what other threads touch: incoming, cancels, stopping,
-                                the published stats and list */
-  GCond cond;
-  GQueue incoming;
-  GArray *cancels;           /* guint64 */
-  gboolean stopping;
-  guint64 next_id;
-  DcpSchedulerStats stats;   /* engine thread; copied to published under the lock */
-  DcpSchedulerStats published;
-  GArray *published_list;
-
-  GQueue waiting;            /* Seq, FIFO; preempted ones go back to the front */
-  GPtrArray *running;        /* Seq, in admission order */
-  gint64 (*now) (gpointer);
-  gpointer now_data;
-};
 
 static gint64
 default_now (gpointer user_data)
@@ -101,12 +41,13 @@ seq_free (Seq *s)
   g_clear_pointer (&s->sampler, dcp_sampler_free);
   g_clear_pointer (&s->generated, g_array_unref);
   g_free (s->logits);
+  g_clear_pointer (&s->followers, g_ptr_array_unref);
   g_free (s);
 }
 
 /* The first n tokens the sequence has (prompt, then generated). */
-static guint32 *
-seq_tokens (const Seq *s, guint n)
+guint32 *
+dcp_sched_seq_tokens (const Seq *s, guint n)
 {
   guint32 *t = g_new (guint32, MAX (n, 1));
   guint from_prompt = MIN (n, s->n_prompt);
@@ -117,8 +58,8 @@ seq_tokens (const Seq *s, guint n)
   return t;
 }
 
-static void
-seq_release_device (DcpScheduler *self, Seq *s)
+void
+dcp_sched_seq_release_device (DcpScheduler *self, Seq *s)
 {
   if (s->state == NULL)
     return;
@@ -151,352 +92,20 @@ seq_finish (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError 
   self->stats.finished++;
   if (s->cb.finished != NULL)
     s->cb.finished (s->user_data, reason, &usage, error);
-}
-
-/* ---- device state and its pages ---- */
-
-static DcpSeqState *
-state_new (DcpScheduler *self, GError **error)
-{
-  if (self->kv_pool != NULL)
-    return dcp_backend_state_new_paged (self->backend, self->kv_pool, error);
-  return dcp_backend_state_new (self->backend, error);
-}
-
-/* Makes the pager's copy-on-write copies, then hands the state its page table. */
-static void
-sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
-{
-  g_autoptr(GArray) pages = NULL;
-  guint n;
-
-  if (self->kv_pool == NULL)
+  /* Followers not forked yet end as their leader did: the prompt they share was never read. */
+  while (s->followers != NULL && s->followers->len > 0)
     {
-      g_array_set_size (self->copies, 0);
-      return;
+      Seq *f = g_ptr_array_steal_index (s->followers, 0);
+
+      seq_finish (self, f, reason, error);
+      seq_free (f);
     }
-  for (guint i = 0; i < self->copies->len; i++)
-    {
-      DcpKvPageCopy *c = &g_array_index (self->copies, DcpKvPageCopy, i);
-      dcp_backend_kv_pool_copy_page (self->backend, self->kv_pool, c->src, c->dst, c->n_tokens);
-      self->stats.pages_copied++;
-    }
-  g_array_set_size (self->copies, 0);
-  n = dcp_kv_pager_seq_get_n_pages (self->pager, pager_seq);
-  pages = g_array_sized_new (FALSE, FALSE, sizeof (guint32), n);
-  for (guint i = 0; i < n; i++)
-    {
-      guint32 p = dcp_kv_pager_seq_get_page (self->pager, pager_seq, i);
-      g_array_append_val (pages, p);
-    }
-  dcp_backend_state_set_pages (self->backend, state, (const guint32 *) pages->data, n);
-}
-
-/* ---- snapshots and tiers ---- */
-
-static void
-entry_release_device (DcpScheduler *self, DcpPrefixEntry *e)
-{
-  dcp_backend_state_free (self->backend, e->state);
-  e->state = NULL;
-  dcp_kv_pager_seq_free (self->pager, e->pager_seq);
-  self->gdn_free++;
-}
-
-static void
-entry_drop (DcpScheduler *self, DcpPrefixEntry *e)
-{
-  if (e->tier == DCP_TIER_DEVICE)
-    entry_release_device (self, e);
-  else
-    dcp_tier_store_remove (self->tiers, e->id);
-  self->stats.dropped_snapshots++;
-  dcp_prefix_cache_remove (self->cache, e);
-}
-
-/* The index in the waiting queue of the first request that could resume from e. */
-static guint
-entry_next_use (DcpScheduler *self, const DcpPrefixEntry *e)
-{
-  guint i = 0;
-
-  for (GList *l = self->waiting.head; l != NULL; l = l->next, i++)
-    {
-      Seq *s = l->data;
-
-      if (s->phase == DCP_SEQ_WAITING && dcp_prefix_entry_begins (e, s->prompt, s->n_prompt))
-        return i;
-    }
-  return DCP_EVICTION_NOT_NEEDED;
-}
-
-/* The entries on tier (but not skip), in the order they should leave it. */
-static GArray *
-candidates (DcpScheduler *self, DcpTier tier, const DcpPrefixEntry *skip)
-{
-  GArray *c = g_array_new (FALSE, FALSE, sizeof (DcpEvictionCandidate));
-
-  for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
-    {
-      DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
-      DcpEvictionCandidate cand = { e, e->bytes, e->last_used_us, 0, e->background, e->finished };
-
-      if (e->tier != tier || e == skip || e->pinned)
-        continue;
-      cand.next_use = entry_next_use (self, e);
-      g_array_append_val (c, cand);
-    }
-  dcp_eviction_order (self->config.eviction, (DcpEvictionCandidate *) c->data, c->len);
-  return c;
-}
-
-static gboolean
-make_disk_room (DcpScheduler *self, guint64 need)
-{
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_DISK) < need)
-    return FALSE;
-  while (dcp_tier_store_get_free (self->tiers, DCP_TIER_DISK) < need)
-    {
-      g_autoptr(GArray) c = candidates (self, DCP_TIER_DISK, NULL);
-
-      if (c->len == 0)
-        return FALSE;
-      entry_drop (self, g_array_index (c, DcpEvictionCandidate, 0).key);
-    }
-  return TRUE;
-}
-
-/* Frees RAM for need bytes: snapshots go to disk where the policy keeps them, else away. */
-static gboolean
-make_ram_room (DcpScheduler *self, guint64 need)
-{
-  while (dcp_tier_store_get_free (self->tiers, DCP_TIER_RAM) < need)
-    {
-      g_autoptr(GArray) c = candidates (self, DCP_TIER_RAM, NULL);
-      DcpEvictionCandidate *v;
-      DcpPrefixEntry *e;
-      g_autoptr(GError) error = NULL;
-
-      if (c->len == 0)
-        return FALSE;
-      v = &g_array_index (c, DcpEvictionCandidate, 0);
-      e = v->key;
-      if (dcp_eviction_keep_on_disk (self->config.eviction, v, self->now (self->now_data)) &&
-          make_disk_room (self, e->bytes))
-        {
-          if (dcp_tier_store_move_to_disk (self->tiers, e->id, &error))
-            {
-              e->tier = DCP_TIER_DISK;
-              self->stats.bytes_ram_to_disk += e->bytes;
-              continue;
-            }
-          g_warning ("snapshot %" G_GUINT64_FORMAT " not written to disk: %s", e->id, error->message);
-        }
-      entry_drop (self, e);
-    }
-  return TRUE;
-}
-
-/* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none. */
-static gboolean
-evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip)
-{
-  g_autoptr(GArray) c = candidates (self, DCP_TIER_DEVICE, skip);
-  g_autoptr(GByteArray) blob = NULL;
-  DcpPrefixEntry *e;
-
-  if (c->len == 0)
-    return FALSE;
-  e = g_array_index (c, DcpEvictionCandidate, 0).key;
-  blob = g_byte_array_new ();
-  dcp_backend_state_save (self->backend, e->state, blob);
-  e->bytes = blob->len;
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) < blob->len ||
-      !make_ram_room (self, blob->len))
-    {
-      entry_drop (self, e);
-      return TRUE;
-    }
-  dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
-  entry_release_device (self, e);
-  e->tier = DCP_TIER_RAM;
-  self->stats.bytes_device_to_ram += blob->len;
-  return TRUE;
-}
-
-/* Evicts idle snapshots until pages and blocks are free. */
-static gboolean
-make_device_room (DcpScheduler *self, guint pages, guint blocks, const DcpPrefixEntry *skip)
-{
-  while (dcp_kv_pager_get_n_free (self->pager) < pages || self->gdn_free < blocks)
-    if (!evict_one_device (self, skip))
-      return FALSE;
-  return TRUE;
-}
-
-/* Evicts idle snapshots until pager sequence seq can grow to n_tokens. What it needs is asked
- * again after each eviction: a shared page that is left with one holder needs no copy. */
-static gboolean
-make_room_to_grow (DcpScheduler *self, guint seq, guint n_tokens)
-{
-  while (dcp_kv_pager_seq_pages_needed (self->pager, seq, n_tokens) > dcp_kv_pager_get_n_free (self->pager))
-    if (!evict_one_device (self, NULL))
-      return FALSE;
-  return TRUE;
-}
-
-static guint
-pages_for (DcpScheduler *self, guint n_tokens)
-{
-  return (n_tokens + self->config.page_tokens - 1) / self->config.page_tokens;
-}
-
-/* Brings a snapshot back to the device; FALSE with an error when it cannot (no room: BUSY;
- * a damaged file: CORRUPT_FILE, the entry is gone). */
-static gboolean
-entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error)
-{
-  g_autoptr(GBytes) blob = NULL;
-  DcpTier from = e->tier;
-  DcpSeqState *state;
-  gboolean room;
-
-  if (e->tier == DCP_TIER_DEVICE)
-    return TRUE;
-  e->pinned = TRUE;
-  room = make_device_room (self, pages_for (self, e->n_tokens), 1, NULL);
-  e->pinned = FALSE;
-  if (!room)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "no device room");
-      return FALSE;
-    }
-  blob = dcp_tier_store_get (self->tiers, e->id, error);
-  if (blob == NULL)
-    {
-      dcp_prefix_cache_remove (self->cache, e);
-      return FALSE;
-    }
-  state = state_new (self, error);
-  if (state == NULL)
-    return FALSE;
-  e->pager_seq = dcp_kv_pager_seq_new (self->pager);
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
-  sync_pages (self, state, e->pager_seq);
-  if (!dcp_backend_state_load (self->backend, state, g_bytes_get_data (blob, NULL),
-                               g_bytes_get_size (blob), error))
-    {
-      dcp_backend_state_free (self->backend, state);
-      dcp_kv_pager_seq_free (self->pager, e->pager_seq);
-      dcp_tier_store_remove (self->tiers, e->id);
-      dcp_prefix_cache_remove (self->cache, e);
-      return FALSE;
-    }
-  e->state = state;
-  self->gdn_free--;
-  dcp_tier_store_remove (self->tiers, e->id);
-  e->tier = DCP_TIER_DEVICE;
-  if (from == DCP_TIER_RAM)
-    self->stats.bytes_ram_to_device += e->bytes;
-  else
-    self->stats.bytes_disk_to_device += e->bytes;
-  return TRUE;
-}
-
-static void
-trim_snapshots (DcpScheduler *self)
-{
-  while (dcp_prefix_cache_get_n (self->cache) > self->config.max_snapshots)
-    {
-      DcpPrefixEntry *victim = NULL;
-      /* The lowest tier goes first, in policy order within it. */
-      for (int t = DCP_TIER_DISK; t >= DCP_TIER_DEVICE && victim == NULL; t--)
-        {
-          g_autoptr(GArray) c = candidates (self, t, NULL);
-          if (c->len > 0)
-            victim = g_array_index (c, DcpEvictionCandidate, 0).key;
-        }
-      entry_drop (self, victim);
-    }
-}
-
-/* A copy of the sequence's state as a reusable snapshot (skipped when no block is free). */
-static void
-take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
-{
-  g_autofree guint32 *tokens = seq_tokens (s, s->n_read);
-  g_autoptr(GError) error = NULL;
-  DcpPrefixEntry *e = dcp_prefix_cache_find (self->cache, tokens, s->n_read);
-  DcpSeqState *state;
-  guint fork;
-
-  if (self->config.max_snapshots == 0)
-    return;
-  if (e != NULL)
-    {
-      e->last_used_us = self->now (self->now_data);
-      return;
-    }
-  if (!make_device_room (self, 0, 1, NULL))
-    {
-      g_debug ("sequence %" G_GUINT64_FORMAT ": no room for a %s snapshot", s->id,
-               dcp_snapshot_kind_to_string (kind));
-      return;
-    }
-  state = state_new (self, &error);
-  if (state == NULL)
-    {
-      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
-      return;
-    }
-  fork = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
-  sync_pages (self, state, fork);
-  if (!dcp_backend_state_copy (self->backend, state, s->state, &error))
-    {
-      g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
-      dcp_backend_state_free (self->backend, state);
-      dcp_kv_pager_seq_free (self->pager, fork);
-      return;
-    }
-  e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, kind);
-  e->state = state;
-  e->pager_seq = fork;
-  e->bytes = dcp_backend_state_get_bytes (self->backend, state);
-  e->last_used_us = self->now (self->now_data);
-  e->conversation = s->id;
-  e->background = s->background;
-  e->finished = s->last_turn;
-  self->gdn_free--;
-  self->stats.snapshots_taken++;
-  trim_snapshots (self);
-}
-
-/* The finished sequence's state becomes its answer-end snapshot without a copy. */
-static void
-keep_answer (DcpScheduler *self, Seq *s)
-{
-  g_autofree guint32 *tokens = seq_tokens (s, s->n_read);
-  DcpPrefixEntry *e;
-
-  if (self->config.max_snapshots == 0 || s->state == NULL ||
-      dcp_prefix_cache_find (self->cache, tokens, s->n_read) != NULL)
-    {
-      seq_release_device (self, s);
-      return;
-    }
-  e = dcp_prefix_cache_add (self->cache, tokens, s->n_read, DCP_SNAPSHOT_ANSWER_END);
-  e->state = g_steal_pointer (&s->state);
-  e->pager_seq = s->pager_seq;
-  e->bytes = dcp_backend_state_get_bytes (self->backend, e->state);
-  e->last_used_us = self->now (self->now_data);
-  e->conversation = s->id;
-  e->background = s->background;
-  e->finished = s->last_turn;
-  self->stats.snapshots_taken++;
-  trim_snapshots (self);
 }
 
 /* ---- admission, preemption ---- */
+
+static void    handle_token (DcpScheduler *self, Seq *s, guint32 token);
+static guint32 choose_token (DcpScheduler *self, Seq *s);
 
 /* Moves the youngest running sequence to RAM whole; it resumes first. */
 static void
@@ -505,47 +114,55 @@ preempt_youngest (DcpScheduler *self)
   Seq *s = g_ptr_array_steal_index (self->running, self->running->len - 1);
   g_autoptr(GByteArray) blob = g_byte_array_new ();
 
+  guint size;
+
   dcp_backend_state_save (self->backend, s->state, blob);
+  size = blob->len;
   /* The RAM budget is for snapshots: a preempted sequence goes to RAM even beyond it. */
-  make_ram_room (self, blob->len);
-  dcp_tier_store_put_ram (self->tiers, SWAP_KEY (s->id), blob->data, blob->len);
-  self->stats.bytes_device_to_ram += blob->len;
-  seq_release_device (self, s);
+  (void) dcp_sched_make_ram_room (self, size);
+  dcp_tier_store_put_ram_take (self->tiers, SWAP_KEY (s->id), g_steal_pointer (&blob));
+  self->stats.bytes_device_to_ram += size;
+  dcp_sched_seq_release_device (self, s);
   s->resume_phase = s->phase;
   s->phase = DCP_SEQ_SWAPPED;
   self->stats.preemptions++;
   g_queue_push_head (&self->waiting, s);
   g_debug ("sequence %" G_GUINT64_FORMAT " preempted at %u tokens (%u bytes to RAM)", s->id,
-           s->n_read, blob->len);
+           s->n_read, size);
 }
 
 /* Brings a preempted sequence back exactly as it was; FALSE without an error: no room yet. */
 static gboolean
 resume_swapped (DcpScheduler *self, Seq *s, GError **error)
 {
-  g_autoptr(GBytes) blob = NULL;
   guint target = s->resume_phase == DCP_SEQ_PROMPT ? s->n_prompt : s->n_read;
+  const guint8 *blob;
+  gsize size = 0;
 
-  if (!make_device_room (self, pages_for (self, target), 1, NULL))
+  if (!dcp_sched_make_device_room (self, dcp_sched_pages_for (self, target), 1, NULL))
     return FALSE;
-  blob = dcp_tier_store_get (self->tiers, SWAP_KEY (s->id), error);
+  /* Swapped sequences stay in RAM: loaded from there without a copy. */
+  blob = dcp_tier_store_peek (self->tiers, SWAP_KEY (s->id), &size);
   if (blob == NULL)
-    return FALSE;
-  s->state = state_new (self, error);
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND, "sequence %" G_GUINT64_FORMAT ": its saved state is gone",
+                   s->id);
+      return FALSE;
+    }
+  s->state = dcp_sched_state_new (self, error);
   if (s->state == NULL)
     return FALSE;
   s->pager_seq = dcp_kv_pager_seq_new (self->pager);
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
-  sync_pages (self, s->state, s->pager_seq);
-  if (!dcp_backend_state_load (self->backend, s->state, g_bytes_get_data (blob, NULL),
-                               g_bytes_get_size (blob), error))
+  dcp_sched_sync_pages (self, s->state, s->pager_seq);
+  if (!dcp_backend_state_load (self->backend, s->state, blob, size, error))
     {
       dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
       dcp_kv_pager_seq_free (self->pager, s->pager_seq);
       return FALSE;
     }
   self->gdn_free--;
-  self->stats.bytes_ram_to_device += g_bytes_get_size (blob);
+  self->stats.bytes_ram_to_device += size;
   dcp_tier_store_remove (self->tiers, SWAP_KEY (s->id));
   s->phase = s->resume_phase;
   return TRUE;
@@ -609,11 +226,11 @@ adopt_snapshot (DcpScheduler *self, Seq *s, DcpPrefixEntry *e)
   s->pager_seq = e->pager_seq;
   e->bytes = blob->len;
   if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
-      make_ram_room (self, blob->len))
+      dcp_sched_make_ram_room (self, blob->len) == ROOM_NOW)
     {
-      dcp_tier_store_put_ram (self->tiers, e->id, blob->data, blob->len);
-      e->tier = DCP_TIER_RAM;
       self->stats.bytes_device_to_ram += blob->len;
+      dcp_tier_store_put_ram_take (self->tiers, e->id, g_steal_pointer (&blob));
+      e->tier = DCP_TIER_RAM;
     }
   else
     {
@@ -648,7 +265,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       if (e == NULL)
         break;
       e_len = e->n_tokens;
-      if (entry_to_device (self, e, &local))
+      if (dcp_sched_entry_to_device (self, e, &local))
         break;
       if (g_error_matches (local, DCP_ERROR, DCP_ERROR_BUSY))
         return ADMIT_WAIT;
@@ -659,7 +276,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
   reuse = e != NULL ? e->n_tokens : 0;
   if (e != NULL)
     e->last_used_us = self->now (self->now_data);
-  if (!make_device_room (self, 0, 1, e))
+  if (!dcp_sched_make_device_room (self, 0, 1, e))
     {
       if (e == NULL)
         return ADMIT_WAIT;
@@ -667,12 +284,12 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
     }
   else
     {
-      s->state = state_new (self, error);
+      s->state = dcp_sched_state_new (self, error);
       if (s->state == NULL)
         return ADMIT_FAILED;
       s->pager_seq = e != NULL ? dcp_kv_pager_seq_fork (self->pager, e->pager_seq, e->n_tokens)
                                : dcp_kv_pager_seq_new (self->pager);
-      sync_pages (self, s->state, s->pager_seq);
+      dcp_sched_sync_pages (self, s->state, s->pager_seq);
       if (e != NULL && !dcp_backend_state_copy (self->backend, s->state, e->state, error))
         {
           dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
@@ -690,9 +307,9 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
   else
     self->stats.reuse_misses++;
   log_divergence (self, s, reuse);
-  if (!make_room_to_grow (self, s->pager_seq, s->n_prompt))
+  if (!dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_prompt, TRUE))
     {
-      seq_release_device (self, s);
+      dcp_sched_seq_release_device (self, s);
       if (s->cached > 0)
         {
           self->stats.reuse_hits--;
@@ -704,7 +321,7 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       return ADMIT_WAIT;
     }
   g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_prompt, self->copies, NULL));
-  sync_pages (self, s->state, s->pager_seq);
+  dcp_sched_sync_pages (self, s->state, s->pager_seq);
   self->stats.prompt_tokens += s->n_prompt;
   s->phase = DCP_SEQ_PROMPT;
   return ADMIT_OK;
@@ -729,7 +346,7 @@ admit (DcpScheduler *self)
       g_queue_pop_head (&self->waiting);
       if (r == ADMIT_FAILED)
         {
-          seq_release_device (self, s);
+          dcp_sched_seq_release_device (self, s);
           seq_finish (self, s, DCP_SEQ_FINISH_ERROR, error);
           seq_free (s);
           continue;
@@ -737,6 +354,11 @@ admit (DcpScheduler *self)
       if (s->start_us == 0)
         s->start_us = self->now (self->now_data);
       g_ptr_array_add (self->running, s);
+      if (s->pending_first)
+        {
+          s->pending_first = FALSE;
+          handle_token (self, s, choose_token (self, s));
+        }
     }
 }
 
@@ -747,9 +369,9 @@ finish_running (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GEr
 {
   g_ptr_array_remove (self->running, s);
   if (reason == DCP_SEQ_FINISH_STOP || reason == DCP_SEQ_FINISH_LENGTH)
-    keep_answer (self, s);
+    dcp_sched_keep_answer (self, s);
   else
-    seq_release_device (self, s);
+    dcp_sched_seq_release_device (self, s);
   seq_finish (self, s, reason, error);
   seq_free (s);
 }
@@ -798,6 +420,74 @@ choose_token (DcpScheduler *self, Seq *s)
   return dcp_sampler_sample (s->sampler, s->logits, NULL, 0);
 }
 
+/* The leader s has read the prompt its group shares: each follower starts from a copy of its
+ * state and logits and samples its own first token with its own sampler. One that finds no
+ * running slot or state block now waits at the head of the queue, swapped out to RAM. */
+static void
+fork_followers (DcpScheduler *self, Seq *s)
+{
+  g_autoptr(GByteArray) blob = NULL;
+  GList *after = NULL;
+
+  while (s->followers != NULL && s->followers->len > 0)
+    {
+      Seq *f = g_ptr_array_steal_index (s->followers, 0);
+      g_autoptr(GError) error = NULL;
+
+      f->n_read = s->n_read;
+      f->cached = s->cached;
+      f->start_us = s->start_us;
+      f->first_token_us = s->first_token_us;
+      memcpy (f->logits, s->logits, self->vocab * sizeof (float));
+      if (f->cancelled || f->max_tokens == 0)
+        {
+          seq_finish (self, f, f->cancelled ? DCP_SEQ_FINISH_CANCELLED : DCP_SEQ_FINISH_LENGTH, NULL);
+          seq_free (f);
+          continue;
+        }
+      if (self->running->len < self->config.max_running && self->gdn_free > 0 &&
+          (f->state = dcp_sched_state_new (self, &error)) != NULL)
+        {
+          self->gdn_free--;
+          f->pager_seq = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
+          dcp_sched_sync_pages (self, f->state, f->pager_seq);
+          if (!dcp_backend_state_copy (self->backend, f->state, s->state, &error))
+            {
+              dcp_sched_seq_release_device (self, f);
+              seq_finish (self, f, DCP_SEQ_FINISH_ERROR, error);
+              seq_free (f);
+              continue;
+            }
+          f->phase = DCP_SEQ_DECODING;
+          g_ptr_array_add (self->running, f);
+          handle_token (self, f, choose_token (self, f));
+          continue;
+        }
+      if (blob == NULL)
+        {
+          blob = g_byte_array_new ();
+          dcp_backend_state_save (self->backend, s->state, blob);
+        }
+      /* Like a preempted sequence: in RAM even beyond the budget, first in the queue. */
+      (void) dcp_sched_make_ram_room (self, blob->len);
+      dcp_tier_store_put_ram (self->tiers, SWAP_KEY (f->id), blob->data, blob->len);
+      self->stats.bytes_device_to_ram += blob->len;
+      f->phase = DCP_SEQ_SWAPPED;
+      f->resume_phase = DCP_SEQ_DECODING;
+      f->pending_first = TRUE;
+      if (after == NULL)
+        {
+          g_queue_push_head (&self->waiting, f);
+          after = self->waiting.head;
+        }
+      else
+        {
+          g_queue_insert_after (&self->waiting, after, f);
+          after = after->next;
+        }
+    }
+}
+
 /* Room in the pool for every decoding sequence's next token: idle snapshots leave first, then
  * the youngest running sequences are preempted. A sequence alone that cannot grow has filled
  * the pool. */
@@ -815,10 +505,10 @@ reserve_decode (DcpScheduler *self)
           i++;
           continue;
         }
-      if (make_room_to_grow (self, s->pager_seq, s->n_read + 1))
+      if (dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_read + 1, FALSE))
         {
           g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_read + 1, self->copies, NULL));
-          sync_pages (self, s->state, s->pager_seq);
+          dcp_sched_sync_pages (self, s->state, s->pager_seq);
           i++;
         }
       else if (self->running->len == 1)
@@ -855,6 +545,17 @@ fail_running (DcpScheduler *self, const GError *error)
     }
 }
 
+/* Marks s, or the follower of s, that has this id. */
+static void
+mark_cancelled (Seq *s, guint64 id)
+{
+  if (s->id == id)
+    s->cancelled = TRUE;
+  for (guint i = 0; s->followers != NULL && i < s->followers->len; i++)
+    if (((Seq *) g_ptr_array_index (s->followers, i))->id == id)
+      ((Seq *) g_ptr_array_index (s->followers, i))->cancelled = TRUE;
+}
+
 static void
 take_incoming (DcpScheduler *self)
 {
@@ -868,11 +569,9 @@ take_incoming (DcpScheduler *self)
       guint64 id = g_array_index (self->cancels, guint64, i);
 
       for (GList *l = self->waiting.head; l != NULL; l = l->next)
-        if (((Seq *) l->data)->id == id)
-          ((Seq *) l->data)->cancelled = TRUE;
+        mark_cancelled (l->data, id);
       for (guint j = 0; j < self->running->len; j++)
-        if (((Seq *) g_ptr_array_index (self->running, j))->id == id)
-          ((Seq *) g_ptr_array_index (self->running, j))->cancelled = TRUE;
+        mark_cancelled (g_ptr_array_index (self->running, j), id);
     }
   g_array_set_size (self->cancels, 0);
   g_mutex_unlock (&self->lock);
@@ -902,12 +601,12 @@ take_incoming (DcpScheduler *self)
 static void
 expire_disk (DcpScheduler *self)
 {
-  g_autoptr(GArray) c = candidates (self, DCP_TIER_DISK, NULL);
+  g_autoptr(GArray) c = dcp_sched_candidates (self, DCP_TIER_DISK, NULL);
   gint64 now = self->now (self->now_data);
 
   for (guint i = 0; i < c->len; i++)
     if (!dcp_eviction_keep_on_disk (self->config.eviction, &g_array_index (c, DcpEvictionCandidate, i), now))
-      entry_drop (self, g_array_index (c, DcpEvictionCandidate, i).key);
+      dcp_sched_entry_drop (self, g_array_index (c, DcpEvictionCandidate, i).key);
 }
 
 static void
@@ -920,7 +619,7 @@ publish (DcpScheduler *self)
   for (guint i = 0; i < self->running->len; i++)
     {
       Seq *s = g_ptr_array_index (self->running, i);
-      DcpSchedulerItem it = { s->id, FALSE, phases[s->phase], DCP_TIER_DEVICE, s->n_read,
+      DcpSchedulerItem it = { s->id, FALSE, "running", phases[s->phase], s->id, DCP_TIER_DEVICE, s->n_read,
                               dcp_backend_state_get_bytes (self->backend, s->state) };
       g_array_append_val (list, it);
     }
@@ -928,10 +627,12 @@ publish (DcpScheduler *self)
     {
       Seq *s = l->data;
       gsize size = 0;
-      DcpSchedulerItem it = { s->id, FALSE, phases[s->phase],
-                              s->phase == DCP_SEQ_SWAPPED ? DCP_TIER_RAM : DCP_TIER_DEVICE, s->n_read, 0 };
+      gboolean swapped = s->phase == DCP_SEQ_SWAPPED;
+      DcpSchedulerItem it = { s->id, FALSE, swapped ? "swapped" : "waiting",
+                              swapped ? phases[s->resume_phase] : "", s->id,
+                              swapped ? DCP_TIER_RAM : DCP_TIER_DEVICE, s->n_read, 0 };
 
-      if (s->phase == DCP_SEQ_SWAPPED)
+      if (swapped)
         dcp_tier_store_lookup (self->tiers, SWAP_KEY (s->id), NULL, &size);
       it.bytes = size;
       g_array_append_val (list, it);
@@ -939,8 +640,8 @@ publish (DcpScheduler *self)
   for (guint i = 0; i < dcp_prefix_cache_get_n (self->cache); i++)
     {
       DcpPrefixEntry *e = dcp_prefix_cache_get (self->cache, i);
-      DcpSchedulerItem it = { e->id, TRUE, dcp_snapshot_kind_to_string (e->kind), e->tier,
-                              e->n_tokens, e->bytes };
+      DcpSchedulerItem it = { e->id, TRUE, "idle", dcp_snapshot_kind_to_string (e->kind), e->conversation,
+                              e->tier, e->n_tokens, e->bytes };
       g_array_append_val (list, it);
     }
   dcp_tier_store_get_stats (self->tiers, &ts);
@@ -949,6 +650,8 @@ publish (DcpScheduler *self)
   self->stats.running = self->running->len;
   self->stats.waiting = g_queue_get_length (&self->waiting);
   self->stats.corrupt_files = ts.corrupt_files;
+  self->stats.ram_bytes = ts.ram_bytes;
+  self->stats.disk_bytes = ts.disk_bytes;
   g_mutex_lock (&self->lock);
   self->published = self->stats;
   self->published.waiting += g_queue_get_length (&self->incoming);
@@ -967,9 +670,11 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   gboolean ok = TRUE;
 
   g_return_val_if_fail (self != NULL, FALSE);
+  dcp_tier_store_poll (self->tiers);
   take_incoming (self);
   if (self->config.eviction == DCP_EVICTION_QUEUE_AWARE)
     expire_disk (self);
+  dcp_sched_prefetch (self);
   admit (self);
   reserve_decode (self);
 
@@ -1039,26 +744,42 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       if (s->cb.progress != NULL)
         s->cb.progress (s->user_data, s->n_read, s->n_prompt);
       if (s->n_read == s->opening && s->opening < s->n_prompt)
-        take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
+        dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
       else if (self->config.snapshot_pages > 0 && s->n_read < s->n_prompt &&
                s->n_read % (self->config.snapshot_pages * self->config.page_tokens) == 0)
-        take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
+        dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
       if (s->n_read < s->n_prompt)
         continue;
-      take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);
+      dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_PROMPT_END);
       s->first_token_us = self->now (self->now_data);
+      fork_followers (self, s);
       if (s->max_tokens == 0)
         finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
       else
         handle_token (self, s, choose_token (self, s));
     }
   publish (self);
+  /* Nothing to compute while the queue's head waits for its disk read or for RAM that disk
+   * writes will free: run() sleeps until the worker reports. */
+  self->stalled = items->len == 0 && !g_queue_is_empty (&self->waiting);
   if (busy != NULL)
     *busy = self->running->len > 0 || !g_queue_is_empty (&self->waiting);
   return ok;
 }
 
 /* ---- the object ---- */
+
+/* The tier store's worker thread: a read or write has finished. */
+static void
+on_io_done (gpointer store, gpointer data)
+{
+  DcpScheduler *self = data;
+
+  g_mutex_lock (&self->lock);
+  self->io_done = TRUE;
+  g_cond_signal (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
 
 DcpScheduler *
 dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError **error)
@@ -1107,6 +828,7 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
                                     config->host_allocator, error);
   if (self->tiers == NULL)
     return NULL;
+  dcp_tier_store_set_notify (self->tiers, on_io_done, self);
   publish (self);
   return g_steal_pointer (&self);
 }
@@ -1135,7 +857,7 @@ dcp_scheduler_free (DcpScheduler *self)
     {
       cancel_everything (self);
       while (dcp_prefix_cache_get_n (self->cache) > 0)
-        entry_drop (self, dcp_prefix_cache_get (self->cache, 0));
+        dcp_sched_entry_drop (self, dcp_prefix_cache_get (self->cache, 0));
       g_ptr_array_unref (self->running);
     }
   g_clear_pointer (&self->tiers, dcp_tier_store_free);
@@ -1152,18 +874,17 @@ dcp_scheduler_free (DcpScheduler *self)
   g_free (self);
 }
 
-guint64
-dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
-                      const DcpSeqCallbacks *callbacks, gpointer user_data, GError **error)
+static Seq *
+seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *callbacks,
+         gpointer user_data, GError **error)
 {
   g_autoptr(DcpSampler) sampler = NULL;
   Seq *s;
 
-  g_return_val_if_fail (self != NULL && params != NULL, 0);
   if (params->n_prompt == 0 || params->prompt == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "prompt: at least one token is needed");
-      return 0;
+      return NULL;
     }
   for (guint i = 0; i < params->n_prompt; i++)
     if (params->prompt[i] >= self->vocab)
@@ -1171,11 +892,11 @@ dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
         g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                      "prompt: token %u at %u is outside the vocabulary (%u)", params->prompt[i], i,
                      self->vocab);
-        return 0;
+        return NULL;
       }
   sampler = dcp_sampler_new (&params->sampling, self->vocab, error);
   if (sampler == NULL)
-    return 0;
+    return NULL;
   dcp_sampler_add_prompt (sampler, params->prompt, params->n_prompt);
 
   s = g_new0 (Seq, 1);
@@ -1194,15 +915,67 @@ dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
   s->phase = DCP_SEQ_WAITING;
   s->generated = g_array_new (FALSE, FALSE, sizeof (guint32));
   s->logits = g_new (float, self->vocab);
+  return s;
+}
 
+guint64
+dcp_scheduler_submit (DcpScheduler *self, const DcpSeqParams *params,
+                      const DcpSeqCallbacks *callbacks, gpointer user_data, GError **error)
+{
+  guint64 id = 0;
+
+  g_return_val_if_fail (self != NULL && params != NULL, 0);
+  if (!dcp_scheduler_submit_group (self, params, 1, callbacks, &user_data, &id, error))
+    return 0;
+  return id;
+}
+
+gboolean
+dcp_scheduler_submit_group (DcpScheduler *self, const DcpSeqParams *params, guint n,
+                            const DcpSeqCallbacks *callbacks, gpointer *user_data, guint64 *ids,
+                            GError **error)
+{
+  g_autoptr(GPtrArray) group = g_ptr_array_new_with_free_func ((GDestroyNotify) seq_free);
+  Seq *leader;
+
+  g_return_val_if_fail (self != NULL && params != NULL && n >= 1 && user_data != NULL && ids != NULL, FALSE);
+  for (guint i = 0; i < n; i++)
+    {
+      Seq *s;
+
+      if (i > 0 && (params[i].n_prompt != params[0].n_prompt ||
+                    memcmp (params[i].prompt, params[0].prompt, (gsize) params[0].n_prompt * sizeof (guint32)) != 0))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                       "prompt: choice %u of a group has another prompt than the first", i);
+          return FALSE;
+        }
+      s = seq_new (self, &params[i], callbacks, user_data[i], error);
+      if (s == NULL)
+        return FALSE;
+      g_ptr_array_add (group, s);
+    }
+  g_ptr_array_set_free_func (group, NULL);
+  leader = g_ptr_array_index (group, 0);
+  if (n > 1)
+    {
+      leader->followers = g_ptr_array_new ();
+      for (guint i = 1; i < n; i++)
+        g_ptr_array_add (leader->followers, g_ptr_array_index (group, i));
+    }
   g_mutex_lock (&self->lock);
-  s->id = self->next_id++;
-  s->submit_us = self->now (self->now_data);
-  self->stats.requests++;
-  g_queue_push_tail (&self->incoming, s);
+  for (guint i = 0; i < n; i++)
+    {
+      Seq *s = g_ptr_array_index (group, i);
+
+      s->id = ids[i] = self->next_id++;
+      s->submit_us = self->now (self->now_data);
+    }
+  self->stats.requests += n;
+  g_queue_push_tail (&self->incoming, leader);
   g_cond_signal (&self->cond);
   g_mutex_unlock (&self->lock);
-  return s->id;
+  return TRUE;
 }
 
 void
@@ -1226,8 +999,17 @@ dcp_scheduler_run (DcpScheduler *self)
       g_autoptr(GError) error = NULL;
 
       g_mutex_lock (&self->lock);
-      while (!self->stopping && !busy && g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
-        g_cond_wait (&self->cond, &self->lock);
+      while (!self->stopping && (!busy || self->stalled) && !self->io_done &&
+             g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
+        {
+          /* Stalled: the worker's report wakes us (the short timeout is a safety net only).
+           * Idle: a step a minute all the same, so that disk files idle for an hour go. */
+          gint64 wait = busy ? 50 * G_TIME_SPAN_MILLISECOND : G_TIME_SPAN_MINUTE;
+
+          if (!g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + wait))
+            break;
+        }
+      self->io_done = FALSE;
       if (self->stopping)
         {
           g_mutex_unlock (&self->lock);
@@ -1249,6 +1031,20 @@ dcp_scheduler_stop (DcpScheduler *self)
   self->stopping = TRUE;
   g_cond_signal (&self->cond);
   g_mutex_unlock (&self->lock);
+}
+
+void
+dcp_scheduler_wait_io (DcpScheduler *self)
+{
+  g_return_if_fail (self != NULL);
+  dcp_tier_store_wait (self->tiers);
+}
+
+void
+dcp_scheduler_set_io_delay (DcpScheduler *self, gint64 delay_us)
+{
+  g_return_if_fail (self != NULL);
+  dcp_tier_store_set_io_delay (self->tiers, delay_us);
 }
 
 void

@@ -115,17 +115,21 @@ typedef struct {
   guint64 bytes_ram_to_disk, bytes_disk_to_device;
   guint64 dropped_snapshots;
   guint64 corrupt_files;
+  guint64 ram_bytes, disk_bytes;   /* held now by the RAM and disk tiers */
   guint kv_pages_free, kv_pages;
   guint gdn_blocks_free, gdn_blocks;
   guint running, waiting;
 } DcpSchedulerStats;
 
-/* One line of /stats' conversation list: a sequence (running or waiting) or a snapshot. */
+/* One line of /stats' conversation list: a sequence (running, waiting, or swapped out whole by
+ * preemption) or an idle snapshot. */
 typedef struct {
-  guint64 id;
+  guint64 id;                  /* the sequence's id, or the snapshot's */
   gboolean is_snapshot;
-  const char *state;           /* waiting, prompt, decoding, swapped; or the snapshot's kind */
-  DcpTier tier;
+  const char *state;           /* running, waiting, swapped, idle */
+  const char *detail;          /* running: prompt or decoding; idle: the snapshot's kind */
+  guint64 conversation;        /* idle: the sequence that made it; else the id */
+  DcpTier tier;                /* where its state is (a waiting sequence holds none: device) */
   guint n_tokens;
   guint64 bytes;
 } DcpSchedulerItem;
@@ -142,6 +146,19 @@ guint64       dcp_scheduler_submit     (DcpScheduler             *self,
                                         const DcpSeqCallbacks    *callbacks,
                                         gpointer                  user_data,
                                         GError                  **error);
+/* Any thread: n choices of one prompt (params[0..n), same prompt tokens; their own sampling,
+ * max tokens, stop tokens), each with its user_data[i]. The prompt is read once: when it is,
+ * every other choice starts from a copy of the first one's state (dcp_backend_state_copy) and
+ * the same logits, and samples with its own sampler (its own seed). Ids go to ids[0..n). A
+ * choice that finds no running slot then waits first in the queue, swapped out to RAM. If the
+ * first choice ends before its prompt is read, the others end the same way. */
+gboolean      dcp_scheduler_submit_group (DcpScheduler           *self,
+                                          const DcpSeqParams     *params,
+                                          guint                   n,
+                                          const DcpSeqCallbacks  *callbacks,
+                                          gpointer               *user_data,
+                                          guint64                *ids,
+                                          GError                **error);
 /* Any thread: the sequence ends with DCP_SEQ_FINISH_CANCELLED before the next step. */
 void          dcp_scheduler_cancel     (DcpScheduler             *self,
                                         guint64                   id);
@@ -158,6 +175,11 @@ void          dcp_scheduler_stop       (DcpScheduler             *self);
 void          dcp_scheduler_set_clock  (DcpScheduler             *self,
                                         gint64                  (*now_us) (gpointer),
                                         gpointer                  user_data);
+/* Engine thread: waits until no disk read or write is in flight (tests). */
+void          dcp_scheduler_wait_io    (DcpScheduler             *self);
+/* Tests, before the first step: every disk read and write takes at least this long. */
+void          dcp_scheduler_set_io_delay (DcpScheduler           *self,
+                                          gint64                  delay_us);
 /* Any thread: a consistent copy. */
 void          dcp_scheduler_get_stats  (DcpScheduler             *self,
                                         DcpSchedulerStats        *stats);

@@ -116,6 +116,22 @@ class Batching(unittest.TestCase):
         self.assertGreater(cached, 30)
         self.assertLess(cached, min(a["usage"]["prompt_tokens"], b["usage"]["prompt_tokens"]))
 
+    def test_choices_share_the_prompt(self):
+        """n = 4 sampled choices on 3 conversations: the prompt is read once, each choice samples
+        with its own seed (seed + i), so choice i is the answer of n = 1 with seed + i; the
+        choice without a slot waits, swapped out, and still gets exactly that answer."""
+        messages = [{"role": "user", "content": "Name four rivers where capybaras swim, with reasons."}]
+        before = self.stats()["scheduler"]["prompt_tokens_read"]
+        many = self.post("/v1/chat/completions", chat(messages, n=4, max_tokens=10, temperature=0.9, seed=40))
+        read = self.stats()["scheduler"]["prompt_tokens_read"] - before
+        self.assertEqual(read, many["usage"]["prompt_tokens"])
+        self.assertEqual(sorted(c["index"] for c in many["choices"]), [0, 1, 2, 3])
+        contents = {c["index"]: c["message"]["content"] for c in many["choices"]}
+        for i in range(4):
+            one = self.post("/v1/chat/completions", chat(messages, max_tokens=10, temperature=0.9, seed=40 + i))
+            self.assertEqual(contents[i], one["choices"][0]["message"]["content"], i)
+        self.assertGreater(len(set(contents.values())), 1, contents)
+
     def test_disconnect_frees_its_conversation(self):
         url = urllib.parse.urlsplit(self.engine.url)
         long_body = chat([{"role": "user", "content": "Write a very long story about a capybara."}],

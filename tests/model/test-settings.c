@@ -17,7 +17,8 @@ test_every_key_round_trips (void)
     { "activations", "fp8" }, { "speculator", "mtp" }, { "draft-length", "5" },
     { "prefill-policy", "decode-priority" }, { "prefill-chunk", "4096" },
     { "loop-guard", "end-thinking" }, { "vision", "fp8" }, { "ram-cache", "auto" },
-    { "disk-cache", "64" }, { "keep-free", "1.5" }, { "backend", "cpu" },
+    { "disk-cache", "64" }, { "disk-cache-dir", "/fast disk/states" }, { "keep-free", "1.5" },
+    { "backend", "cpu" },
   };
   g_auto(DcpSettings) s = { 0 };
   g_auto(DcpSettings) back = { 0 };

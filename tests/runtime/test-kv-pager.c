@@ -30,7 +30,11 @@ test_basic (void)
   g_assert_cmpuint (dcp_kv_pager_seq_get_n_pages (pager, b), ==, 2);
   g_assert_cmpuint (dcp_kv_pager_get_n_free (pager), ==, 3);
   g_assert_cmpuint (dcp_kv_pager_seq_pages_needed (pager, b, 7), ==, 1);
+  /* Freeing the fork would give nothing back; freeing a only its third page. */
+  g_assert_cmpuint (dcp_kv_pager_seq_pages_owned (pager, b), ==, 0);
+  g_assert_cmpuint (dcp_kv_pager_seq_pages_owned (pager, a), ==, 1);
   g_assert_true (dcp_kv_pager_seq_reserve (pager, b, 7, copies, &error));
+  g_assert_cmpuint (dcp_kv_pager_seq_pages_owned (pager, b), ==, 1);
   g_assert_cmpuint (copies->len, ==, 1);
   g_assert_cmpuint (g_array_index (copies, DcpKvPageCopy, 0).src, ==,
                     dcp_kv_pager_seq_get_page (pager, a, 1));

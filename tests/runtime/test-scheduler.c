@@ -406,6 +406,10 @@ run_team (guint seed, Coverage *cov)
         }
       g_assert_true (dcp_scheduler_step (sched, &busy, &error));
       g_assert_no_error (error);
+      /* Most seeds let the disk work finish between steps, so that every path is taken on
+       * every run; every third one lets the worker race the steps. */
+      if (seed % 3 != 0)
+        dcp_scheduler_wait_io (sched);
       fake_now += 1000;
       step++;
       busy = busy || pending;
@@ -417,6 +421,9 @@ run_team (guint seed, Coverage *cov)
           g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
           const char *name = d != NULL ? g_dir_read_name (d) : NULL;
 
+          /* Not a file the worker is still writing (its temporary name). */
+          while (name != NULL && !g_str_has_suffix (name, ".bin"))
+            name = g_dir_read_name (d);
           if (name != NULL && g_rand_boolean (rand))
             {
               g_autofree char *path = g_build_filename (dir, name, NULL);
@@ -686,6 +693,370 @@ test_pick (void)
     }
 }
 
+/* ---- a slow disk ---- */
+
+static Request *
+new_request (GRand *rand, const GArray *prefix, guint extra, guint max_tokens)
+{
+  Request *r = g_new0 (Request, 1);
+
+  r->prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+  r->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+  if (prefix != NULL)
+    g_array_append_vals (r->prompt, prefix->data, prefix->len);
+  g_array_set_size (r->prompt, r->prompt->len + extra);
+  fill_random (rand, (guint32 *) r->prompt->data + r->prompt->len - extra, extra);
+  r->max_tokens = max_tokens;
+  r->stop = vocab;   /* never sampled */
+  return r;
+}
+
+static void
+run_until_done (DcpScheduler *sched, Request *r)
+{
+  g_autoptr(GError) error = NULL;
+
+  while (!r->done)
+    {
+      g_assert_true (dcp_scheduler_step (sched, NULL, &error));
+      dcp_scheduler_wait_io (sched);
+    }
+}
+
+/* The tier of the snapshot of exactly n tokens; -1 when there is none. */
+static int
+snapshot_tier (DcpScheduler *sched, guint n)
+{
+  g_autoptr(GArray) items = dcp_scheduler_list (sched);
+
+  for (guint i = 0; i < items->len; i++)
+    {
+      DcpSchedulerItem *it = &g_array_index (items, DcpSchedulerItem, i);
+
+      if (it->is_snapshot && it->n_tokens == n)
+        return it->tier;
+    }
+  return -1;
+}
+
+/* A conversation whose snapshot is on a slow disk (every read and write takes 300 ms) comes
+ * back while another one decodes: no step waits for the disk, the other conversation keeps
+ * getting tokens, and the returning one resumes from its snapshot, when the read is done,
+ * with exactly the tokens it gets alone. */
+static void
+test_slow_disk (void)
+{
+  const gint64 delay = 300 * G_TIME_SPAN_MILLISECOND;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (21);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-slow-XXXXXX", NULL);
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+  guint32 ids[40];
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  Request *first, *second, *writer;
+  DcpSeqState *probe;
+  guint answer_end, writer_tokens_while_loading = 0, steps_while_loading = 0;
+  gint64 longest_step = 0, loading_since;
+  DcpBatchItem item;
+  DcpSchedulerStats stats;
+
+  /* The size of one saved state of 40 tokens: the RAM tier holds three. */
+  probe = dcp_backend_state_new (backend, &error);
+  fill_random (rand, ids, 40);
+  item = (DcpBatchItem) { probe, ids, 40, DCP_LOGITS_NONE, NULL, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  dcp_backend_state_save (backend, probe, blob);
+  dcp_backend_state_free (backend, probe);
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 4;
+  config.prefill_chunk = 16;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  config.snapshot_pages = 0;
+  config.ram_bytes = 3 * blob->len;
+  config.disk_bytes = 1 << 30;
+  config.disk_dir = dir;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  dcp_scheduler_set_clock (sched, fake_clock, NULL);
+
+  /* The conversation's first turn, then others until its answer's snapshot is on disk. */
+  first = new_request (rand, NULL, 20, 4);
+  g_ptr_array_add (requests, first);
+  submit (sched, first, 0);
+  run_until_done (sched, first);
+  answer_end = first->prompt->len + first->tokens->len - 1;
+  for (guint i = 0; i < 12 && snapshot_tier (sched, answer_end) != DCP_TIER_DISK; i++)
+    {
+      Request *other = new_request (rand, NULL, 20, 4);
+
+      g_ptr_array_add (requests, other);
+      submit (sched, other, 0);
+      run_until_done (sched, other);
+      fake_now += 1000;
+    }
+  g_assert_cmpint (snapshot_tier (sched, answer_end), ==, DCP_TIER_DISK);
+
+  /* Another conversation decodes; then the first one's second turn arrives. */
+  dcp_scheduler_set_io_delay (sched, delay);
+  writer = new_request (rand, NULL, 12, 200);
+  g_ptr_array_add (requests, writer);
+  submit (sched, writer, 0);
+  while (writer->tokens->len < 3)
+    g_assert_true (dcp_scheduler_step (sched, NULL, &error));
+  second = new_request (rand, NULL, 0, 6);
+  g_array_append_vals (second->prompt, first->prompt->data, first->prompt->len);
+  g_array_append_vals (second->prompt, first->tokens->data, first->tokens->len);
+  g_array_set_size (second->prompt, second->prompt->len + 5);
+  fill_random (rand, (guint32 *) second->prompt->data + second->prompt->len - 5, 5);
+  g_ptr_array_add (requests, second);
+  submit (sched, second, 0);
+  loading_since = g_get_monotonic_time ();
+  while (!second->done || !writer->done)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      guint before = writer->tokens->len;
+
+      g_assert_true (dcp_scheduler_step (sched, NULL, &error));
+      longest_step = MAX (longest_step, g_get_monotonic_time () - t0);
+      if (second->last_progress == 0 && !second->done)
+        {
+          writer_tokens_while_loading += writer->tokens->len - before;
+          steps_while_loading++;
+        }
+      if (writer->done && !second->done)
+        g_usleep (1000);
+    }
+  g_test_message ("the read took %" G_GINT64_FORMAT " ms; meanwhile %u steps gave the writer %u tokens; "
+                  "the longest step took %" G_GINT64_FORMAT " ms",
+                  (g_get_monotonic_time () - loading_since) / 1000, steps_while_loading,
+                  writer_tokens_while_loading, longest_step / 1000);
+  g_assert_cmpint (longest_step, <, delay / 2);
+  g_assert_cmpuint (writer_tokens_while_loading, >=, 5);
+  g_assert_cmpuint (second->usage.cached_prompt_tokens, ==, answer_end);
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.bytes_disk_to_device, >, 0);
+  for (guint i = 0; i < requests->len; i++)
+    check_request (g_ptr_array_index (requests, i), G_MAXUINT);
+  g_clear_pointer (&sched, dcp_scheduler_free);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
+/* ---- n choices of one prompt ---- */
+
+static void
+group_params (DcpSeqParams *p, Request *r, guint64 seed)
+{
+  memset (p, 0, sizeof *p);
+  dcp_sampler_params_init (&p->sampling);
+  p->sampling.temperature = 0.9;
+  p->sampling.seed = seed;
+  p->prompt = (guint32 *) r->prompt->data;
+  p->n_prompt = r->prompt->len;
+  p->max_tokens = r->max_tokens;
+  p->stop_tokens = &r->stop;
+  p->n_stop_tokens = 1;
+}
+
+/* Four sampled choices of one prompt on two running slots: the prompt is read once, the
+ * choices that do not fit wait swapped out, and each choice's tokens are exactly those of the
+ * same request alone with its seed. A group whose first choice is cancelled before its prompt
+ * is read ends whole. */
+static void
+test_group (void)
+{
+  enum { N = 4 };
+  g_autoptr(GRand) rand = g_rand_new_with_seed (17);
+  g_autoptr(GError) error = NULL;
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  Request *choices[N], *alone[N], *dropped[2];
+  DcpSeqParams params[N];
+  gpointer data[N];
+  guint64 ids[N];
+  DcpSchedulerStats stats;
+  gboolean busy = TRUE;
+  guint distinct = 0;
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 2;
+  config.gdn_blocks = 3;
+  config.prefill_chunk = 7;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  config.ram_bytes = 1 << 20;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  choices[0] = new_request (rand, NULL, 29, 10);
+  for (guint i = 0; i < N; i++)
+    {
+      if (i > 0)
+        choices[i] = new_request (rand, choices[0]->prompt, 0, 6 + 2 * i);
+      choices[i]->stop = g_rand_int_range (rand, 0, vocab);
+      group_params (&params[i], choices[i], 100 + i);
+      data[i] = choices[i];
+    }
+  g_assert_true (dcp_scheduler_submit_group (sched, params, N, &callbacks, data, ids, &error));
+  g_assert_no_error (error);
+  for (guint i = 1; i < N; i++)
+    g_assert_cmpuint (ids[i], ==, ids[0] + i);
+  while (busy)
+    g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.prompt_tokens_read, ==, 29);
+  g_assert_cmpuint (stats.bytes_ram_to_device, >, 0);   /* the choices that waited swapped out */
+  g_assert_cmpuint (stats.finished, ==, N);
+  g_assert_cmpuint (stats.running + stats.waiting, ==, 0);
+
+  /* Each alone, in a scheduler of its own. */
+  for (guint i = 0; i < N; i++)
+    {
+      g_autoptr(DcpScheduler) one = dcp_scheduler_new (backend, &config, &error);
+      DcpSeqParams p;
+
+      alone[i] = new_request (rand, choices[i]->prompt, 0, choices[i]->max_tokens);
+      g_array_set_size (alone[i]->prompt, choices[0]->prompt->len);
+      alone[i]->stop = choices[i]->stop;
+      group_params (&p, alone[i], 100 + i);
+      g_assert_cmpuint (dcp_scheduler_submit (one, &p, &callbacks, alone[i], &error), >, 0);
+      busy = TRUE;
+      while (busy)
+        g_assert_true (dcp_scheduler_step (one, &busy, &error));
+      g_assert_true (choices[i]->done);
+      g_assert_cmpint (choices[i]->reason, ==, alone[i]->reason);
+      g_assert_cmpuint (choices[i]->tokens->len, ==, alone[i]->tokens->len);
+      g_assert_cmpmem (choices[i]->tokens->data, choices[i]->tokens->len * 4,
+                       alone[i]->tokens->data, alone[i]->tokens->len * 4);
+      g_assert_cmpuint (choices[i]->usage.prompt_tokens, ==, 29);
+      if (i > 0 && choices[i]->tokens->len > 0 && choices[0]->tokens->len > 0 &&
+          g_array_index (choices[i]->tokens, guint32, 0) != g_array_index (choices[0]->tokens, guint32, 0))
+        distinct++;
+    }
+  /* The seeds make the choices differ. */
+  g_assert_cmpuint (distinct, >, 0);
+
+  /* Cancelled before the prompt is read: every choice ends cancelled, with no token. */
+  for (guint i = 0; i < 2; i++)
+    {
+      dropped[i] = new_request (rand, choices[0]->prompt, 0, 5);
+      group_params (&params[i], dropped[i], 7 + i);
+      data[i] = dropped[i];
+    }
+  g_assert_true (dcp_scheduler_submit_group (sched, params, 2, &callbacks, data, ids, &error));
+  dcp_scheduler_cancel (sched, ids[0]);
+  busy = TRUE;
+  while (busy)
+    g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_true (dropped[i]->done);
+      g_assert_cmpint (dropped[i]->reason, ==, DCP_SEQ_FINISH_CANCELLED);
+      g_assert_cmpuint (dropped[i]->tokens->len, ==, 0);
+      request_free (dropped[i]);
+    }
+  /* A group with another prompt is refused. */
+  g_array_index (choices[1]->prompt, guint32, 3) ^= 1;
+  group_params (&params[0], choices[0], 1);
+  group_params (&params[1], choices[1], 1);
+  g_assert_false (dcp_scheduler_submit_group (sched, params, 2, &callbacks, data, ids, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  for (guint i = 0; i < N; i++)
+    {
+      request_free (choices[i]);
+      request_free (alone[i]);
+    }
+}
+
+/* A conversation's last turn never goes to disk (its snapshots leave RAM by being dropped), and
+ * nothing idle for over an hour stays on disk: two hours later, one step deletes every file. */
+static void
+test_disk_expiry (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (23);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-expiry-XXXXXX", NULL);
+  g_autoptr(GByteArray) blob = g_byte_array_new ();
+  g_autoptr(GDir) listing = NULL;
+  DcpSchedulerConfig config;
+  g_autoptr(DcpScheduler) sched = NULL;
+  g_autoptr(GArray) items = NULL;
+  DcpSchedulerStats stats;
+  DcpSeqState *probe;
+  DcpBatchItem item;
+  DcpSeqParams p = { 0 };
+  Request *last;
+  guint64 last_id;
+  guint32 ids[40];
+
+  probe = dcp_backend_state_new (backend, &error);
+  fill_random (rand, ids, 40);
+  item = (DcpBatchItem) { probe, ids, 40, DCP_LOGITS_NONE, NULL, NULL };
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  dcp_backend_state_save (backend, probe, blob);
+  dcp_backend_state_free (backend, probe);
+
+  dcp_scheduler_config_init (&config);
+  config.max_running = 1;
+  config.gdn_blocks = 2;
+  config.page_tokens = 8;
+  config.kv_pages = 64;
+  config.snapshot_pages = 0;
+  config.ram_bytes = 2 * blob->len;
+  config.disk_bytes = 1 << 30;
+  config.disk_dir = dir;
+  sched = dcp_scheduler_new (backend, &config, &error);
+  g_assert_no_error (error);
+  dcp_scheduler_set_clock (sched, fake_clock, NULL);
+
+  /* A last turn first, then conversations that go on, until states go to disk. */
+  last = new_request (rand, NULL, 20, 3);
+  g_ptr_array_add (requests, last);
+  dcp_sampler_params_init (&p.sampling);
+  p.sampling.temperature = 0;
+  p.prompt = (guint32 *) last->prompt->data;
+  p.n_prompt = last->prompt->len;
+  p.max_tokens = last->max_tokens;
+  p.last_turn = TRUE;
+  last_id = dcp_scheduler_submit (sched, &p, &callbacks, last, &error);
+  run_until_done (sched, last);
+  for (guint i = 0; i < 6; i++)
+    {
+      Request *r = new_request (rand, NULL, 20, 3);
+
+      g_ptr_array_add (requests, r);
+      submit (sched, r, 0);
+      run_until_done (sched, r);
+      fake_now += 1000;
+    }
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.bytes_ram_to_disk, >, 0);
+  g_assert_cmpuint (stats.disk_bytes, >, 0);
+  items = dcp_scheduler_list (sched);
+  for (guint i = 0; i < items->len; i++)
+    {
+      DcpSchedulerItem *it = &g_array_index (items, DcpSchedulerItem, i);
+
+      g_assert_false (it->is_snapshot && it->conversation == last_id);
+    }
+
+  fake_now += 2 * DCP_EVICTION_DISK_MAX_IDLE_US;
+  g_assert_true (dcp_scheduler_step (sched, NULL, &error));
+  dcp_scheduler_wait_io (sched);
+  dcp_scheduler_get_stats (sched, &stats);
+  g_assert_cmpuint (stats.disk_bytes, ==, 0);
+  listing = g_dir_open (dir, 0, NULL);
+  g_assert_null (g_dir_read_name (listing));
+  for (guint i = 0; i < requests->len; i++)
+    check_request (g_ptr_array_index (requests, i), G_MAXUINT);
+  g_clear_pointer (&sched, dcp_scheduler_free);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -697,6 +1068,9 @@ main (int argc, char **argv)
   g_test_add_func ("/scheduler/paged", test_paged);
   g_test_add_func ("/scheduler/thread", test_thread);
   g_test_add_func ("/scheduler/pick", test_pick);
+  g_test_add_func ("/scheduler/group", test_group);
+  g_test_add_func ("/scheduler/slow-disk", test_slow_disk);
+  g_test_add_func ("/scheduler/disk-expiry", test_disk_expiry);
   g_test_add_func ("/scheduler/invariant", test_invariant);
   ret = g_test_run ();
   g_object_unref (backend);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-kv-pager.h"
+#include "dcp-prefix-cache.h"
+#include "dcp-scheduler.h"
+
+G_BEGIN_DECLS
+
+/* What the scheduler's files share: dcp-scheduler.c (sequences, admission, the step, the object)
+ * and dcp-scheduler-memory.c (device state and pages, snapshots, tiers). Engine thread only,
+ * unless a field says otherwise. */
+
+/* Tier store keys of preempted sequences; snapshot ids count up from 1. */
+#define SWAP_KEY(id) ((G_GUINT64_CONSTANT (1) << 63) | (id))
+
+typedef struct {
+  guint64 id;
+  guint32 *prompt;
+  guint n_prompt;
+  guint32 *stop;
+  guint n_stop;
+  guint max_tokens;
+  guint opening;
+  gboolean background, last_turn;
+  DcpSeqCallbacks cb;
+  gpointer user_data;
+
+  DcpSampler *sampler;
+  DcpSeqPhase phase;
+  DcpSeqPhase resume_phase;  /* SWAPPED: where it stopped */
+  DcpSeqState *state;        /* on the device while running */
+  guint pager_seq;
+  guint n_read;              /* tokens in the state: prompt, then generated ones fed back */
+  GArray *generated;         /* guint32 */
+  guint32 next_token;        /* sampled, to be fed in the next step */
+  guint cached;
+  gboolean cancelled;
+  gint64 submit_us, start_us, first_token_us;
+  float *logits;
+  GPtrArray *followers;      /* Seq: the other choices of its group, forked from its state
+                                once its prompt is read */
+  gboolean pending_first;    /* a follower swapped out before its first token: the logits are
+                                those of the prompt's end */
+} Seq;
+
+struct _DcpScheduler {
+  DcpBackend *backend;
+  DcpSchedulerConfig config;
+  guint vocab;
+  guint cap_tokens;          /* the most tokens one sequence may hold */
+  DcpKvPager *pager;
+  guint gdn_free;
+  DcpPrefixCache *cache;
+  DcpTierStore *tiers;
+  DcpKvPool *kv_pool;        /* the backend's pages, when it has a paged pool */
+  GArray *copies;            /* DcpKvPageCopy: copy-on-write the pager asks for */
+
+  GMutex lock;               /* guards what other threads touch: incoming, cancels, stopping,
+                                the published stats and list */
+  GCond cond;
+  GQueue incoming;
+  GArray *cancels;           /* guint64 */
+  gboolean stopping;
+  guint64 next_id;
+  DcpSchedulerStats stats;   /* engine thread; copied to published under the lock */
+  DcpSchedulerStats published;
+  GArray *published_list;
+
+  gboolean io_done;          /* the tier store's worker finished something (under lock) */
+  gboolean stalled;          /* the last step computed nothing: waiting for the disk */
+
+  GQueue waiting;            /* Seq, FIFO; preempted ones go back to the front */
+  GPtrArray *running;        /* Seq, in admission order */
+  gint64 (*now) (gpointer);
+  gpointer now_data;
+};
+
+typedef enum { ROOM_NOW, ROOM_SOON, ROOM_NEVER } Room;
+
+/* dcp-scheduler.c */
+guint32      *dcp_sched_seq_tokens         (const Seq              *s,
+                                            guint                   n);
+void          dcp_sched_seq_release_device (DcpScheduler           *self,
+                                            Seq                    *s);
+
+/* dcp-scheduler-memory.c */
+DcpSeqState  *dcp_sched_state_new          (DcpScheduler           *self,
+                                            GError                **error);
+void          dcp_sched_sync_pages         (DcpScheduler           *self,
+                                            DcpSeqState            *state,
+                                            guint                   pager_seq);
+void          dcp_sched_entry_drop         (DcpScheduler           *self,
+                                            DcpPrefixEntry         *e);
+GArray       *dcp_sched_candidates         (DcpScheduler           *self,
+                                            DcpTier                 tier,
+                                            const DcpPrefixEntry   *skip);
+Room          dcp_sched_make_ram_room      (DcpScheduler           *self,
+                                            guint64                 need);
+gboolean      dcp_sched_make_device_room   (DcpScheduler           *self,
+                                            guint                   pages,
+                                            guint                   blocks,
+                                            const DcpPrefixEntry   *skip);
+gboolean      dcp_sched_make_room_to_grow  (DcpScheduler           *self,
+                                            guint                   seq,
+                                            guint                   n_tokens,
+                                            gboolean                may_wait);
+guint         dcp_sched_pages_for          (DcpScheduler           *self,
+                                            guint                   n_tokens);
+gboolean      dcp_sched_entry_to_device    (DcpScheduler           *self,
+                                            DcpPrefixEntry         *e,
+                                            GError                **error);
+void          dcp_sched_prefetch           (DcpScheduler           *self);
+void          dcp_sched_take_snapshot      (DcpScheduler           *self,
+                                            Seq                    *s,
+                                            DcpSnapshotKind         kind);
+void          dcp_sched_keep_answer        (DcpScheduler           *self,
+                                            Seq                    *s);
+
+G_END_DECLS
