@@ -257,3 +257,6 @@ int dcpk_time_median (DcpkTimedFn fn, void *user, int warmup, int samples, doubl
 #ifdef __cplusplus
 }
 #endif
+
+#include "dcpk-gemm.h"
+#include "dcpk-conv.h"
