@@ -14,6 +14,7 @@ ninja -C build-gpu
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/tests
 cp build-gpu/engine/decapybara build-gpu/tests/gpu/bench-gemv build-gpu/tests/gpu/bench-decode .gpu/bin/
+cp build-gpu/tests/gpu/bench-gemm .gpu/bin/
 cp build-gpu/tests/gpu/bench-decode-step build-gpu/data/tiny-model/make-tiny-model \
    build-gpu/engine/decapybara-convert .gpu/bin/
 # Only the gpu suite travels: the other suites run in CI on every machine.
@@ -24,4 +25,6 @@ done
 strip .gpu/bin/* .gpu/tests/*
 cp tests/gpu/run-all.sh tests/gpu/serve-e2e.sh .gpu/
 "$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
+# cuBLAS (541 MB) and the CUDA runtime stay behind: run-all.sh takes the GPU machine's own.
+rm -f .gpu/libs/libcublas* .gpu/libs/libcudart*
 du -sh .gpu
