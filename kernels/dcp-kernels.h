@@ -259,3 +259,5 @@ int dcpk_time_median (DcpkTimedFn fn, void *user, int warmup, int samples, doubl
 #endif
 
 #include "dcpk-attention-prefill.h"
+#include "dcpk-gemm.h"
+#include "dcpk-conv.h"

@@ -27,4 +27,6 @@ done
 strip .gpu/bin/* .gpu/tests/*
 cp tests/gpu/run-all.sh tests/gpu/serve-e2e.sh .gpu/
 "$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
+# cuBLAS (541 MB) and the CUDA runtime stay behind: run-all.sh takes the GPU machine's own.
+rm -f .gpu/libs/libcublas* .gpu/libs/libcudart*
 du -sh .gpu

@@ -5,7 +5,16 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/dcp-gpu-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$here/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLASLt comes from the GPU machine's CUDA toolkit (prepare.sh leaves it out of libs/): the
+# toolkit's lib64, else where ldconfig knows it, else Python's nvidia/cu13 wheels.
+cuda_libs=""
+for d in /usr/local/cuda/lib64 \
+         "$(ldconfig -p 2>/dev/null | sed -n 's|.*libcublasLt\.so\.13 .*=> \(.*\)/[^/]*$|\1|p' | head -1)" \
+         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+  [ -n "$d" ] && [ -e "$d/libcublasLt.so.13" ] && { cuda_libs=$d; break; }
+done
+[ -n "$cuda_libs" ] || echo "run-all: libcublasLt.so.13 not found; the GEMM tests will not start" >&2
+export LD_LIBRARY_PATH="$here/libs${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export G_DEBUG=fatal-criticals G_TEST_SRCDIR="$here/../tests" DECAPYBARA_ENGINE="$here/bin/decapybara"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader \
@@ -25,6 +34,8 @@ done
 
 # Decode kernel benchmark (about 20 s): the whole table goes to the log, the summary here.
 [ -x "$here/bin/bench-gemv" ] && "$here/bin/bench-gemv" >"$out/bench-gemv.log" 2>&1 && sed -n '/^Whole/,$p' "$out/bench-gemv.log"
+# Prefill GEMM benchmark (about 30 s): the whole table.
+[ -x "$here/bin/bench-gemm" ] && "$here/bin/bench-gemm" 2>&1 | tee "$out/bench-gemm.log"
 # Decode attention and sampling benchmark: the whole table.
 "$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
 # Prefill attention: 2048-token chunks at 4K, 32K, 128K context, TFLOP/s next to the peak.
