@@ -257,3 +257,5 @@ int dcpk_time_median (DcpkTimedFn fn, void *user, int warmup, int samples, doubl
 #ifdef __cplusplus
 }
 #endif
+
+#include "dcpk-gdn-prefill.h"
