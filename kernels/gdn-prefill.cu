@@ -13,6 +13,8 @@
 //                 float sums would spoil exp(γ_r - γ_s) of nearby rows), A = β (K Kᵀ) ⊙ D
 //                 strictly lower, the intra-chunk attention P = (Q Kᵀ) ⊙ D, T = (I + A)^-1 by
 //                 forward substitution (4 lanes per column), W = T (β e^γ ⊙ K), U = T (β ⊙ V).
+// The tiles come in with cp.async; state_kernel loads the next chunk's W while it computes O and
+// the next Q, P while it updates S.
 //   state_kernel  a block per (v-head, tile of BV value columns), sequential over the chunks,
 //                 the state tile in shared memory in FP32: Vn = U - W S, O = e^γ ⊙ (Q S) + P Vn,
 //                 S <- e^γlast S + (e^(γlast - γ) ⊙ K)ᵀ Vn.
@@ -73,6 +75,51 @@ mma_acc (float c[4], FA a, FB b, int m0, int n0, int K)
     }
 }
 
+// Asynchronous copies global -> shared (cp.async); an invalid one zero-fills its bytes.
+__device__ __forceinline__ void
+copy4 (float *dst, const float *src, bool valid)
+{
+  unsigned d = (unsigned) __cvta_generic_to_shared (dst);
+  asm volatile ("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void
+copy16 (float *dst, const float *src, bool valid)
+{
+  unsigned d = (unsigned) __cvta_generic_to_shared (dst);
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void
+copy_wait ()
+{
+  asm volatile ("cp.async.wait_all;" ::: "memory");
+}
+
+// Starts dst[r][c] = src[r][c] for r < rows, c < cols, zeros up to kChunk rows and `width`
+// columns (a multiple of 4). vec: src, lds and cols are multiples of 4 floats (16-byte copies).
+__device__ __forceinline__ void
+load_tile (float *dst, int ldd, const float *src, size_t lds, int rows, int cols, int width, bool vec)
+{
+  if (vec)
+    {
+      const int w4 = width / 4;
+      for (int idx = threadIdx.x; idx < kChunk * w4; idx += blockDim.x)
+        {
+          int r = idx / w4, c = idx % w4 * 4;
+          bool ok = r < rows && c < cols;
+          copy16 (dst + r * ldd + c, ok ? src + r * lds + c : src, ok);
+        }
+    }
+  else
+    for (int idx = threadIdx.x; idx < kChunk * width; idx += blockDim.x)
+      {
+        int r = idx / width, c = idx % width;
+        bool ok = r < rows && c < cols;
+        copy4 (dst + r * ldd + c, ok ? src + r * lds + c : src, ok);
+      }
+}
+
 // Calls f(m, n, value) for the 4 accumulator values of this lane's fragment.
 template <class F>
 __device__ __forceinline__ void
@@ -91,6 +138,7 @@ struct Dims
   int dkp, dvp;   // d_k, d_v rounded up to 16
   int ldk, ldv;   // shared row strides: dkp + 4, dvp + 4
   int bv;         // value columns per state_kernel block
+  bool vec;       // 16-byte copies of q, k, v rows (conv_dim, d_k, d_v multiples of 4)
   float eps;
 };
 
@@ -151,7 +199,7 @@ prep_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict__ c
     }
 }
 
-// Shared: K, Q [64][ldk], βV [64][ldv], A, T [64][kLd64], γ double [64], β, β e^γ [64].
+// Shared: K, Q [64][ldk], V [64][ldv], A, T [64][kLd64], γ double [64], β, β e^γ [64].
 __global__ void __launch_bounds__ (kThreads)
 chunk_kernel (Dims dm, int n_seg, Work wk)
 {
@@ -178,22 +226,12 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
           gam[r] = acc;
         }
     }
-  for (int idx = threadIdx.x; idx < kChunk * dm.dkp; idx += blockDim.x)
-    {
-      int r = idx / dm.dkp, i = idx % dm.dkp;
-      bool ok = r < n && i < dm.d_k;
-      const float *u = wk.u + (size_t) (t0 + r) * D;
-      ks[r * dm.ldk + i] = ok ? u[dm.h_k * dm.d_k + hk * dm.d_k + i] : 0.f;
-      qs[r * dm.ldk + i] = ok ? u[hk * dm.d_k + i] : 0.f;
-    }
+  const float *u0 = wk.u + (size_t) t0 * D;
+  load_tile (ks, dm.ldk, u0 + dm.h_k * dm.d_k + hk * dm.d_k, D, n, dm.d_k, dm.dkp, dm.vec);
+  load_tile (qs, dm.ldk, u0 + hk * dm.d_k, D, n, dm.d_k, dm.dkp, dm.vec);
+  load_tile (vs, dm.ldv, u0 + 2 * dm.h_k * dm.d_k + j * dm.d_v, D, n, dm.d_v, dm.dvp, dm.vec);
+  copy_wait ();
   __syncthreads ();
-  for (int idx = threadIdx.x; idx < kChunk * dm.dvp; idx += blockDim.x)
-    {
-      int r = idx / dm.dvp, c = idx % dm.dvp;
-      bool ok = r < n && c < dm.d_v;
-      vs[r * dm.ldv + c] = ok ? bet[r] * wk.u[(size_t) (t0 + r) * D + 2 * dm.h_k * dm.d_k
-                                              + j * dm.d_v + c] : 0.f;
-    }
   for (int r = threadIdx.x; r < kChunk; r += blockDim.x)
     {
       float eg = (float) exp (gam[r]);
@@ -257,14 +295,15 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
       else
         {
           const int m0 = (tile - w_tiles) % 4 * 16, n0 = (tile - w_tiles) / 4 * 8;
-          mma_acc (c, tmat, [&] (int k, int nn) { return vs[k * dm.ldv + nn]; }, m0, n0, kChunk);
+          mma_acc (c, tmat, [&] (int k, int nn) { return vs[k * dm.ldv + nn] * bet[k]; }, m0, n0,
+                   kChunk);
           mma_store (c, m0, n0, [&] (int m, int nn, float v) { uu[m * dm.dvp + nn] = v; });
         }
     }
 }
 
-// Shared: S [dkp][bv + 4], W, Q, e^(γlast-γ) K [64][ldk], P [64][kLd64], U then Vn [64][bv + 4],
-// e^γ [64].
+// Shared: S [dkp][bv + 4], W, Q, K [64][ldk], P [64][kLd64], U then Vn [64][bv + 4], e^γ,
+// e^(γlast-γ) [64].
 __global__ void __launch_bounds__ (kThreads)
 state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ state,
               float *__restrict__ out)
@@ -273,6 +312,7 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
   const int ldb = dm.bv + 4;
   float *ss = smem, *ws = ss + dm.dkp * ldb, *qs = ws + kChunk * dm.ldk, *ks = qs + kChunk * dm.ldk;
   float *ps = ks + kChunk * dm.ldk, *us = ps + kChunk * kLd64, *eg = us + kChunk * ldb;
+  float *el = eg + kChunk;
 
   const int j = blockIdx.x, v0 = blockIdx.y * dm.bv, hk = j / (dm.h_v / dm.h_k);
   const int n_chunks = (n_seg + kChunk - 1) / kChunk, D = dm.conv_dim;
@@ -285,32 +325,39 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
       ss[i * ldb + c] = i < dm.d_k && v0 + c < dm.d_v ? sg[(size_t) i * dm.d_v + v0 + c] : 0.f;
     }
 
+  // The loads of one chunk's tiles, in the three groups that free up at different times.
+  auto load_w = [&] (int chunk) {
+    const size_t at = (size_t) j * n_chunks + chunk;
+    load_tile (ws, dm.ldk, wk.w + at * kChunk * dm.dkp, dm.dkp, kChunk, dm.dkp, dm.dkp, true);
+  };
+  auto load_qp = [&] (int chunk) {
+    const size_t at = (size_t) j * n_chunks + chunk;
+    const int t0 = chunk * kChunk, n = min (kChunk, n_seg - t0);
+    load_tile (qs, dm.ldk, wk.u + (size_t) t0 * D + hk * dm.d_k, D, n, dm.d_k, dm.dkp, dm.vec);
+    load_tile (ps, kLd64, wk.p + at * kChunk * kChunk, kChunk, kChunk, kChunk, kChunk, true);
+  };
+  auto load_ku = [&] (int chunk) {
+    const size_t at = (size_t) j * n_chunks + chunk;
+    const int t0 = chunk * kChunk, n = min (kChunk, n_seg - t0);
+    load_tile (ks, dm.ldk, wk.u + (size_t) t0 * D + dm.h_k * dm.d_k + hk * dm.d_k, D, n, dm.d_k,
+               dm.dkp, dm.vec);
+    load_tile (us, ldb, wk.uu + at * kChunk * dm.dvp + v0, dm.dvp, kChunk, dm.bv, dm.bv, true);
+    for (int r = threadIdx.x; r < kChunk; r += blockDim.x)
+      {
+        copy4 (eg + r, wk.egam + at * kChunk + r, true);
+        copy4 (el + r, wk.eld + at * kChunk + r, true);
+      }
+  };
+  load_w (0);
+  load_qp (0);
+  load_ku (0);
+
   for (int chunk = 0; chunk < n_chunks; chunk++)
     {
       const int t0 = chunk * kChunk, n = min (kChunk, n_seg - t0);
-      const size_t at = (size_t) j * n_chunks + chunk;
-      const float *wg = wk.w + at * kChunk * dm.dkp, *ug = wk.uu + at * kChunk * dm.dvp;
-      const float *pg = wk.p + at * kChunk * kChunk;
+      const bool more = chunk + 1 < n_chunks;
 
-      __syncthreads ();   // the previous chunk is done with the tiles
-      for (int r = threadIdx.x; r < kChunk; r += blockDim.x)
-        eg[r] = wk.egam[at * kChunk + r];
-      for (int idx = threadIdx.x; idx < kChunk * dm.dkp; idx += blockDim.x)
-        {
-          int r = idx / dm.dkp, i = idx % dm.dkp;
-          bool ok = r < n && i < dm.d_k;
-          const float *u = wk.u + (size_t) (t0 + r) * D;
-          ws[r * dm.ldk + i] = wg[idx];
-          qs[r * dm.ldk + i] = ok ? u[hk * dm.d_k + i] : 0.f;
-          ks[r * dm.ldk + i] = ok ? u[dm.h_k * dm.d_k + hk * dm.d_k + i] * wk.eld[at * kChunk + r] : 0.f;
-        }
-      for (int idx = threadIdx.x; idx < kChunk * kChunk; idx += blockDim.x)
-        ps[idx / kChunk * kLd64 + idx % kChunk] = pg[idx];
-      for (int idx = threadIdx.x; idx < kChunk * dm.bv; idx += blockDim.x)
-        {
-          int r = idx / dm.bv, c = idx % dm.bv;
-          us[r * ldb + c] = ug[(size_t) r * dm.dvp + v0 + c];
-        }
+      copy_wait ();
       __syncthreads ();
 
       // Vn = U - W S: [64, bv], K = dkp.
@@ -324,6 +371,8 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
           mma_store (c, m0, n0, [&] (int m, int nn, float v) { us[m * ldb + nn] -= v; });
         }
       __syncthreads ();
+      if (more)
+        load_w (chunk + 1);
 
       // O = e^γ ⊙ (Q S) + P Vn, rows < n written out.
       for (int tile = warp; tile < tiles; tile += kWarps)
@@ -344,6 +393,8 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
           });
         }
       __syncthreads ();
+      if (more)
+        load_qp (chunk + 1);
 
       // S <- e^γlast S + (e^(γlast-γ) ⊙ K)ᵀ Vn: [dkp, bv], K = 64.
       const float elast = eg[kChunk - 1];
@@ -352,14 +403,16 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
         {
           const int m0 = tile % (dm.dkp / 16) * 16, n0 = tile / (dm.dkp / 16) * 8;
           float c[4] = { 0.f, 0.f, 0.f, 0.f };
-          mma_acc (c, [&] (int m, int k) { return ks[k * dm.ldk + m]; },
+          mma_acc (c, [&] (int m, int k) { return ks[k * dm.ldk + m] * el[k]; },
                    [&] (int k, int nn) { return us[k * ldb + nn]; }, m0, n0, kChunk);
           mma_store (c, m0, n0, [&] (int m, int nn, float v) {
             ss[m * ldb + nn] = fmaf (elast, ss[m * ldb + nn], v);
           });
         }
+      __syncthreads ();
+      if (more)
+        load_ku (chunk + 1);
     }
-  __syncthreads ();
   for (int idx = threadIdx.x; idx < dm.dkp * dm.bv; idx += blockDim.x)
     {
       int i = idx / dm.bv, c = idx % dm.bv;
@@ -429,6 +482,7 @@ make_dims (const DcpkGdnShape *shape, Dims *dm)
   dm->ldk = dm->dkp + 4;
   dm->ldv = dm->dvp + 4;
   dm->bv = dm->dvp % 64 == 0 ? 64 : dm->dvp % 32 == 0 ? 32 : 16;
+  dm->vec = dm->conv_dim % 4 == 0 && dm->d_k % 4 == 0 && dm->d_v % 4 == 0;
   return true;
 }
 
@@ -463,7 +517,7 @@ state_smem (const Dims &dm)
 {
   size_t ldb = dm.bv + 4;
   return sizeof (float) * ((size_t) dm.dkp * ldb + 3 * (size_t) kChunk * dm.ldk
-                           + (size_t) kChunk * kLd64 + kChunk * ldb + kChunk);
+                           + (size_t) kChunk * kLd64 + kChunk * ldb + 2 * kChunk);
 }
 
 template <class Kernel>
