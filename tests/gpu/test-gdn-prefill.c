@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The Gated DeltaNet prefill (kernels/gdn-prefill.cu) on random inputs, weights and nonzero
  * initial conv and recurrent states, for the 27B's GDN shape, the test checkpoints' shapes
- * (tests/data/models/{real-heads,odd-sizes}/config.json) and two odd ones, at T in
+ * (tests/data/models/{real-heads,odd-sizes}/config.json) and three odd ones, at T in
  * {1, 3, 63, 64, 65, 1000, 4096}:
  *  - against a C reference of the recurrent form (shared/MODEL.md §2.3 steps 2-8) in double;
  *  - against T successive calls of dcpk_gdn_decode (the GPU's recurrent form);
@@ -36,6 +36,7 @@ static const Case cases[] = {
   { "odd-sizes", { 2, 4, 24, 40, 4, 1e-6f } },
   { "ratio-3-conv-3", { 3, 9, 16, 8, 3, 1e-6f } },
   { "d_k-100", { 1, 2, 100, 96, 2, 1e-6f } },
+  { "d_k-30", { 1, 2, 30, 18, 4, 1e-6f } },   /* rows not a multiple of 4 floats: 4-byte copies */
 };
 
 static const int lengths[] = { 1, 3, 63, 64, 65, 1000, 4096 };
