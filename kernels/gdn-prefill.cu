@@ -16,8 +16,8 @@
 // The tiles come in with cp.async; state_kernel loads the next chunk's W while it computes O and
 // the next Q, P while it updates S.
 //   state_kernel  a block per (v-head, tile of BV value columns), sequential over the chunks,
-//                 the state tile in shared memory in FP32: Vn = U - W S, O = e^γ ⊙ (Q S) + P Vn,
-//                 S <- e^γlast S + (e^(γlast - γ) ⊙ K)ᵀ Vn.
+//                 the state tile in shared memory in FP32: Vn = U - W S with Q S in the same
+//                 pass, O = e^γ ⊙ (Q S) + P Vn, S <- e^γlast S + (e^(γlast - γ) ⊙ K)ᵀ Vn.
 // Then, over the whole input, norm_kernel (the gated RMSNorm with silu(z)) and conv_state_kernel
 // (the last K-1 inputs become the conv state).
 //
@@ -38,6 +38,7 @@ constexpr int kChunk = 64;
 constexpr int kSegment = 2048;   // tokens per workspace fill, a multiple of kChunk
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kStateThreads = 512;   // state_kernel: 16 warps (one block per SM) hide latency
 constexpr int kMaxHeadDim = 192;   // the shared tiles of 192 fit in 227 KiB
 constexpr int kLd64 = kChunk + 4;   // row stride of the 64-wide shared tiles
 
@@ -63,6 +64,7 @@ __device__ __forceinline__ void
 mma_acc (float c[4], FA a, FB b, int m0, int n0, int K)
 {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll 4
   for (int k0 = 0; k0 < K; k0 += 8)
     {
       unsigned a0 = to_tf32 (a (m0 + g, k0 + t)), a1 = to_tf32 (a (m0 + g + 8, k0 + t));
@@ -120,6 +122,31 @@ load_tile (float *dst, int ldd, const float *src, size_t lds, int rows, int cols
       }
 }
 
+// c += A B and d += A2 B (the same B fragments), as mma_acc.
+template <class FA, class FA2, class FB>
+__device__ __forceinline__ void
+mma_acc2 (float c[4], float d[4], FA a, FA2 a2, FB b, int m0, int n0, int K)
+{
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll 2
+  for (int k0 = 0; k0 < K; k0 += 8)
+    {
+      unsigned b0 = to_tf32 (b (k0 + t, n0 + g)), b1 = to_tf32 (b (k0 + t + 4, n0 + g));
+      unsigned a0 = to_tf32 (a (m0 + g, k0 + t)), a1 = to_tf32 (a (m0 + g + 8, k0 + t));
+      unsigned a2_ = to_tf32 (a (m0 + g, k0 + t + 4)), a3 = to_tf32 (a (m0 + g + 8, k0 + t + 4));
+      unsigned e0 = to_tf32 (a2 (m0 + g, k0 + t)), e1 = to_tf32 (a2 (m0 + g + 8, k0 + t));
+      unsigned e2 = to_tf32 (a2 (m0 + g, k0 + t + 4)), e3 = to_tf32 (a2 (m0 + g + 8, k0 + t + 4));
+      asm volatile ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                    : "r"(a0), "r"(a1), "r"(a2_), "r"(a3), "r"(b0), "r"(b1));
+      asm volatile ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                    : "r"(e0), "r"(e1), "r"(e2), "r"(e3), "r"(b0), "r"(b1));
+    }
+}
+
 // Calls f(m, n, value) for the 4 accumulator values of this lane's fragment.
 template <class F>
 __device__ __forceinline__ void
@@ -163,9 +190,11 @@ prep_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict__ c
   const int t = blockIdx.x, tg = t_begin + t, D = dm.conv_dim, K = dm.width;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
+#pragma unroll 2
   for (int c = threadIdx.x; c < D; c += blockDim.x)
     {
       float acc = 0.f;
+#pragma unroll 4
       for (int j = 0; j < K; j++)
         {
           int tp = tg - (K - 1) + j;
@@ -216,13 +245,17 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
   const size_t at = (size_t) j * n_chunks + chunk;   // (head, chunk) index
 
   for (int r = threadIdx.x; r < kChunk; r += blockDim.x)
-    bet[r] = r < n ? wk.beta[(size_t) (t0 + r) * dm.h_v + j] : 0.f;
+    {
+      bet[r] = r < n ? wk.beta[(size_t) (t0 + r) * dm.h_v + j] : 0.f;
+      bsc[r] = r < n ? wk.g[(size_t) (t0 + r) * dm.h_v + j] : 0.f;   // g for now
+    }
+  __syncthreads ();
   if (threadIdx.x == 0)
     {
       double acc = 0;
       for (int r = 0; r < kChunk; r++)
         {
-          acc += r < n ? (double) wk.g[(size_t) (t0 + r) * dm.h_v + j] : 0.0;
+          acc += bsc[r];
           gam[r] = acc;
         }
     }
@@ -267,6 +300,7 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
     for (int r = 0; r < kChunk; r++)
       {
         float sum = 0.f;
+#pragma unroll 4
         for (int s = col + part; s < r; s += 4)
           sum = fmaf (am[r * kLd64 + s], tm[s * kLd64 + col], sum);
         sum += __shfl_xor_sync (0xffffffffu, sum, 1);
@@ -304,7 +338,7 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
 
 // Shared: S [dkp][bv + 4], W, Q, K [64][ldk], P [64][kLd64], U then Vn [64][bv + 4], e^γ,
 // e^(γlast-γ) [64].
-__global__ void __launch_bounds__ (kThreads)
+__global__ void __launch_bounds__ (kStateThreads)
 state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ state,
               float *__restrict__ out)
 {
@@ -316,7 +350,7 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
 
   const int j = blockIdx.x, v0 = blockIdx.y * dm.bv, hk = j / (dm.h_v / dm.h_k);
   const int n_chunks = (n_seg + kChunk - 1) / kChunk, D = dm.conv_dim;
-  const int warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
   float *sg = state + (size_t) j * dm.d_k * dm.d_v;
 
   for (int idx = threadIdx.x; idx < dm.dkp * dm.bv; idx += blockDim.x)
@@ -360,37 +394,47 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
       copy_wait ();
       __syncthreads ();
 
-      // Vn = U - W S: [64, bv], K = dkp.
-      const int tiles = 4 * (dm.bv / 8);
-      for (int tile = warp; tile < tiles; tile += kWarps)
+      // Vn = U - W S and e^γ ⊙ (Q S) in one pass over S: [64, bv], K = dkp. The 4 bv / 8 <= 32
+      // tiles go 2 per warp at most (kStateThreads = 512); a warp keeps its Q S tiles in
+      // registers for O.
+      const int tiles = 4 * (dm.bv / 8), lane = threadIdx.x % 32;
+      float qs_acc[2][4] = { { 0.f, 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f, 0.f } };
+#pragma unroll
+      for (int it = 0; it < 2; it++)
         {
-          const int m0 = tile % 4 * 16, n0 = tile / 4 * 8;
-          float c[4] = { 0.f, 0.f, 0.f, 0.f };
-          mma_acc (c, [&] (int m, int k) { return ws[m * dm.ldk + k]; },
-                   [&] (int k, int nn) { return ss[k * ldb + nn]; }, m0, n0, dm.dkp);
-          mma_store (c, m0, n0, [&] (int m, int nn, float v) { us[m * ldb + nn] -= v; });
+          const int tile = warp + it * n_warps, m0 = tile % 4 * 16, n0 = tile / 4 * 8;
+          if (tile < tiles)
+            {
+              float c[4] = { 0.f, 0.f, 0.f, 0.f };
+              mma_acc2 (c, qs_acc[it], [&] (int m, int k) { return ws[m * dm.ldk + k]; },
+                        [&] (int m, int k) { return qs[m * dm.ldk + k]; },
+                        [&] (int k, int nn) { return ss[k * ldb + nn]; }, m0, n0, dm.dkp);
+              mma_store (c, m0, n0, [&] (int m, int nn, float v) { us[m * ldb + nn] -= v; });
+              qs_acc[it][0] *= eg[m0 + lane / 4];
+              qs_acc[it][1] *= eg[m0 + lane / 4];
+              qs_acc[it][2] *= eg[m0 + lane / 4 + 8];
+              qs_acc[it][3] *= eg[m0 + lane / 4 + 8];
+            }
         }
       __syncthreads ();
       if (more)
         load_w (chunk + 1);
 
       // O = e^γ ⊙ (Q S) + P Vn, rows < n written out.
-      for (int tile = warp; tile < tiles; tile += kWarps)
+#pragma unroll
+      for (int it = 0; it < 2; it++)
         {
-          const int m0 = tile % 4 * 16, n0 = tile / 4 * 8, lane = threadIdx.x % 32;
-          float c[4] = { 0.f, 0.f, 0.f, 0.f };
-          mma_acc (c, [&] (int m, int k) { return qs[m * dm.ldk + k]; },
-                   [&] (int k, int nn) { return ss[k * ldb + nn]; }, m0, n0, dm.dkp);
-          c[0] *= eg[m0 + lane / 4];
-          c[1] *= eg[m0 + lane / 4];
-          c[2] *= eg[m0 + lane / 4 + 8];
-          c[3] *= eg[m0 + lane / 4 + 8];
-          mma_acc (c, [&] (int m, int k) { return ps[m * kLd64 + k]; },
-                   [&] (int k, int nn) { return us[k * ldb + nn]; }, m0, n0, kChunk);
-          mma_store (c, m0, n0, [&] (int m, int nn, float v) {
-            if (m < n && v0 + nn < dm.d_v)
-              out[(size_t) (t_begin + t0 + m) * dm.h_v * dm.d_v + (size_t) j * dm.d_v + v0 + nn] = v;
-          });
+          const int tile = warp + it * n_warps, m0 = tile % 4 * 16, n0 = tile / 4 * 8;
+          if (tile < tiles)
+            {
+              mma_acc (qs_acc[it], [&] (int m, int k) { return ps[m * kLd64 + k]; },
+                       [&] (int k, int nn) { return us[k * ldb + nn]; }, m0, n0, kChunk);
+              mma_store (qs_acc[it], m0, n0, [&] (int m, int nn, float v) {
+                if (m < n && v0 + nn < dm.d_v)
+                  out[(size_t) (t_begin + t0 + m) * dm.h_v * dm.d_v + (size_t) j * dm.d_v + v0
+                      + nn] = v;
+              });
+            }
         }
       __syncthreads ();
       if (more)
@@ -399,7 +443,7 @@ state_kernel (Dims dm, int n_seg, int t_begin, Work wk, float *__restrict__ stat
       // S <- e^γlast S + (e^(γlast-γ) ⊙ K)ᵀ Vn: [dkp, bv], K = 64.
       const float elast = eg[kChunk - 1];
       const int s_tiles = dm.dkp / 16 * (dm.bv / 8);
-      for (int tile = warp; tile < s_tiles; tile += kWarps)
+      for (int tile = warp; tile < s_tiles; tile += n_warps)
         {
           const int m0 = tile % (dm.dkp / 16) * 16, n0 = tile / (dm.dkp / 16) * 8;
           float c[4] = { 0.f, 0.f, 0.f, 0.f };
@@ -589,7 +633,7 @@ dcpk_gdn_prefill (const DcpkGdnShape *shape, const DcpkGdnWeights *weights, int 
       DCPK_TRY_LAUNCH ();
       chunk_kernel<<<dim3 (n_chunks, dm.h_v), kThreads, chunk_bytes, s>>> (dm, n, wk);
       DCPK_TRY_LAUNCH ();
-      state_kernel<<<dim3 (dm.h_v, dm.dvp / dm.bv), kThreads, state_bytes, s>>> (
+      state_kernel<<<dim3 (dm.h_v, dm.dvp / dm.bv), kStateThreads, state_bytes, s>>> (
           dm, n, t_begin, wk, d_state, d_out);
       DCPK_TRY_LAUNCH ();
     }
