@@ -12,7 +12,7 @@
 //                 (summed in double: with strong decays it reaches -1000 inside a chunk and
 //                 float sums would spoil exp(γ_r - γ_s) of nearby rows), A = β (K Kᵀ) ⊙ D
 //                 strictly lower, the intra-chunk attention P = (Q Kᵀ) ⊙ D, T = (I + A)^-1 by
-//                 forward substitution (4 lanes per column), W = T (β e^γ ⊙ K), U = T (β ⊙ V).
+//                 forward substitution (8 lanes per column), W = T (β e^γ ⊙ K), U = T (β ⊙ V).
 // The tiles come in with cp.async; state_kernel loads the next chunk's W while it computes O and
 // the next Q, P while it updates S.
 //   state_kernel  a block per (v-head, tile of BV value columns), sequential over the chunks,
@@ -38,6 +38,9 @@ constexpr int kChunk = 64;
 constexpr int kSegment = 2048;   // tokens per workspace fill, a multiple of kChunk
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kPrepThreads = 1024;    // prep_kernel: more loads in flight per token
+constexpr int kChunkThreads = 512;    // chunk_kernel: 8 lanes per column of T
+constexpr int kLanesPerCol = kChunkThreads / kChunk;
 constexpr int kStateThreads = 512;   // state_kernel: 16 warps (one block per SM) hide latency
 constexpr int kMaxHeadDim = 192;   // the shared tiles of 192 fit in 227 KiB
 constexpr int kLd64 = kChunk + 4;   // row stride of the 64-wide shared tiles
@@ -180,7 +183,7 @@ struct Work
   float *egam, *eld; // [H_v, chunks, 64]: e^γ_r, e^(γ_last - γ_r)
 };
 
-__global__ void __launch_bounds__ (kThreads)
+__global__ void __launch_bounds__ (kPrepThreads)
 prep_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict__ conv_state,
              const unsigned short *__restrict__ conv_w, const float *__restrict__ b_in,
              const float *__restrict__ a_in, const float *__restrict__ a_log,
@@ -206,7 +209,7 @@ prep_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict__ c
   __syncthreads ();
 
   float *u = wk.u + (size_t) t * D;
-  for (int h = warp; h < 2 * dm.h_k; h += kWarps)
+  for (int h = warp; h < 2 * dm.h_k; h += blockDim.x / 32)
     {
       const float *x = row + h * dm.d_k;
       float ss = 0.f;
@@ -229,7 +232,7 @@ prep_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict__ c
 }
 
 // Shared: K, Q [64][ldk], V [64][ldv], A, T [64][kLd64], γ double [64], β, β e^γ [64].
-__global__ void __launch_bounds__ (kThreads)
+__global__ void __launch_bounds__ (kChunkThreads)
 chunk_kernel (Dims dm, int n_seg, Work wk)
 {
   extern __shared__ __align__ (16) unsigned char smem_raw[];
@@ -275,7 +278,7 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
 
   // A (tiles 0..31) and P (32..63): 64 x 64 each, K = dkp.
   float *p = wk.p + at * kChunk * kChunk;
-  for (int tile = warp; tile < 64; tile += kWarps)
+  for (int tile = warp; tile < 64; tile += kChunkThreads / 32)
     {
       const bool is_p = tile >= 32;
       const int m0 = (tile % 32) / 8 * 16, n0 = tile % 8 * 8;
@@ -293,18 +296,18 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
     }
   __syncthreads ();
 
-  // T = (I + A)^-1, unit lower triangular: column c by lanes 4c..4c+3 of one warp, row by row,
-  // T[r][c] = -Σ_{c<=s<r} A[r][s] T[s][c].
+  // T = (I + A)^-1, unit lower triangular: column c by kLanesPerCol (8) lanes of one warp, row
+  // by row, T[r][c] = -Σ_{c<=s<r} A[r][s] T[s][c].
   {
-    const int col = threadIdx.x / 4, part = threadIdx.x % 4;
+    const int col = threadIdx.x / kLanesPerCol, part = threadIdx.x % kLanesPerCol;
     for (int r = 0; r < kChunk; r++)
       {
         float sum = 0.f;
-#pragma unroll 4
-        for (int s = col + part; s < r; s += 4)
+#pragma unroll 2
+        for (int s = col + part; s < r; s += kLanesPerCol)
           sum = fmaf (am[r * kLd64 + s], tm[s * kLd64 + col], sum);
-        sum += __shfl_xor_sync (0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync (0xffffffffu, sum, 2);
+        for (int off = 1; off < kLanesPerCol; off *= 2)
+          sum += __shfl_xor_sync (0xffffffffu, sum, off);
         if (part == 0)
           tm[r * kLd64 + col] = r < col ? 0.f : r == col ? 1.f : -sum;
         __syncwarp ();
@@ -316,7 +319,7 @@ chunk_kernel (Dims dm, int n_seg, Work wk)
   float *w = wk.w + at * kChunk * dm.dkp, *uu = wk.uu + at * kChunk * dm.dvp;
   const int w_tiles = 4 * (dm.dkp / 8), all_tiles = w_tiles + 4 * (dm.dvp / 8);
   auto tmat = [&] (int m, int k) { return tm[m * kLd64 + k]; };
-  for (int tile = warp; tile < all_tiles; tile += kWarps)
+  for (int tile = warp; tile < all_tiles; tile += kChunkThreads / 32)
     {
       float c[4] = { 0.f, 0.f, 0.f, 0.f };
       if (tile < w_tiles)
@@ -628,10 +631,10 @@ dcpk_gdn_prefill (const DcpkGdnShape *shape, const DcpkGdnWeights *weights, int 
     {
       int n = n_tokens - t_begin < kSegment ? n_tokens - t_begin : kSegment;
       int n_chunks = (n + kChunk - 1) / kChunk;
-      prep_kernel<<<n, kThreads, prep_bytes, s>>> (dm, d_qkv, d_conv_state, conv_w, d_b, d_a,
+      prep_kernel<<<n, kPrepThreads, prep_bytes, s>>> (dm, d_qkv, d_conv_state, conv_w, d_b, d_a,
                                                     weights->a_log, weights->dt_bias, t_begin, wk);
       DCPK_TRY_LAUNCH ();
-      chunk_kernel<<<dim3 (n_chunks, dm.h_v), kThreads, chunk_bytes, s>>> (dm, n, wk);
+      chunk_kernel<<<dim3 (n_chunks, dm.h_v), kChunkThreads, chunk_bytes, s>>> (dm, n, wk);
       DCPK_TRY_LAUNCH ();
       state_kernel<<<dim3 (dm.h_v, dm.dvp / dm.bv), kStateThreads, state_bytes, s>>> (
           dm, n, t_begin, wk, d_state, d_out);
