@@ -14,6 +14,7 @@ ninja -C build-gpu
 rm -rf .gpu
 mkdir -p .gpu/bin .gpu/tests
 cp build-gpu/engine/decapybara build-gpu/tests/gpu/bench-gemv build-gpu/tests/gpu/bench-decode .gpu/bin/
+cp build-gpu/tests/gpu/bench-gdn-prefill .gpu/bin/
 cp build-gpu/tests/gpu/bench-decode-step build-gpu/data/tiny-model/make-tiny-model \
    build-gpu/engine/decapybara-convert .gpu/bin/
 # Only the gpu suite travels: the other suites run in CI on every machine.

@@ -27,6 +27,8 @@ done
 [ -x "$here/bin/bench-gemv" ] && "$here/bin/bench-gemv" >"$out/bench-gemv.log" 2>&1 && sed -n '/^Whole/,$p' "$out/bench-gemv.log"
 # Decode attention and sampling benchmark: the whole table.
 "$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
+# GDN prefill of one 27B layer at T = 512, 4096, 16384 (a few seconds).
+"$here/bin/bench-gdn-prefill" 2>&1 | tee "$out/bench-gdn-prefill.log"
 
 # The CUDA backend's whole decode step on random weights in the 27B shapes (about 60 s).
 for f in bf16 mxfp4; do
