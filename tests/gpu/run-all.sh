@@ -40,6 +40,8 @@ done
 "$here/bin/bench-decode" 2>&1 | tee "$out/bench-decode.log"
 # Prefill attention: 2048-token chunks at 4K, 32K, 128K context, TFLOP/s next to the peak.
 "$here/bin/bench-attention-prefill" 2>&1 | tee "$out/bench-attention-prefill.log"
+# GDN prefill of one 27B layer at T = 512, 4096, 16384 (a few seconds).
+"$here/bin/bench-gdn-prefill" 2>&1 | tee "$out/bench-gdn-prefill.log"
 
 # The whole model on random weights in the 27B shapes (about 2 minutes): decode at 1K and 32K
 # contexts, a short prefill and the prefill-while-decoding run; docs/PERFORMANCE.md has the full
