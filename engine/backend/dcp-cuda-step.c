@@ -116,8 +116,9 @@ dcp_cuda_step_new (const DcpCudaWeights *w, DcpCudaKv *kv, void *stream, GError 
       else
         self->n_gdn++;
     }
-  self->kv_layout = (DcpkKvLayout) { (int) c->n_kv_heads, (int) c->head_dim, DCPK_FORMAT_BF16,
-                                     DCPK_FORMAT_BF16 };
+  self->kv_layout = kv != NULL ? *dcp_cuda_kv_get_layout (kv)
+                                : (DcpkKvLayout) { (int) c->n_kv_heads, (int) c->head_dim,
+                                                   DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
   self->gdn_shape = (DcpkGdnShape) { (int) c->linear_n_key_heads, (int) c->linear_n_value_heads,
                                      (int) c->linear_key_head_dim, (int) c->linear_value_head_dim,
                                      (int) c->linear_conv_kernel, (float) c->rms_norm_eps };
