@@ -676,3 +676,67 @@ dcp_backend_cuda_set_kv_bits (DcpBackendCuda *self, guint k_bits, guint v_bits, 
   self->kv_layout = layout;
   return TRUE;
 }
+
+/* The checksum of n device bytes at d, zero-padded to 16 as dcp_checksum64 pads: the aligned
+ * whole on the device, the tail (or, off alignment, everything) through the host. */
+static gboolean
+range_sum (const guint8 *d, gsize n, guint64 *sum, GError **error)
+{
+  gsize head = (guintptr) d % 16 == 0 ? n / 16 * 16 : 0;
+  gsize rest = n - head, padded = (rest + 15) / 16 * 16;
+  g_autofree guint8 *tail = g_malloc0 (MAX (padded, 16));
+  uint64_t on_device = 0;
+
+  if (head > 0 && !dcp_cuda_check (dcpk_checksum (d, head, &on_device), "weight checksum", error))
+    return FALSE;
+  if (rest > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (tail, d + head, rest), "weight checksum", error))
+    return FALSE;
+  *sum = on_device + dcpk_checksum_ref (tail, padded);
+  return TRUE;
+}
+
+gboolean
+dcp_backend_cuda_verify_weights (DcpBackendCuda        *self,
+                                 DcpCudaChecksumLookup  lookup,
+                                 gpointer               data,
+                                 guint                 *n_device,
+                                 guint                 *n_host,
+                                 GError               **error)
+{
+  GArray *stored;
+
+  g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self) && lookup != NULL, FALSE);
+  stored = self->weights->stored;
+  *n_device = *n_host = 0;
+  for (guint i = 0; i < stored->len; i++)
+    {
+      const DcpCudaStoredTensor *t = &g_array_index (stored, DcpCudaStoredTensor, i);
+      guint64 want, got = 0;
+
+      if (!lookup (data, t->name, &want))
+        continue;
+      if (t->n_ranges == 0)
+        got = t->host_sum;
+      for (guint r = 0; r < t->n_ranges; r++)
+        {
+          guint64 part;
+
+          if (!range_sum (t->data[r], t->nbytes[r], &part, error))
+            return FALSE;
+          got += part;
+        }
+      if (got != want)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                       "tensor “%s”: checksum %016" G_GINT64_MODIFIER "x of its bytes %s, the "
+                       "model file's index says %016" G_GINT64_MODIFIER "x: the file is damaged",
+                       t->name, got, t->n_ranges > 0 ? "in VRAM" : "as read", want);
+          return FALSE;
+        }
+      if (t->n_ranges > 0)
+        (*n_device)++;
+      else
+        (*n_host)++;
+    }
+  return TRUE;
+}

@@ -42,6 +42,21 @@ gboolean    dcp_backend_cuda_set_kv_bits      (DcpBackendCuda        *self,
                                                guint                  k_bits,
                                                guint                  v_bits,
                                                GError               **error);
+/* The checksum a model file's index stores for the tensor of this canonical name; FALSE when
+ * the source has none for it (a checkpoint folder). */
+typedef gboolean (*DcpCudaChecksumLookup) (gpointer    data,
+                                           const char *name,
+                                           guint64    *checksum);
+/* The checksum pass: every uploaded tensor's bytes as the file stores them, summed in VRAM
+ * with dcpk_checksum (the few converted when uploaded: their file bytes' sum taken then),
+ * against lookup's. A mismatch is CORRUPT_FILE naming the tensor. n_device and n_host say
+ * how many were checked each way. */
+gboolean    dcp_backend_cuda_verify_weights   (DcpBackendCuda        *self,
+                                               DcpCudaChecksumLookup  lookup,
+                                               gpointer               data,
+                                               guint                 *n_device,
+                                               guint                 *n_host,
+                                               GError               **error);
 /* Bytes of weights one decode step reads (the GEMVs). */
 guint64     dcp_backend_cuda_get_step_bytes   (DcpBackendCuda        *self);
 
