@@ -6,6 +6,9 @@
 #include <stdio.h>
 
 #include "dcp-backend-open.h"
+#if HAVE_CUDA
+#include "dcp-backend-cuda.h"
+#endif
 #include "dcp-batch-executor.h"
 #include "dcp-engine-model.h"
 #include "dcp-gpu.h"
@@ -14,13 +17,12 @@
 #include "dcp-model-source.h"
 #include "dcp-tier-budget.h"
 
-/* The CPU backend runs the model in plain precision; its KV pool lives in RAM, with the
- * scheduler's RAM and disk tiers behind it. */
+/* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
+ * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
 static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
-/* The CUDA backend (when built and a GPU is there) runs one conversation at a time so far: its
- * KV cache does not take pages from the scheduler's pool yet. Tiers go through state_save and
- * state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
+/* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
+ * KV (dcp_backend_cuda_set_kv_bits); tiers go through state_save and state_load. */
+static const DcpEngineCaps cuda_caps = { TRUE, TRUE, FALSE, FALSE, FALSE, TRUE, FALSE };
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
 static void
@@ -82,6 +84,47 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
   return TRUE;
 }
 
+#if HAVE_CUDA
+static gboolean
+file_checksum (gpointer data, const char *name, guint64 *checksum)
+{
+  return dcp_model_source_get_checksum (data, name, checksum);
+}
+#endif
+
+/* On the CUDA backend: the KV formats of --kv-bits, and the checksum pass over the uploaded
+ * weights against the model file's index (a damaged file is CORRUPT_FILE naming the tensor;
+ * it reads every byte once, in VRAM). */
+static gboolean
+setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *settings,
+            GError **error)
+{
+#if HAVE_CUDA
+  guint n_device, n_host;
+  guint64 unused;
+  gint64 start;
+
+  if (!DCP_IS_BACKEND_CUDA (backend))
+    return TRUE;
+  if (!dcp_backend_cuda_set_kv_bits (DCP_BACKEND_CUDA (backend), settings->kv_bits_k,
+                                     settings->kv_bits_v, error))
+    return FALSE;
+  if (!dcp_model_source_get_checksum (model, "embed_tokens.weight", &unused))
+    {
+      g_message ("weights: a checkpoint folder has no checksums to check the upload against");
+      return TRUE;
+    }
+  start = g_get_monotonic_time ();
+  if (!dcp_backend_cuda_verify_weights (DCP_BACKEND_CUDA (backend), file_checksum, model,
+                                        &n_device, &n_host, error))
+    return FALSE;
+  g_message ("weights: %u tensors match the model file's checksums (%u summed in VRAM, %u "
+             "converted when uploaded, summed as read) in %.1f ms", n_device + n_host, n_device,
+             n_host, (g_get_monotonic_time () - start) / 1000.0);
+#endif
+  return TRUE;
+}
+
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool, and a GDN block per conversation for its
  * answer's snapshot besides its running one. */
@@ -113,15 +156,10 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   DcpMemoryPlan plan;
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
-  if (!dcp_settings_validate (settings, HAVE_CUDA ? &cuda_caps : &cpu_caps, error))
+  if (!dcp_settings_validate (settings,
+                              HAVE_CUDA && settings->backend == DCP_SETTING_BACKEND_CUDA ?
+                              &cuda_caps : &cpu_caps, error))
     return NULL;
-  if (settings->backend == DCP_SETTING_BACKEND_CUDA && settings->conversations > 1)
-    {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                           "more than one conversation on the CUDA backend is not implemented yet "
-                           "(its KV cache does not use the scheduler's pages); use --conversations 1");
-      return NULL;
-    }
   if (settings->model == NULL)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
@@ -138,7 +176,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   source = dcp_model_source_get_tensors (model);
   backend = dcp_backend_open (backend_name, dcp_model_source_get_config (model), &source,
                               (guint) MAX (cli->threads, 0), error);
-  if (backend == NULL)
+  if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;
   dcp_model_executor_options_init (&options);
   options.context_length = (gint64) plan.context_per_conversation;

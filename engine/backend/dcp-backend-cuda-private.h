@@ -13,16 +13,31 @@ G_BEGIN_DECLS
 struct _DcpBackendCuda {
   DcpBackend parent_instance;
   DcpCudaWeights *weights;
-  DcpCudaKv *kv;                 /* NULL without attention layers */
-  DcpCudaStep *step;
+  DcpkKvLayout kv_layout;        /* the KV formats of every pool */
+  guint kv_tokens;               /* the default pool's size asked for (0: from free VRAM) */
+  DcpCudaKv *kv;                 /* the default pool of unpaged states, made on first use */
+  guint n_pools;                 /* paged pools alive */
+  DcpCudaStep *step;             /* made for step_kv */
+  DcpCudaKv *step_kv;
+  gboolean graphs;
   void *stream;
   guint n_gdn, n_attn;
   gsize conv_floats, recurrent_floats;   /* one GDN layer's state */
 };
 
-/* KV pages in the pool, GDN states in one device block: per layer [conv | recurrent]. */
+/* A pool the scheduler's pager hands pages of (kv NULL without attention layers). */
+struct _DcpKvPool {
+  DcpCudaKv *kv;
+  guint n_pages;
+};
+
+/* KV pages in a pool: an unpaged state takes and returns pages of the default pool itself; a
+ * paged state's table is the pager's (set_pages), whose pages it neither takes nor frees. GDN
+ * states in one device block: per layer [conv | recurrent]. The model has no MTP head here. */
 struct _DcpSeqState {
   guint n_tokens;
+  gboolean paged;
+  DcpCudaKv *kv;
   GArray *pages;
   float *block;
   float **conv, **recurrent;     /* n_gdn device pointers into block */

@@ -8,6 +8,10 @@
 #include "dcp-backend-cuda-private.h"
 #include "dcp-cuda-error.h"
 #include "dcp-cuda-step.h"
+#include "dcp-memory-plan.h"
+
+/* The scheduler's pages are the kernels' pages. */
+G_STATIC_ASSERT (DCP_PAGE_TOKENS == DCPK_KV_PAGE_TOKENS);
 
 /* The default KV pool: half the free VRAM after the weights, at most this many pages. */
 #define DEFAULT_MAX_PAGES 2048
@@ -20,13 +24,50 @@ state_block_bytes (DcpBackendCuda *self)
   return (gsize) self->n_gdn * (self->conv_floats + self->recurrent_floats) * sizeof (float);
 }
 
+/* The default pool, made the first time an unpaged state needs it. */
+static gboolean
+ensure_default_kv (DcpBackendCuda *self, GError **error)
+{
+  guint n_pages;
+
+  if (self->kv != NULL || self->n_attn == 0)
+    return TRUE;
+  if (self->kv_tokens > 0)
+    n_pages = dcp_cuda_kv_pages_for (self->kv_tokens);
+  else
+    {
+      gsize page_bytes = dcpk_kv_page_bytes (&self->kv_layout) * self->n_attn;
+      DcpkDeviceInfo info;
+
+      if (!dcp_cuda_check (dcpk_device_info (0, &info), "device info", error))
+        return FALSE;
+      n_pages = (guint) CLAMP (info.free_bytes / 2 / MAX (page_bytes, 1), 1, DEFAULT_MAX_PAGES);
+    }
+  self->kv = dcp_cuda_kv_new (&self->kv_layout, self->n_attn, n_pages, error);
+  return self->kv != NULL;
+}
+
+/* The step for kv's pages (its graphs hold the pool's addresses): made again when a forward
+ * runs on states of another pool. */
+static gboolean
+ensure_step (DcpBackendCuda *self, DcpCudaKv *kv, GError **error)
+{
+  if (self->step != NULL && self->step_kv == kv)
+    return TRUE;
+  g_clear_pointer (&self->step, dcp_cuda_step_free);
+  self->step = dcp_cuda_step_new (self->weights, kv, self->stream, error);
+  if (self->step == NULL)
+    return FALSE;
+  self->step_kv = kv;
+  dcp_cuda_step_set_graphs (self->step, self->graphs);
+  return TRUE;
+}
+
 static void
 cuda_state_free (DcpBackend *backend, DcpSeqState *s)
 {
-  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-
-  if (self->kv != NULL)
-    dcp_cuda_kv_release (self->kv, s->pages);
+  if (s->kv != NULL && !s->paged)
+    dcp_cuda_kv_release (s->kv, s->pages);
   g_array_unref (s->pages);
   if (s->block != NULL)
     dcpk_free (s->block);
@@ -36,9 +77,8 @@ cuda_state_free (DcpBackend *backend, DcpSeqState *s)
 }
 
 static DcpSeqState *
-cuda_state_new (DcpBackend *backend, GError **error)
+state_new (DcpBackendCuda *self, DcpKvPool *pool, GError **error)
 {
-  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
   DcpSeqState *s = g_new0 (DcpSeqState, 1);
   gsize bytes = state_block_bytes (self);
   void *block = NULL;
@@ -46,18 +86,25 @@ cuda_state_new (DcpBackend *backend, GError **error)
   s->pages = g_array_new (FALSE, FALSE, sizeof (guint32));
   s->conv = g_new0 (float *, MAX (self->n_gdn, 1));
   s->recurrent = g_new0 (float *, MAX (self->n_gdn, 1));
+  s->paged = pool != NULL;
+  if (pool == NULL && !ensure_default_kv (self, error))
+    {
+      cuda_state_free (DCP_BACKEND (self), s);
+      return NULL;
+    }
+  s->kv = pool != NULL ? pool->kv : self->kv;
   if (bytes > 0)
     {
       if (!dcp_cuda_check (dcpk_malloc (&block, bytes), "sequence state", error))
         {
-          cuda_state_free (backend, s);
+          cuda_state_free (DCP_BACKEND (self), s);
           return NULL;
         }
       s->block = block;
       if (!dcp_cuda_check (dcpk_memset_async (block, 0, bytes, self->stream), "sequence state", error) ||
           !dcp_cuda_check (dcpk_stream_synchronize (self->stream), "sequence state", error))
         {
-          cuda_state_free (backend, s);
+          cuda_state_free (DCP_BACKEND (self), s);
           return NULL;
         }
     }
@@ -69,18 +116,121 @@ cuda_state_new (DcpBackend *backend, GError **error)
   return s;
 }
 
-#define STATE_MAGIC 0x31435544u   /* "DUC1" */
+static DcpSeqState *
+cuda_state_new (DcpBackend *backend, GError **error)
+{
+  return state_new (DCP_BACKEND_CUDA (backend), NULL, error);
+}
 
-/* [magic, n_tokens, n_gdn, n_attn] u32, the GDN block, then per attention layer the KV pages
- * that hold n_tokens, whole. A device error leaves out shorter, which state_load rejects. */
+static DcpKvPool *
+cuda_kv_pool_new (DcpBackend *backend, guint n_pages, guint page_tokens, GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  DcpKvPool *pool;
+
+  if (page_tokens != DCPK_KV_PAGE_TOKENS)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "KV pool: pages of %u tokens; the CUDA kernels read pages of %u", page_tokens,
+                   DCPK_KV_PAGE_TOKENS);
+      return NULL;
+    }
+  pool = g_new0 (DcpKvPool, 1);
+  pool->n_pages = n_pages;
+  if (self->n_attn > 0 &&
+      (pool->kv = dcp_cuda_kv_new (&self->kv_layout, self->n_attn, n_pages, error)) == NULL)
+    {
+      g_free (pool);
+      return NULL;
+    }
+  self->n_pools++;
+  return pool;
+}
+
+static void
+cuda_kv_pool_free (DcpBackend *backend, DcpKvPool *pool)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+
+  if (pool->kv != NULL && self->step_kv == pool->kv)
+    {
+      g_clear_pointer (&self->step, dcp_cuda_step_free);
+      self->step_kv = NULL;
+    }
+  g_clear_pointer (&pool->kv, dcp_cuda_kv_free);
+  self->n_pools--;
+  g_free (pool);
+}
+
+static DcpSeqState *
+cuda_state_new_paged (DcpBackend *backend, DcpKvPool *pool, GError **error)
+{
+  return state_new (DCP_BACKEND_CUDA (backend), pool, error);
+}
+
+static void
+cuda_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages)
+{
+  guint pool_pages = s->kv != NULL ? dcp_cuda_kv_get_n_pages (s->kv) : 0;
+
+  g_return_if_fail (s->paged);
+  for (guint i = 0; i < n_pages; i++)
+    g_return_if_fail (s->kv == NULL || pages[i] < pool_pages);
+  g_array_set_size (s->pages, 0);
+  g_array_append_vals (s->pages, pages, n_pages);
+}
+
+static void
+cuda_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst, guint n_tokens)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  g_autoptr(GError) error = NULL;
+
+  g_return_if_fail (src < pool->n_pages && dst < pool->n_pages && n_tokens <= DCPK_KV_PAGE_TOKENS);
+  /* On the stream: the next forward reads the copy after it is made. */
+  if (pool->kv != NULL &&
+      !dcp_cuda_kv_copy_rows (pool->kv, dst, pool->kv, src, n_tokens, self->stream, &error))
+    g_warning ("%s", error->message);
+}
+
+/* Whether the state's table covers n_tokens positions (a paged state); an error says not. */
+static gboolean
+check_pages (DcpBackendCuda *self, const DcpSeqState *s, guint n_tokens, GError **error)
+{
+  guint need = dcp_cuda_kv_pages_for (n_tokens);
+
+  if (s->kv == NULL || s->pages->len >= need)
+    return TRUE;
+  g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+               "paged state: its page table holds %u pages, %u tokens need %u", s->pages->len,
+               n_tokens, need);
+  return FALSE;
+}
+
+/* The state's table grows to hold n_tokens: pages from the default pool when unpaged. */
+static gboolean
+reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
+{
+  if (s->paged)
+    return check_pages (self, s, n_tokens, error);
+  return s->kv == NULL || dcp_cuda_kv_reserve (s->kv, s->pages, n_tokens, error);
+}
+
+#define STATE_MAGIC 0x32435544u   /* "DUC2" */
+#define HEAD_WORDS 6
+
+/* [magic, n_tokens, n_gdn, n_attn, K format, V format] u32, the GDN block, then per attention
+ * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). A
+ * device error leaves out shorter, which state_load rejects. */
 static void
 cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  guint32 head[4] = { STATE_MAGIC, s->n_tokens, self->n_gdn, self->n_attn };
+  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, self->n_gdn, self->n_attn,
+                               self->kv_layout.k_format, self->kv_layout.v_format };
   gsize block = state_block_bytes (self), at = out->len;
-  guint n_pages = dcp_cuda_kv_pages_for (s->n_tokens);
-  gsize page_bytes = self->kv != NULL ? dcp_cuda_kv_page_bytes (self->kv) : 0;
+  guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
+  gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
   g_autoptr(GError) error = NULL;
 
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state save", &error))
@@ -91,10 +241,10 @@ cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
   if (block > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (out->data + at, s->block, block), "state save", &error))
     goto fail;
   at += block;
-  for (guint l = 0; l < self->n_attn; l++)
+  for (guint l = 0; l < self->n_attn && n_pages > 0; l++)
     for (guint p = 0; p < n_pages; p++, at += page_bytes)
       if (!dcp_cuda_check (dcpk_memcpy_d2h (out->data + at,
-                                            (const guint8 *) dcp_cuda_kv_layer (self->kv, l) +
+                                            (const guint8 *) dcp_cuda_kv_layer (s->kv, l) +
                                             (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
                                             page_bytes), "state save", &error))
         goto fail;
@@ -105,60 +255,83 @@ fail:
   g_byte_array_set_size (out, MIN (out->len, at));
 }
 
+/* Only the saved positions are written: the rest of a last page may be another state's. */
 static gboolean
 cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize size,
                  GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  guint32 head[4] = { 0 };
+  guint32 head[HEAD_WORDS] = { 0 };
   gsize block = state_block_bytes (self), at = sizeof head;
-  gsize page_bytes = self->kv != NULL ? dcp_cuda_kv_page_bytes (self->kv) : 0;
+  gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
   guint n_pages;
 
   if (size >= sizeof head)
     memcpy (head, data, sizeof head);
   n_pages = dcp_cuda_kv_pages_for (head[1]);
   if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->n_gdn ||
-      head[3] != self->n_attn ||
+      head[3] != self->n_attn || head[4] != (guint32) self->kv_layout.k_format ||
+      head[5] != (guint32) self->kv_layout.v_format ||
       size != sizeof head + block + (gsize) self->n_attn * n_pages * page_bytes)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "saved sequence state: wrong size or not from this model (%" G_GSIZE_FORMAT " bytes)",
-                   size);
+                   "saved sequence state: wrong size or not from this model and KV format "
+                   "(%" G_GSIZE_FORMAT " bytes)", size);
       return FALSE;
     }
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state load", error))
     return FALSE;
-  if (self->kv != NULL)
-    {
-      dcp_cuda_kv_release (self->kv, s->pages);
-      if (!dcp_cuda_kv_reserve (self->kv, s->pages, head[1], error))
-        return FALSE;
-    }
+  if (!s->paged && s->kv != NULL)
+    dcp_cuda_kv_release (s->kv, s->pages);
+  if (!reserve (self, s, head[1], error))
+    return FALSE;
   if (block > 0 && !dcp_cuda_check (dcpk_memcpy_h2d (s->block, data + at, block), "state load", error))
     return FALSE;
   at += block;
   for (guint l = 0; l < self->n_attn; l++)
     for (guint p = 0; p < n_pages; p++, at += page_bytes)
-      if (!dcp_cuda_check (dcpk_memcpy_h2d ((guint8 *) dcp_cuda_kv_layer (self->kv, l) +
-                                            (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
-                                            data + at, page_bytes), "state load", error))
+      if (!dcp_cuda_kv_load_rows (s->kv, l, g_array_index (s->pages, guint32, p), data + at,
+                                  MIN (DCPK_KV_PAGE_TOKENS, head[1] - p * DCPK_KV_PAGE_TOKENS),
+                                  error))
         return FALSE;
   s->n_tokens = head[1];
   return TRUE;
 }
 
+/* Rows dst already shares with src (the same page of the same pool) are not copied. */
 static gboolean
 cuda_state_copy (DcpBackend *backend, DcpSeqState *dst, const DcpSeqState *src, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
   gsize bytes = state_block_bytes (self);
+  guint need = dcp_cuda_kv_pages_for (src->n_tokens);
 
   if (dst == src)
     return TRUE;
-  if (self->kv != NULL &&
-      !dcp_cuda_kv_copy (self->kv, dst->pages, src->pages, src->n_tokens, self->stream, error))
-    return FALSE;
+  if (dst->kv != NULL)
+    {
+      if (!dst->paged && dst->pages->len > need)
+        {
+          g_autoptr(GArray) spare = g_array_new (FALSE, FALSE, sizeof (guint32));
+
+          g_array_append_vals (spare, &g_array_index (dst->pages, guint32, need), dst->pages->len - need);
+          dcp_cuda_kv_release (dst->kv, spare);
+          g_array_set_size (dst->pages, need);
+        }
+      if (!reserve (self, dst, src->n_tokens, error))
+        return FALSE;
+      for (guint p = 0; p < need; p++)
+        {
+          guint32 from = g_array_index (src->pages, guint32, p), to = g_array_index (dst->pages, guint32, p);
+
+          if (dst->kv == src->kv && from == to)
+            continue;
+          if (!dcp_cuda_kv_copy_rows (dst->kv, to, src->kv, from,
+                                      MIN (DCPK_KV_PAGE_TOKENS, src->n_tokens - p * DCPK_KV_PAGE_TOKENS),
+                                      self->stream, error))
+            return FALSE;
+        }
+    }
   if (bytes > 0 &&
       !dcp_cuda_check (dcpk_memcpy_d2d_async (dst->block, src->block, bytes, self->stream),
                        "state copy", error))
@@ -179,11 +352,11 @@ static guint64
 cuda_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  const DcpModelConfig *c = &self->weights->config;
 
-  /* BF16 K and V per attention layer and token */
+  /* K and V in the pool's formats, per attention layer and token */
   return state_block_bytes (self) +
-         (guint64) s->n_tokens * self->n_attn * 2 * c->n_kv_heads * c->head_dim * 2;
+         (guint64) s->n_tokens * self->n_attn * dcpk_kv_page_bytes (&self->kv_layout) /
+         DCPK_KV_PAGE_TOKENS;
 }
 
 /* Token r of each item in `which` (at most 16) through one step; the logits and hidden rows the
@@ -200,7 +373,7 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
       DcpBatchItem *item = &items[which[j]];
       DcpSeqState *s = item->state;
 
-      if (self->kv != NULL && !dcp_cuda_kv_reserve (self->kv, s->pages, s->n_tokens + 1, error))
+      if (!reserve (self, s, s->n_tokens + 1, error))
         return FALSE;
       rows[j] = (DcpCudaStepRow) { item->tokens[r], s->n_tokens, s->pages, s->conv, s->recurrent };
     }
@@ -245,7 +418,17 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
 
   /* dcp_backend_forward has checked the items (tokens in the vocabulary, buffers given). */
   for (guint i = 0; i < n_items; i++)
-    max_n = MAX (max_n, items[i].n_tokens);
+    {
+      max_n = MAX (max_n, items[i].n_tokens);
+      if (items[i].state->kv != items[0].state->kv)
+        {
+          g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                               "one forward over states of different KV pools");
+          return FALSE;
+        }
+    }
+  if (n_items > 0 && !ensure_step (self, items[0].state->kv, error))
+    return FALSE;
   for (guint r = 0; r < max_n; r++)
     {
       guint n = 0;
@@ -265,6 +448,9 @@ dcp_backend_cuda_finalize (GObject *object)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (object);
 
+  /* Pools and states are their owners' to free first. */
+  if (self->n_pools > 0)
+    g_critical ("CUDA backend finalized with %u KV pools alive", self->n_pools);
   g_clear_pointer (&self->step, dcp_cuda_step_free);
   g_clear_pointer (&self->kv, dcp_cuda_kv_free);
   g_clear_pointer (&self->weights, dcp_cuda_weights_free);
@@ -287,11 +473,17 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->forward = cuda_forward;
   backend_class->state_save = cuda_state_save;
   backend_class->state_load = cuda_state_load;
+  backend_class->kv_pool_new = cuda_kv_pool_new;
+  backend_class->kv_pool_free = cuda_kv_pool_free;
+  backend_class->state_new_paged = cuda_state_new_paged;
+  backend_class->state_set_pages = cuda_state_set_pages;
+  backend_class->kv_pool_copy_page = cuda_kv_pool_copy_page;
 }
 
 static void
 dcp_backend_cuda_init (DcpBackendCuda *self)
 {
+  self->graphs = TRUE;
 }
 
 gboolean
@@ -315,14 +507,16 @@ check_config (const DcpModelConfig *c, GError **error)
   return TRUE;
 }
 
-/* The stream and the parts that do not depend on where the weights came from. */
+/* The stream and the parts that do not depend on where the weights came from; KV pools are
+ * made when the first state needs one. */
 static gboolean
 setup (DcpBackendCuda *self, guint kv_tokens, GError **error)
 {
   const DcpModelConfig *c = &self->weights->config;
-  DcpkKvLayout layout = { (int) c->n_kv_heads, (int) c->head_dim, DCPK_FORMAT_BF16,
-                          DCPK_FORMAT_BF16 };
 
+  self->kv_layout = (DcpkKvLayout) { (int) c->n_kv_heads, (int) c->head_dim, DCPK_FORMAT_BF16,
+                                     DCPK_FORMAT_BF16 };
+  self->kv_tokens = kv_tokens;
   if (!dcp_cuda_check (dcpk_stream_create (&self->stream), "stream", error))
     return FALSE;
   for (guint l = 0; l < c->n_layers; l++)
@@ -337,27 +531,13 @@ setup (DcpBackendCuda *self, guint kv_tokens, GError **error)
                        c->linear_n_value_heads * c->linear_value_head_dim);
   self->recurrent_floats = (gsize) c->linear_n_value_heads * c->linear_key_head_dim *
                            c->linear_value_head_dim;
-  if (self->n_attn > 0)
+  if (self->n_attn > 0 && dcpk_kv_page_bytes (&self->kv_layout) == 0)
     {
-      gsize page_bytes = dcpk_kv_page_bytes (&layout) * self->n_attn;
-      guint n_pages;
-
-      if (kv_tokens > 0)
-        n_pages = dcp_cuda_kv_pages_for (kv_tokens);
-      else
-        {
-          DcpkDeviceInfo info;
-
-          if (!dcp_cuda_check (dcpk_device_info (0, &info), "device info", error))
-            return FALSE;
-          n_pages = (guint) CLAMP (info.free_bytes / 2 / MAX (page_bytes, 1), 1, DEFAULT_MAX_PAGES);
-        }
-      if ((self->kv = dcp_cuda_kv_new (&layout, self->n_attn, n_pages, error)) == NULL)
-        return FALSE;
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "KV cache: %u heads of %u dims is not a layout the kernels read",
+                   c->n_kv_heads, c->head_dim);
+      return FALSE;
     }
-  self->step = dcp_cuda_step_new (self->weights, self->kv, self->stream, error);
-  if (self->step == NULL)
-    return FALSE;
   dcp_backend_set_model (DCP_BACKEND (self), "cuda", c);
   return TRUE;
 }
@@ -434,7 +614,9 @@ void
 dcp_backend_cuda_set_graphs (DcpBackendCuda *self, gboolean enabled)
 {
   g_return_if_fail (DCP_IS_BACKEND_CUDA (self));
-  dcp_cuda_step_set_graphs (self->step, enabled);
+  self->graphs = enabled;
+  if (self->step != NULL)
+    dcp_cuda_step_set_graphs (self->step, enabled);
 }
 
 guint64
@@ -442,4 +624,102 @@ dcp_backend_cuda_get_step_bytes (DcpBackendCuda *self)
 {
   g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self), 0);
   return self->weights->gemv_bytes;
+}
+
+gboolean
+dcp_backend_cuda_set_kv_bits (DcpBackendCuda *self, guint k_bits, guint v_bits, GError **error)
+{
+  const DcpModelConfig *c;
+  DcpkKvLayout layout;
+
+  g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self), FALSE);
+  c = &self->weights->config;
+  layout = self->kv_layout;
+  if (!dcp_cuda_kv_format_for_bits (k_bits, &layout.k_format) ||
+      !dcp_cuda_kv_format_for_bits (v_bits, &layout.v_format))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "KV bits must be 16, 8, 6 or 4, not %u/%u", k_bits, v_bits);
+      return FALSE;
+    }
+  if (self->kv != NULL || self->n_pools > 0)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "KV bits: the backend already holds a KV pool");
+      return FALSE;
+    }
+  /* The MX KV path of the attention kernel reads heads of 256 (the 27B's). */
+  if (self->n_attn > 0 && (k_bits != 16 || v_bits != 16) && c->head_dim != 256)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "a quantized KV cache (KV bits %u/%u) needs attention heads of 256 dims on "
+                   "the CUDA backend; this model's are %u", k_bits, v_bits, c->head_dim);
+      return FALSE;
+    }
+  self->kv_layout = layout;
+  return TRUE;
+}
+
+/* The checksum of n device bytes at d, zero-padded to 16 as dcp_checksum64 pads: the aligned
+ * whole on the device, the tail (or, off alignment, everything) through the host. */
+static gboolean
+range_sum (const guint8 *d, gsize n, guint64 *sum, GError **error)
+{
+  gsize head = (guintptr) d % 16 == 0 ? n / 16 * 16 : 0;
+  gsize rest = n - head, padded = (rest + 15) / 16 * 16;
+  g_autofree guint8 *tail = g_malloc0 (MAX (padded, 16));
+  uint64_t on_device = 0;
+
+  if (head > 0 && !dcp_cuda_check (dcpk_checksum (d, head, &on_device), "weight checksum", error))
+    return FALSE;
+  if (rest > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (tail, d + head, rest), "weight checksum", error))
+    return FALSE;
+  *sum = on_device + dcpk_checksum_ref (tail, padded);
+  return TRUE;
+}
+
+gboolean
+dcp_backend_cuda_verify_weights (DcpBackendCuda        *self,
+                                 DcpCudaChecksumLookup  lookup,
+                                 gpointer               data,
+                                 guint                 *n_device,
+                                 guint                 *n_host,
+                                 GError               **error)
+{
+  GArray *stored;
+
+  g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self) && lookup != NULL, FALSE);
+  stored = self->weights->stored;
+  *n_device = *n_host = 0;
+  for (guint i = 0; i < stored->len; i++)
+    {
+      const DcpCudaStoredTensor *t = &g_array_index (stored, DcpCudaStoredTensor, i);
+      guint64 want, got = 0;
+
+      if (!lookup (data, t->name, &want))
+        continue;
+      if (t->n_ranges == 0)
+        got = t->host_sum;
+      for (guint r = 0; r < t->n_ranges; r++)
+        {
+          guint64 part;
+
+          if (!range_sum (t->data[r], t->nbytes[r], &part, error))
+            return FALSE;
+          got += part;
+        }
+      if (got != want)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                       "tensor “%s”: checksum %016" G_GINT64_MODIFIER "x of its bytes %s, the "
+                       "model file's index says %016" G_GINT64_MODIFIER "x: the file is damaged",
+                       t->name, got, t->n_ranges > 0 ? "in VRAM" : "as read", want);
+          return FALSE;
+        }
+      if (t->n_ranges > 0)
+        (*n_device)++;
+      else
+        (*n_host)++;
+    }
+  return TRUE;
 }

@@ -9,9 +9,11 @@
 G_BEGIN_DECLS
 
 /* The CUDA backend (built with -Dcuda): weights in VRAM in their stored format, the attention
- * KV cache in a paged VRAM pool, GDN states in VRAM (FP32), and a decode step of the whole model
- * for up to 16 sequences at once, replayed from a CUDA graph per batch size. Prompt chunks run
- * token by token through the same step. Device 0. */
+ * KV cache in paged VRAM pools (BF16 or MX, dcp_backend_cuda_set_kv_bits), GDN states in VRAM
+ * (FP32), and a decode step of the whole model for up to 16 sequences at once, replayed from a
+ * CUDA graph per batch size. Prompt chunks run token by token through the same step. Unpaged
+ * states take pages of a default pool of the backend's own; paged states (kv_pool_new,
+ * state_new_paged) use the scheduler's pager's pages. Device 0. */
 #define DCP_TYPE_BACKEND_CUDA (dcp_backend_cuda_get_type ())
 G_DECLARE_FINAL_TYPE (DcpBackendCuda, dcp_backend_cuda, DCP, BACKEND_CUDA, DcpBackend)
 
@@ -48,6 +50,28 @@ gboolean    dcp_backend_cuda_state_fill_random (DcpBackendCuda   *self,
 /* CUDA graphs for decode steps (default on); off enqueues every kernel each step. */
 void        dcp_backend_cuda_set_graphs       (DcpBackendCuda        *self,
                                                gboolean               enabled);
+/* The KV cache's formats: bits 16 (BF16), 8 (MXFP8 E4M3), 6 (MXFP6 E2M3) or 4 (MXFP4 E2M1)
+ * for keys and for values; before the first state or pool is made. Below 16 needs attention
+ * heads of 256 dims (NOT_SUPPORTED otherwise). */
+gboolean    dcp_backend_cuda_set_kv_bits      (DcpBackendCuda        *self,
+                                               guint                  k_bits,
+                                               guint                  v_bits,
+                                               GError               **error);
+/* The checksum a model file's index stores for the tensor of this canonical name; FALSE when
+ * the source has none for it (a checkpoint folder). */
+typedef gboolean (*DcpCudaChecksumLookup) (gpointer    data,
+                                           const char *name,
+                                           guint64    *checksum);
+/* The checksum pass: every uploaded tensor's bytes as the file stores them, summed in VRAM
+ * with dcpk_checksum (the few converted when uploaded: their file bytes' sum taken then),
+ * against lookup's. A mismatch is CORRUPT_FILE naming the tensor. n_device and n_host say
+ * how many were checked each way. */
+gboolean    dcp_backend_cuda_verify_weights   (DcpBackendCuda        *self,
+                                               DcpCudaChecksumLookup  lookup,
+                                               gpointer               data,
+                                               guint                 *n_device,
+                                               guint                 *n_host,
+                                               GError               **error);
 /* Bytes of weights one decode step reads (the GEMVs). */
 guint64     dcp_backend_cuda_get_step_bytes   (DcpBackendCuda        *self);
 

@@ -25,16 +25,22 @@ dcp_backend_cuda_state_fill_random (DcpBackendCuda *self, DcpSeqState *state, gu
     }
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "random fill", error))
     return FALSE;
-  if (self->kv != NULL)
+  if (state->paged)
     {
-      if (!dcp_cuda_kv_reserve (self->kv, state->pages, n_tokens, error))
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "random fill: a paged state's pages are the pager's");
+      return FALSE;
+    }
+  if (state->kv != NULL)
+    {
+      if (!dcp_cuda_kv_reserve (state->kv, state->pages, n_tokens, error))
         return FALSE;
-      page_bytes = dcp_cuda_kv_page_bytes (self->kv);
-      /* a BF16 page is all values, no scales: fill it whole */
+      page_bytes = dcp_cuda_kv_page_bytes (state->kv);
+      /* random bytes: BF16 values in [-1, 1]; in an MX page also the scales (as BF16 pairs) */
       for (guint l = 0; l < self->n_attn; l++)
         for (guint p = 0; p < state->pages->len; p++)
           {
-            guint8 *page = (guint8 *) dcp_cuda_kv_layer (self->kv, l) +
+            guint8 *page = (guint8 *) dcp_cuda_kv_layer (state->kv, l) +
                            (gsize) g_array_index (state->pages, guint32, p) * page_bytes;
 
             if (!dcp_cuda_check (dcpk_fill_random_bf16 ((guint16 *) page, page_bytes / 2, -1, 1,

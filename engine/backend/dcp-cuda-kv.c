@@ -14,17 +14,29 @@ struct _DcpCudaKv {
   GArray *free_pages;   /* guint32 stack */
 };
 
+/* A plane of a page: per KV head 512 rows of row_bytes, the heads one after another. */
+typedef struct {
+  gsize offset, row_bytes;
+} Plane;
+
+static guint page_planes (const DcpkKvLayout *l, Plane planes[4], gsize *total);
+
 DcpCudaKv *
 dcp_cuda_kv_new (const DcpkKvLayout *layout, guint n_layers, guint n_pages, GError **error)
 {
   DcpCudaKv *self = g_new0 (DcpCudaKv, 1);
+  Plane planes[4];
+  gsize total = 0;
 
   self->layout = *layout;
   self->page_bytes = dcpk_kv_page_bytes (layout);
   self->n_pages = n_pages;
   self->layers = g_ptr_array_new ();
   self->free_pages = g_array_sized_new (FALSE, FALSE, sizeof (guint32), n_pages);
-  if (self->page_bytes == 0)
+  if (self->page_bytes != 0 && layout->head_dim % 32 == 0)
+    page_planes (layout, planes, &total);
+  /* The row copies below must see the page as the kernels lay it out. */
+  if (self->page_bytes == 0 || total != self->page_bytes)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                    "KV cache: %d heads of %d dims is not a layout the kernels read",
@@ -113,34 +125,124 @@ dcp_cuda_kv_release (DcpCudaKv *self, GArray *pages)
   g_array_set_size (pages, 0);
 }
 
-gboolean
-dcp_cuda_kv_copy (DcpCudaKv *self, GArray *dst, const GArray *src, guint n_tokens, void *stream,
-                  GError **error)
+const DcpkKvLayout *
+dcp_cuda_kv_get_layout (DcpCudaKv *self)
 {
-  guint need = dcp_cuda_kv_pages_for (n_tokens);
+  return &self->layout;
+}
 
-  g_return_val_if_fail (src->len >= need, FALSE);
-  if (dst->len > need)
+gboolean
+dcp_cuda_kv_format_for_bits (guint bits, DcpkFormat *format)
+{
+  switch (bits)
     {
-      g_array_append_vals (self->free_pages, &g_array_index (dst, guint32, need), dst->len - need);
-      g_array_set_size (dst, need);
+    case 16: *format = DCPK_FORMAT_BF16; return TRUE;
+    case 8: *format = DCPK_FORMAT_MXFP8_E4M3; return TRUE;
+    case 6: *format = DCPK_FORMAT_MXFP6_E2M3; return TRUE;
+    case 4: *format = DCPK_FORMAT_MXFP4_E2M1; return TRUE;
+    default: return FALSE;
     }
-  if (!dcp_cuda_kv_reserve (self, dst, n_tokens, error))
-    return FALSE;
-  for (guint l = 0; l < self->layers->len; l++)
-    {
-      guint8 *base = self->layers->pdata[l];
+}
 
-      for (guint p = 0; p < need; p++)
+static guint
+format_bits (DcpkFormat format)
+{
+  switch (format)
+    {
+    case DCPK_FORMAT_BF16: return 16;
+    case DCPK_FORMAT_MXFP8_E4M3: return 8;
+    case DCPK_FORMAT_MXFP6_E2M3:
+    case DCPK_FORMAT_MXFP6_E3M2: return 6;
+    default: return 4;
+    }
+}
+
+/* The planes of a page (kernels/dcpk-kv.cuh): the K block [elements | scales], then the V
+ * block, each padded to 16 bytes; BF16 blocks have no scales. Returns how many. */
+static guint
+page_planes (const DcpkKvLayout *l, Plane planes[4], gsize *total)
+{
+  DcpkFormat formats[2] = { l->k_format, l->v_format };
+  gsize at = 0;
+  guint n = 0;
+
+  for (guint b = 0; b < 2; b++)
+    {
+      gsize rows = (gsize) l->n_kv_heads * DCPK_KV_PAGE_TOKENS;
+      gsize elem_row = (gsize) l->head_dim * format_bits (formats[b]) / 8;
+      gsize block = rows * elem_row;
+
+      planes[n++] = (Plane) { at, elem_row };
+      if (formats[b] != DCPK_FORMAT_BF16)
         {
-          gsize from = g_array_index (src, guint32, p), to = g_array_index (dst, guint32, p);
-
-          if (!dcp_cuda_check (dcpk_memcpy_d2d_async (base + to * self->page_bytes,
-                                                      base + from * self->page_bytes,
-                                                      self->page_bytes, stream),
-                               "KV cache copy", error))
-            return FALSE;
+          planes[n++] = (Plane) { at + block, (gsize) l->head_dim / 32 };
+          block += rows * (l->head_dim / 32);
         }
+      at += (block + 15) / 16 * 16;
     }
+  *total = at;
+  return n;
+}
+
+gboolean
+dcp_cuda_kv_copy_rows (DcpCudaKv *dst, guint dst_page, DcpCudaKv *src, guint src_page,
+                       guint n_tokens, void *stream, GError **error)
+{
+  Plane planes[4];
+  gsize total;
+  guint n_planes = page_planes (&src->layout, planes, &total);
+
+  g_return_val_if_fail (dst->page_bytes == src->page_bytes && dst->layers->len == src->layers->len, FALSE);
+  g_return_val_if_fail (dst_page < dst->n_pages && src_page < src->n_pages, FALSE);
+  g_return_val_if_fail (n_tokens <= DCPK_KV_PAGE_TOKENS, FALSE);
+  if (n_tokens == 0)
+    return TRUE;
+  for (guint l = 0; l < src->layers->len; l++)
+    {
+      guint8 *to = (guint8 *) dst->layers->pdata[l] + (gsize) dst_page * dst->page_bytes;
+      const guint8 *from = (const guint8 *) src->layers->pdata[l] + (gsize) src_page * src->page_bytes;
+      int err = 0;
+
+      if (n_tokens == DCPK_KV_PAGE_TOKENS)
+        err = dcpk_memcpy_d2d_async (to, from, src->page_bytes, stream);
+      else
+        for (guint p = 0; p < n_planes && err == 0; p++)
+          {
+            gsize pitch = planes[p].row_bytes * DCPK_KV_PAGE_TOKENS;
+
+            err = dcpk_memcpy2d_d2d_async (to + planes[p].offset, pitch, from + planes[p].offset,
+                                           pitch, planes[p].row_bytes * n_tokens,
+                                           (gsize) src->layout.n_kv_heads, stream);
+          }
+      if (!dcp_cuda_check (err, "KV page copy", error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+dcp_cuda_kv_load_rows (DcpCudaKv *self, guint layer, guint page, const guint8 *image,
+                       guint n_tokens, GError **error)
+{
+  guint8 *to;
+  Plane planes[4];
+  gsize total;
+  guint n_planes = page_planes (&self->layout, planes, &total);
+
+  g_return_val_if_fail (layer < self->layers->len && page < self->n_pages, FALSE);
+  g_return_val_if_fail (n_tokens <= DCPK_KV_PAGE_TOKENS, FALSE);
+  to = (guint8 *) self->layers->pdata[layer] + (gsize) page * self->page_bytes;
+  if (n_tokens == DCPK_KV_PAGE_TOKENS)
+    return dcp_cuda_check (dcpk_memcpy_h2d (to, image, self->page_bytes), "KV page load", error);
+  for (guint p = 0; p < n_planes; p++)
+    for (int h = 0; h < self->layout.n_kv_heads; h++)
+      {
+        gsize at = planes[p].offset + (gsize) h * planes[p].row_bytes * DCPK_KV_PAGE_TOKENS;
+
+        if (n_tokens > 0 &&
+            !dcp_cuda_check (dcpk_memcpy_h2d (to + at, image + at, planes[p].row_bytes * n_tokens),
+                             "KV page load", error))
+          return FALSE;
+      }
   return TRUE;
 }

@@ -31,13 +31,28 @@ gboolean   dcp_cuda_kv_reserve    (DcpCudaKv          *self,
 /* All of a sequence's pages back to the pool. */
 void       dcp_cuda_kv_release    (DcpCudaKv          *self,
                                    GArray             *pages);
-/* dst holds exactly the pages n_tokens needs, each a copy of src's (every layer), on stream. */
-gboolean   dcp_cuda_kv_copy       (DcpCudaKv          *self,
-                                   GArray             *dst,
-                                   const GArray       *src,
+/* The first n_tokens positions of page src_page of src into page dst_page of dst, every layer,
+ * on stream (the two pools may be the same; their layouts must be). */
+gboolean   dcp_cuda_kv_copy_rows  (DcpCudaKv          *dst,
+                                   guint               dst_page,
+                                   DcpCudaKv          *src,
+                                   guint               src_page,
                                    guint               n_tokens,
                                    void               *stream,
                                    GError            **error);
+/* The first n_tokens positions of a whole page image (page_bytes, as read from the device) into
+ * page `page` of layer `layer`; the rest of the page is left alone (it may be shared). */
+gboolean   dcp_cuda_kv_load_rows  (DcpCudaKv          *self,
+                                   guint               layer,
+                                   guint               page,
+                                   const guint8       *image,
+                                   guint               n_tokens,
+                                   GError            **error);
+const DcpkKvLayout *dcp_cuda_kv_get_layout (DcpCudaKv *self);
+/* The kernels' format for KV values of `bits` (16: BF16, 8: MXFP8 E4M3, 6: MXFP6 E2M3,
+ * 4: MXFP4 E2M1); FALSE for other bits. */
+gboolean   dcp_cuda_kv_format_for_bits (guint           bits,
+                                        DcpkFormat     *format);
 
 /* Pages that n_tokens fill. */
 static inline guint

@@ -116,13 +116,15 @@ dcp_cuda_step_new (const DcpCudaWeights *w, DcpCudaKv *kv, void *stream, GError 
       else
         self->n_gdn++;
     }
-  self->kv_layout = (DcpkKvLayout) { (int) c->n_kv_heads, (int) c->head_dim, DCPK_FORMAT_BF16,
-                                     DCPK_FORMAT_BF16 };
+  self->kv_layout = kv != NULL ? *dcp_cuda_kv_get_layout (kv)
+                                : (DcpkKvLayout) { (int) c->n_kv_heads, (int) c->head_dim,
+                                                   DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
   self->gdn_shape = (DcpkGdnShape) { (int) c->linear_n_key_heads, (int) c->linear_n_value_heads,
                                      (int) c->linear_key_head_dim, (int) c->linear_value_head_dim,
                                      (int) c->linear_conv_kernel, (float) c->rms_norm_eps };
   self->max_kv_bucket = dcp_cuda_step_kv_bucket (MAX (n_pages, 1) * DCPK_KV_PAGE_TOKENS);
-  self->in_len = IN_INDICES + MAX (n_pages, 1);
+  /* Rows may share pages (a common prefix): each row lists up to all of the pool's. */
+  self->in_len = IN_INDICES + (gsize) MAX_ROWS * MAX (n_pages, 1);
 
   if (!dcp_cuda_check (dcpk_malloc_host (&p, self->in_len * sizeof (gint32)), "step inputs", error))
     goto fail;
@@ -315,6 +317,7 @@ dcp_cuda_step_run (DcpCudaStep *self, const DcpCudaStepRow *rows, guint n_rows, 
 {
   gsize n_ptrs = 2 * (gsize) MAX (self->n_gdn, 1) * MAX_ROWS;
   guint kv_bucket = 0;
+  gsize in_used = IN_INDICES;
   void **graph;
   int err;
 
@@ -333,6 +336,8 @@ dcp_cuda_step_run (DcpCudaStep *self, const DcpCudaStepRow *rows, guint n_rows, 
     kv_bucket = dcp_cuda_step_kv_bucket (
         dcp_cuda_step_page_table (rows, n_rows, self->h_in + IN_INDPTR, self->h_in + IN_INDICES,
                                   self->h_in + IN_LAST, self->h_in + IN_SLOTS));
+  if (self->n_attn > 0)
+    in_used += (gsize) self->h_in[IN_INDPTR + n_rows];
   if (kv_bucket > self->max_kv_bucket)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY, "KV length %u is over the pool's %u",
@@ -340,7 +345,7 @@ dcp_cuda_step_run (DcpCudaStep *self, const DcpCudaStepRow *rows, guint n_rows, 
       return FALSE;
     }
   if (!dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_in, self->h_in,
-                                              self->in_len * sizeof (gint32), self->stream),
+                                              in_used * sizeof (gint32), self->stream),
                        "step inputs", error) ||
       !dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_ptrs, self->h_ptrs, n_ptrs * sizeof (float *),
                                               self->stream), "step inputs", error))

@@ -8,7 +8,8 @@ G_BEGIN_DECLS
 
 /* One decode step of the whole model for up to DCPK_GEMV_MAX_BATCH sequences, one token each,
  * on the backend's stream: embedding, every layer, final norm, lm_head. The work of a batch
- * size and KV length bucket is captured once in a CUDA graph and replayed. */
+ * size and KV length bucket is captured once in a CUDA graph and replayed. A step is made for
+ * one KV pool (its pages and formats are in the graphs): rows' pages are pages of that pool. */
 typedef struct _DcpCudaStep DcpCudaStep;
 
 /* One row of a step. */

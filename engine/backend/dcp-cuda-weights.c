@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dcp-cuda-error.h"
+#include "dcp-checksum.h"
 #include "dcp-cuda-weights.h"
 #include "dcp-float16.h"
 #include "dcp-quant.h"
@@ -94,7 +95,55 @@ typedef struct {
   const guint8 *bytes;
   gsize nbytes;
   guint8 *owned;
+  const DcpTensorView *view;     /* where it came from */
+  const char *name;              /* its canonical name (borrowed) */
 } HostMatrix;
+
+static void
+record_range (DcpCudaWeights *w, const char *name, const void *d, gsize nbytes)
+{
+  DcpCudaStoredTensor t = { g_strdup (name), 1, { d, NULL }, { nbytes, 0 }, 0 };
+
+  g_array_append_val (w->stored, t);
+}
+
+static void
+record_converted (DcpCudaWeights *w, const char *name, const DcpTensorView *view)
+{
+  DcpCudaStoredTensor t = { g_strdup (name), 0, { NULL, NULL }, { 0, 0 },
+                            dcp_checksum64 (view->data, view->nbytes) };
+
+  g_array_append_val (w->stored, t);
+}
+
+/* Part h of a matrix uploaded at d (fused: its element rows at elem_offset, its scale rows
+ * scale_offset into the stacked scale plane at scales_at). */
+static void
+record_matrix (DcpCudaWeights *w, const HostMatrix *h, const guint8 *d, gsize elem_offset,
+               gsize scales_at, gsize scale_offset, gboolean fused)
+{
+  DcpQuantLayout l;
+  DcpCudaStoredTensor t = { g_strdup (h->name), 2, { NULL, NULL }, { 0, 0 }, 0 };
+
+  if (h->owned != NULL)
+    {
+      g_free (t.name);
+      record_converted (w, h->name, h->view);
+      return;
+    }
+  dcp_quant_layout (dtype_of (h->format), (guint64) h->rows, (guint64) h->cols, &l);
+  if (!fused || h->format == DCPK_FORMAT_BF16)
+    {
+      g_free (t.name);
+      record_range (w, h->name, d + elem_offset, fused ? l.row_bytes * h->rows : h->nbytes);
+      return;
+    }
+  t.data[0] = d + elem_offset;
+  t.nbytes[0] = l.row_bytes * h->rows;
+  t.data[1] = d + scales_at + scale_offset;
+  t.nbytes[1] = l.blocks_per_row * h->rows;
+  g_array_append_val (w->stored, t);
+}
 
 static void
 host_matrix_clear (HostMatrix *m)
@@ -146,6 +195,8 @@ host_matrix (const DcpTensorSource *source, const char *name, guint64 rows, guin
   memset (m, 0, sizeof *m);
   if (view == NULL)
     return FALSE;
+  m->view = view;
+  m->name = name;
   m->rows = (int) rows;
   m->cols = (int) cols;
   if (format_of (view->dtype, &m->format))
@@ -196,6 +247,8 @@ matrix (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guin
   gboolean ok = host_matrix (source, name, rows, cols, &h, error) &&
                 upload_matrix (w, name, &h, m, error);
 
+  if (ok)
+    record_matrix (w, &h, m->data, 0, 0, 0, FALSE);
   host_matrix_clear (&h);
   return ok;
 }
@@ -260,11 +313,31 @@ proj (DcpCudaWeights *w, const DcpTensorSource *source, const char *const *names
       p->fused = TRUE;
       ok = upload_matrix (w, names[0], &all, &p->all, error);
       host_matrix_clear (&all);
+      if (ok)
+        {
+          DcpQuantLayout l;
+          gsize elem = 0, scale = 0;
+
+          dcp_quant_layout (dtype_of (h[0].format), (guint64) total, cols, &l);
+          for (guint i = 0; i < n; i++)
+            {
+              DcpQuantLayout part;
+
+              record_matrix (w, &h[i], p->all.data, elem, l.scales_offset, scale, TRUE);
+              dcp_quant_layout (dtype_of (h[i].format), rows[i], cols, &part);
+              elem += part.row_bytes * rows[i];
+              scale += part.blocks_per_row * rows[i];
+            }
+        }
     }
   else if (ok)
     {
       for (guint i = 0; i < n && ok; i++)
-        ok = upload_matrix (w, names[i], &h[i], &p->parts[i], error);
+        {
+          ok = upload_matrix (w, names[i], &h[i], &p->parts[i], error);
+          if (ok)
+            record_matrix (w, &h[i], p->parts[i].data, 0, 0, 0, FALSE);
+        }
     }
   for (guint i = 0; i < loaded; i++)
     host_matrix_clear (&h[i]);
@@ -278,6 +351,7 @@ vector (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guin
   const DcpTensorView *view = dcp_tensor_source_lookup (source, name);
   g_autofree float *v = NULL;
   g_autofree guint16 *h = NULL;
+  gpointer d;
 
   if (view == NULL)
     {
@@ -294,9 +368,17 @@ vector (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guin
   if ((v = plain_to_f32 (view, error)) == NULL)
     return NULL;
   if (!bf16)
-    return upload (w, name, v, n * sizeof (float), error);
-  h = f32_to_bf16 (v, n);
-  return upload (w, name, h, n * 2, error);
+    d = upload (w, name, v, n * sizeof (float), error);
+  else
+    {
+      h = f32_to_bf16 (v, n);
+      d = upload (w, name, h, n * 2, error);
+    }
+  if (d != NULL && view->dtype == (bf16 ? DCP_DTYPE_BF16 : DCP_DTYPE_F32))
+    record_range (w, name, d, view->nbytes);
+  else if (d != NULL)
+    record_converted (w, name, view);
+  return d;
 }
 
 /* The embedding table as BF16, dequantized row block by row block when stored otherwise. */
@@ -322,7 +404,14 @@ embedding (DcpCudaWeights *w, const DcpTensorSource *source, const DcpModelConfi
       return NULL;
     }
   if (view->dtype == DCP_DTYPE_BF16)
-    return upload (w, "embed_tokens.weight", view->data, view->nbytes, error);
+    {
+      guint16 *d = upload (w, "embed_tokens.weight", view->data, view->nbytes, error);
+
+      if (d != NULL)
+        record_range (w, "embed_tokens.weight", d, view->nbytes);
+      return d;
+    }
+  record_converted (w, "embed_tokens.weight", view);
   table = g_new (guint16, V * H);
   block = g_new (float, rows_per_block * H);
   for (guint64 r = 0; r < V; r += rows_per_block)
@@ -404,6 +493,7 @@ weights_new (const DcpModelConfig *config)
 
   w->config = *config;
   w->allocations = g_ptr_array_new ();
+  w->stored = g_array_new (FALSE, FALSE, sizeof (DcpCudaStoredTensor));
   w->layers = g_new0 (DcpCudaLayer, config->n_layers);
   return w;
 }
@@ -613,6 +703,9 @@ dcp_cuda_weights_free (DcpCudaWeights *self)
   for (guint i = 0; i < self->allocations->len; i++)
     dcpk_free (self->allocations->pdata[i]);
   g_ptr_array_unref (self->allocations);
+  for (guint i = 0; i < self->stored->len; i++)
+    g_free (g_array_index (self->stored, DcpCudaStoredTensor, i).name);
+  g_array_unref (self->stored);
   g_free (self->layers);
   g_free (self);
 }

@@ -43,6 +43,19 @@ typedef struct {
   DcpCudaMatrix down;
 } DcpCudaLayer;
 
+/* Where a tensor's bytes as the model file stores them lie in VRAM, for the checksum pass
+ * against the file (dcp_backend_cuda_verify_weights): one range, or two for an MX part of a
+ * fused projection (its element rows, its scale rows; the file has zeros between and after
+ * them). A tensor converted when uploaded (F32 norms made BF16, a dequantized embedding) has no
+ * range; host_sum is then its file bytes' checksum, taken while they were read. */
+typedef struct {
+  char *name;
+  guint n_ranges;
+  const void *data[2];
+  gsize nbytes[2];
+  guint64 host_sum;
+} DcpCudaStoredTensor;
+
 typedef struct {
   DcpModelConfig config;
   guint16 *embed;                /* BF16 [vocab, hidden] */
@@ -50,6 +63,7 @@ typedef struct {
   guint16 *norm;
   DcpCudaLayer *layers;
   GPtrArray *allocations;        /* device pointers, freed with the weights */
+  GArray *stored;                /* DcpCudaStoredTensor, uploads from a source only */
   guint64 device_bytes;          /* all of it */
   guint64 gemv_bytes;            /* what one decode step's GEMVs read */
 } DcpCudaWeights;

@@ -163,6 +163,18 @@ dcp_model_source_get_config (DcpModelSource *self)
   return self->file ? dcp_model_file_get_config (self->file) : dcp_checkpoint_get_config (self->checkpoint);
 }
 
+gboolean
+dcp_model_source_get_checksum (DcpModelSource *self, const char *name, guint64 *checksum)
+{
+  const DcpTensorView *view;
+
+  g_return_val_if_fail (self != NULL && name != NULL && checksum != NULL, FALSE);
+  if (self->file == NULL || (view = dcp_model_file_lookup (self->file, name)) == NULL)
+    return FALSE;
+  *checksum = dcp_model_file_get_checksum (self->file, view);
+  return TRUE;
+}
+
 DcpTensorSource
 dcp_model_source_get_tensors (DcpModelSource *self)
 {

@@ -21,6 +21,11 @@ DcpModelSource        *dcp_model_source_open              (const char      *path
                                                            GError         **error);
 void                   dcp_model_source_free              (DcpModelSource  *self);
 
+/* The checksum the .mcapy file's index stores for the tensor of this canonical name
+ * (dcp-checksum.h); FALSE for a checkpoint folder, which has none, or a tensor not there. */
+gboolean               dcp_model_source_get_checksum      (DcpModelSource  *self,
+                                                           const char      *name,
+                                                           guint64         *checksum);
 /* The file or folder actually opened (a folder's .mcapy file once found). */
 const char            *dcp_model_source_get_path          (DcpModelSource  *self);
 const DcpModelConfig  *dcp_model_source_get_config        (DcpModelSource  *self);
