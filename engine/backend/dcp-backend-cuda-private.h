@@ -3,6 +3,7 @@
 
 #include "dcp-backend-cuda.h"
 #include "dcp-cuda-error.h"
+#include "dcp-cuda-prefill.h"
 #include "dcp-cuda-step.h"
 
 G_BEGIN_DECLS
@@ -19,6 +20,8 @@ struct _DcpBackendCuda {
   guint n_pools;                 /* paged pools alive */
   DcpCudaStep *step;             /* made for step_kv */
   DcpCudaKv *step_kv;
+  DcpCudaPrefill *prefill;       /* made on the first prompt chunk */
+  gboolean prefill_off;          /* it could not be made: prompts go token by token */
   gboolean graphs;
   void *stream;
   guint n_gdn, n_attn;

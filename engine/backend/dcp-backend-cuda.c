@@ -407,28 +407,36 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
   return TRUE;
 }
 
-/* Round r takes token r of every item that has one, in groups of up to 16 sequences: a decode
- * batch is one round; a prompt chunk runs token by token. */
-static gboolean
-cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **error)
-{
-  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  g_autofree guint *which = g_new (guint, MAX (n_items, 1));
-  guint max_n = 0;
+/* The prompt path's rows per pass: a 2048-token chunk (the scheduler's default) and the decode
+ * rows of the conversations running beside it. */
+#define PREFILL_ROWS (2048 + 64)
 
-  /* dcp_backend_forward has checked the items (tokens in the vocabulary, buffers given). */
-  for (guint i = 0; i < n_items; i++)
+/* The prompt path, made once; when it cannot be (no cuBLAS, head sizes the prefill kernels do
+ * not take) prompts are read token by token through the decode step, said once. */
+static gboolean
+ensure_prefill (DcpBackendCuda *self)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->prefill != NULL || self->prefill_off)
+    return self->prefill != NULL;
+  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, self->stream, &error);
+  if (self->prefill == NULL)
     {
-      max_n = MAX (max_n, items[i].n_tokens);
-      if (items[i].state->kv != items[0].state->kv)
-        {
-          g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                               "one forward over states of different KV pools");
-          return FALSE;
-        }
+      g_warning ("prompts are read token by token: %s", error->message);
+      self->prefill_off = TRUE;
     }
-  if (n_items > 0 && !ensure_step (self, items[0].state->kv, error))
-    return FALSE;
+  return self->prefill != NULL;
+}
+
+/* Token r of every item that has one, in groups of up to 16 sequences, round after round: a
+ * decode batch is one round. */
+static gboolean
+forward_steps (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, guint max_n,
+               GError **error)
+{
+  g_autofree guint *which = g_new (guint, MAX (n_items, 1));
+
   for (guint r = 0; r < max_n; r++)
     {
       guint n = 0;
@@ -443,6 +451,120 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
   return TRUE;
 }
 
+/* Copies pass output rows [out, out + n) to item's logits (and hidden) rows from `at` on. */
+static gboolean
+copy_rows (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n, guint at,
+           GError **error)
+{
+  const DcpModelConfig *c = &self->weights->config;
+
+  if (!dcp_cuda_check (dcpk_memcpy_d2h_async (item->logits + (gsize) at * c->vocab_size,
+                                              dcp_cuda_prefill_logits (self->prefill, out),
+                                              (gsize) n * c->vocab_size * sizeof (float),
+                                              self->stream), "logits", error))
+    return FALSE;
+  return item->hidden == NULL ||
+         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
+                                                dcp_cuda_prefill_hidden (self->prefill, out),
+                                                (gsize) n * c->hidden_size * sizeof (float),
+                                                self->stream), "hidden states", error);
+}
+
+/* Passes of the prompt path until every item's tokens are in: each pass takes the single
+ * tokens first (the GDN decode kernel takes them as one batch), then as much of the longer
+ * items as fits its rows and outputs. */
+static gboolean
+forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError **error)
+{
+  guint max_rows = dcp_cuda_prefill_max_rows (self->prefill);
+  g_autofree guint *order = g_new (guint, n_items), *done = g_new0 (guint, n_items);
+  g_autofree guint *owner = g_new (guint, n_items);
+  g_autofree DcpCudaPrefillSeq *seqs = g_new (DcpCudaPrefillSeq, n_items);
+  guint n_order = 0;
+
+  for (guint i = 0; i < n_items; i++)
+    if (items[i].n_tokens == 1)
+      order[n_order++] = i;
+  for (guint i = 0; i < n_items; i++)
+    if (items[i].n_tokens > 1)
+      order[n_order++] = i;
+  for (;;)
+    {
+      guint n = 0, rows = 0, outs = 0;
+
+      for (guint j = 0; j < n_items && rows < max_rows; j++)
+        {
+          guint i = order[j], left = items[i].n_tokens - done[i], t = MIN (left, max_rows - rows);
+          DcpSeqState *s = items[i].state;
+          gboolean all = items[i].logits_mode == DCP_LOGITS_ALL;
+          guint want;
+
+          if (all)
+            t = MIN (t, DCP_CUDA_PREFILL_MAX_OUT - outs);
+          want = all ? t : items[i].logits_mode == DCP_LOGITS_LAST && t == left ? 1 : 0;
+          if (t == 0 || outs + want > DCP_CUDA_PREFILL_MAX_OUT)
+            continue;
+          if (!reserve (self, s, s->n_tokens + t, error))
+            return FALSE;
+          seqs[n] = (DcpCudaPrefillSeq) { items[i].tokens + done[i], t, s->n_tokens, s->pages,
+                                          s->conv, s->recurrent, all, want == 0 };
+          owner[n++] = i;
+          rows += t;
+          outs += want;
+        }
+      if (n == 0)
+        return TRUE;
+      if (!dcp_cuda_prefill_run (self->prefill, items[0].state->kv, seqs, n, error))
+        return FALSE;
+      outs = 0;
+      for (guint q = 0; q < n; q++)
+        {
+          const DcpBatchItem *item = &items[owner[q]];
+          guint rows_out = seqs[q].no_rows ? 0 : seqs[q].all_rows ? seqs[q].n_tokens : 1;
+
+          if (rows_out > 0 &&
+              !copy_rows (self, item, outs, rows_out, seqs[q].all_rows ? done[owner[q]] : 0, error))
+            return FALSE;
+          outs += rows_out;
+        }
+      if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt pass", error))
+        return FALSE;
+      for (guint q = 0; q < n; q++)
+        {
+          items[owner[q]].state->n_tokens += seqs[q].n_tokens;
+          done[owner[q]] += seqs[q].n_tokens;
+        }
+    }
+}
+
+/* Decode batches (one token per item) run as CUDA graphs of the decode step; a forward with a
+ * prompt chunk or a draft in it goes through the prompt path, the decode rows with it. */
+static gboolean
+cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  guint max_n = 0;
+
+  /* dcp_backend_forward has checked the items (tokens in the vocabulary, buffers given). */
+  for (guint i = 0; i < n_items; i++)
+    {
+      max_n = MAX (max_n, items[i].n_tokens);
+      if (items[i].state->kv != items[0].state->kv)
+        {
+          g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                               "one forward over states of different KV pools");
+          return FALSE;
+        }
+    }
+  if (n_items == 0)
+    return TRUE;
+  if (max_n > 1 && ensure_prefill (self))
+    return forward_passes (self, items, n_items, error);
+  if (!ensure_step (self, items[0].state->kv, error))
+    return FALSE;
+  return forward_steps (self, items, n_items, max_n, error);
+}
+
 static void
 dcp_backend_cuda_finalize (GObject *object)
 {
@@ -452,6 +574,7 @@ dcp_backend_cuda_finalize (GObject *object)
   if (self->n_pools > 0)
     g_critical ("CUDA backend finalized with %u KV pools alive", self->n_pools);
   g_clear_pointer (&self->step, dcp_cuda_step_free);
+  g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
   g_clear_pointer (&self->kv, dcp_cuda_kv_free);
   g_clear_pointer (&self->weights, dcp_cuda_weights_free);
   if (self->stream != NULL)

@@ -24,117 +24,14 @@
 #include "dcp-cuda-step.h"
 #include "dcp-cuda-weights.h"
 #include "dcp-kernels.h"
+#include "cuda-test-model.h"
 #include "dcp-quant.h"
-#include "../model/test-tensors.h"
 
 #define PROMPT 40
 #define DECODE 16
 
-typedef struct {
-  const char *model;
-  gboolean mxfp4;
-} Case;
-
-typedef struct {
-  DcpCheckpoint *ckpt;
-  TestTensors *quantized;
-  DcpTensorSource source;
-  const DcpModelConfig *config;
-} Model;
-
-static void
-model_open (Model *m, const Case *k)
-{
-  g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", k->model, NULL);
-  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
-  g_autoptr(GError) error = NULL;
-  guint n_names;
-
-  memset (m, 0, sizeof *m);
-  m->ckpt = dcp_checkpoint_open (dir, tokenizer_dir, &error);
-  g_assert_no_error (error);
-  m->config = dcp_checkpoint_get_config (m->ckpt);
-  m->source = dcp_checkpoint_get_source (m->ckpt);
-  if (!k->mxfp4)
-    return;
-  m->quantized = test_tensors_new ();
-  n_names = dcp_checkpoint_get_n_tensors (m->ckpt);
-  for (guint i = 0; i < n_names; i++)
-    {
-      const char *name = dcp_checkpoint_get_tensor (m->ckpt, i)->name;
-      const DcpTensorView *v = dcp_checkpoint_lookup (m->ckpt, name);
-      guint64 bytes;
-      float *plain;
-      guint8 *q;
-
-      if (v->ndim != 2)
-        {
-          test_tensors_add (m->quantized, name, v->dtype, v->ndim, v->shape,
-                            g_memdup2 (v->data, v->nbytes), v->nbytes);
-          continue;
-        }
-      plain = g_new (float, v->n_elements);
-      dcp_dequantize_rows (v->dtype, v->data, v->shape[0], v->shape[1], 0, v->shape[0], plain);
-      bytes = dcp_quant_tensor_bytes (DCP_DTYPE_MXFP4_E2M1, v->shape[0], v->shape[1]);
-      q = g_malloc (bytes);
-      dcp_quantize (DCP_DTYPE_MXFP4_E2M1, plain, v->shape[0], v->shape[1], q);
-      test_tensors_add (m->quantized, name, DCP_DTYPE_MXFP4_E2M1, 2, v->shape, q, bytes);
-      g_free (plain);
-    }
-  m->source = test_tensors_source (m->quantized);
-}
-
-static void
-model_close (Model *m)
-{
-  g_clear_pointer (&m->quantized, test_tensors_free);
-  g_clear_pointer (&m->ckpt, dcp_checkpoint_free);
-}
-
-static double
-rel_error (const float *a, const float *b, gsize n)
-{
-  double d = 0, nb = 0;
-
-  for (gsize i = 0; i < n; i++)
-    {
-      d += ((double) a[i] - b[i]) * ((double) a[i] - b[i]);
-      nb += (double) b[i] * b[i];
-    }
-  return sqrt (d / MAX (nb, 1e-30));
-}
-
-static guint
-argmax (const float *x, guint n)
-{
-  guint best = 0;
-
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return best;
-}
-
-/* Whether the GPU's top-1 is the CPU's, or a near-tie in the CPU's logits: its CPU logit within
- * 1% of the logits' RMS of the CPU's maximum. BF16 KV (the CPU backend keeps FP32) moves logits
- * by up to ~0.4% relative on odd-sizes (measured on the CPU by rounding its KV to BF16), enough
- * to swap two tokens that nearly tie (it did at 1 of 40 golden-prompt positions with MXFP4
- * weights); a real disagreement is far outside this. Counts exact agreements in *exact. */
-static gboolean
-same_top1 (const float *gpu, const float *cpu, guint V, guint *exact)
-{
-  guint g = argmax (gpu, V), c = argmax (cpu, V);
-  double ss = 0;
-
-  for (guint i = 0; i < V; i++)
-    ss += (double) cpu[i] * cpu[i];
-  if (g == c)
-    {
-      (*exact)++;
-      return TRUE;
-    }
-  return cpu[c] - cpu[g] <= 0.01 * sqrt (ss / V);
-}
+typedef CudaTestCase Case;
+typedef CudaTestModel Model;
 
 /* The same computation again: the kernels are deterministic except the warp merge of
  * attention-decode.cu (shared-memory float atomics, so the order of a few additions may vary),
@@ -143,22 +40,11 @@ same_top1 (const float *gpu, const float *cpu, guint V, guint *exact)
 static void
 same_as_before (const float *now, const float *before, gsize n, const char *what)
 {
-  double e = rel_error (now, before, n);
+  double e = cuda_test_rel_error (now, before, n);
 
   if (memcmp (now, before, n * sizeof (float)) != 0)
     g_test_message ("%s: not bit-identical, relative difference %.2e", what, e);
   g_assert_cmpfloat (e, <=, 1e-4);
-}
-
-static void
-forward (DcpBackend *b, DcpSeqState *s, const guint32 *ids, guint n, DcpLogitsMode mode,
-         float *logits)
-{
-  g_autoptr(GError) error = NULL;
-  DcpBatchItem item = { s, ids, n, mode, logits, NULL };
-
-  g_assert_true (dcp_backend_forward (b, &item, 1, &error));
-  g_assert_no_error (error);
 }
 
 static DcpBackend *
@@ -170,15 +56,6 @@ cuda_new (const Model *m)
   g_assert_no_error (error);
   g_assert_nonnull (b);
   return b;
-}
-
-static void
-random_prompt (guint32 seed, guint vocab, guint32 *ids, guint n)
-{
-  g_autoptr(GRand) rand = g_rand_new_with_seed (seed);
-
-  for (guint i = 0; i < n; i++)
-    ids[i] = (guint32) g_rand_int_range (rand, 0, (gint32) vocab);
 }
 
 /* Prompt + greedy decode on both backends; then state copy/restore on the CUDA one. */
@@ -197,7 +74,7 @@ test_prompt_and_decode (gconstpointer data)
   g_autofree float *a = NULL, *b = NULL, *first = NULL;
   double worst = 0;
 
-  model_open (&m, k);
+  cuda_test_model_open (&m, k);
   V = m.config->vocab_size;
   cpu = dcp_backend_cpu_new (m.config, &m.source, 2, &error);
   g_assert_no_error (error);
@@ -206,21 +83,21 @@ test_prompt_and_decode (gconstpointer data)
   a = g_new (float, (gsize) PROMPT * V);
   b = g_new (float, (gsize) PROMPT * V);
   first = g_new (float, (gsize) DECODE * V);
-  random_prompt (1234, V, ids, PROMPT);
+  cuda_test_random_prompt (1234, V, ids, PROMPT);
 
   cs = dcp_backend_state_new (cpu, &error);
   gs = dcp_backend_state_new (gpu, &error);
   g_assert_no_error (error);
-  forward (cpu, cs, ids, PROMPT, DCP_LOGITS_ALL, a);
-  forward (gpu, gs, ids, PROMPT, DCP_LOGITS_ALL, b);
+  cuda_test_forward (cpu, cs, ids, PROMPT, DCP_LOGITS_ALL, a);
+  cuda_test_forward (gpu, gs, ids, PROMPT, DCP_LOGITS_ALL, b);
   g_assert_cmpuint (dcp_backend_state_get_n_tokens (gpu, gs), ==, PROMPT);
   for (guint t = 0; t < PROMPT; t++, positions++)
     {
-      double e = rel_error (b + (gsize) t * V, a + (gsize) t * V, V);
+      double e = cuda_test_rel_error (b + (gsize) t * V, a + (gsize) t * V, V);
 
       worst = MAX (worst, e);
       g_assert_cmpfloat (e, <=, 1e-2);
-      agree += same_top1 (b + (gsize) t * V, a + (gsize) t * V, V, &exact);
+      agree += cuda_test_same_top1 (b + (gsize) t * V, a + (gsize) t * V, V, &exact);
     }
 
   snap = dcp_backend_state_new (gpu, &error);
@@ -228,21 +105,21 @@ test_prompt_and_decode (gconstpointer data)
   g_assert_no_error (error);
   dcp_backend_state_save (gpu, gs, saved);
 
-  cpu_tok = argmax (a + (gsize) (PROMPT - 1) * V, V);
+  cpu_tok = cuda_test_argmax (a + (gsize) (PROMPT - 1) * V, V);
   for (guint t = 0; t < DECODE; t++, positions++)
     {
       double e;
 
       tokens[t] = cpu_tok;
-      forward (cpu, cs, &cpu_tok, 1, DCP_LOGITS_LAST, a);
-      forward (gpu, gs, &cpu_tok, 1, DCP_LOGITS_LAST, first + (gsize) t * V);
-      e = rel_error (first + (gsize) t * V, a, V);
+      cuda_test_forward (cpu, cs, &cpu_tok, 1, DCP_LOGITS_LAST, a);
+      cuda_test_forward (gpu, gs, &cpu_tok, 1, DCP_LOGITS_LAST, first + (gsize) t * V);
+      e = cuda_test_rel_error (first + (gsize) t * V, a, V);
       worst = MAX (worst, e);
       g_assert_cmpfloat (e, <=, 1e-2);
       /* the greedy pick: the CPU's, or a near-tie there */
-      g_assert_true (same_top1 (first + (gsize) t * V, a, V, &exact));
+      g_assert_true (cuda_test_same_top1 (first + (gsize) t * V, a, V, &exact));
       agree++;
-      cpu_tok = argmax (a, V);
+      cpu_tok = cuda_test_argmax (a, V);
     }
   g_test_message ("%s%s: worst relative error %.2e, top-1 agreement %u/%u (%u exact, the rest "
                   "near-ties)", k->model, k->mxfp4 ? " (MXFP4)" : "", worst, agree, positions, exact);
@@ -255,7 +132,7 @@ test_prompt_and_decode (gconstpointer data)
   g_assert_cmpuint (dcp_backend_state_get_n_tokens (gpu, gs), ==, PROMPT);
   for (guint t = 0; t < DECODE; t++)
     {
-      forward (gpu, gs, &tokens[t], 1, DCP_LOGITS_LAST, b);
+      cuda_test_forward (gpu, gs, &tokens[t], 1, DCP_LOGITS_LAST, b);
       same_as_before (b, first + (gsize) t * V, V, "restored state");
     }
 
@@ -269,7 +146,7 @@ test_prompt_and_decode (gconstpointer data)
   g_assert_cmpuint (dcp_backend_state_get_n_tokens (gpu, loaded), ==, PROMPT);
   for (guint t = 0; t < DECODE; t++)
     {
-      forward (gpu, loaded, &tokens[t], 1, DCP_LOGITS_LAST, b);
+      cuda_test_forward (gpu, loaded, &tokens[t], 1, DCP_LOGITS_LAST, b);
       same_as_before (b, first + (gsize) t * V, V, "loaded state");
     }
 
@@ -279,7 +156,7 @@ test_prompt_and_decode (gconstpointer data)
   dcp_backend_state_free (gpu, loaded);
   g_clear_object (&gpu);
   g_clear_object (&cpu);
-  model_close (&m);
+  cuda_test_model_close (&m);
 }
 
 /* Two sequences in one batch (the B = 2 path) against the CPU backend run per sequence. */
@@ -297,7 +174,7 @@ test_batch (gconstpointer data)
   g_autofree float *want = NULL, *got = NULL, *graphless = NULL;
   guint V;
 
-  model_open (&m, k);
+  cuda_test_model_open (&m, k);
   V = m.config->vocab_size;
   cpu = dcp_backend_cpu_new (m.config, &m.source, 2, &error);
   g_assert_no_error (error);
@@ -307,12 +184,12 @@ test_batch (gconstpointer data)
   graphless = g_new (float, (gsize) 2 * V);
   for (guint s = 0; s < 2; s++)
     {
-      random_prompt (99 + s, V, ids[s], lens[s]);
+      cuda_test_random_prompt (99 + s, V, ids[s], lens[s]);
       cs[s] = dcp_backend_state_new (cpu, &error);
       gs[s] = dcp_backend_state_new (gpu, &error);
       again[s] = dcp_backend_state_new (gpu, &error);
       g_assert_no_error (error);
-      forward (cpu, cs[s], ids[s], lens[s], DCP_LOGITS_LAST, want + (gsize) s * V);
+      cuda_test_forward (cpu, cs[s], ids[s], lens[s], DCP_LOGITS_LAST, want + (gsize) s * V);
     }
   {
     DcpBatchItem items[2] = {
@@ -336,12 +213,12 @@ test_batch (gconstpointer data)
 
       for (guint s = 0; s < 2; s++)
         {
-          double e = rel_error (got + (gsize) s * V, want + (gsize) s * V, V);
+          double e = cuda_test_rel_error (got + (gsize) s * V, want + (gsize) s * V, V);
 
           g_test_message ("batch step %u, sequence %u: relative error %.2e", step, s, e);
           g_assert_cmpfloat (e, <=, 1e-2);
-          next[s] = argmax (want + (gsize) s * V, V);
-          forward (cpu, cs[s], &next[s], 1, DCP_LOGITS_LAST, want + (gsize) s * V);
+          next[s] = cuda_test_argmax (want + (gsize) s * V, V);
+          cuda_test_forward (cpu, cs[s], &next[s], 1, DCP_LOGITS_LAST, want + (gsize) s * V);
           g_assert_true (dcp_backend_state_copy (gpu, again[s], gs[s], &error));
         }
       /* The same step with and without the graph. */
@@ -360,7 +237,7 @@ test_batch (gconstpointer data)
     }
   g_clear_object (&gpu);
   g_clear_object (&cpu);
-  model_close (&m);
+  cuda_test_model_close (&m);
 }
 
 /* A token outside the vocabulary is an error naming it, not a crash. */
@@ -375,7 +252,7 @@ test_bad_token (void)
   guint32 bad;
   g_autofree float *logits = NULL;
 
-  model_open (&m, &k);
+  cuda_test_model_open (&m, &k);
   gpu = cuda_new (&m);
   bad = m.config->vocab_size;
   logits = g_new (float, m.config->vocab_size);
@@ -389,7 +266,7 @@ test_bad_token (void)
   g_assert_cmpuint (dcp_backend_state_get_n_tokens (gpu, s), ==, 0);
   dcp_backend_state_free (gpu, s);
   g_clear_object (&gpu);
-  model_close (&m);
+  cuda_test_model_close (&m);
 }
 
 /* Three sequences at page edges: pages listed in order, the last page's length, the slot of
