@@ -24,7 +24,8 @@ struct _DcpCudaPrefill {
   float **h_ptrs, **d_ptrs;      /* [2][n_gdn][max_rows]: single rows' conv, recurrent states */
   /* activations, max_rows rows each */
   float *x, *h, *delta, *proj, *qkv, *z, *b, *a, *mix, *qg, *k, *v, *gu, *act;
-  float *out_h, *logits;         /* DCP_CUDA_PREFILL_MAX_OUT rows */
+  float *out_h, *logits;         /* DCP_CUDA_PREFILL_MAX_OUT rows; the outputs' hidden states
+                                    end in h's first rows */
   void *gdn_ws, *attn_ws;
   gsize attn_ws_bytes;
   GPtrArray *allocations;
@@ -340,8 +341,8 @@ outputs (DcpCudaPrefill *s, const DcpCudaPrefillSeq *seqs, guint n_seqs)
   gsize H = c->hidden_size, row = 0;
   guint n = 0;
 
-  /* Gather the residual rows (x + delta is added by the norm) into out_h and delta's rows into
-   * h, in output order, then one fused add + norm over them. */
+  /* Gather the residual rows into out_h and delta's rows into h, in output order, then one
+   * fused add + norm over them into h (the norm may write over its addend, not its residual). */
   for (guint i = 0; i < n_seqs; i++)
     {
       const DcpCudaPrefillSeq *q = &seqs[i];
@@ -362,10 +363,10 @@ outputs (DcpCudaPrefill *s, const DcpCudaPrefillSeq *seqs, guint n_seqs)
   if (n == 0)
     return 0;
   TRY (dcpk_add_rms_norm (s->out_h, s->h, w->norm, (int) n, (int) H, (float) c->rms_norm_eps,
-                          s->out_h, s->stream));
+                          s->h, s->stream));
   for (guint r = 0; r < n; r += DCPK_GEMV_MAX_BATCH)
     TRY (dcpk_gemv (w->lm_head.format, w->lm_head.data, w->lm_head.rows, w->lm_head.cols,
-                    s->out_h + r * H, (int) MIN (DCPK_GEMV_MAX_BATCH, n - r),
+                    s->h + r * H, (int) MIN (DCPK_GEMV_MAX_BATCH, n - r),
                     s->logits + (gsize) r * c->vocab_size, s->stream));
   return 0;
 }
@@ -509,5 +510,5 @@ dcp_cuda_prefill_logits (DcpCudaPrefill *self, guint row)
 const float *
 dcp_cuda_prefill_hidden (DcpCudaPrefill *self, guint row)
 {
-  return self->out_h + (gsize) row * self->w->config.hidden_size;
+  return self->h + (gsize) row * self->w->config.hidden_size;
 }
