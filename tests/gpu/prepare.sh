@@ -27,6 +27,9 @@ done
 strip .gpu/bin/* .gpu/tests/*
 cp tests/gpu/run-all.sh tests/gpu/serve-e2e.sh .gpu/
 "$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
+# The kernels' library (the binaries find it next to them only in the build tree).
+cp build-gpu/kernels/libdcp-kernels.so .gpu/libs/
+strip .gpu/libs/libdcp-kernels.so
 # cuBLAS (541 MB) and the CUDA runtime stay behind: run-all.sh takes the GPU machine's own.
 rm -f .gpu/libs/libcublas* .gpu/libs/libcudart*
 du -sh .gpu
