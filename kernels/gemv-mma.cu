@@ -9,7 +9,7 @@
 // Work split: a block of 8 warps owns 256 consecutive rows (a warp 32: two m-tiles), and a range
 // of K (grid.y splits K when the rows alone give too few blocks; the slices then add into y,
 // zeroed first, with atomics). K is walked in chunks of kGroups groups, the next chunk's weights
-// loaded into registers while the current one is multiplied; a group is 4 "units" of a
+// and activations loaded into registers while the current one is multiplied; a group is 4 "units" of a
 // row side by side (unit = one MX block of 32 elements, or 8 BF16 elements), lane t of a quad
 // owning unit t. Since the dot product does not care in which order k is summed, the k index
 // inside an mma is permuted so that every lane consumes elements of its own unit: per k16 step a
@@ -138,7 +138,7 @@ template <> struct Fmt<DCPK_FORMAT_MXFP6_E3M2> : FmtFp6<3, 2, 3> {};
 
 template <> struct Fmt<DCPK_FORMAT_MXFP4_E2M1>
 {
-  static constexpr int kElems = 32, kWords = 4, kUnitBytes = 16, kGroups = 2, kBias = 1;
+  static constexpr int kElems = 32, kWords = 4, kUnitBytes = 16, kGroups = 1, kBias = 1;
   static constexpr bool kScaled = true;
   static constexpr int kPerm[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
   __device__ static void load (const unsigned char *row, int u, unsigned *w)
@@ -269,8 +269,35 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
           }
   };
 
+  // This thread's items of a chunk of x: item = (batch row n, octet q), 8 floats.
+  constexpr int kItems = (kCols * (kChunk / 8) + kThreads - 1) / kThreads;
+  float xn[kItems][8];
+  auto load_x = [&] (int c) {
+#pragma unroll
+    for (int j = 0; j < kItems; j++)
+      {
+        int it = threadIdx.x + j * kThreads;
+        int n = it / (kChunk / 8), q = it % (kChunk / 8);
+        int k = c * kChunk + 8 * q;
+        if (n < batch && x_vec4 && k + 8 <= k_cols)
+          {
+            float4 a = __ldg ((const float4 *) (x + (size_t) n * k_cols + k));
+            float4 b = __ldg ((const float4 *) (x + (size_t) n * k_cols + k + 4));
+            xn[j][0] = a.x; xn[j][1] = a.y; xn[j][2] = a.z; xn[j][3] = a.w;
+            xn[j][4] = b.x; xn[j][5] = b.y; xn[j][6] = b.z; xn[j][7] = b.w;
+          }
+        else
+#pragma unroll
+          for (int i = 0; i < 8; i++)
+            xn[j][i] = n < batch && k + i < k_cols ? x[(size_t) n * k_cols + k + i] : 0.f;
+      }
+  };
+
   if (c_begin < c_end)
-    load_chunk (c_begin);
+    {
+      load_chunk (c_begin);
+      load_x (c_begin);
+    }
   for (int c = c_begin; c < c_end; c++)
     {
       // The next chunk's weights go in flight before this one is staged and multiplied.
@@ -289,33 +316,37 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
               for (int i = 0; i < T::kWords; i++)
                 w[m][h][u][i] = wn[m][h][u][i];
             }
+      float xv[kItems][8];
+#pragma unroll
+      for (int j = 0; j < kItems; j++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+          xv[j][i] = xn[j][i];
       if (c + 1 < c_end)
-        load_chunk (c + 1);
+        {
+          load_chunk (c + 1);
+          load_x (c + 1);
+        }
 
       __syncthreads ();   // the previous chunk's reads of xs are done
-      // Stage x: item = (batch row n, octet q of the chunk) -> 16 bytes in fragment order.
-      for (int it = threadIdx.x; it < kCols * (kChunk / 8); it += kThreads)
-        {
-          int n = it / (kChunk / 8), q = it % (kChunk / 8);
-          int k = c * kChunk + 8 * q;
-          float v[8];
-          if (n < batch && x_vec4 && k + 8 <= k_cols)
-            {
-              float4 a = __ldg ((const float4 *) (x + (size_t) n * k_cols + k));
-              float4 b = __ldg ((const float4 *) (x + (size_t) n * k_cols + k + 4));
-              v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-              v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-            }
-          else
+      // Stage x (loaded one chunk ahead): item -> 16 bytes in fragment order.
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-              v[i] = n < batch && k + i < k_cols ? x[(size_t) n * k_cols + k + i] : 0.f;
-          int unit = 8 * q / T::kElems, oc = 8 * q % T::kElems / 8;
-          int slot = n * kRowSlots + ((unit / 4) * kOct + oc) * 4 + unit % 4;
-          xs[slot] = make_uint4 (pack_bf16 (v[T::kPerm[0]], v[T::kPerm[1]]),
-                                 pack_bf16 (v[T::kPerm[2]], v[T::kPerm[3]]),
-                                 pack_bf16 (v[T::kPerm[4]], v[T::kPerm[5]]),
-                                 pack_bf16 (v[T::kPerm[6]], v[T::kPerm[7]]));
+      for (int j = 0; j < kItems; j++)
+        {
+          int it = threadIdx.x + j * kThreads;
+          if (kItems * kThreads == kCols * (kChunk / 8) || it < kCols * (kChunk / 8))
+            {
+              int n = it / (kChunk / 8), q = it % (kChunk / 8);
+              int unit = 8 * q / T::kElems, oc = 8 * q % T::kElems / 8;
+              int slot = n * kRowSlots + ((unit / 4) * kOct + oc) * 4 + unit % 4;
+              constexpr int p0 = T::kPerm[0], p1 = T::kPerm[1], p2 = T::kPerm[2];
+              constexpr int p3 = T::kPerm[3], p4 = T::kPerm[4], p5 = T::kPerm[5];
+              constexpr int p6 = T::kPerm[6], p7 = T::kPerm[7];
+              xs[slot] = make_uint4 (pack_bf16 (xv[j][p0], xv[j][p1]),
+                                     pack_bf16 (xv[j][p2], xv[j][p3]),
+                                     pack_bf16 (xv[j][p4], xv[j][p5]),
+                                     pack_bf16 (xv[j][p6], xv[j][p7]));
+            }
         }
       __syncthreads ();
 
