@@ -65,13 +65,17 @@ typedef enum {
 } DcpkFormat;
 
 #define DCPK_GEMV_MAX_BATCH 16
+/* From this batch on, dcpk_gemv runs on the tensor cores with the activations rounded to BF16
+ * (weights and accumulation stay exact / FP32); below it, FP32 activations. */
+#define DCPK_GEMV_BF16_MIN_BATCH 2
 
 /* Bytes of an n_rows x k_cols weight in `format` (as dcp_quant_tensor_bytes); 0 when unknown. */
 size_t dcpk_weight_bytes (DcpkFormat format, int n_rows, int k_cols);
 
 /* y[b, n] = sum_k W[n, k] x[b, k] for b < batch (1..DCPK_GEMV_MAX_BATCH): d_x is batch x k_cols
  * FP32, d_y batch x n_rows FP32, both row-major; d_weight 16-byte aligned. FP32 accumulation;
- * the weights are read once per call. `stream` is a cudaStream_t (NULL: the default stream). */
+ * the weights are read once per call (batches >= DCPK_GEMV_BF16_MIN_BATCH: BF16 activations,
+ * split-K launches add into a zeroed d_y). `stream` is a cudaStream_t (NULL: the default stream). */
 int dcpk_gemv (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, const float *d_x,
                int batch, float *d_y, void *stream);
 

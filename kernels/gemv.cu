@@ -28,6 +28,7 @@
 
 #include "dcp-kernels.h"
 #include "dcpk-common.cuh"
+#include "gemv-mma.cuh"
 
 namespace {
 
@@ -410,6 +411,11 @@ dcpk_gemv (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, cons
   if (n_rows < 1 || k_cols < 1 || batch < 1 || batch > DCPK_GEMV_MAX_BATCH || !d_weight || !d_x
       || !d_y || ((uintptr_t) d_weight) % 16 != 0)
     return (int) cudaErrorInvalidValue;
+
+  // From two rows on the tensor cores (BF16 activations): the FP32 kernels below do R x B FMAs
+  // per weight on the CUDA cores and turn compute-bound from about batch 4.
+  if (batch >= DCPK_GEMV_BF16_MIN_BATCH && (format != DCPK_FORMAT_BF16 || k_cols % 8 == 0))
+    return dcpk_gemv_mma (format, d_weight, n_rows, k_cols, d_x, batch, d_y, s);
 
   switch (format)
     {

@@ -9,7 +9,17 @@
 // keys are "most likely first, lower id first on ties" and every key is unique. Weights are
 // e^((l - max) / T) (expf), recomputed per pass (never normalised: every cut is scale-invariant),
 // and summed in double, so that the cuts fall where the CPU's double sums put them.
-// One primitive does all the cuts: `select` finds, among the included tokens in descending key
+// Fast paths (the common cases), same distribution:
+// - top-k of at most kCandidates: the k-th largest key is found by radix selection on the 32 logit
+//   bits with token counts (three passes of 11 bits, integer shared atomics, no exp), the tokens
+//   at or above it are gathered into shared memory, sorted by key (bitonic), cut to k, and top-p,
+//   min-p and the draw walk that short sorted list in double as the CPU sampler does;
+// - no top-k and no top-p (temperature, min-p): the order of the walk does not change the
+//   distribution, so the draw walks the vocabulary in id order: each thread sums the weights of
+//   its contiguous slice, a scan over the slices finds the one holding the target, and its
+//   thread walks it.
+// The rest (top-p over more than kCandidates tokens) takes the general path below.
+// One primitive does all the cuts of the general path: `select` finds, among the included tokens in descending key
 // order, the first one at which the running weight reaches a target (>= for top-k with unit
 // weights and top-p, > for the draw), by radix selection on the key, 8 bits a pass from the top:
 // a shared histogram of weight per digit, a walk down the 256 bins, the chosen digit appended to
@@ -28,6 +38,8 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+constexpr int kCandidates = 2048;   // sorted in shared memory (16 KiB of keys)
+constexpr int kBins = 2048;         // radix digits of 11 bits
 
 struct Row
 {
@@ -151,13 +163,119 @@ select (const Row &r, bool count, double target, bool strict, double *hist, int 
   return prefix;
 }
 
+__device__ __forceinline__ unsigned
+key32_of (float l)
+{
+  unsigned bits = __float_as_uint (l);
+  return bits ^ ((bits >> 31) ? 0xffffffffu : 0x80000000u);
+}
+
+// The key32 of the k-th largest token (k >= 1) by radix selection on key32 with counts; *above
+// gets how many tokens have a larger key32.
+__device__ unsigned
+kth_key32 (const float *l, int vocab, int k, int *hist, int *s_choice, int *s_above)
+{
+  unsigned prefix = 0, mask = 0;
+  int above = 0;
+
+  for (int pass = 0; pass < 3; pass++)
+    {
+      int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+      unsigned digit_mask = pass == 2 ? 1023u : 2047u;
+      for (int b = threadIdx.x; b < kBins; b += kThreads)
+        hist[b] = 0;
+      __syncthreads ();
+      for (int i = threadIdx.x; i < vocab; i += kThreads)
+        {
+          unsigned key = key32_of (l[i]);
+          if ((key & mask) == prefix)
+            atomicAdd (&hist[(key >> shift) & digit_mask], 1);
+        }
+      __syncthreads ();
+      // Warp 0 walks the bins from the top, 32 at a time.
+      if (threadIdx.x < 32)
+        {
+          int lane = threadIdx.x, run = above, chosen = -1;
+          for (int top = (int) digit_mask; top >= 0 && chosen < 0; top -= 32)
+            {
+              int b = top - lane;
+              int h = b >= 0 ? hist[b] : 0, incl = h;
+              for (int off = 1; off < 32; off <<= 1)
+                {
+                  int v = __shfl_up_sync (0xffffffffu, incl, off);
+                  if (lane >= off)
+                    incl += v;
+                }
+              unsigned hit = __ballot_sync (0xffffffffu, b >= 0 && run + incl >= k);
+              if (hit)
+                {
+                  int first = __ffs (hit) - 1;
+                  chosen = top - first;
+                  run += __shfl_sync (0xffffffffu, incl - h, first);
+                }
+              else
+                run += __shfl_sync (0xffffffffu, incl, 31);
+            }
+          if (lane == 0)
+            {
+              *s_choice = chosen < 0 ? 0 : chosen;
+              *s_above = run;
+            }
+        }
+      __syncthreads ();
+      prefix |= (unsigned) *s_choice << shift;
+      mask |= digit_mask << shift;
+      above = *s_above;
+      __syncthreads ();
+    }
+  return prefix;
+}
+
+// Bitonic sort of n (a power of two <= kCandidates) keys, descending.
+__device__ void
+sort_desc (unsigned long long *keys, int n)
+{
+  for (int size = 2; size <= n; size <<= 1)
+    for (int stride = size / 2; stride > 0; stride >>= 1)
+      {
+        for (int i = threadIdx.x; i < n / 2; i += kThreads)
+          {
+            int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+            bool desc = (lo & size) == 0;
+            unsigned long long a = keys[lo], b = keys[hi];
+            if ((a < b) == desc)
+              {
+                keys[lo] = b;
+                keys[hi] = a;
+              }
+          }
+        __syncthreads ();
+      }
+}
+
+// The draw u in [0, 1) of (seed, step), 53 bits as the CPU's g_rand_double resolution.
+__device__ double
+draw_u (const DcpkSampleParams &p)
+{
+  curandStatePhilox4_32_10_t st;
+  uint4 bits;
+
+  curand_init (p.seed, p.step, 0, &st);
+  bits = curand4 (&st);
+  return ((double) (bits.x >> 5) * 67108864.0 + (double) (bits.y >> 6)) / 9007199254740992.0;
+}
+
 __global__ void __launch_bounds__ (kThreads)
 sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__restrict__ params,
                const uint32_t *const *__restrict__ counts, int32_t *__restrict__ tokens)
 {
   __shared__ double red[kWarps], hist[256], s_above;
   __shared__ float s_max[kWarps];
-  __shared__ int s_arg[kWarps], s_choice;
+  __shared__ int s_arg[kWarps], s_choice, s_count, s_owner;
+  __shared__ int s_hist[kBins];
+  __shared__ unsigned long long s_keys[kCandidates];
+  __shared__ float s_w[kCandidates];
+  __shared__ double s_slice[kThreads], s_target;
   const DcpkSampleParams p = params[blockIdx.x];
   const uint32_t *cnt = counts ? counts[blockIdx.x] : nullptr;
   float *l = logits + (size_t) blockIdx.x * vocab;
@@ -214,6 +332,131 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
     {
       if (threadIdx.x == 0)
         tokens[blockIdx.x] = arg;
+      return;
+    }
+
+  // Fast path 1: top-k over a short sorted candidate list.
+  if (p.top_k > 0 && p.top_k < vocab && p.top_k <= kCandidates)
+    {
+      unsigned t32 = kth_key32 (l, vocab, p.top_k, s_hist, &s_choice, &s_count);
+      if (threadIdx.x == 0)
+        s_count = 0;
+      __syncthreads ();
+      for (int i = threadIdx.x; i < vocab; i += kThreads)
+        {
+          unsigned key = key32_of (l[i]);
+          if (key >= t32)
+            {
+              int slot = atomicAdd (&s_count, 1);
+              if (slot < kCandidates)
+                s_keys[slot] = (unsigned long long) key << 32 | (unsigned) (vocab - 1 - i);
+            }
+        }
+      __syncthreads ();
+      int n_cand = s_count;
+      if (n_cand <= kCandidates)
+        {
+          int n_sort = 1;
+          while (n_sort < n_cand)
+            n_sort <<= 1;
+          for (int i = n_cand + threadIdx.x; i < n_sort; i += kThreads)
+            s_keys[i] = 0;   // below every real key (its id part is vocab - 1 - id < 2^32 - 1)
+          __syncthreads ();
+          sort_desc (s_keys, n_sort);
+          int n = min (p.top_k, n_cand);
+          float inv_t = 1.f / p.temperature;
+          for (int i = threadIdx.x; i < n; i += kThreads)
+            {
+              int id = vocab - 1 - (int) (unsigned) (s_keys[i] & 0xffffffffu);
+              s_w[i] = expf ((l[id] - best) * inv_t);
+            }
+          __syncthreads ();
+          if (threadIdx.x == 0)
+            {
+              double total = 0, cum = 0, mass = 0, target, run = 0;
+              int kept = n, last = 0;
+              for (int i = 0; i < n; i++)
+                total += s_w[i];
+              if (p.top_p < 1.f)
+                {
+                  int m = 0;
+                  while (m < n && (m == 0 || cum < (double) p.top_p * total))
+                    cum += s_w[m++];
+                  kept = m;
+                }
+              if (p.min_p > 0.f)
+                {
+                  int m = 1;
+                  while (m < kept && s_w[m] >= p.min_p)
+                    m++;
+                  kept = m;
+                }
+              for (int i = 0; i < kept; i++)
+                mass += s_w[i];
+              target = draw_u (p) * mass;
+              for (last = 0; last < kept - 1; last++)
+                {
+                  run += s_w[last];
+                  if (run > target)
+                    break;
+                }
+              tokens[blockIdx.x] = vocab - 1 - (int) (unsigned) (s_keys[last] & 0xffffffffu);
+            }
+          return;
+        }
+      __syncthreads ();
+    }
+
+  // Fast path 2: no top-k, no top-p: the draw in id order over slices.
+  if ((p.top_k <= 0 || p.top_k >= vocab) && p.top_p >= 1.f)
+    {
+      int per = (vocab + kThreads - 1) / kThreads;
+      int i0 = min (vocab, threadIdx.x * per), i1 = min (vocab, i0 + per);
+      float inv_t = 1.f / p.temperature;
+      double sum = 0;
+      for (int i = i0; i < i1; i++)
+        {
+          float w = expf ((l[i] - best) * inv_t);
+          if (p.min_p <= 0.f || w >= p.min_p)
+            sum += w;
+        }
+      s_slice[threadIdx.x] = sum;
+      __syncthreads ();
+      if (threadIdx.x == 0)
+        {
+          double mass = 0, target, run = 0;
+          int owner = kThreads - 1;
+          for (int j = 0; j < kThreads; j++)
+            mass += s_slice[j];
+          target = draw_u (p) * mass;
+          for (int j = 0; j < kThreads; j++)
+            if (s_slice[j] > 0)
+              {
+                owner = j;
+                if (run + s_slice[j] > target)
+                  break;
+                run += s_slice[j];
+              }
+          s_target = target - run;
+          s_owner = owner;
+        }
+      __syncthreads ();
+      if (threadIdx.x == s_owner)
+        {
+          double run = 0, target = s_target;
+          int last = i0;
+          for (int i = i0; i < i1; i++)
+            {
+              float w = expf ((l[i] - best) * inv_t);
+              if (p.min_p > 0.f && w < p.min_p)
+                continue;
+              last = i;
+              run += w;
+              if (run > target)
+                break;
+            }
+          tokens[blockIdx.x] = last;
+        }
       return;
     }
 

@@ -6,8 +6,9 @@
  * reads per second next to the card's measured read bandwidth (dcpk_bandwidth_probe). Each
  * timed sample runs over enough distinct page sets (at least 512 MiB of pages) that none is
  * served from the L2 cache; the pages are shuffled so that a sequence's pages are scattered.
- * dcpk_sample over the 27B's vocabulary (248320) at 1 and 16 rows, greedy and with
- * temperature + top-k 40 + top-p 0.95 + min-p 0.05 and penalties.
+ * dcpk_sample over the 27B's vocabulary (248320) at 1, 4 and 12 rows with penalties: greedy;
+ * temperature + top-k 40 + top-p 0.95 + min-p 0.05; temperature alone; top-p 0.95 alone (the
+ * general path).
  * Usage: bench-decode [samples]   (default 7) */
 #include "config.h"
 
@@ -172,7 +173,9 @@ bench_attention (int samples, double probe_gbps)
 static void
 bench_sample (int samples)
 {
-  static const int rows_list[] = { 1, 16 };
+  static const int rows_list[] = { 1, 4, 12 };
+  static const char *const modes[] = { "greedy", "T 0.8, top-k 40, top-p 0.95, min-p 0.05",
+                                       "T 0.8", "T 0.8, top-p 0.95" };
   GRand *rng = g_rand_new_with_seed (8);
   float *logits = g_new (float, (gsize) 16 * VOCAB);
   guint32 *counts = g_new0 (guint32, VOCAB);
@@ -195,12 +198,14 @@ bench_sample (int samples)
   r.counts = d_ptrs;
   r.tokens = d_tokens;
   printf ("\nSampling over %d tokens (the logits are re-penalised on every call)\n", VOCAB);
-  printf ("%6s %-44s %10s\n", "rows", "parameters", "us/call");
-  for (int mode = 0; mode < 2; mode++)
+  printf ("%4s %-40s %9s\n", "rows", "parameters (all with penalties)", "us/call");
+  for (int mode = 0; mode < 4; mode++)
     {
       for (int i = 0; i < 16; i++)
-        params[i] = (DcpkSampleParams) { mode ? 0.8f : 0.0f, mode ? 40 : 0, mode ? 0.95f : 1.0f,
-                                         mode ? 0.05f : 0.0f, 0.5f, 0.25f, 1.1f, 0, 1, (guint64) i };
+        params[i] = (DcpkSampleParams) { mode ? 0.8f : 0.0f, mode == 1 ? 40 : 0,
+                                         mode == 1 || mode == 3 ? 0.95f : 1.0f,
+                                         mode == 1 ? 0.05f : 0.0f, 0.5f, 0.25f, 1.1f, 0, 1,
+                                         (guint64) i };
       d_params = upload (params, sizeof params);
       r.params = d_params;
       for (guint ri = 0; ri < G_N_ELEMENTS (rows_list); ri++)
@@ -209,9 +214,7 @@ bench_sample (int samples)
           r.rows = rows_list[ri];
           if ((err = dcpk_time_median (run_sample, &r, 2, samples, &ms)) != 0)
             die ("sample", err);
-          printf ("%6d %-44s %10.1f\n", r.rows,
-                  mode ? "T 0.8, top-k 40, top-p 0.95, min-p 0.05, pen." : "greedy, penalties",
-                  ms * 1e3);
+          printf ("%4d %-40s %9.1f\n", r.rows, modes[mode], ms * 1e3);
         }
       dcpk_free (d_params);
     }

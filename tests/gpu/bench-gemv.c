@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* Benchmark of the decode kernels. dcpk_gemv over the 27B's decode GEMVs (shared/MODEL.md §1.2, §8) for each weight
- * format and batch 1, 4, 8, 16: the median time of a call (CUDA events, after a warm-up), the
- * weight bytes it streams per second next to the card's measured read bandwidth
- * (dcpk_bandwidth_probe), and the implied GEMV time of one whole decode step of the 27B.
+/* Benchmark of the decode kernels. dcpk_gemv over the 27B's decode GEMVs (shared/MODEL.md §1.2,
+ * §8) for each weight format and batch 1, 2, 4, 8, 12, 16: the median time of a call (CUDA
+ * events, after a warm-up), the weight bytes it streams per second and that as a share of the
+ * card's read bandwidth measured in the same run (dcpk_bandwidth_probe); then per format and
+ * batch the implied GEMV time of one whole decode step of the 27B and its tokens/s relative to
+ * batch 1 (the goal: batch 12 at 8x or more).
  * Each timed sample runs over enough distinct copies of the weights (at least 512 MiB) that
  * none is served from the L2 cache. The weights are random bytes: the speed of a GEMV does not
  * depend on the values.
  * dcpk_gdn_decode for the 27B's 48 GDN layers of one decode step (distinct states per layer and
  * sequence) at 1, 4, 8, 16 sequences: time per step and the state bytes read and written per
  * second.
- * Usage: bench-gemv [samples]   (default 7) */
+ * Usage: bench-gemv [samples [batches]]   (default 7, "1,2,4,8,12,16") */
 #include "config.h"
 
 #include <stdio.h>
@@ -171,7 +173,7 @@ bench_gdn (void *pool, int samples)
 int
 main (int argc, char **argv)
 {
-  static const int batches[] = { 1, 4, 8, 16 };
+  int batches[DCPK_GEMV_MAX_BATCH] = { 1, 2, 4, 8, 12, 16 }, n_batches = 6;
   int samples = argc > 1 ? atoi (argv[1]) : 7, count = 0, err;
   DcpkDeviceInfo info;
   double peak = 0;
@@ -182,6 +184,13 @@ main (int argc, char **argv)
   float *hx = g_new (float, DCPK_GEMV_MAX_BATCH * 17408);
   GString *summary = g_string_new (NULL);
 
+  if (argc > 2)
+    {
+      g_auto (GStrv) list = g_strsplit (argv[2], ",", DCPK_GEMV_MAX_BATCH);
+      n_batches = 0;
+      for (int i = 0; list[i]; i++)
+        batches[n_batches++] = CLAMP (atoi (list[i]), 1, DCPK_GEMV_MAX_BATCH);
+    }
   if (dcpk_device_count (&count) != 0 || count == 0)
     {
       printf ("no CUDA device\n");
@@ -208,11 +217,12 @@ main (int argc, char **argv)
       || (err = dcpk_memcpy_h2d (x, hx, DCPK_GEMV_MAX_BATCH * 17408 * sizeof (float))) != 0)
     die ("inputs", err);
 
-  printf ("\n%-11s %5s %-27s %14s %10s %9s %7s\n", "format", "batch", "GEMV", "N x K", "us",
-          "GB/s", "of peak");
+  printf ("\n%-10s %2s %-20s %13s %9s %6s %6s\n", "format", "b", "GEMV", "N x K", "us", "GB/s",
+          "probe");
   for (int f = DCPK_FORMAT_BF16; f <= DCPK_FORMAT_MXFP4_E2M1; f++)
-    for (guint bi = 0; bi < G_N_ELEMENTS (batches); bi++)
+    for (int bi = 0, first = 1; bi < n_batches; bi++, first = 0)
       {
+        static double step_ms_b1;
         double step_ms = 0, step_bytes = 0;
 
         for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
@@ -229,17 +239,22 @@ main (int argc, char **argv)
             gbps = bytes / (us * 1e-6) / 1e9;
             step_ms += shapes[s].count * us * 1e-3;
             step_bytes += (double) shapes[s].count * bytes;
-            printf ("%-11s %5d %-27s %6d x %-6d %10.1f %9.0f %6.0f%%\n", format_names[f],
+            printf ("%-10s %2d %-20.20s %6d x %-6d %9.1f %6.0f %5.0f%%\n", format_names[f],
                     batches[bi], shapes[s].what, shapes[s].n, shapes[s].k, us, gbps,
                     100 * gbps / peak);
           }
-        g_string_append_printf (summary, "%-11s %5d %9.2f GB %10.2f ms %9.0f GB/s %6.0f%%\n",
+        if (first)
+          step_ms_b1 = step_ms;
+        g_string_append_printf (summary, "%-10s %2d %7.2f GB %8.2f ms %6.0f GB/s %5.0f%% %6.1fx\n",
                                 format_names[f], batches[bi], step_bytes / 1e9, step_ms,
                                 step_bytes / (step_ms * 1e-3) / 1e9,
-                                100 * step_bytes / (step_ms * 1e-3) / 1e9 / peak);
+                                100 * step_bytes / (step_ms * 1e-3) / 1e9 / peak,
+                                batches[bi] * step_ms_b1 / step_ms);
       }
-  printf ("\nWhole 27B decode step, GEMVs only (%.0f GB/s measured read peak):\n", peak);
-  printf ("%-11s %5s %12s %13s %14s %7s\n", "format", "batch", "bytes", "time", "GB/s", "of peak");
+  printf ("\nWhole 27B decode step, GEMVs only (probe %.0f GB/s; tok/s: tokens per second vs batch 1):\n",
+          peak);
+  printf ("%-10s %2s %10s %11s %11s %6s %7s\n", "format", "b", "bytes", "time", "GB/s", "probe",
+          "tok/s");
   printf ("%s", summary->str);
 
   bench_gdn (pool, samples);

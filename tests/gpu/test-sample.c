@@ -39,6 +39,8 @@ static const Params param_sets[] = {
   { 1.0f, 0, 1.0f, 0.0625f, 0, 0, 1 },
   { 0.875f, 200, 0.9375f, 0.015625f, 0.5f, 0.25f, 1.25f },
   { 2.0f, 7, 1.0f, 0.0f, 1.5f, 0, 0.75f },
+  { 1.0f, 999, 0.75f, 0.0f, 0, 0, 1 },              /* top-k path, a long candidate list */
+  { 1.5f, 0, 1.0f, 0.03125f, 0.25f, 0.5f, 1.125f },  /* order-free path with min-p */
 };
 
 static DcpSampler *

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: MIT
+// The tensor-core decode GEMV (gemv-mma.cu), behind dcpk_gemv (gemv.cu) for batches of
+// DCPK_GEMV_BF16_MIN_BATCH and more. Arguments as dcpk_gemv's, already checked; BF16 weights
+// need k_cols % 8 == 0.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "dcp-kernels.h"
+
+int dcpk_gemv_mma (DcpkFormat format, const void *d_weight, int n_rows, int k_cols,
+                   const float *d_x, int batch, float *d_y, cudaStream_t stream);
