@@ -607,6 +607,7 @@ static void
 dcp_backend_cuda_init (DcpBackendCuda *self)
 {
   self->graphs = TRUE;
+  self->prefill_off = g_strcmp0 (g_getenv ("DECAPYBARA_CUDA_PREFILL"), "0") == 0;
 }
 
 gboolean
@@ -740,6 +741,15 @@ dcp_backend_cuda_set_graphs (DcpBackendCuda *self, gboolean enabled)
   self->graphs = enabled;
   if (self->step != NULL)
     dcp_cuda_step_set_graphs (self->step, enabled);
+}
+
+void
+dcp_backend_cuda_set_prefill (DcpBackendCuda *self, gboolean enabled)
+{
+  g_return_if_fail (DCP_IS_BACKEND_CUDA (self));
+  if (!enabled)
+    g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
+  self->prefill_off = !enabled;
 }
 
 guint64

@@ -50,6 +50,12 @@ gboolean    dcp_backend_cuda_state_fill_random (DcpBackendCuda   *self,
 /* CUDA graphs for decode steps (default on); off enqueues every kernel each step. */
 void        dcp_backend_cuda_set_graphs       (DcpBackendCuda        *self,
                                                gboolean               enabled);
+/* Whether prompt chunks go through the prompt path (tensor-core GEMMs with BF16 matrix inputs,
+ * the chunked GDN, prefill attention; the default, unless DECAPYBARA_CUDA_PREFILL=0) or token
+ * by token through the decode step (FP32 matrix inputs: what tests that hold the CUDA backend
+ * to the CPU's FP32 numbers use). */
+void        dcp_backend_cuda_set_prefill      (DcpBackendCuda        *self,
+                                               gboolean               enabled);
 /* The KV cache's formats: bits 16 (BF16), 8 (MXFP8 E4M3), 6 (MXFP6 E2M3) or 4 (MXFP4 E2M1)
  * for keys and for values; before the first state or pool is made. Below 16 needs attention
  * heads of 256 dims (NOT_SUPPORTED otherwise). */

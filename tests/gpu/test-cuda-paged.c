@@ -63,6 +63,9 @@ cuda_new (DcpCheckpoint *ckpt, guint k_bits, guint v_bits)
   g_assert_no_error (error);
   g_assert_true (dcp_backend_cuda_set_kv_bits (DCP_BACKEND_CUDA (b), k_bits, v_bits, &error));
   g_assert_no_error (error);
+  /* prompts through the decode step: FP32 matrix inputs, held to the CPU at 1e-2
+   * (test-cuda-prefill.c checks the prompt path) */
+  dcp_backend_cuda_set_prefill (DCP_BACKEND_CUDA (b), FALSE);
   return b;
 }
 
