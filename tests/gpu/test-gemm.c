@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The prefill GEMM (kernels/gemm.cu) and the chunked causal conv (kernels/conv.cu) against C
- * references. Weights: random FP32 quantized by dcp_quantize_rows and decoded by
- * dcp_dequantize_rows (engine/model/dcp-quant.h), every DcpkFormat. Y = X Wᵀ is computed on the
+/* The prefill GEMM (kernels/gemm.cu) against C references. Weights: random FP32 quantized by
+ * dcp_quantize_rows and decoded by dcp_dequantize_rows (engine/model/dcp-quant.h), every DcpkFormat. Y = X Wᵀ is computed on the
  * GPU whole; up to 12 token rows of it (first, last, spread between) are checked over all n
  * columns against references in double:
  *   BF16 path: Σ W x_bf16 with x rounded to BF16 as the GPU does (the dequantized MX weights are
@@ -362,121 +361,6 @@ test_gemm_rejects_bad_arguments (void)
   dcpk_gemm_destroy (gemm);
 }
 
-/* ---- the chunked causal conv ---- */
-
-/* One token of the reference: out = silu (conv), state shifted (layout [K-1, D], oldest first). */
-static void
-conv_ref_token (const float *w, int D, int K, float *state, const float *x, float *out)
-{
-  for (int c = 0; c < D; c++)
-    {
-      float acc = w[(gsize) c * K + K - 1] * x[c];
-
-      for (int j = 0; j < K - 1; j++)
-        acc += w[(gsize) c * K + j] * state[(gsize) j * D + c];
-      out[c] = acc / (1.0f + expf (-acc));
-      for (int j = 0; j + 1 < K - 1; j++)
-        state[(gsize) j * D + c] = state[(gsize) (j + 1) * D + c];
-      if (K > 1)
-        state[(gsize) (K - 2) * D + c] = x[c];
-    }
-}
-
-static void
-check_conv (int D, int K, const int *chunks, int n_chunks, guint64 seed)
-{
-  int T = 0;
-  GRand *rng = g_rand_new_with_seed ((guint32) seed);
-  g_autofree float *x = NULL, *out = NULL, *want = NULL, *state = NULL, *want_state = NULL;
-  g_autofree float *w = g_new (float, (gsize) D * K);
-  g_autofree guint16 *w16 = g_new (guint16, (gsize) D * K);
-  gsize state_n = (gsize) MAX (K - 1, 1) * D;
-  float *d_x, *d_out, *d_state;
-  void *d_w;
-  double rel;
-
-  for (int i = 0; i < n_chunks; i++)
-    T += chunks[i];
-  x = g_new (float, (gsize) T * D);
-  out = g_new (float, (gsize) T * D);
-  want = g_new (float, (gsize) T * D);
-  state = g_new (float, state_n);
-  want_state = g_new (float, state_n);
-  dcpk_test_fill (rng, x, (gsize) T * D, -2, 2);
-  dcpk_test_fill (rng, state, state_n, -2, 2);   /* a sequence already under way */
-  memcpy (want_state, state, state_n * sizeof (float));
-  for (gsize i = 0; i < (gsize) D * K; i++)
-    {
-      w16[i] = dcp_f32_to_bf16 ((float) g_rand_double_range (rng, -1, 1));
-      w[i] = dcp_bf16_to_f32 (w16[i]);
-    }
-  for (int t = 0; t < T; t++)
-    conv_ref_token (w, D, K, want_state, x + (gsize) t * D, want + (gsize) t * D);
-
-  d_x = dcpk_test_to_device (x, (gsize) T * D * sizeof (float));
-  d_w = dcpk_test_to_device (w16, (gsize) D * K * 2);
-  d_state = dcpk_test_to_device (state, state_n * sizeof (float));
-  CHECK_CUDA (dcpk_malloc ((void **) &d_out, (gsize) T * D * sizeof (float)));
-  for (int i = 0, t0 = 0; i < n_chunks; t0 += chunks[i], i++)
-    CHECK_CUDA (dcpk_conv_chunk (d_x + (gsize) t0 * D, d_w, d_state, chunks[i], D, K,
-                                 d_out + (gsize) t0 * D, NULL));
-  CHECK_CUDA (dcpk_synchronize ());
-  CHECK_CUDA (dcpk_memcpy_d2h (out, d_out, (gsize) T * D * sizeof (float)));
-  CHECK_CUDA (dcpk_memcpy_d2h (state, d_state, state_n * sizeof (float)));
-  rel = dcpk_test_rel_err (out, want, (gsize) T * D);
-  g_test_message ("conv D %d K %d T %d in %d chunks: rel err %.3g", D, K, T, n_chunks, rel);
-  if (rel > 1e-6)
-    for (gsize i = 0; i < (gsize) T * D; i++)
-      if (fabsf (out[i] - want[i]) > 1e-5f * (1 + fabsf (want[i])))
-        {
-          g_test_message ("first bad: token %d channel %d got %g want %g", (int) (i / D),
-                          (int) (i % D), out[i], want[i]);
-          break;
-        }
-  g_assert_cmpfloat (rel, <=, 1e-6);
-  /* The state is copied inputs: exact. */
-  if (K > 1)
-    for (gsize i = 0; i < state_n; i++)
-      if (state[i] != want_state[i])
-        g_error ("conv state differs at tap %d channel %d: %g, want %g", (int) (i / D),
-                 (int) (i % D), state[i], want_state[i]);
-  CHECK_CUDA (dcpk_free (d_out));
-  CHECK_CUDA (dcpk_free (d_state));
-  CHECK_CUDA (dcpk_free (d_w));
-  CHECK_CUDA (dcpk_free (d_x));
-  g_rand_free (rng);
-}
-
-static void
-test_conv_chunks (void)
-{
-  /* The same 1068 tokens in one chunk and split at different points: outputs and state agree
-   * with the token-by-token reference (and hence with each other). */
-  static const int whole[] = { 1068 }, split1[] = { 1, 3, 64, 1000 }, split2[] = { 1000, 64, 3, 1 };
-  static const int split3[] = { 2, 1, 1, 1, 1063 }, ones[] = { 1, 1, 1, 1, 1, 1, 1 };
-
-  check_conv (10240, 4, whole, G_N_ELEMENTS (whole), 1);
-  check_conv (10240, 4, split1, G_N_ELEMENTS (split1), 2);
-  check_conv (10240, 4, split2, G_N_ELEMENTS (split2), 3);
-  check_conv (10240, 4, split3, G_N_ELEMENTS (split3), 4);
-  check_conv (37, 4, ones, G_N_ELEMENTS (ones), 5);      /* odd width, chunks shorter than K-1 */
-  check_conv (333, 2, split1, G_N_ELEMENTS (split1), 6);
-  check_conv (100, 8, split3, G_N_ELEMENTS (split3), 7);
-  check_conv (64, 1, split1, G_N_ELEMENTS (split1), 8);  /* no state */
-}
-
-static void
-test_conv_rejects_bad_arguments (void)
-{
-  void *d = NULL;
-
-  CHECK_CUDA (dcpk_malloc (&d, 4096));
-  g_assert_cmpint (dcpk_conv_chunk (d, d, d, 0, 4, 4, d, NULL), !=, 0);
-  g_assert_cmpint (dcpk_conv_chunk (d, d, d, 1, 4, 9, d, NULL), !=, 0);
-  g_assert_cmpint (dcpk_conv_chunk (d, d, NULL, 1, 4, 4, d, NULL), !=, 0);
-  CHECK_CUDA (dcpk_free (d));
-}
-
 int
 main (int argc, char **argv)
 {
@@ -489,8 +373,6 @@ main (int argc, char **argv)
       g_test_add_func ("/gpu/gemm/rejects-bad-arguments", test_gemm_rejects_bad_arguments);
       g_test_add_func ("/gpu/gemm/odd-shapes", test_gemm_odd_shapes);
       g_test_add_func ("/gpu/gemm/27b-shapes", test_gemm_27b_shapes);
-      g_test_add_func ("/gpu/conv/chunks", test_conv_chunks);
-      g_test_add_func ("/gpu/conv/rejects-bad-arguments", test_conv_rejects_bad_arguments);
     }
   return dcpk_test_run (have_gpu);
 }
