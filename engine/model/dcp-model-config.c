@@ -236,3 +236,28 @@ dcp_model_config_n_full_attention (const DcpModelConfig *config)
     n += config->is_full_attention[i];
   return n;
 }
+
+void
+dcp_model_config_27b (DcpModelConfig *c, guint n_layers)
+{
+  g_return_if_fail (c != NULL && n_layers <= G_N_ELEMENTS (c->is_full_attention));
+  memset (c, 0, sizeof *c);
+  c->vocab_size = 248320;
+  c->hidden_size = 5120;
+  c->intermediate_size = 17408;
+  c->n_layers = n_layers;
+  for (guint i = 0; i < n_layers; i++)
+    c->is_full_attention[i] = i % 4 == 3;
+  c->n_heads = 24;
+  c->n_kv_heads = 4;
+  c->head_dim = 256;
+  c->rotary_dim = 64;
+  c->rope_theta = 10000000.0;
+  c->linear_n_key_heads = 16;
+  c->linear_n_value_heads = 48;
+  c->linear_key_head_dim = 128;
+  c->linear_value_head_dim = 128;
+  c->linear_conv_kernel = 4;
+  c->rms_norm_eps = 1e-6;
+  c->max_position_embeddings = 262144;
+}

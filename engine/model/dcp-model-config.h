@@ -44,5 +44,9 @@ gboolean  dcp_model_config_load      (DcpModelConfig *config,
                                       const char     *config_json_path,
                                       GError        **error);
 guint     dcp_model_config_n_full_attention (const DcpModelConfig *config);
+/* The 27B's text model (MODEL.md §1.2) cut to n_layers layers at full width, every fourth one
+ * full attention as in the 27B: the shapes benchmarks and tests use without a config file. */
+void      dcp_model_config_27b       (DcpModelConfig       *config,
+                                      guint                 n_layers);
 
 G_END_DECLS

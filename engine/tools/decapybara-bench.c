@@ -40,30 +40,6 @@ typedef struct {
   GRand *rand;
 } Bench;
 
-static void
-config_27b (DcpModelConfig *c, guint n_layers)
-{
-  memset (c, 0, sizeof *c);
-  c->vocab_size = 248320;
-  c->hidden_size = 5120;
-  c->intermediate_size = 17408;
-  c->n_layers = n_layers;
-  for (guint i = 0; i < n_layers; i++)
-    c->is_full_attention[i] = i % 4 == 3;
-  c->n_heads = 24;
-  c->n_kv_heads = 4;
-  c->head_dim = 256;
-  c->rotary_dim = 64;
-  c->rope_theta = 10000000.0;
-  c->linear_n_key_heads = 16;
-  c->linear_n_value_heads = 48;
-  c->linear_key_head_dim = 128;
-  c->linear_value_head_dim = 128;
-  c->linear_conv_kernel = 4;
-  c->rms_norm_eps = 1e-6;
-  c->max_position_embeddings = 262144;
-}
-
 /* KV pool tokens that n sequences of len tokens each take, in whole pages. */
 static guint64
 pool_need (guint n, guint64 len)
@@ -584,7 +560,7 @@ main (int argc, char **argv)
     {
       Bench b = { &opt, g_array_index (opt.recipes, DcpRecipe, r) };
 
-      config_27b (&b.config, opt.layers);
+      dcp_model_config_27b (&b.config, opt.layers);
       b.gbps = gbps;
       b.logits = logits;
       b.rand = rand;

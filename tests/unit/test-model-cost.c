@@ -7,26 +7,6 @@
 #include "dcp-model-cost.h"
 
 static void
-config_27b (DcpModelConfig *c, guint n_layers)
-{
-  memset (c, 0, sizeof *c);
-  c->vocab_size = 248320;
-  c->hidden_size = 5120;
-  c->intermediate_size = 17408;
-  c->n_layers = n_layers;
-  for (guint i = 0; i < n_layers; i++)
-    c->is_full_attention[i] = i % 4 == 3;
-  c->n_heads = 24;
-  c->n_kv_heads = 4;
-  c->head_dim = 256;
-  c->linear_n_key_heads = 16;
-  c->linear_n_value_heads = 48;
-  c->linear_key_head_dim = 128;
-  c->linear_value_head_dim = 128;
-  c->linear_conv_kernel = 4;
-}
-
-static void
 random_config (GRand *rand, DcpModelConfig *c)
 {
   memset (c, 0, sizeof *c);
@@ -52,7 +32,7 @@ test_cost_27b (void)
   DcpModelConfig c;
   DcpModelCost cost;
 
-  config_27b (&c, 64);
+  dcp_model_config_27b (&c, 64);
   dcp_model_cost (&c, DCP_RECIPE_BF16, &cost);
   g_assert_cmpuint (cost.n_attn, ==, 16);
   g_assert_cmpuint (cost.n_gdn, ==, 48);
@@ -113,9 +93,9 @@ test_cost_recipes (void)
   DcpModelConfig c;
   DcpModelCost bf16, tiny;
 
-  config_27b (&c, 64);
+  dcp_model_config_27b (&c, 64);
   check_against_plan (&c);
-  config_27b (&c, 16);
+  dcp_model_config_27b (&c, 16);
   check_against_plan (&c);
   /* a 4-bit recipe reads well under a third of the BF16 bytes */
   dcp_model_cost (&c, DCP_RECIPE_BF16, &bf16);
