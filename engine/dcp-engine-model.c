@@ -21,8 +21,9 @@
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
 static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
- * KV (dcp_backend_cuda_set_kv_bits); tiers go through state_save and state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, TRUE, FALSE, FALSE, FALSE, TRUE, FALSE };
+ * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
+ * only); tiers go through state_save and state_load. */
+static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, FALSE };
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
 static void
@@ -108,6 +109,9 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
     return TRUE;
   if (!dcp_backend_cuda_set_kv_bits (DCP_BACKEND_CUDA (backend), settings->kv_bits_k,
                                      settings->kv_bits_v, error))
+    return FALSE;
+  if (settings->activations == DCP_ACTIVATIONS_FP8 &&
+      !dcp_backend_cuda_set_fp8_activations (DCP_BACKEND_CUDA (backend), TRUE, error))
     return FALSE;
   if (!dcp_model_source_get_checksum (model, "embed_tokens.weight", &unused))
     {

@@ -22,6 +22,7 @@ struct _DcpBackendCuda {
   DcpCudaKv *step_kv;
   DcpCudaPrefill *prefill;       /* made on the first prompt chunk */
   gboolean prefill_off;          /* it could not be made: prompts go token by token */
+  gboolean fp8_activations;      /* the prompt path's matrix products in FP8 */
   gboolean graphs;
   void *stream;
   guint n_gdn, n_attn;

@@ -420,7 +420,8 @@ ensure_prefill (DcpBackendCuda *self)
 
   if (self->prefill != NULL || self->prefill_off)
     return self->prefill != NULL;
-  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, self->stream, &error);
+  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, self->fp8_activations,
+                                        self->stream, &error);
   if (self->prefill == NULL)
     {
       g_warning ("prompts are read token by token: %s", error->message);
@@ -750,6 +751,36 @@ dcp_backend_cuda_set_prefill (DcpBackendCuda *self, gboolean enabled)
   if (!enabled)
     g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
   self->prefill_off = !enabled;
+}
+
+gboolean
+dcp_backend_cuda_set_fp8_activations (DcpBackendCuda *self, gboolean fp8, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
+  g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self), FALSE);
+  g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
+  self->fp8_activations = fp8;
+  if (!fp8)
+    return TRUE;
+  /* made now, so that a GPU without the FP8 product says so at start */
+  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt path", error))
+    return FALSE;
+  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, TRUE, self->stream, &local);
+  if (self->prefill != NULL)
+    {
+      self->prefill_off = FALSE;
+      return TRUE;
+    }
+  self->fp8_activations = FALSE;
+  if (!g_error_matches (local, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED))
+    {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  /* the presets ask for fp8: on other GPUs they still run, in BF16 */
+  g_warning ("%s; prompts use BF16 activations", local->message);
+  return TRUE;
 }
 
 guint64

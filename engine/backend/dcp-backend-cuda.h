@@ -56,6 +56,12 @@ void        dcp_backend_cuda_set_graphs       (DcpBackendCuda        *self,
  * to the CPU's FP32 numbers use). */
 void        dcp_backend_cuda_set_prefill      (DcpBackendCuda        *self,
                                                gboolean               enabled);
+/* FP8 activations in the prompt path's matrix products (--activations fp8): faster prompts on
+ * Hopper, where cuBLASLt has a block-scaled FP8 product; elsewhere a warning and BF16. Decode
+ * steps keep FP32 activations. Makes the prompt path now (errors: out of memory, device). */
+gboolean    dcp_backend_cuda_set_fp8_activations (DcpBackendCuda     *self,
+                                               gboolean               fp8,
+                                               GError               **error);
 /* The KV cache's formats: bits 16 (BF16), 8 (MXFP8 E4M3), 6 (MXFP6 E2M3) or 4 (MXFP4 E2M1)
  * for keys and for values; before the first state or pool is made. Below 16 needs attention
  * heads of 256 dims (NOT_SUPPORTED otherwise). */

@@ -18,6 +18,7 @@ struct _DcpCudaPrefill {
   DcpkKvLayout kv_layout;
   DcpkGdnShape gdn_shape;
   DcpkGemm *gemm;
+  DcpkGemmPrecision precision;
   /* per-pass inputs: host (page-locked) and device int32 blocks, see IN_* below */
   gint32 *h_in, *d_in;
   gsize in_cap;
@@ -56,35 +57,35 @@ device_alloc (DcpCudaPrefill *self, gsize bytes, GError **error)
 }
 
 static gsize
-matrix_workspace (const DcpCudaMatrix *m, int max_m)
+matrix_workspace (DcpkGemmPrecision precision, const DcpCudaMatrix *m, int max_m)
 {
   return m->data == NULL ? 0 :
-         dcpk_gemm_workspace_bytes (DCPK_GEMM_BF16, m->format, max_m, m->rows, m->cols);
+         dcpk_gemm_workspace_bytes (precision, m->format, max_m, m->rows, m->cols);
 }
 
 static gsize
-proj_workspace (const DcpCudaProj *p, int max_m)
+proj_workspace (DcpkGemmPrecision precision, const DcpCudaProj *p, int max_m)
 {
-  gsize most = p->fused ? matrix_workspace (&p->all, max_m) : 0;
+  gsize most = p->fused ? matrix_workspace (precision, &p->all, max_m) : 0;
 
   for (guint i = 0; !p->fused && i < p->n_parts; i++)
-    most = MAX (most, matrix_workspace (&p->parts[i], max_m));
+    most = MAX (most, matrix_workspace (precision, &p->parts[i], max_m));
   return most;
 }
 
 /* What the largest matrix product of a pass needs (the lm_head runs as GEMVs). */
 static gsize
-gemm_workspace (const DcpCudaWeights *w, int max_m)
+gemm_workspace (const DcpCudaWeights *w, DcpkGemmPrecision precision, int max_m)
 {
   gsize most = 0;
 
   for (guint l = 0; l < w->config.n_layers; l++)
     {
       const DcpCudaLayer *L = &w->layers[l];
-      gsize m[] = { matrix_workspace (&L->q, max_m), matrix_workspace (&L->k, max_m),
-                    matrix_workspace (&L->v, max_m), matrix_workspace (&L->o, max_m),
-                    matrix_workspace (&L->out, max_m), matrix_workspace (&L->down, max_m),
-                    proj_workspace (&L->in_proj, max_m), proj_workspace (&L->gate_up, max_m) };
+      gsize m[] = { matrix_workspace (precision, &L->q, max_m), matrix_workspace (precision, &L->k, max_m),
+                    matrix_workspace (precision, &L->v, max_m), matrix_workspace (precision, &L->o, max_m),
+                    matrix_workspace (precision, &L->out, max_m), matrix_workspace (precision, &L->down, max_m),
+                    proj_workspace (precision, &L->in_proj, max_m), proj_workspace (precision, &L->gate_up, max_m) };
 
       for (guint i = 0; i < G_N_ELEMENTS (m); i++)
         most = MAX (most, m[i]);
@@ -135,7 +136,8 @@ dcp_cuda_prefill_tables (const DcpCudaPrefillSeq *seqs, guint n_seqs, gint32 *po
 }
 
 DcpCudaPrefill *
-dcp_cuda_prefill_new (const DcpCudaWeights *w, guint max_rows, void *stream, GError **error)
+dcp_cuda_prefill_new (const DcpCudaWeights *w, guint max_rows, gboolean fp8, void *stream,
+                      GError **error)
 {
   const DcpModelConfig *c = &w->config;
   DcpCudaPrefill *self = g_new0 (DcpCudaPrefill, 1);
@@ -162,9 +164,25 @@ dcp_cuda_prefill_new (const DcpCudaWeights *w, guint max_rows, void *stream, GEr
                                      (int) c->linear_key_head_dim, (int) c->linear_value_head_dim,
                                      (int) c->linear_conv_kernel, (float) c->rms_norm_eps };
 
-  if (!dcp_cuda_check (dcpk_gemm_create (gemm_workspace (w, (int) R), stream, &self->gemm),
-                       "prefill matrix products", error))
+  self->precision = fp8 ? DCPK_GEMM_FP8 : DCPK_GEMM_BF16;
+  if (!dcp_cuda_check (dcpk_gemm_create (gemm_workspace (w, self->precision, (int) R), stream,
+                                         &self->gemm), "prefill matrix products", error))
     goto fail;
+  if (fp8)
+    {
+      int supported = 0;
+
+      if (!dcp_cuda_check (dcpk_gemm_fp8_supported (self->gemm, &supported), "FP8 matrix products",
+                           error))
+        goto fail;
+      if (!supported)
+        {
+          g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                               "fp8 activations: this GPU and cuBLASLt have no block-scaled FP8 "
+                               "matrix product (Hopper has); use --activations bf16");
+          goto fail;
+        }
+    }
   self->in_cap = IN_INDICES (self) + 64;
   if (!dcp_cuda_check (dcpk_malloc_host (&p, self->in_cap * sizeof (gint32)), "prefill inputs",
                        error))
@@ -242,8 +260,8 @@ dcp_cuda_prefill_max_rows (DcpCudaPrefill *self)
 static int
 matmul (DcpCudaPrefill *s, const DcpCudaMatrix *m, const float *x, int M, float *y)
 {
-  return dcpk_gemm (s->gemm, DCPK_GEMM_BF16, m->format, m->data, m->rows, m->cols, x, FALSE, M,
-                    y, FALSE);
+  return dcpk_gemm (s->gemm, s->precision, m->format, m->data, m->rows, m->cols, x, FALSE, M, y,
+                    FALSE);
 }
 
 /* The projections of p on x into out [M, total rows] (the parts side by side in each row). */

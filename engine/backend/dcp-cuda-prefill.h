@@ -8,7 +8,8 @@ G_BEGIN_DECLS
 
 /* The whole model over many rows at once: prompt chunks (tens to thousands of tokens of one
  * sequence) together with the decode tokens of other sequences in the same pass, so that the
- * weights are read once for all of them. The matrix products run on tensor cores (dcpk_gemm),
+ * weights are read once for all of them. The matrix products run on tensor cores (dcpk_gemm,
+ * BF16 or FP8 inputs, FP32 accumulation),
  * the GDN layers through the chunked delta rule (dcpk_gdn_prefill) for the chunks and the
  * decode kernel for single tokens, attention through dcpk_attention_prefill over the paged
  * cache. What dcp-cuda-step.h does for decode batches, for everything bigger. */
@@ -30,8 +31,12 @@ typedef struct {
   gboolean no_rows;              /* no outputs (a prompt chunk that is not the last) */
 } DcpCudaPrefillSeq;
 
+/* fp8: the matrix products take E4M3 activations (1x128 block scales) and weights converted to
+ * E4M3 per call (128x128 block scales): cuBLASLt's block-scaled FP8 GEMM, Hopper only
+ * (NOT_SUPPORTED elsewhere); otherwise BF16 activations and weights. */
 DcpCudaPrefill *dcp_cuda_prefill_new      (const DcpCudaWeights    *weights,
                                            guint                    max_rows,
+                                           gboolean                 fp8,
                                            void                    *stream,
                                            GError                 **error);
 void            dcp_cuda_prefill_free     (DcpCudaPrefill          *self);

@@ -83,6 +83,7 @@ gboolean
 dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **error)
 {
   g_autofree char *recipes = NULL, *batches = NULL, *contexts = NULL, *prefill = NULL;
+  g_autofree char *activations = NULL;
   int layers = 64, steps = 20, chunk = 2048, mixed = 32768;
   double max_seconds = 60, tflops = 790;
   gboolean json = FALSE;
@@ -106,6 +107,8 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
       "Time cap of each prefill size and of the mixed run (default 60)", "S" },
     { "tflops", 0, 0, G_OPTION_ARG_DOUBLE, &tflops,
       "BF16 matrix rate of the prefill limit in TFLOP/s (default 790, the H200's dense rate)", "R" },
+    { "activations", 0, 0, G_OPTION_ARG_STRING, &activations,
+      "Matrix inputs of the prompt path: bf16 (default) or fp8 (Hopper)", "bf16|fp8" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per result line", NULL },
     { NULL }
   };
@@ -152,6 +155,13 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
       !check_range ("--chunk", chunk, 1, MAX_TOKENS, error) ||
       !check_range ("--mixed", mixed, 0, MAX_TOKENS, error))
     return FALSE;
+  if (activations != NULL && g_strcmp0 (activations, "bf16") != 0 &&
+      g_strcmp0 (activations, "fp8") != 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "--activations: “%s” is not bf16 or fp8", activations);
+      return FALSE;
+    }
   if (!(max_seconds > 0) || !(tflops > 0))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s must be above 0",
@@ -165,6 +175,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   o->max_seconds = max_seconds;
   o->tflops = tflops;
   o->json = json;
+  o->fp8 = g_strcmp0 (activations, "fp8") == 0;
   return TRUE;
 }
 

@@ -18,6 +18,7 @@ typedef struct {
   guint mixed;                   /* the prompt of "prefill while 8 decode"; 0: off */
   double max_seconds;            /* per prefill size and for the mixed run */
   double tflops;                 /* the BF16 matrix rate of the prefill limit */
+  gboolean fp8;                  /* FP8 activations in the prompt path's matrix products */
   gboolean json;
 } DcpBenchOptions;
 

@@ -474,6 +474,8 @@ run_recipe (Bench *b, GError **error)
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
+  if (o->fp8 && !dcp_backend_cuda_set_fp8_activations (DCP_BACKEND_CUDA (b->backend), TRUE, error))
+    return FALSE;
   b->step_bytes = dcp_backend_cuda_get_step_bytes (DCP_BACKEND_CUDA (b->backend));
   if (o->json)
     {
@@ -547,13 +549,15 @@ main (int argc, char **argv)
       row_int (j, "free_bytes", (gint64) info.free_bytes);
       row_double (j, "bandwidth_gbps", gbps);
       row_double (j, "matrix_tflops", opt.tflops);
+      row_string (j, "activations", opt.fp8 ? "fp8" : "bf16");
       row_end (j);
     }
   else
-    g_print ("%s, %.1f GB free; measured bandwidth %.0f GB/s; prefill limit at %.0f TFLOP/s\n"
+    g_print ("%s, %.1f GB free; measured bandwidth %.0f GB/s; prefill limit at %.0f TFLOP/s; "
+             "prompt activations %s\n"
              "Model: random weights in the 27B's shapes, full width. Decode contexts are "
              "synthetic: random KV and GDN states, not a prompt that ran.\n",
-             info.name, info.free_bytes / 1e9, gbps, opt.tflops);
+             info.name, info.free_bytes / 1e9, gbps, opt.tflops, opt.fp8 ? "fp8" : "bf16");
 
   logits = g_new (float, (gsize) (DCP_BENCH_MAX_BATCH + 1) * 248320);
   for (guint r = 0; r < opt.recipes->len; r++)

@@ -58,6 +58,7 @@ test_defaults (void)
   g_assert_cmpuint (o.chunk, ==, 2048);
   g_assert_cmpuint (o.mixed, ==, 32768);
   g_assert_false (o.json);
+  g_assert_false (o.fp8);
 }
 
 static void
@@ -68,7 +69,8 @@ test_given (void)
 
   g_assert_true (parse (&o, &error, "--recipe", "medium, BF16", "--layers", "16", "--batches",
                         "1,12", "--contexts", "1k,32K,1M", "--prefill", "none", "--steps", "7",
-                        "--chunk", "256", "--mixed", "0", "--max-seconds", "2.5", "--json", NULL));
+                        "--chunk", "256", "--mixed", "0", "--max-seconds", "2.5", "--json",
+                        "--activations", "fp8", NULL));
   g_assert_no_error (error);
   g_assert_cmpuint (o.recipes->len, ==, 2);
   g_assert_cmpint (g_array_index (o.recipes, DcpRecipe, 0), ==, DCP_RECIPE_MEDIUM);
@@ -84,6 +86,7 @@ test_given (void)
   g_assert_cmpuint (o.mixed, ==, 0);
   g_assert_cmpfloat (o.max_seconds, ==, 2.5);
   g_assert_true (o.json);
+  g_assert_true (o.fp8);
 }
 
 static void
@@ -106,6 +109,7 @@ test_bad (void)
     { "--chunk", "0", "--chunk" },
     { "--max-seconds", "0", "--max-seconds" },
     { "--tflops", "-1", "--tflops" },
+    { "--activations", "fp16", "--activations" },
     { "--bogus", "1", "--bogus" },
   };
 
