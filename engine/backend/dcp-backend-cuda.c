@@ -407,9 +407,8 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
   return TRUE;
 }
 
-/* The prompt path's rows per pass: a 2048-token chunk (the scheduler's default) and the decode
- * rows of the conversations running beside it. */
-#define PREFILL_ROWS (2048 + 64)
+/* The prompt path's rows per pass, as the memory plan counts them. */
+#define PREFILL_ROWS DCP_PLAN_PROMPT_ROWS
 
 /* The prompt path, made once; when it cannot be (no cuBLAS, head sizes the prefill kernels do
  * not take) prompts are read token by token through the decode step, said once. */

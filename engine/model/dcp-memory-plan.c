@@ -16,8 +16,6 @@
 #define CUDA_CONTEXT_BYTES (600 * MIB)
 /* Host staging buffers for uploads and tier moves. */
 #define STAGING_BYTES (64 * MIB)
-/* Logit rows per conversation and step: the next token plus up to 8 draft tokens to verify. */
-#define LOGIT_ROWS_PER_CONVERSATION 9
 #define GDN_CHUNK 64
 
 void
@@ -32,7 +30,6 @@ dcp_plan_settings_init_default (DcpPlanSettings *s)
     .kv_value_bytes = 2,
     .gdn_conv_value_bytes = 2,
     .rope_scaling = DCP_ROPE_SCALING_AUTO,
-    .prefill_chunk_tokens = 2048,
     .keep_free_bytes = 512 * MIB,
   };
 }
@@ -81,24 +78,31 @@ dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *c, guint gdn_conv_val
   return gdn_layers * (recurrent + conv);
 }
 
-/* The largest step: a prompt chunk plus one token (and drafts) per conversation. FP32 buffers:
- * residual, normed input and two spare hidden vectors; the widest projection (MLP gate+up,
- * attention q+gate, GDN qkv+z); the chunked delta rule's per-head chunk matrices; logits. */
+/* What the CUDA backend allocates for steps (engine/backend/dcp-cuda-prefill.c and
+ * dcp-cuda-step.c), FP32 unless said: the prompt path's DCP_PLAN_PROMPT_ROWS rows of residual,
+ * normed input and delta (3 x hidden), two of the widest projection (GDN in_proj or MLP gate+up),
+ * GDN qkv, z, b and a, the mixer output, attention q+gate, k and v, the MLP activation; its 64
+ * output rows of logits and hidden states; the GEMM workspace (the largest layer matrix
+ * dequantized to BF16, the rows' widest input in BF16, 32 MiB for cuBLASLt); the chunked GDN's
+ * workspace (2048-token segments: per value head the chunk's keys, values and their products);
+ * the decode step's 16 rows of logits. */
 static guint64
-activation_bytes (const DcpModelConfig *c, const DcpPlanSettings *s)
+activation_bytes (const DcpModelConfig *c)
 {
-  guint64 t = (guint64) s->prefill_chunk_tokens + (guint64) s->conversations * LOGIT_ROWS_PER_CONVERSATION;
-  guint64 conv_dim = 2 * (guint64) c->linear_n_key_heads * c->linear_key_head_dim +
-                     (guint64) c->linear_n_value_heads * c->linear_value_head_dim;
-  guint64 mlp = 2 * (guint64) c->intermediate_size;
-  guint64 attn = 2 * (guint64) c->n_heads * c->head_dim;
-  guint64 gdn = conv_dim + (guint64) c->linear_n_value_heads * c->linear_value_head_dim;
-  guint64 widest = MAX (mlp, MAX (attn, gdn));
-  guint64 chunked = (guint64) c->linear_n_value_heads *
-                    (c->linear_key_head_dim + c->linear_value_head_dim + GDN_CHUNK);
-  guint64 logits = (guint64) s->conversations * LOGIT_ROWS_PER_CONVERSATION * c->vocab_size;
+  guint64 R = DCP_PLAN_PROMPT_ROWS, H = c->hidden_size, I = c->intermediate_size;
+  guint64 hv = c->linear_n_value_heads, vd = hv * c->linear_value_head_dim;
+  guint64 conv_dim = 2 * (guint64) c->linear_n_key_heads * c->linear_key_head_dim + vd;
+  guint64 qd = (guint64) c->n_heads * c->head_dim, kvd = (guint64) c->n_kv_heads * c->head_dim;
+  guint64 widest = MAX (conv_dim + vd + 2 * hv, 2 * I);
+  guint64 per_row = 3 * H + 2 * widest + conv_dim + vd + 2 * hv + MAX (vd, qd) + 2 * qd +
+                    2 * kvd + I;
+  guint64 largest = MAX (MAX (2 * I * H, I * H), MAX ((conv_dim + vd + 2 * hv) * H, qd * 2 * H));
+  guint64 gemm = 2 * largest + 2 * R * MAX (MAX (H, I), MAX (vd, qd)) + 32 * MIB;
+  guint64 gdn = 4 * MIN (R, 2048) * hv *
+                (2 * ((guint64) c->linear_key_head_dim + c->linear_value_head_dim) + GDN_CHUNK);
+  guint64 outputs = 4 * (64 * ((guint64) c->vocab_size + H) + 16 * (guint64) c->vocab_size);
 
-  return 4 * (t * (4 * (guint64) c->hidden_size + widest + chunked) + logits);
+  return 4 * R * per_row + gemm + gdn + outputs;
 }
 
 static guint64
@@ -177,7 +181,7 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
                                                        s->kv_value_bytes);
   p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
   p->gdn_states = p->gdn_bytes_per_conversation * s->conversations;
-  p->activations = activation_bytes (c, s);
+  p->activations = activation_bytes (c);
   p->cuda_context = CUDA_CONTEXT_BYTES;
 
   fixed = p->weights_text + p->weights_embedding + p->weights_lm_head + p->weights_mtp +

@@ -5,6 +5,10 @@
 
 G_BEGIN_DECLS
 
+/* Rows of one pass of the CUDA backend's prompt path: a 2048-token prompt chunk and up to 64
+ * decode rows beside it (engine/backend/dcp-cuda-prefill.c); longer chunks take more passes. */
+#define DCP_PLAN_PROMPT_ROWS (2048 + 64)
+
 /* The memory planner: the one formula for VRAM, RAM and disk that the launcher shows before
  * loading and the engine allocates from, so that a prediction and the real allocation cannot
  * drift apart. Pure arithmetic: no GPU, no files. docs/MEMORY.md explains every term. */
@@ -48,7 +52,6 @@ typedef struct {
   DcpRopeScaling rope_scaling;
   gboolean speculator_mtp;      /* the MTP head drafts: its weights and KV are resident */
   gboolean vision;              /* the vision tower is loaded */
-  guint prefill_chunk_tokens;   /* prompt tokens per step (activation workspace); 0 = 2048 */
   guint64 keep_free_bytes;      /* VRAM left to the desktop and other programs */
   guint64 ram_cache_bytes;      /* pinned RAM tier for idle conversations */
   guint64 disk_cache_bytes;     /* disk tier (pool mode only) */
@@ -65,7 +68,8 @@ typedef struct {
   guint64 weights_text, weights_embedding, weights_lm_head, weights_mtp, weights_vision;
   guint64 kv_pool;              /* attention pages of every conversation */
   guint64 gdn_states;           /* recurrent + conv state, one block per conversation */
-  guint64 activations;          /* per-step workspace: hidden states, MLP, logits */
+  guint64 activations;          /* step buffers: the prompt path's rows, GEMM and GDN
+                                   workspaces, logits */
   guint64 cuda_context;         /* the runtime's own use, measured on the H200 */
   guint64 vram_total;           /* the sum of the above */
   /* host */

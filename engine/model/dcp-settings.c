@@ -460,7 +460,6 @@ dcp_settings_to_plan (const DcpSettings *s, DcpPlanSettings *plan)
   plan->rope_scaling = s->rope_scaling;
   plan->speculator_mtp = s->speculator == DCP_SPECULATOR_MTP;
   plan->vision = s->vision != DCP_VISION_OFF;
-  plan->prefill_chunk_tokens = s->prefill_chunk;
   plan->keep_free_bytes = s->keep_free_bytes;
   /* "auto" caches are sized by the engine at start from the machine's free RAM and disk. */
   plan->ram_cache_bytes = s->ram_cache_bytes == DCP_SIZE_AUTO ? 0 : s->ram_cache_bytes;

@@ -101,11 +101,16 @@ test_pool_auto (void)
   g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
   g_assert_no_error (error);
 
-  /* Step of 2048 prompt tokens + 4 x 9 = 2084 rows; per row FP32: 4 x 5120 hidden + the widest
-   * projection (MLP gate+up 2 x 17408 = 34816) + chunked GDN 48 x (128 + 128 + 64) = 15360;
-   * logits 4 x 9 x 248320. */
-  activations = 4 * (2084 * (20480 + 34816 + 15360) + G_GUINT64_CONSTANT (4) * 9 * 248320);
-  g_assert_cmpuint (activations, ==, 624746496);
+  /* The CUDA backend's step buffers: the prompt path's 2112 rows of FP32, per row 3 x 5120
+   * (residual, normed, delta) + 2 x 34816 (MLP gate+up twice) + 10240 + 6144 + 2 x 48 (GDN qkv,
+   * z, b, a) + 6144 (mixer out) + 2 x 6144 (q+gate) + 2 x 1024 (k, v) + 17408 (MLP act) = 139360;
+   * the GEMM workspace: gate+up 34816 x 5120 in BF16, 2112 rows of 17408 in BF16, 32 MiB; the
+   * chunked GDN: 2048 x 48 x (2 x 256 + 64) FP32; 64 output rows of logits and hidden states and
+   * the decode step's 16 rows of logits. */
+  activations = 4 * G_GUINT64_CONSTANT (2112) * 139360 +
+                (2 * G_GUINT64_CONSTANT (34816) * 5120 + 2 * 2112 * 17408 + 32 * MIB) +
+                4 * G_GUINT64_CONSTANT (2048) * 48 * 576 + 4 * (64 * (248320 + 5120) + 16 * 248320);
+  g_assert_cmpuint (activations, ==, 1948180480);
   g_assert_cmpuint (p.activations, ==, activations);
 
   fixed = 14 * GIB + 512 * MIB + 700 * MIB + 4 * G_GUINT64_CONSTANT (153944064) + activations + 600 * MIB;
