@@ -410,6 +410,15 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
 /* The prompt path's rows per pass, as the memory plan counts them. */
 #define PREFILL_ROWS DCP_PLAN_PROMPT_ROWS
 
+/* The prompt path's buffers, in the current activation precision. */
+static gboolean
+make_prefill (DcpBackendCuda *self, GError **error)
+{
+  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, self->fp8_activations,
+                                        self->stream, error);
+  return self->prefill != NULL;
+}
+
 /* The prompt path, made once; when it cannot be (no cuBLAS, head sizes the prefill kernels do
  * not take) prompts are read token by token through the decode step, said once. */
 static gboolean
@@ -419,9 +428,7 @@ ensure_prefill (DcpBackendCuda *self)
 
   if (self->prefill != NULL || self->prefill_off)
     return self->prefill != NULL;
-  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, self->fp8_activations,
-                                        self->stream, &error);
-  if (self->prefill == NULL)
+  if (!make_prefill (self, &error))
     {
       g_warning ("prompts are read token by token: %s", error->message);
       self->prefill_off = TRUE;
@@ -760,17 +767,13 @@ dcp_backend_cuda_set_fp8_activations (DcpBackendCuda *self, gboolean fp8, GError
   g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self), FALSE);
   g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
   self->fp8_activations = fp8;
-  if (!fp8)
+  if (!fp8 || self->prefill_off)
     return TRUE;
   /* made now, so that a GPU without the FP8 product says so at start */
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt path", error))
     return FALSE;
-  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, TRUE, self->stream, &local);
-  if (self->prefill != NULL)
-    {
-      self->prefill_off = FALSE;
-      return TRUE;
-    }
+  if (make_prefill (self, &local))
+    return TRUE;
   self->fp8_activations = FALSE;
   if (!g_error_matches (local, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED))
     {

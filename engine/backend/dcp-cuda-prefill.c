@@ -22,7 +22,7 @@ struct _DcpCudaPrefill {
   /* per-pass inputs: host (page-locked) and device int32 blocks, see IN_* below */
   gint32 *h_in, *d_in;
   gsize in_cap;
-  float **h_ptrs, **d_ptrs;      /* [2][n_gdn][max_rows]: single rows' conv, recurrent states */
+  float **h_ptrs, **d_ptrs;      /* [2][n_gdn][n_single]: single rows' conv, recurrent states */
   /* activations, max_rows rows each */
   float *x, *h, *delta, *proj, *qkv, *z, *b, *a, *mix, *qg, *k, *v, *gu, *act;
   float *out_h, *logits;         /* DCP_CUDA_PREFILL_MAX_OUT rows; the outputs' hidden states
@@ -264,26 +264,17 @@ matmul (DcpCudaPrefill *s, const DcpCudaMatrix *m, const float *x, int M, float 
                     FALSE);
 }
 
-/* The projections of p on x into out [M, total rows] (the parts side by side in each row). */
+static int
+matmul_on (gpointer self, const DcpCudaMatrix *m, const float *x, int M, float *y)
+{
+  return matmul (self, m, x, M, y);
+}
+
 static int
 proj_rows (DcpCudaPrefill *s, const DcpCudaProj *p, const float *x, int M, float *out,
            float *tmp)
 {
-  int total = 0, col = 0;
-
-  if (p->fused)
-    return matmul (s, &p->all, x, M, out);
-  for (guint i = 0; i < p->n_parts; i++)
-    total += p->rows[i];
-  for (guint i = 0; i < p->n_parts; i++)
-    {
-      TRY (matmul (s, &p->parts[i], x, M, tmp));
-      TRY (dcpk_memcpy2d_d2d_async (out + col, (gsize) total * sizeof (float), tmp,
-                                    (gsize) p->rows[i] * sizeof (float),
-                                    (gsize) p->rows[i] * sizeof (float), (gsize) M, s->stream));
-      col += p->rows[i];
-    }
-  return 0;
+  return dcp_cuda_proj_rows (p, matmul_on, s, x, M, out, tmp, s->stream);
 }
 
 /* A GDN layer: single-token sequences (the first n_single rows) through the decode kernel,
@@ -310,8 +301,8 @@ gdn_layer (DcpCudaPrefill *s, const DcpCudaLayer *L, guint gi, const DcpCudaPref
     }
   if (n_single > 0)
     TRY (dcpk_gdn_decode (sh, &L->gdn, (int) n_single, s->qkv, s->z, s->b, s->a,
-                          s->d_ptrs + (gsize) gi * s->max_rows,
-                          s->d_ptrs + ((gsize) s->n_gdn + gi) * s->max_rows, s->mix, s->stream));
+                          s->d_ptrs + (gsize) gi * n_single,
+                          s->d_ptrs + ((gsize) s->n_gdn + gi) * n_single, s->mix, s->stream));
   for (guint i = n_single; i < n_seqs; i++)
     {
       TRY (dcpk_gdn_prefill (sh, &L->gdn, (int) seqs[i].n_tokens, s->qkv + row * conv_dim,
@@ -478,8 +469,8 @@ dcp_cuda_prefill_run (DcpCudaPrefill *self, DcpCudaKv *kv, const DcpCudaPrefillS
   for (guint g = 0; g < self->n_gdn; g++)
     for (guint i = 0; i < n_single; i++)
       {
-        self->h_ptrs[(gsize) g * self->max_rows + i] = seqs[i].conv[g];
-        self->h_ptrs[((gsize) self->n_gdn + g) * self->max_rows + i] = seqs[i].recurrent[g];
+        self->h_ptrs[(gsize) g * n_single + i] = seqs[i].conv[g];
+        self->h_ptrs[((gsize) self->n_gdn + g) * n_single + i] = seqs[i].recurrent[g];
       }
   self->max_kv = dcp_cuda_prefill_tables (seqs, n_seqs, self->h_in + IN_POS (self),
                                           self->h_in + IN_SLOTS (self),
@@ -510,9 +501,11 @@ dcp_cuda_prefill_run (DcpCudaPrefill *self, DcpCudaKv *kv, const DcpCudaPrefillS
     }
   if (!dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_in, self->h_in,
                                               (IN_INDICES (self) + n_indices) * sizeof (gint32),
-                                              self->stream), "prefill inputs", error) ||
+                                              self->stream), "prefill inputs", error))
+    return FALSE;
+  if (n_single > 0 && self->n_gdn > 0 &&
       !dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_ptrs, self->h_ptrs,
-                                              2 * MAX (self->n_gdn, 1) * self->max_rows *
+                                              2 * (gsize) self->n_gdn * n_single *
                                               sizeof (float *), self->stream),
                        "prefill inputs", error))
     return FALSE;

@@ -199,25 +199,17 @@ gemv (const DcpCudaMatrix *m, const float *x, int B, float *y, void *stream)
   return dcpk_gemv (m->format, m->data, m->rows, m->cols, x, B, y, stream);
 }
 
-/* The projections of p on x into out [B, total rows] (the parts side by side in each row). */
+/* A GEMV as the shared projection helper calls it (user: the stream). */
+static int
+gemv_on (gpointer stream, const DcpCudaMatrix *m, const float *x, int B, float *y)
+{
+  return gemv (m, x, B, y, stream);
+}
+
 static int
 proj_rows (const DcpCudaProj *p, const float *x, int B, float *out, float *tmp, void *stream)
 {
-  int total = 0, col = 0;
-
-  if (p->fused)
-    return gemv (&p->all, x, B, out, stream);
-  for (guint i = 0; i < p->n_parts; i++)
-    total += p->rows[i];
-  for (guint i = 0; i < p->n_parts; i++)
-    {
-      TRY (gemv (&p->parts[i], x, B, tmp, stream));
-      TRY (dcpk_memcpy2d_d2d_async (out + col, (gsize) total * sizeof (float), tmp,
-                                    (gsize) p->rows[i] * sizeof (float),
-                                    (gsize) p->rows[i] * sizeof (float), (gsize) B, stream));
-      col += p->rows[i];
-    }
-  return 0;
+  return dcp_cuda_proj_rows (p, gemv_on, stream, x, B, out, tmp, stream);
 }
 
 static int

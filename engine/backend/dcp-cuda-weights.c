@@ -709,3 +709,26 @@ dcp_cuda_weights_free (DcpCudaWeights *self)
   g_free (self->layers);
   g_free (self);
 }
+
+int
+dcp_cuda_proj_rows (const DcpCudaProj *p, DcpCudaMatmulFn mul, gpointer user, const float *x,
+                    int rows, float *out, float *tmp, void *stream)
+{
+  int total = 0, col = 0, err;
+
+  if (p->fused)
+    return mul (user, &p->all, x, rows, out);
+  for (guint i = 0; i < p->n_parts; i++)
+    total += p->rows[i];
+  for (guint i = 0; i < p->n_parts; i++)
+    {
+      if ((err = mul (user, &p->parts[i], x, rows, tmp)) != 0 ||
+          (err = dcpk_memcpy2d_d2d_async (out + col, (gsize) total * sizeof (float), tmp,
+                                          (gsize) p->rows[i] * sizeof (float),
+                                          (gsize) p->rows[i] * sizeof (float), (gsize) rows,
+                                          stream)) != 0)
+        return err;
+      col += p->rows[i];
+    }
+  return 0;
+}

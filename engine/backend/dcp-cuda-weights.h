@@ -95,6 +95,24 @@ guint8         *dcp_cuda_weights_fuse   (DcpDType               dtype,
                                          int                    cols,
                                          gsize                 *nbytes);
 
+/* One matrix product of a caller (a decode step's GEMV, a prompt pass's GEMM): y [rows, m's
+ * rows] = x [rows, m's cols] times m transposed; a CUDA error as int. */
+typedef int (*DcpCudaMatmulFn) (gpointer               user,
+                                const DcpCudaMatrix   *m,
+                                const float           *x,
+                                int                    rows,
+                                float                 *y);
+/* The projections of p on x into out [rows, sum of p's rows], the parts side by side in each
+ * row: one product when p is fused, else one per part through tmp (a part's output) on stream. */
+int             dcp_cuda_proj_rows      (const DcpCudaProj     *p,
+                                         DcpCudaMatmulFn        mul,
+                                         gpointer               user,
+                                         const float           *x,
+                                         int                    rows,
+                                         float                 *out,
+                                         float                 *tmp,
+                                         void                  *stream);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpCudaWeights, dcp_cuda_weights_free)
 
 G_END_DECLS

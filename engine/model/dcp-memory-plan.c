@@ -96,7 +96,7 @@ activation_bytes (const DcpModelConfig *c)
   guint64 widest = MAX (conv_dim + vd + 2 * hv, 2 * I);
   guint64 per_row = 3 * H + 2 * widest + conv_dim + vd + 2 * hv + MAX (vd, qd) + 2 * qd +
                     2 * kvd + I;
-  guint64 largest = MAX (MAX (2 * I * H, I * H), MAX ((conv_dim + vd + 2 * hv) * H, qd * 2 * H));
+  guint64 largest = MAX (widest, 2 * qd) * H;
   guint64 gemm = 2 * largest + 2 * R * MAX (MAX (H, I), MAX (vd, qd)) + 32 * MIB;
   guint64 gdn = 4 * MIN (R, 2048) * hv *
                 (2 * ((guint64) c->linear_key_head_dim + c->linear_value_head_dim) + GDN_CHUNK);
