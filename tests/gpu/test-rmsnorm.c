@@ -67,7 +67,9 @@ check_rows (int n_rows, int width, gboolean fused, guint32 seed)
 static void
 test_rows (void)
 {
-  static const int shapes[][2] = { { 1, 5120 }, { 9, 5120 }, { 3, 1000 }, { 2, 33 }, { 16, 64 } };
+  /* 16-byte rows of 2, 4 and 8 float4 per thread, then ones that take the strided kernel */
+  static const int shapes[][2] = { { 1, 5120 }, { 9, 5120 }, { 3, 1000 }, { 1, 8192 }, { 5, 520 },
+                                   { 2, 12288 }, { 2, 33 }, { 16, 64 } };
 
   for (guint i = 0; i < G_N_ELEMENTS (shapes); i++)
     {
