@@ -65,19 +65,23 @@ typedef enum {
 } DcpkFormat;
 
 #define DCPK_GEMV_MAX_BATCH 16
-/* From this batch on, dcpk_gemv runs on the tensor cores with the activations rounded to BF16
- * (weights and accumulation stay exact / FP32); below it, FP32 activations. */
-#define DCPK_GEMV_BF16_MIN_BATCH 2
 
 /* Bytes of an n_rows x k_cols weight in `format` (as dcp_quant_tensor_bytes); 0 when unknown. */
 size_t dcpk_weight_bytes (DcpkFormat format, int n_rows, int k_cols);
 
 /* y[b, n] = sum_k W[n, k] x[b, k] for b < batch (1..DCPK_GEMV_MAX_BATCH): d_x is batch x k_cols
- * FP32, d_y batch x n_rows FP32, both row-major; d_weight 16-byte aligned. FP32 accumulation;
- * the weights are read once per call (batches >= DCPK_GEMV_BF16_MIN_BATCH: BF16 activations,
- * split-K launches add into a zeroed d_y). `stream` is a cudaStream_t (NULL: the default stream). */
+ * FP32, d_y batch x n_rows FP32, both row-major; d_weight 16-byte aligned. The weights are read
+ * once per call; FP32 accumulation, products as exact as FP32 ones (the tensor-core kernel
+ * carries x as two BF16 terms; split-K launches add into a zeroed d_y). `stream` is a
+ * cudaStream_t (NULL: the default stream). */
 int dcpk_gemv (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, const float *d_x,
                int batch, float *d_y, void *stream);
+
+/* The kernel family of a GEMV: AUTO is dcpk_gemv's choice per format and batch; the others force
+ * one (tests and benchmarks). BF16 rows that are not 16-byte aligned always take the CUDA cores. */
+typedef enum { DCPK_GEMV_AUTO, DCPK_GEMV_CUDA_CORES, DCPK_GEMV_TENSOR_CORES } DcpkGemvPath;
+int dcpk_gemv_on (DcpkGemvPath path, DcpkFormat format, const void *d_weight, int n_rows,
+                  int k_cols, const float *d_x, int batch, float *d_y, void *stream);
 
 /* ---- Gated DeltaNet decode step (gdn-decode.cu) ---- */
 

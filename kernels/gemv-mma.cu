@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: MIT
-// Decode GEMV on the tensor cores, for batches of DCPK_GEMV_BF16_MIN_BATCH..16: y = W x with the
-// weights dequantized to BF16 in registers as the A operand of mma.sync m16n8k16 (16 output rows
-// per instruction), the batch as the N = 8 columns (two n-tiles above 8), the activations rounded
-// to BF16 once per block and chunk in shared memory, FP32 accumulation. The weights are read
-// once per call; the cost per weight element is its dequantization, shared by the whole batch,
-// so batch 16 costs about what batch 2 does.
+// Decode GEMV on the tensor cores, batch 1..16: y = W x with the weights dequantized to BF16 in
+// registers as the A operand of mma.sync m16n8k16 (16 output rows per instruction) and the batch
+// as the N columns, FP32 accumulation. The weights are read once per call; the cost per weight
+// element is its dequantization, shared by the whole batch, so batch 16 costs about what batch 1
+// does.
+//
+// Activations as two BF16 terms: x = hi + lo, hi = bf16(x), lo = bf16(x - hi), so that x keeps
+// 16 significant bits (a product is off by at most 2^-17 of its size, against 2^-9 with hi
+// alone: enough to move the logits of a whole model by ~1e-2). The dequantized MX and BF16
+// weights are exact in BF16, so the products are as good as FP32 ones. hi and lo are two columns
+// of the same B tile: NT n-tiles of 8 columns take 4 NT batch rows, hi in columns [0, 4 NT) and
+// lo in [4 NT, 8 NT); batch 1..4 fits one tile and costs no extra mma.
 //
 // Work split: a block of 8 warps owns 256 consecutive rows (a warp 32: two m-tiles), and a range
 // of K (grid.y splits K when the rows alone give too few blocks; the slices then add into y,
@@ -189,11 +195,15 @@ mma_bf16 (float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned
                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ unsigned
-pack_bf16 (float lo, float hi)
+// Two floats (a in the low half) as BF16 pairs hi = bf16(x) and lo = bf16(x - hi).
+__device__ __forceinline__ void
+split_bf16 (float a, float b, unsigned *hi, unsigned *lo)
 {
-  __nv_bfloat162 v = __floats2bfloat162_rn (lo, hi);
-  return *(unsigned *) &v;
+  __nv_bfloat162 h = __floats2bfloat162_rn (a, b);
+  float2 hf = __bfloat1622float2 (h);
+  __nv_bfloat162 l = __floats2bfloat162_rn (a - hf.x, b - hf.y);
+  *hi = *(unsigned *) &h;
+  *lo = *(unsigned *) &l;
 }
 
 // NT n-tiles of 8 batch columns; `chunks_per_slice` chunks of K per grid.y slice; `atomic`: add
@@ -270,7 +280,8 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
   };
 
   // This thread's items of a chunk of x: item = (batch row n, octet q), 8 floats.
-  constexpr int kItems = (kCols * (kChunk / 8) + kThreads - 1) / kThreads;
+  constexpr int kHalf = kCols / 2;   // batch rows: hi in columns [0, kHalf), lo in [kHalf, kCols)
+  constexpr int kItems = (kHalf * (kChunk / 8) + kThreads - 1) / kThreads;
   float xn[kItems][8];
   auto load_x = [&] (int c) {
 #pragma unroll
@@ -334,7 +345,7 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
       for (int j = 0; j < kItems; j++)
         {
           int it = threadIdx.x + j * kThreads;
-          if (kItems * kThreads == kCols * (kChunk / 8) || it < kCols * (kChunk / 8))
+          if (kItems * kThreads == kHalf * (kChunk / 8) || it < kHalf * (kChunk / 8))
             {
               int n = it / (kChunk / 8), q = it % (kChunk / 8);
               int unit = 8 * q / T::kElems, oc = 8 * q % T::kElems / 8;
@@ -342,10 +353,13 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
               constexpr int p0 = T::kPerm[0], p1 = T::kPerm[1], p2 = T::kPerm[2];
               constexpr int p3 = T::kPerm[3], p4 = T::kPerm[4], p5 = T::kPerm[5];
               constexpr int p6 = T::kPerm[6], p7 = T::kPerm[7];
-              xs[slot] = make_uint4 (pack_bf16 (xv[j][p0], xv[j][p1]),
-                                     pack_bf16 (xv[j][p2], xv[j][p3]),
-                                     pack_bf16 (xv[j][p4], xv[j][p5]),
-                                     pack_bf16 (xv[j][p6], xv[j][p7]));
+              unsigned hi[4], lo[4];
+              split_bf16 (xv[j][p0], xv[j][p1], &hi[0], &lo[0]);
+              split_bf16 (xv[j][p2], xv[j][p3], &hi[1], &lo[1]);
+              split_bf16 (xv[j][p4], xv[j][p5], &hi[2], &lo[2]);
+              split_bf16 (xv[j][p6], xv[j][p7], &hi[3], &lo[3]);
+              xs[slot] = make_uint4 (hi[0], hi[1], hi[2], hi[3]);
+              xs[slot + kHalf * kRowSlots] = make_uint4 (lo[0], lo[1], lo[2], lo[3]);
             }
         }
       __syncthreads ();
@@ -406,22 +420,28 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
         compute (std::false_type ());
     }
 
-  // c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8.
+  // c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8. Column c's lo term is in column
+  // c + kHalf: the next lane pair's (one tile) or the same lane's tile n + NT / 2.
 #pragma unroll
   for (int m = 0; m < 2; m++)
 #pragma unroll
-    for (int n = 0; n < NT; n++)
+    for (int n = 0; n < (NT + 1) / 2; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++)
         {
+          float v;
+          if constexpr (NT == 1)
+            v = acc[m][0][i] + __shfl_down_sync (0xffffffffu, acc[m][0][i], 2);
+          else
+            v = acc[m][n][i] + acc[m][n + NT / 2][i];
           int row = row0 + 16 * m + g + 8 * (i / 2), col = 8 * n + 2 * t + i % 2;
-          if (row < n_rows && col < batch)
+          if (row < n_rows && col < kHalf && col < batch)
             {
               float *dst = y + (size_t) col * n_rows + row;
               if (atomic)
-                atomicAdd (dst, acc[m][n][i]);
+                atomicAdd (dst, v);
               else
-                *dst = acc[m][n][i];
+                *dst = v;
             }
         }
 }
@@ -454,9 +474,11 @@ int
 launch_batch (const void *d_weight, int n_rows, int k_cols, const float *d_x, int batch,
               float *d_y, cudaStream_t stream)
 {
-  if (batch <= 8)
+  if (batch <= 4)
     return launch<F, 1> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
-  return launch<F, 2> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
+  if (batch <= 8)
+    return launch<F, 2> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
+  return launch<F, 4> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
 }
 
 } // namespace

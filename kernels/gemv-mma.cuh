@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The tensor-core decode GEMV (gemv-mma.cu), behind dcpk_gemv (gemv.cu) for batches of
-// DCPK_GEMV_BF16_MIN_BATCH and more. Arguments as dcpk_gemv's, already checked; BF16 weights
-// need k_cols % 8 == 0.
+// The tensor-core decode GEMV (gemv-mma.cu), behind dcpk_gemv_on (gemv.cu). Arguments as
+// dcpk_gemv's, already checked; BF16 weights need k_cols % 8 == 0.
 #pragma once
 
 #include <cuda_runtime.h>

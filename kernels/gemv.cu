@@ -358,7 +358,8 @@ launch_batch (const void *d_weight, int n_rows, int k_cols, const float *d_x, in
   return launch<F, 16, R> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
 }
 
-// Rows per warp: 4 when that still gives every SM two blocks, fewer for short matrices.
+// Rows per warp: 4 (BF16) or 2 (MX: four took more registers than the warps' latency hiding
+// could spare) when that still gives every SM two blocks, fewer for short matrices.
 template <int F>
 int
 launch_format (const void *d_weight, int n_rows, int k_cols, const float *d_x, int batch,
@@ -367,7 +368,7 @@ launch_format (const void *d_weight, int n_rows, int k_cols, const float *d_x, i
   int device = 0, sms = 0;
   DCPK_TRY (cudaGetDevice (&device));
   DCPK_TRY (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, device));
-  if (n_rows >= 2 * sms * kWarps * 4)
+  if (F == DCPK_FORMAT_BF16 && n_rows >= 2 * sms * kWarps * 4)
     return launch_batch<F, 4> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
   if (n_rows >= 2 * sms * kWarps * 2)
     return launch_batch<F, 2> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
@@ -403,20 +404,11 @@ dcpk_weight_bytes (DcpkFormat format, int n_rows, int k_cols)
   return align16 ((size_t) n_rows * n_blocks * bb) + (size_t) n_rows * n_blocks;
 }
 
-extern "C" int
-dcpk_gemv (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, const float *d_x,
-           int batch, float *d_y, void *stream)
+// The FP32 kernels: R x B FMAs per weight on the CUDA cores (compute-bound from about batch 4).
+static int
+gemv_cuda_cores (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, const float *d_x,
+                 int batch, float *d_y, cudaStream_t s)
 {
-  cudaStream_t s = (cudaStream_t) stream;
-  if (n_rows < 1 || k_cols < 1 || batch < 1 || batch > DCPK_GEMV_MAX_BATCH || !d_weight || !d_x
-      || !d_y || ((uintptr_t) d_weight) % 16 != 0)
-    return (int) cudaErrorInvalidValue;
-
-  // From two rows on the tensor cores (BF16 activations): the FP32 kernels below do R x B FMAs
-  // per weight on the CUDA cores and turn compute-bound from about batch 4.
-  if (batch >= DCPK_GEMV_BF16_MIN_BATCH && (format != DCPK_FORMAT_BF16 || k_cols % 8 == 0))
-    return dcpk_gemv_mma (format, d_weight, n_rows, k_cols, d_x, batch, d_y, s);
-
   switch (format)
     {
     case DCPK_FORMAT_BF16:
@@ -439,4 +431,32 @@ dcpk_gemv (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, cons
     default:
       return (int) cudaErrorInvalidValue;
     }
+}
+
+extern "C" int
+dcpk_gemv_on (DcpkGemvPath path, DcpkFormat format, const void *d_weight, int n_rows, int k_cols,
+              const float *d_x, int batch, float *d_y, void *stream)
+{
+  cudaStream_t s = (cudaStream_t) stream;
+  if (n_rows < 1 || k_cols < 1 || batch < 1 || batch > DCPK_GEMV_MAX_BATCH || !d_weight || !d_x
+      || !d_y || ((uintptr_t) d_weight) % 16 != 0 || (unsigned) format > DCPK_FORMAT_MXFP4_E2M1)
+    return (int) cudaErrorInvalidValue;
+
+  // Batch 1 on the CUDA cores: for BF16 they stream at 70-100% of the bandwidth, and the
+  // whole 27B medium step measured 13.9 ms with them against 16.4 ms with the tensor-core
+  // kernel (docs/PERFORMANCE.md). BF16 rows that are not 16-byte aligned have only the CUDA-core
+  // kernel.
+  bool tensor = path == DCPK_GEMV_TENSOR_CORES || (path == DCPK_GEMV_AUTO && batch >= 2);
+  if (format == DCPK_FORMAT_BF16 && k_cols % 8 != 0)
+    tensor = false;
+  if (tensor)
+    return dcpk_gemv_mma (format, d_weight, n_rows, k_cols, d_x, batch, d_y, s);
+  return gemv_cuda_cores (format, d_weight, n_rows, k_cols, d_x, batch, d_y, s);
+}
+
+extern "C" int
+dcpk_gemv (DcpkFormat format, const void *d_weight, int n_rows, int k_cols, const float *d_x,
+           int batch, float *d_y, void *stream)
+{
+  return dcpk_gemv_on (DCPK_GEMV_AUTO, format, d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
 }

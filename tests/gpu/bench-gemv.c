@@ -11,7 +11,8 @@
  * dcpk_gdn_decode for the 27B's 48 GDN layers of one decode step (distinct states per layer and
  * sequence) at 1, 4, 8, 16 sequences: time per step and the state bytes read and written per
  * second.
- * Usage: bench-gemv [samples [batches]]   (default 7, "1,2,4,8,12,16") */
+ * Usage: bench-gemv [samples [batches [auto|cuda|tensor]]]   (default 7, "1,2,4,8,12,16",
+ * auto: dcpk_gemv's choice of kernel; cuda, tensor: force the CUDA-core or tensor-core kernels) */
 #include "config.h"
 
 #include <stdio.h>
@@ -46,6 +47,7 @@ static const char *const format_names[] = {
 };
 
 typedef struct {
+  DcpkGemvPath path;
   DcpkFormat format;
   const Shape *shape;
   char *pool;
@@ -62,7 +64,7 @@ run_copies (void *user)
 
   for (int c = 0; c < r->copies; c++)
     {
-      int err = dcpk_gemv (r->format, r->pool + (gsize) c * r->stride, r->shape->n, r->shape->k,
+      int err = dcpk_gemv_on (r->path, r->format, r->pool + (gsize) c * r->stride, r->shape->n, r->shape->k,
                            r->x, r->batch, r->y, NULL);
       if (err != 0)
         return err;
@@ -183,7 +185,12 @@ main (int argc, char **argv)
   guint32 *host = g_malloc (chunk);
   float *hx = g_new (float, DCPK_GEMV_MAX_BATCH * 17408);
   GString *summary = g_string_new (NULL);
+  DcpkGemvPath path = DCPK_GEMV_AUTO;
 
+  setvbuf (stdout, NULL, _IOLBF, 0);   /* a run cut short by a timeout keeps its lines */
+  if (argc > 3)
+    path = g_str_equal (argv[3], "cuda") ? DCPK_GEMV_CUDA_CORES
+           : g_str_equal (argv[3], "tensor") ? DCPK_GEMV_TENSOR_CORES : DCPK_GEMV_AUTO;
   if (argc > 2)
     {
       g_auto (GStrv) list = g_strsplit (argv[2], ",", DCPK_GEMV_MAX_BATCH);
@@ -229,7 +236,7 @@ main (int argc, char **argv)
           {
             gsize bytes = dcpk_weight_bytes ((DcpkFormat) f, shapes[s].n, shapes[s].k);
             gsize stride = (bytes + 255) & ~(gsize) 255;
-            Run run = { (DcpkFormat) f, &shapes[s], pool, stride, 1, batches[bi], x, y };
+            Run run = { path, (DcpkFormat) f, &shapes[s], pool, stride, 1, batches[bi], x, y };
             double ms = 0, us, gbps;
 
             run.copies = (int) MIN (POOL_BYTES / stride, MAX ((gsize) 1, ROTATE_BYTES / stride + 1));
