@@ -66,10 +66,10 @@ matrix_workspace (DcpkGemmPrecision precision, const DcpCudaMatrix *m, int max_m
 static gsize
 proj_workspace (DcpkGemmPrecision precision, const DcpCudaProj *p, int max_m)
 {
-  gsize most = p->fused ? matrix_workspace (precision, &p->all, max_m) : 0;
+  gsize most = 0;
 
-  for (guint i = 0; !p->fused && i < p->n_parts; i++)
-    most = MAX (most, matrix_workspace (precision, &p->parts[i], max_m));
+  for (guint i = 0; i < p->n_runs; i++)
+    most = MAX (most, matrix_workspace (precision, &p->runs[i], max_m));
   return most;
 }
 

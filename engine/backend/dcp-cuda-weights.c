@@ -283,61 +283,70 @@ dcp_cuda_weights_fuse (DcpDType dtype, const guint8 *const *parts, const int *ro
   return out;
 }
 
+/* The n parts h[0..n) (one format) stacked into the matrix m, each recorded for the checksum. */
+static gboolean
+upload_run (DcpCudaWeights *w, const char *name, const HostMatrix *h, guint n, DcpCudaMatrix *m,
+            GError **error)
+{
+  HostMatrix all = { h[0].format, 0, h[0].cols, NULL, 0, NULL };
+  const guint8 *bytes[DCP_CUDA_MAX_PARTS];
+  int rows[DCP_CUDA_MAX_PARTS];
+  DcpQuantLayout l;
+  gsize elem = 0, scale = 0;
+  gboolean ok;
+
+  if (n == 1)
+    {
+      ok = upload_matrix (w, name, &h[0], m, error);
+      if (ok)
+        record_matrix (w, &h[0], m->data, 0, 0, 0, FALSE);
+      return ok;
+    }
+  for (guint i = 0; i < n; i++)
+    {
+      bytes[i] = h[i].bytes;
+      rows[i] = h[i].rows;
+      all.rows += h[i].rows;
+    }
+  all.owned = dcp_cuda_weights_fuse (dtype_of (all.format), bytes, rows, n, all.cols, &all.nbytes);
+  all.bytes = all.owned;
+  ok = upload_matrix (w, name, &all, m, error);
+  host_matrix_clear (&all);
+  if (!ok)
+    return FALSE;
+  dcp_quant_layout (dtype_of (all.format), (guint64) all.rows, (guint64) all.cols, &l);
+  for (guint i = 0; i < n; i++)
+    {
+      DcpQuantLayout part;
+
+      record_matrix (w, &h[i], m->data, elem, l.scales_offset, scale, TRUE);
+      dcp_quant_layout (dtype_of (h[i].format), (guint64) h[i].rows, (guint64) h[i].cols, &part);
+      elem += part.row_bytes * h[i].rows;
+      scale += part.blocks_per_row * h[i].rows;
+    }
+  return TRUE;
+}
+
 static gboolean
 proj (DcpCudaWeights *w, const DcpTensorSource *source, const char *const *names,
       const guint64 *rows, guint n, guint64 cols, DcpCudaProj *p, GError **error)
 {
   HostMatrix h[DCP_CUDA_MAX_PARTS];
-  gboolean ok = TRUE, same = TRUE;
-  int total = 0;
+  gboolean ok = TRUE;
   guint loaded = 0;
 
   p->n_parts = n;
+  p->n_runs = 0;
   for (guint i = 0; i < n && ok; i++, loaded++)
     {
       ok = host_matrix (source, names[i], rows[i], cols, &h[i], error);
       p->rows[i] = (int) rows[i];
-      total += (int) rows[i];
-      same = same && h[i].format == h[0].format;
     }
-  if (ok && same)
+  for (guint first = 0, end; ok && first < n; first = end)
     {
-      HostMatrix all = { h[0].format, total, (int) cols, NULL, 0, NULL };
-      const guint8 *bytes[DCP_CUDA_MAX_PARTS];
-
-      for (guint i = 0; i < n; i++)
-        bytes[i] = h[i].bytes;
-      all.owned = dcp_cuda_weights_fuse (dtype_of (h[0].format), bytes, p->rows, n, (int) cols,
-                                         &all.nbytes);
-      all.bytes = all.owned;
-      p->fused = TRUE;
-      ok = upload_matrix (w, names[0], &all, &p->all, error);
-      host_matrix_clear (&all);
-      if (ok)
-        {
-          DcpQuantLayout l;
-          gsize elem = 0, scale = 0;
-
-          dcp_quant_layout (dtype_of (h[0].format), (guint64) total, cols, &l);
-          for (guint i = 0; i < n; i++)
-            {
-              DcpQuantLayout part;
-
-              record_matrix (w, &h[i], p->all.data, elem, l.scales_offset, scale, TRUE);
-              dcp_quant_layout (dtype_of (h[i].format), rows[i], cols, &part);
-              elem += part.row_bytes * rows[i];
-              scale += part.blocks_per_row * rows[i];
-            }
-        }
-    }
-  else if (ok)
-    {
-      for (guint i = 0; i < n && ok; i++)
-        {
-          ok = upload_matrix (w, names[i], &h[i], &p->parts[i], error);
-          if (ok)
-            record_matrix (w, &h[i], p->parts[i].data, 0, 0, 0, FALSE);
-        }
+      for (end = first + 1; end < n && h[end].format == h[first].format; end++)
+        ;
+      ok = upload_run (w, names[first], h + first, end - first, &p->runs[p->n_runs++], error);
     }
   for (guint i = 0; i < loaded; i++)
     host_matrix_clear (&h[i]);
@@ -565,25 +574,24 @@ rand_matrix (Rand *r, DcpTensorGroup group, int rows, int cols, DcpCudaMatrix *m
                          "fill", error);
 }
 
-/* Fused as the upload fuses them: one matrix when the parts' formats agree. */
+/* Fused as the upload fuses them: one matrix per run of parts in one format. */
 static gboolean
 rand_proj (Rand *r, const DcpTensorGroup *groups, const int *rows, guint n, int cols,
            DcpCudaProj *p, GError **error)
 {
-  int total = 0;
-
   p->n_parts = n;
-  p->fused = TRUE;
+  p->n_runs = 0;
   for (guint i = 0; i < n; i++)
+    p->rows[i] = rows[i];
+  for (guint first = 0, end; first < n; first = end)
     {
-      total += p->rows[i] = rows[i];
-      p->fused = p->fused && r->formats[groups[i]] == r->formats[groups[0]];
+      int total = rows[first];
+
+      for (end = first + 1; end < n && r->formats[groups[end]] == r->formats[groups[first]]; end++)
+        total += rows[end];
+      if (!rand_matrix (r, groups[first], total, cols, &p->runs[p->n_runs++], error))
+        return FALSE;
     }
-  if (p->fused)
-    return rand_matrix (r, groups[0], total, cols, &p->all, error);
-  for (guint i = 0; i < n; i++)
-    if (!rand_matrix (r, groups[i], rows[i], cols, &p->parts[i], error))
-      return FALSE;
   return TRUE;
 }
 
@@ -716,19 +724,30 @@ dcp_cuda_proj_rows (const DcpCudaProj *p, DcpCudaMatmulFn mul, gpointer user, co
 {
   int total = 0, col = 0, err;
 
-  if (p->fused)
-    return mul (user, &p->all, x, rows, out);
+  if (p->n_runs == 1 || rows == 1)
+    {
+      /* One row: each run's output is already where it goes. */
+      for (guint i = 0; i < p->n_runs; i++)
+        {
+          if ((err = mul (user, &p->runs[i], x, rows, out + col)) != 0)
+            return err;
+          col += p->runs[i].rows;
+        }
+      return 0;
+    }
   for (guint i = 0; i < p->n_parts; i++)
     total += p->rows[i];
-  for (guint i = 0; i < p->n_parts; i++)
+  for (guint i = 0; i < p->n_runs; i++)
     {
-      if ((err = mul (user, &p->parts[i], x, rows, tmp)) != 0 ||
+      const DcpCudaMatrix *m = &p->runs[i];
+
+      if ((err = mul (user, m, x, rows, tmp)) != 0 ||
           (err = dcpk_memcpy2d_d2d_async (out + col, (gsize) total * sizeof (float), tmp,
-                                          (gsize) p->rows[i] * sizeof (float),
-                                          (gsize) p->rows[i] * sizeof (float), (gsize) rows,
+                                          (gsize) m->rows * sizeof (float),
+                                          (gsize) m->rows * sizeof (float), (gsize) rows,
                                           stream)) != 0)
         return err;
-      col += p->rows[i];
+      col += m->rows;
     }
   return 0;
 }

@@ -20,15 +20,15 @@ typedef struct {
   void *data;                    /* device */
 } DcpCudaMatrix;
 
-/* Projections of one input: either one fused matrix whose rows are the parts' rows one after
- * another (one GEMV), or the parts apart (their formats differ). */
+/* Projections of one input, parts of rows[i] rows each. Consecutive parts of one format are
+ * fused into one matrix whose rows are theirs one after another (a "run": one product for all
+ * of them); the GDN in_proj of the medium recipe is two runs, [qkv | z] in MXFP4 and [b | a] in
+ * BF16. */
 #define DCP_CUDA_MAX_PARTS 4
 typedef struct {
-  guint n_parts;
+  guint n_parts, n_runs;
   int rows[DCP_CUDA_MAX_PARTS];
-  gboolean fused;
-  DcpCudaMatrix all;             /* when fused */
-  DcpCudaMatrix parts[DCP_CUDA_MAX_PARTS];  /* otherwise */
+  DcpCudaMatrix runs[DCP_CUDA_MAX_PARTS];
 } DcpCudaProj;
 
 typedef struct {
@@ -103,7 +103,8 @@ typedef int (*DcpCudaMatmulFn) (gpointer               user,
                                 int                    rows,
                                 float                 *y);
 /* The projections of p on x into out [rows, sum of p's rows], the parts side by side in each
- * row: one product when p is fused, else one per part through tmp (a part's output) on stream. */
+ * row: one product per run, through tmp (a run's output) on stream when p has several runs and
+ * rows > 1. */
 int             dcp_cuda_proj_rows      (const DcpCudaProj     *p,
                                          DcpCudaMatmulFn        mul,
                                          gpointer               user,
