@@ -217,6 +217,14 @@ tile_v (const Tile<DPL, MX> &t, int u, int bits, const float *lut, float *f)
     unpack (t.v[MX ? 0 : u], f);
 }
 
+// The workspace entry of a block row (query token row / group, head of the kv head's group).
+__device__ __forceinline__ size_t
+part_index (const Args &a, int q0, int row, int kvh, int split)
+{
+  int head = kvh * a.group + row % a.group;
+  return ((size_t) (q0 + row / a.group) * a.n_heads + head) * a.n_splits + split;
+}
+
 // One step of the warp sum of 2W values per lane: keep the half that lane bit W selects, add
 // the partner's copy of it; W = 16, 8, 4, 2, 1 leaves the sum of value `lane` in v[0].
 template <int W>
@@ -258,6 +266,13 @@ partial_kernel (Args a)
 
   if (n_rows <= 0)
     return;
+  if (begin >= end)   // a chunk past this sequence's keys: only "no keys" for combine_kernel
+    {
+      if (threadIdx.x < n_rows)
+        a.part_ml[part_index (a, q0, rg * kRows + threadIdx.x, kvh, split)]
+            = make_float2 (-INFINITY, 0.f);
+      return;
+    }
   if (MX)
     {
       for (int c = threadIdx.x; c < 256; c += blockDim.x)
@@ -384,9 +399,8 @@ partial_kernel (Args a)
   __syncthreads ();
   for (int i = threadIdx.x; i < n_rows * HD; i += blockDim.x)
     {
-      int r = i / HD, d = i % HD, row = rg * kRows + r;
-      int head = kvh * a.group + row % a.group;
-      size_t idx = ((size_t) (q0 + row / a.group) * a.n_heads + head) * a.n_splits + split;
+      int r = i / HD, d = i % HD;
+      size_t idx = part_index (a, q0, rg * kRows + r, kvh, split);
       float sum = 0.f;
       for (int w = 0; w < kWarps; w++)
         sum += s_o[w][r][d];
@@ -405,7 +419,8 @@ partial_kernel (Args a)
 }
 
 // A block per (row, head), a thread per dim: the splits' weights exp(m_i - max) in parallel into
-// shared memory, then each thread sums its dim over the splits that saw keys.
+// shared memory, then each thread sums its dim over the splits that saw keys (the others wrote
+// no output).
 __global__ void
 combine_kernel (const float *__restrict__ part_o, const float2 *__restrict__ part_ml,
                 const float *__restrict__ qg, int n_heads, int n_splits, int head_dim,
