@@ -350,13 +350,13 @@ partial_kernel (Args a)
       __syncwarp ();
 #pragma unroll
       for (int r = 0; r < kRows; r++)
-        if (r < n_rows)
-          {
-            float c = s_c[warp][r];
+        {
+          float c = s_c[warp][r];
+          if (r < n_rows && c != 1.f)   // warp-uniform; 1 once the row's max has settled
 #pragma unroll
             for (int d = 0; d < DPL; d++)
               o[r][d] *= c;
-          }
+        }
 #pragma unroll
       for (int u = 0; u < kUnroll; u++)
         {
