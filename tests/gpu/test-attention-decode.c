@@ -431,6 +431,9 @@ check_case (const Case *c, guint32 seed)
       if (pass == 1 && !one_each)
         continue;
       g_assert_cmpuint (used, >, 0);
+      /* NaN in the output and the workspace: nothing left over from the last pass counts */
+      CHECK_CUDA (dcpk_memset_async (d_out, 0xff, n_out * sizeof (float), NULL));
+      CHECK_CUDA (dcpk_memset_async (d_ws, 0xff, used, NULL));
       CHECK_CUDA (dcpk_memcpy_h2d ((char *) d_ws + used, guard, GUARD_BYTES));
       CHECK_CUDA (dcpk_attention_decode (&b.layout, c->n_heads, scale, d_pool, d_indptr, d_indices,
                                          d_last, c->n_seqs, pass == 1 ? NULL : d_qind, b.n_rows,
