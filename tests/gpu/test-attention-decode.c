@@ -10,9 +10,13 @@
  * values decoded from the pages by dcp_bf16_to_f32 / dcp_dequantize_rows); it passes when
  * ||gpu - ref|| / ||ref|| <= 1e-4 (FP32 online softmax over up to 128K keys). Shapes: the 27B
  * (24 heads, 4 kv heads, head_dim 256) with lengths around the page edges, draft verification
- * with 1..8 query tokens per sequence, 40K and 128K tokens (many splits), head_dim 128 and 64
- * with other group sizes, large logits, and K / V in MXFP8, MXFP6 (E2M3, E3M2), MXFP4 and mixed
- * with BF16.
+ * with 1..8 query tokens per sequence, 40K and 128K tokens (many splits), batch 1 and batches
+ * of 12 and 16 at short contexts (1 to 3000 keys: chunks of 32 keys, splits with no keys),
+ * head_dim 128 and 64 with other group sizes, large logits, and K / V in MXFP8, MXFP6 (E2M3,
+ * E3M2), MXFP4 and mixed with BF16. Each case runs with max_kv_len its longest sequence and
+ * with the decode step's power-of-two bucket, each call with a guard block after its
+ * workspace_bytes that must come back untouched; the workspace size is checked to grow with
+ * rows and max_kv_len (the step sizes it once for its largest batch and bucket).
  * ref_attention itself is checked on the CPU (no GPU needed) against a dense re-statement of
  * the CPU backend's attention loop (engine/backend/dcp-cpu-attention.c, with dcp_cpu_dot,
  * dcp_cpu_axpy, dcp_cpu_sigmoid) over contiguous copies of the keys and values. */
@@ -27,7 +31,8 @@
 
 #define PAGE DCPK_KV_PAGE_TOKENS
 #define TOLERANCE 1e-4
-#define MAX_SEQS 8
+#define MAX_SEQS 16
+#define GUARD_BYTES 4096
 
 typedef struct {
   int n_heads, n_kv, head_dim, n_seqs;
@@ -343,7 +348,9 @@ check_case (const Case *c, guint32 seed)
   Built b;
   int width, n_app;
   gsize n_out, pool_bytes, ws_bytes;
+  int bucket;
   float scale;
+  guint8 guard[GUARD_BYTES], guard_back[GUARD_BYTES];
   g_autofree float *k = NULL, *v = NULL, *want = NULL, *got = NULL;
   g_autofree gint32 *slots = NULL;
   g_autofree guint8 *pool_gpu = NULL;
@@ -402,25 +409,43 @@ check_case (const Case *c, guint32 seed)
   d_qind = dcpk_test_to_device (b.q_indptr, (c->n_seqs + 1) * sizeof (gint32));
   d_qg = dcpk_test_to_device (b.qg, (gsize) b.n_rows * c->n_heads * 2 * c->head_dim * sizeof (float));
   CHECK_CUDA (dcpk_malloc (&d_out, n_out * sizeof (float)));
-  ws_bytes = dcpk_attention_workspace_bytes (&b.layout, c->n_heads, b.n_rows, b.max_kv_len);
-  g_assert_cmpuint (ws_bytes, >, 0);
-  CHECK_CUDA (dcpk_malloc (&d_ws, ws_bytes));
-  for (int pass = 0; pass < 2; pass++)
+  /* The workspace for the largest call (a graph's kv bucket), with a guard block after each
+   * call's own workspace_bytes that the kernels must leave alone. */
+  bucket = 512;
+  while (bucket < b.max_kv_len)
+    bucket *= 2;
+  ws_bytes = dcpk_attention_workspace_bytes (&b.layout, c->n_heads, b.n_rows, bucket);
+  g_assert_cmpuint (ws_bytes, >=, dcpk_attention_workspace_bytes (&b.layout, c->n_heads, b.n_rows,
+                                                                  b.max_kv_len));
+  CHECK_CUDA (dcpk_malloc (&d_ws, ws_bytes + GUARD_BYTES));
+  memset (guard, 0xa5, GUARD_BYTES);
+  for (int pass = 0; pass < 3; pass++)
     {
-      /* pass 1: one query per sequence without q_indptr, when the case has one each */
+      /* pass 1: one query per sequence without q_indptr, when the case has one each;
+       * pass 2: max_kv_len the decode step's bucket (more splits than keys, empty ones) */
       gboolean one_each = TRUE;
+      int max_kv = pass == 2 ? bucket : b.max_kv_len;
+      gsize used = dcpk_attention_workspace_bytes (&b.layout, c->n_heads, b.n_rows, max_kv);
       for (int s = 0; s < c->n_seqs; s++)
         one_each = one_each && c->n_q[s] == 1;
       if (pass == 1 && !one_each)
-        break;
+        continue;
+      g_assert_cmpuint (used, >, 0);
+      /* NaN in the output and the workspace: nothing left over from the last pass counts */
+      CHECK_CUDA (dcpk_memset_async (d_out, 0xff, n_out * sizeof (float), NULL));
+      CHECK_CUDA (dcpk_memset_async (d_ws, 0xff, used, NULL));
+      CHECK_CUDA (dcpk_memcpy_h2d ((char *) d_ws + used, guard, GUARD_BYTES));
       CHECK_CUDA (dcpk_attention_decode (&b.layout, c->n_heads, scale, d_pool, d_indptr, d_indices,
-                                         d_last, c->n_seqs, pass == 0 ? d_qind : NULL, b.n_rows,
-                                         b.max_kv_len, d_qg, d_out, d_ws, NULL));
+                                         d_last, c->n_seqs, pass == 1 ? NULL : d_qind, b.n_rows,
+                                         max_kv, d_qg, d_out, d_ws, NULL));
       CHECK_CUDA (dcpk_memcpy_d2h (got, d_out, n_out * sizeof (float)));
+      CHECK_CUDA (dcpk_memcpy_d2h (guard_back, (char *) d_ws + used, GUARD_BYTES));
       e = dcpk_test_rel_err (got, want, n_out);
-      g_test_message ("heads %d/%d head_dim %d seqs %d max kv %d rows %d%s: rel err %.3g",
-                      c->n_heads, c->n_kv, c->head_dim, c->n_seqs, b.max_kv_len, b.n_rows,
-                      pass ? " (no q_indptr)" : "", e);
+      g_test_message ("heads %d/%d head_dim %d K/V formats %d/%d seqs %d max kv %d rows %d%s: "
+                      "rel err %.3g", c->n_heads, c->n_kv, c->head_dim, c->k_format, c->v_format,
+                      c->n_seqs, max_kv, b.n_rows,
+                      pass == 1 ? " (no q_indptr)" : pass == 2 ? " (bucket)" : "", e);
+      g_assert_cmpint (memcmp (guard, guard_back, GUARD_BYTES), ==, 0);
       g_assert_cmpfloat (e, <=, TOLERANCE);
     }
 
@@ -445,12 +470,30 @@ static const Case cases[] = {
   { 16, 2, 128, 4, { 9, 1024, 77, 2049 }, { 2, 8, 5, 1 }, 3 },
   { 3, 1, 64, 3, { 300, 8, 1300 }, { 8, 8, 4 }, 3 },                 /* 3 row groups */
   { 24, 4, 256, 2, { 5000, 20 }, { 1, 1 }, 60 },                     /* peaked softmax */
+  /* batch 1 and short contexts: few keys over many splits */
+  { 24, 4, 256, 1, { 1 }, { 1 }, 3 },
+  { 24, 4, 256, 1, { 37 }, { 1 }, 3 },
+  { 24, 4, 256, 1, { 1024 }, { 1 }, 3 },
+  { 24, 4, 256, 1, { 1025 }, { 1 }, 3 },
+  { 24, 4, 256, 1, { 300 }, { 6 }, 3 },
+  { 16, 2, 128, 1, { 50 }, { 1 }, 3 },
+  { 8, 8, 64, 1, { 200 }, { 1 }, 3 },                                /* group 1 */
+  { 24, 4, 256, 12, { 1, 2, 17, 31, 32, 33, 64, 100, 500, 511, 1024, 1030 },
+    { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 }, 3 },
+  { 24, 4, 256, 16, { 3, 16, 47, 48, 49, 95, 200, 512, 513, 777, 1000, 1024, 1500, 2047, 2048, 3000 },
+    { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 }, 3 },
+  { 24, 4, 256, 16, { 8, 9, 20, 70, 100, 130, 260, 300, 513, 600, 700, 900, 1000, 1100, 1200, 1300 },
+    { 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7 }, 3 },       /* 16 drafts, 72 rows */
   /* MX K and V */
   { 24, 4, 256, 3, { 700, 1537, 9 }, { 1, 3, 8 }, 3, DCPK_FORMAT_MXFP8_E4M3, DCPK_FORMAT_MXFP8_E4M3 },
   { 24, 4, 256, 2, { 1100, 513 }, { 2, 1 }, 3, DCPK_FORMAT_MXFP6_E2M3, DCPK_FORMAT_MXFP4_E2M1 },
   { 24, 4, 256, 2, { 40000, 600 }, { 1, 1 }, 3, DCPK_FORMAT_MXFP4_E2M1, DCPK_FORMAT_MXFP6_E3M2 },
   { 24, 4, 256, 2, { 800, 1 }, { 4, 1 }, 3, DCPK_FORMAT_BF16, DCPK_FORMAT_MXFP8_E4M3 },
   { 24, 4, 256, 1, { 2000 }, { 1 }, 3, DCPK_FORMAT_MXFP6_E3M2, DCPK_FORMAT_BF16 },
+  { 24, 4, 256, 1, { 45 }, { 1 }, 3, DCPK_FORMAT_MXFP4_E2M1, DCPK_FORMAT_MXFP8_E4M3 },
+  { 24, 4, 256, 1, { 1024 }, { 1 }, 3, DCPK_FORMAT_MXFP8_E4M3, DCPK_FORMAT_MXFP6_E2M3 },
+  { 24, 4, 256, 12, { 1, 7, 33, 64, 65, 200, 513, 700, 1000, 1024, 1500, 2000 },
+    { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 }, 3, DCPK_FORMAT_MXFP6_E3M2, DCPK_FORMAT_MXFP4_E2M1 },
 };
 
 static void
@@ -480,6 +523,24 @@ test_rejects (void)
   bad.head_dim = 48;
   g_assert_cmpuint (dcpk_kv_page_bytes (&bad), ==, 0);
   g_assert_cmpint (dcpk_kv_append (&bad, p, f, f, p, 1, NULL), !=, 0);
+}
+
+/* No device needed: a workspace sized for more rows or a longer max_kv_len is never smaller. */
+static void
+test_workspace (void)
+{
+  static const int lens[] = { 0, 1, 31, 32, 33, 512, 1024, 2048, 4096, 32768, 131072, 262144 };
+  DcpkKvLayout l = { 4, 256, DCPK_FORMAT_BF16, DCPK_FORMAT_BF16 };
+
+  for (int rows = 1; rows <= 200; rows++)
+    for (guint i = 0; i < G_N_ELEMENTS (lens); i++)
+      {
+        gsize ws = dcpk_attention_workspace_bytes (&l, 24, rows, lens[i]);
+        g_assert_cmpuint (ws, >=, (gsize) rows * 24 * 258 * sizeof (float));   /* one split */
+        g_assert_cmpuint (ws, <=, dcpk_attention_workspace_bytes (&l, 24, rows + 1, lens[i]));
+        if (i + 1 < G_N_ELEMENTS (lens))
+          g_assert_cmpuint (ws, <=, dcpk_attention_workspace_bytes (&l, 24, rows, lens[i + 1]));
+      }
 }
 
 /* CPU only: the paged double reference against the dense FP32 loop of the CPU backend. */
@@ -520,6 +581,7 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/gpu/attention-decode/reference", test_reference);
+  g_test_add_func ("/gpu/attention-decode/workspace", test_workspace);
   if (gpu)
     {
       g_test_add_func ("/gpu/attention-decode/shapes", test_attention_decode);
