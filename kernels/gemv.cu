@@ -19,7 +19,8 @@
 // shared memory in rows of 32 floats padded to 36, so the lanes' 16-byte reads of a warp never
 // meet in a bank. The warp sums its lanes at the end. Minifloat codes are decoded through a
 // table in shared memory (FP4 16 entries, FP6 64), E4M3 by the hardware's fp8x2 -> half2
-// conversion (sm_89 and later), and E8M0 scales by placing the byte in an FP32 exponent.
+// conversion (sm_89 and later), and E8M0 scales by placing the byte in an FP32 exponent; a
+// unit's 32 products are summed before its scale multiplies them.
 // BF16 with k_cols not a multiple of 8 (rows not 16-byte aligned) takes a scalar fallback.
 
 #include <cuda_bf16.h>
@@ -251,37 +252,45 @@ gemv_kernel (const unsigned char *__restrict__ weight, const float *__restrict__
 
 #pragma unroll
       for (int p = 0; p < kPasses; p++)
+        {
+          // MX: the unit's 32 products are summed unscaled and its scale applied once (one FMA
+          // per unit instead of a multiply per element; batch 1 is bound by instruction issue).
+          float part[R][B];
 #pragma unroll
-        for (int g = 0; g < kGroups; g++)
-          {
-            int e = (p * 32 + lane) * T::kElems + 4 * g;
-            const float *xg = xs + (e / 32) * kPadRow + e % 32;
-            float4 wv[R];
-#pragma unroll
-            for (int r = 0; r < R; r++)
-              {
-                wv[r] = T::decode4 (w[r][p], g, lut);
-                if constexpr (T::kScaled)
-                  {
-                    wv[r].x *= scale[r][p]; wv[r].y *= scale[r][p];
-                    wv[r].z *= scale[r][p]; wv[r].w *= scale[r][p];
-                  }
-              }
+          for (int r = 0; r < R; r++)
 #pragma unroll
             for (int b = 0; b < B; b++)
-              {
-                float4 xv = *(const float4 *) (xg + b * kChunkFloats);
+              part[r][b] = T::kScaled ? 0.f : acc[r][b];
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                  {
-                    float a = acc[r][b];
-                    a = fmaf (wv[r].x, xv.x, a);
-                    a = fmaf (wv[r].y, xv.y, a);
-                    a = fmaf (wv[r].z, xv.z, a);
-                    acc[r][b] = fmaf (wv[r].w, xv.w, a);
-                  }
-              }
-          }
+          for (int g = 0; g < kGroups; g++)
+            {
+              int e = (p * 32 + lane) * T::kElems + 4 * g;
+              const float *xg = xs + (e / 32) * kPadRow + e % 32;
+              float4 wv[R];
+#pragma unroll
+              for (int r = 0; r < R; r++)
+                wv[r] = T::decode4 (w[r][p], g, lut);
+#pragma unroll
+              for (int b = 0; b < B; b++)
+                {
+                  float4 xv = *(const float4 *) (xg + b * kChunkFloats);
+#pragma unroll
+                  for (int r = 0; r < R; r++)
+                    {
+                      float a = part[r][b];
+                      a = fmaf (wv[r].x, xv.x, a);
+                      a = fmaf (wv[r].y, xv.y, a);
+                      a = fmaf (wv[r].z, xv.z, a);
+                      part[r][b] = fmaf (wv[r].w, xv.w, a);
+                    }
+                }
+            }
+#pragma unroll
+          for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int b = 0; b < B; b++)
+              acc[r][b] = T::kScaled ? fmaf (part[r][b], scale[r][p], acc[r][b]) : part[r][b];
+        }
     }
 
 #pragma unroll
