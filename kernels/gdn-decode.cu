@@ -40,10 +40,11 @@ constexpr int kMaxDk = 256;
 constexpr int kMaxCols = 64;     // C, the columns of one block
 constexpr int kMaxSplit = 8;     // blocks per head: the portable cluster size
 
-// Row groups and rows per thread for a column vector of VEC floats: the state registers of a
-// thread are kRows<VEC> x VEC = 32 floats either way, and R x kRows covers kMaxDk rows.
+// Row groups and most rows per thread for a column vector of VEC floats: a thread keeps at most
+// kMaxRows<VEC> x VEC = 32 floats of S in registers either way, and R x kMaxRows covers kMaxDk
+// rows. Heads with d_k <= kMaxDk / 2 (the 27B's 128) get half the registers.
 template <int VEC> constexpr int kRowGroups = 8 * VEC;
-template <int VEC> constexpr int kRows = kMaxDk / kRowGroups<VEC>;
+template <int VEC> constexpr int kMaxRows = kMaxDk / kRowGroups<VEC>;
 
 __device__ __forceinline__ float
 silu (float v)
@@ -154,8 +155,9 @@ struct Dims
   float eps;
 };
 
-// Grid (H_v x n_split, n_seqs), clusters of n_split blocks along x, cv x kRowGroups threads.
-template <int VEC>
+// Grid (H_v x n_split, n_seqs), clusters of n_split blocks along x, cv x kRowGroups threads;
+// thread (cv, rg) owns rows rg + n R, n < ROWS.
+template <int VEC, int ROWS>
 __global__ void __launch_bounds__ (kMaxThreads)
 deltanet_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict__ z,
                  const float *__restrict__ b_in, const float *__restrict__ a_in,
@@ -163,7 +165,7 @@ deltanet_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict
                  const float *__restrict__ norm_weight, float *const *__restrict__ states,
                  float *__restrict__ out)
 {
-  constexpr int R = kRowGroups<VEC>, ROWS = kRows<VEC>;
+  constexpr int R = kRowGroups<VEC>;
   __shared__ float q_sh[kMaxDk], k_sh[kMaxDk];
   __shared__ float part[kMaxThreads / 32 * kMaxCols], tot[kMaxCols];
   __shared__ float red[kMaxThreads / 32];
@@ -266,8 +268,8 @@ deltanet_kernel (Dims dm, const float *__restrict__ qkv, const float *__restrict
   cluster.sync ();   // no block leaves while another still reads its oo_block
 }
 
-// Launches deltanet_kernel<VEC> in clusters of dm.n_split blocks.
-template <int VEC>
+// Launches deltanet_kernel<VEC, ROWS> in clusters of dm.n_split blocks.
+template <int VEC, int ROWS>
 int
 launch_deltanet (const Dims &dm, int n_seqs, const DcpkGdnWeights *w, const float *qkv,
                  const float *z, const float *b, const float *a, float *const *states, float *out,
@@ -286,7 +288,7 @@ launch_deltanet (const Dims &dm, int n_seqs, const DcpkGdnWeights *w, const floa
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  DCPK_TRY (cudaLaunchKernelEx (&cfg, deltanet_kernel<VEC>, dm, qkv, z, b, a, w->a_log,
+  DCPK_TRY (cudaLaunchKernelEx (&cfg, deltanet_kernel<VEC, ROWS>, dm, qkv, z, b, a, w->a_log,
                                 w->dt_bias, w->norm_weight, states, out));
   return 0;
 }
@@ -325,7 +327,14 @@ dcpk_gdn_decode (const DcpkGdnShape *shape, const DcpkGdnWeights *weights, int n
   conv_kernel<<<conv_grid, kConvThreads, 0, s>>> (d_qkv, (const unsigned short *) weights->conv_weight,
                                                  d_conv_states, dm.conv_dim, shape->conv_width);
   DCPK_TRY_LAUNCH ();
+  const bool half = dm.d_k <= kMaxDk / 2;
   if (vec == 4)
-    return launch_deltanet<4> (dm, n_seqs, weights, d_qkv, d_z, d_b, d_a, d_states, d_out, s);
-  return launch_deltanet<1> (dm, n_seqs, weights, d_qkv, d_z, d_b, d_a, d_states, d_out, s);
+    return half ? launch_deltanet<4, kMaxRows<4> / 2> (dm, n_seqs, weights, d_qkv, d_z, d_b, d_a,
+                                                        d_states, d_out, s)
+                : launch_deltanet<4, kMaxRows<4>> (dm, n_seqs, weights, d_qkv, d_z, d_b, d_a,
+                                                    d_states, d_out, s);
+  return half ? launch_deltanet<1, kMaxRows<1> / 2> (dm, n_seqs, weights, d_qkv, d_z, d_b, d_a,
+                                                      d_states, d_out, s)
+              : launch_deltanet<1, kMaxRows<1>> (dm, n_seqs, weights, d_qkv, d_z, d_b, d_a,
+                                                  d_states, d_out, s);
 }

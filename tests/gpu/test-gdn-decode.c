@@ -287,7 +287,7 @@ test_gdn_decode_shapes (void)
     { { 2, 2, 64, 200, 4, 1e-6f }, 3 },      /* 32-column blocks, 7 per head, the last 8 wide */
     { { 1, 1, 256, 512, 4, 1e-6f }, 1 },     /* the largest head: 512 threads, 8 rows each */
     { { 1, 3, 20, 10, 4, 1e-6f }, 2 },       /* d_v not a multiple of 4: 4-byte state accesses */
-    { { 1, 2, 33, 302, 3, 1e-6f }, 1 },      /* the same with 64 columns per block, 5 blocks */
+    { { 1, 2, 133, 302, 3, 1e-6f }, 1 },     /* the same: 64 columns, 5 blocks; d_k > 128 */
     { { 2, 4, 24, 40, 4, 1e-6f }, 2, 1 },    /* states not 16-byte aligned: 4-byte accesses */
   };
 
