@@ -88,7 +88,7 @@ int dcpk_gemv_on (DcpkGemvPath path, DcpkFormat format, const void *d_weight, in
 /* One GDN layer's dimensions (the 27B: 16, 48, 128, 128, 4, 1e-6). */
 typedef struct {
   int n_k_heads, n_v_heads;        /* H_k, H_v (H_v a multiple of H_k) */
-  int k_head_dim, v_head_dim;      /* d_k, d_v (d_v <= 512, d_k x d_v <= 32768) */
+  int k_head_dim, v_head_dim;      /* d_k, d_v (d_k <= 256, d_v <= 512) */
   int conv_width;                  /* K of the causal conv */
   float eps;                       /* of the L2 norms and the gated RMSNorm */
 } DcpkGdnShape;
@@ -104,8 +104,9 @@ typedef struct {
  * d_qkv [n_seqs, conv_dim] (overwritten with silu (conv (qkv))), d_z [n_seqs, H_v d_v],
  * d_b, d_a [n_seqs, H_v], all FP32; d_conv_states and d_states are device arrays of n_seqs
  * device pointers to a sequence's conv state [K - 1, conv_dim] FP32 (oldest first) and
- * recurrent state [H_v, d_k, d_v] FP32, both updated in place. d_out [n_seqs, H_v d_v] FP32 gets
- * the gated-RMSNormed output (the input of out_proj). */
+ * recurrent state [H_v, d_k, d_v] FP32, both updated in place (16-byte aligned recurrent states
+ * are read and written faster). d_out [n_seqs, H_v d_v] FP32 gets the gated-RMSNormed output
+ * (the input of out_proj). Needs thread block clusters (sm_90 and later). */
 int dcpk_gdn_decode (const DcpkGdnShape *shape, const DcpkGdnWeights *weights, int n_seqs,
                      float *d_qkv, const float *d_z, const float *d_b, const float *d_a,
                      float *const *d_conv_states, float *const *d_states, float *d_out,

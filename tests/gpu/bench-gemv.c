@@ -9,8 +9,9 @@
  * none is served from the L2 cache. The weights are random bytes: the speed of a GEMV does not
  * depend on the values.
  * dcpk_gdn_decode for the 27B's 48 GDN layers of one decode step (distinct states per layer and
- * sequence) at 1, 4, 8, 16 sequences: time per step and the state bytes read and written per
- * second.
+ * sequence) at 1, 4, 8, 12, 16 sequences: time per step launched one call at a time and replayed
+ * from a CUDA graph (as the engine runs it), per layer, the floor (the recurrent and conv state
+ * bytes read and written once at the probe's bandwidth) and the state bytes moved per second.
  * Usage: bench-gemv [samples [batches [auto|cuda|tensor]]]   (default 7, "1,2,4,8,12,16",
  * auto: dcpk_gemv's choice of kernel; cuda, tensor: force the CUDA-core or tensor-core kernels) */
 #include "config.h"
@@ -79,6 +80,7 @@ typedef struct {
   DcpkGdnShape shape;
   DcpkGdnWeights weights;
   int n_seqs;
+  void *stream;
   float *qkv, *z, *b, *a, *out;
   float **conv_ptrs[GDN_LAYERS], **state_ptrs[GDN_LAYERS];   /* device arrays */
 } GdnRun;
@@ -91,11 +93,42 @@ run_gdn_layers (void *user)
   for (int l = 0; l < GDN_LAYERS; l++)
     {
       int err = dcpk_gdn_decode (&r->shape, &r->weights, r->n_seqs, r->qkv, r->z, r->b, r->a,
-                                 r->conv_ptrs[l], r->state_ptrs[l], r->out, NULL);
+                                 r->conv_ptrs[l], r->state_ptrs[l], r->out, r->stream);
       if (err != 0)
         return err;
     }
   return 0;
+}
+
+static int
+run_graph (void *exec)
+{
+  return dcpk_graph_launch (exec, NULL);
+}
+
+/* The 48 layers captured once on a stream of their own, timed as a graph replay. */
+static int
+time_gdn_graph (GdnRun *r, int samples, double *ms)
+{
+  void *stream = NULL, *exec = NULL;
+  int err;
+
+  if ((err = dcpk_stream_create (&stream)) != 0)
+    return err;
+  r->stream = stream;
+  if ((err = dcpk_graph_begin (stream)) == 0)
+    {
+      if ((err = run_gdn_layers (r)) != 0)
+        dcpk_graph_abort (stream);
+      else
+        err = dcpk_graph_end (stream, &exec);
+    }
+  r->stream = NULL;
+  if (err == 0)
+    err = dcpk_time_median (run_graph, exec, 2, samples, ms);
+  dcpk_graph_destroy (exec);
+  dcpk_stream_destroy (stream);
+  return err;
 }
 
 static void
@@ -108,9 +141,9 @@ die (const char *what, int err)
 /* The pool (at least 2.4 GB of random bytes) holds the states; they are overwritten with small
  * values first. */
 static void
-bench_gdn (void *pool, int samples)
+bench_gdn (void *pool, int samples, double peak)
 {
-  static const int seqs[] = { 1, 4, 8, 16 };
+  static const int seqs[] = { 1, 4, 8, 12, 16 };
   GdnRun run = { { 16, 48, 128, 128, 4, 1e-6f }, { 0 }, 1 };
   int conv_dim = 2 * 16 * 128 + 48 * 128, err;
   gsize state_bytes = (gsize) 48 * 128 * 128 * 4, conv_bytes = (gsize) 3 * conv_dim * 4;
@@ -155,17 +188,21 @@ bench_gdn (void *pool, int samples)
         die ("gdn pointers", err);
     }
 
-  printf ("\nGDN decode step, 48 layers of the 27B:\n%5s %10s %14s\n", "seqs", "us/step",
-          "state GB/s");
+  printf ("\nGDN decode step, 48 layers of the 27B (floor: the states read and written once at "
+          "%.0f GB/s):\n%5s %10s %14s %14s %14s %10s\n", peak, "seqs", "us/step", "graph us/step",
+          "graph us/layer", "floor us/layer", "state GB/s");
   for (guint i = 0; i < G_N_ELEMENTS (seqs); i++)
     {
-      double ms = 0;
+      double ms = 0, graph_ms = 0, bytes = 2.0 * GDN_LAYERS * seqs[i] * per_seq;
 
       run.n_seqs = seqs[i];
       if ((err = dcpk_time_median (run_gdn_layers, &run, 2, samples, &ms)) != 0)
         die ("gdn", err);
-      printf ("%5d %10.1f %14.0f\n", seqs[i], ms * 1e3,
-              2.0 * GDN_LAYERS * seqs[i] * per_seq / (ms * 1e-3) / 1e9);
+      if ((err = time_gdn_graph (&run, samples, &graph_ms)) != 0)
+        die ("gdn graph", err);
+      printf ("%5d %10.1f %14.1f %14.2f %14.2f %10.0f\n", seqs[i], ms * 1e3, graph_ms * 1e3,
+              graph_ms * 1e3 / GDN_LAYERS, bytes / GDN_LAYERS / (peak * 1e9) * 1e6,
+              bytes / (graph_ms * 1e-3) / 1e9);
     }
   dcpk_free (ptr_arrays);
   g_rand_free (rng);
@@ -264,7 +301,7 @@ main (int argc, char **argv)
           "tok/s");
   printf ("%s", summary->str);
 
-  bench_gdn (pool, samples);
+  bench_gdn (pool, samples, peak);
 
   g_string_free (summary, TRUE);
   dcpk_free (y);

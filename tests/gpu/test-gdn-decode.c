@@ -19,6 +19,7 @@
 typedef struct {
   DcpkGdnShape shape;
   int n_seqs;
+  int offset;   /* floats between each state's allocation and the state */
 } Case;
 
 typedef struct {
@@ -140,6 +141,15 @@ to_device (const void *h, gsize bytes)
   return d;
 }
 
+/* A device copy of n floats, `offset` floats into its allocation (*alloc, to free). */
+static void *
+to_device_at (const float *h, gsize n, int offset, void **alloc)
+{
+  CHECK_CUDA (dcpk_malloc (alloc, (n + offset) * sizeof (float)));
+  CHECK_CUDA (dcpk_memcpy_h2d ((float *) *alloc + offset, h, n * sizeof (float)));
+  return (float *) *alloc + offset;
+}
+
 static void
 check_case (const Case *c, guint32 seed)
 {
@@ -161,6 +171,7 @@ check_case (const Case *c, guint32 seed)
   g_autofree float *states = g_new (float, c->n_seqs * n_state);
   g_autofree float *buf = g_new (float, c->n_seqs * MAX (n_state, n_conv_state));
   g_autofree void **d_conv_ptrs = g_new (void *, c->n_seqs), **d_state_ptrs = g_new (void *, c->n_seqs);
+  g_autofree void **d_allocs = g_new (void *, 2 * c->n_seqs);
   DcpkGdnWeights weights;
   Ref ref = { sh->n_k_heads, sh->n_v_heads, sh->k_head_dim, sh->v_head_dim, sh->conv_width,
               conv_dim, sh->eps, conv_w, a_log, dt_bias, norm_w };
@@ -184,8 +195,10 @@ check_case (const Case *c, guint32 seed)
   d_norm_w = to_device (norm_w, sh->v_head_dim * sizeof (float));
   for (int s = 0; s < c->n_seqs; s++)
     {
-      d_conv_ptrs[s] = to_device (conv_states + s * n_conv_state, n_conv_state * sizeof (float));
-      d_state_ptrs[s] = to_device (states + s * n_state, n_state * sizeof (float));
+      d_conv_ptrs[s] = to_device_at (conv_states + s * n_conv_state, n_conv_state, c->offset,
+                                     &d_allocs[2 * s]);
+      d_state_ptrs[s] = to_device_at (states + s * n_state, n_state, c->offset,
+                                      &d_allocs[2 * s + 1]);
     }
   d_conv_ptr_array = to_device (d_conv_ptrs, c->n_seqs * sizeof (void *));
   d_state_ptr_array = to_device (d_state_ptrs, c->n_seqs * sizeof (void *));
@@ -236,20 +249,18 @@ check_case (const Case *c, guint32 seed)
               e_conv = MAX (e_conv, rel_err (buf, conv_states + s * n_conv_state, n_conv_state));
             }
         }
-      g_test_message ("H_k %d H_v %d d_k %d d_v %d seqs %d step %d: rel err out %.3g qkv %.3g "
-                      "conv state %.3g state %.3g", sh->n_k_heads, sh->n_v_heads, sh->k_head_dim,
-                      sh->v_head_dim, c->n_seqs, step, e_out, e_qkv, e_conv, e_state);
+      g_test_message ("H_k %d H_v %d d_k %d d_v %d seqs %d offset %d step %d: rel err out %.3g "
+                      "qkv %.3g conv state %.3g state %.3g", sh->n_k_heads, sh->n_v_heads,
+                      sh->k_head_dim, sh->v_head_dim, c->n_seqs, c->offset, step, e_out, e_qkv,
+                      e_conv, e_state);
       g_assert_cmpfloat (e_out, <=, TOLERANCE);
       g_assert_cmpfloat (e_qkv, <=, TOLERANCE);
       g_assert_cmpfloat (e_conv, <=, TOLERANCE);
       g_assert_cmpfloat (e_state, <=, TOLERANCE);
     }
 
-  for (int s = 0; s < c->n_seqs; s++)
-    {
-      CHECK_CUDA (dcpk_free (d_conv_ptrs[s]));
-      CHECK_CUDA (dcpk_free (d_state_ptrs[s]));
-    }
+  for (int s = 0; s < 2 * c->n_seqs; s++)
+    CHECK_CUDA (dcpk_free (d_allocs[s]));
   CHECK_CUDA (dcpk_free (d_conv_ptr_array));
   CHECK_CUDA (dcpk_free (d_state_ptr_array));
   CHECK_CUDA (dcpk_free (d_conv_w));
@@ -267,11 +278,17 @@ static void
 test_gdn_decode_shapes (void)
 {
   static const Case cases[] = {
-    { { 16, 48, 128, 128, 4, 1e-6f }, 1 },   /* the 27B */
+    { { 16, 48, 128, 128, 4, 1e-6f }, 1 },   /* the 27B: 8 blocks of 16 columns per head */
     { { 16, 48, 128, 128, 4, 1e-6f }, 3 },
-    { { 2, 4, 24, 40, 4, 1e-6f }, 5 },       /* tests/data/models/odd-sizes */
+    { { 16, 48, 128, 128, 4, 1e-6f }, 12 },
+    { { 2, 4, 24, 40, 4, 1e-6f }, 5 },       /* odd-sizes test model: a half-used last block */
     { { 3, 9, 16, 8, 3, 1e-6f }, 2 },        /* ratio 3, tiny heads, conv width 3 */
-    { { 1, 2, 203, 96, 2, 1e-6f }, 1 },      /* d_k not a multiple of the row groups (5) */
+    { { 1, 2, 203, 96, 2, 1e-6f }, 1 },      /* d_k not a multiple of the 32 row groups */
+    { { 2, 2, 64, 200, 4, 1e-6f }, 3 },      /* 32-column blocks, 7 per head, the last 8 wide */
+    { { 1, 1, 256, 512, 4, 1e-6f }, 1 },     /* the largest head: 512 threads, 8 rows each */
+    { { 1, 3, 20, 10, 4, 1e-6f }, 2 },       /* d_v not a multiple of 4: 4-byte state accesses */
+    { { 1, 2, 133, 302, 3, 1e-6f }, 1 },     /* the same: 64 columns, 5 blocks; d_k > 128 */
+    { { 2, 4, 24, 40, 4, 1e-6f }, 2, 1 },    /* states not 16-byte aligned: 4-byte accesses */
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -288,7 +305,11 @@ test_gdn_decode_rejects_bad_shapes (void)
   g_assert_cmpint (dcpk_gdn_decode (&bad, &weights, 1, p, p, p, p, (float **) p, (float **) p, p,
                                     NULL), !=, 0);
   bad.n_v_heads = 48;
-  bad.v_head_dim = 1024;
+  bad.v_head_dim = 513;
+  g_assert_cmpint (dcpk_gdn_decode (&bad, &weights, 1, p, p, p, p, (float **) p, (float **) p, p,
+                                    NULL), !=, 0);
+  bad.v_head_dim = 128;
+  bad.k_head_dim = 257;
   g_assert_cmpint (dcpk_gdn_decode (&bad, &weights, 1, p, p, p, p, (float **) p, (float **) p, p,
                                     NULL), !=, 0);
 }
