@@ -5,10 +5,12 @@
 // Yᵀ (n x m, ld n) = op(A) · B with A = W stored k x n (ld = W's row pitch, op T) and B = X
 // stored k x m (op N): the "TN" form that FP8 requires on Hopper.
 //
-// Conversions (each a thread per 32-element unit, reads coalesced across a warp):
-//   dequant_bf16_kernel  MX/BF16 weight -> BF16 [n, ld] (ld = k rounded up to 8, zero padded);
+// Conversions (weights decoded by bit placement, see below; consecutive threads on consecutive
+// pieces of a row, so loads and 16-byte stores are coalesced):
+//   dequant_bf16_kernel  MX/BF16 weight -> BF16 [n, ld] (ld = k rounded up to 8, zero padded),
+//                        a thread per 8 elements (two, a block apart);
 //   weight_fp8_kernel    MX/BF16 weight -> E4M3 [n16, k16] + FP32 scale per 128x128 block (a
-//                        thread block per tile: decode, block amax, encode);
+//                        thread block per tile: amax from the codes, then encode);
 //   act_bf16_kernel      FP32 activations -> BF16 [m, ld];
 //   act_fp8_kernel       FP32/BF16 activations -> E4M3 [m4, k16] + FP32 scale per 1x128 block
 //                        (a warp per block), scales N-major as cuBLASLt's VEC128 mode wants.

@@ -11,7 +11,8 @@
  *     1e-3 (FP8 tensor-core partial sums inside a 128-block); a wrong scale layout gives > 1e-2;
  *     (b) Σ W x in exact FP32 inputs: bound 0.08 — E4M3 keeps 3 mantissa bits, an RMS relative
  *     rounding error near 3.5% per operand, about 5% for a product of two rounded operands.
- * The accumulate flag and BF16 activations are checked on a part of the cases. */
+ * The accumulate flag and BF16 activations are checked on a part of the cases. The two weight
+ * conversions are also checked alone, bit for bit (test_gemm_conversions). */
 #include "config.h"
 
 #include <math.h>
@@ -64,17 +65,18 @@ next_uniform (guint64 *state)
   return (float) ((z >> 40) * (1.0 / (1 << 24))) * 2.0f - 1.0f;   /* [-1, 1) */
 }
 
-/* 2^ceil(log2(amax / 448)), 1 for zero: the weight tile scale of gemm.cu. */
+/* The weight tile scale of gemm.cu: 2^ceil(log2(amax / 448)) >= 2^-126, 1 for a zero or
+ * infinite amax. */
 static float
 pow2_scale (float amax)
 {
   int e;
   float f;
 
-  if (!(amax > 0))
+  if (!(amax > 0) || isinf (amax))
     return 1.0f;
   f = frexpf (amax / 448.0f, &e);
-  return ldexpf (1.0f, f == 0.5f ? e - 1 : e);
+  return ldexpf (1.0f, MAX (f == 0.5f ? e - 1 : e, -126));
 }
 
 static float
@@ -341,7 +343,7 @@ test_gemm_odd_shapes (void)
 }
 
 /* The conversions alone, bit for bit, on raw random codes (every code: subnormals, negative
- * zero, the largest; E4M3's NaN codes excepted, see dcpk-gemm.h) under E8M0 scale bytes from
+ * zero, the largest; E4M3's NaN codes excepted, see docs/KERNELS.md) under E8M0 scale bytes from
  * the extremes (0, 1, 2, 252..254) to the middle, a unit in eight all zero or negative zero,
  * the padding codes past k random (the kernels must ignore them). Expected: the C reference
  * decode (dcp_dequantize_rows, exact in FP32) rounded to BF16; and per 128x128 tile the
@@ -382,19 +384,6 @@ fill_raw_weight (DcpDType dtype, int n, int k, guint8 *w, gsize bytes, guint64 s
             if ((unit[i] & 0x7f) == 0x7f)   /* no NaN codes */
               unit[i] &= 0xfe;
       }
-}
-
-/* The kernels' tile scale: 2^ceil(log2(amax / 448)) >= 2^-126, 1 for a zero or infinite amax. */
-static float
-tile_scale (float amax)
-{
-  int e;
-  float f;
-
-  if (!(amax > 0) || isinf (amax))
-    return 1.0f;
-  f = frexpf (amax / 448.0f, &e);
-  return ldexpf (1.0f, MAX (f == 0.5f ? e - 1 : e, -126));
 }
 
 static void
@@ -458,7 +447,7 @@ check_conversions (DcpkFormat format, int n, int k, guint64 seed)
           for (int c = tc * 128; c < MIN (tc * 128 + 128, k); c++)
             if (!isnan (deq[(gsize) r * k + c]))
               amax = MAX (amax, fabsf (deq[(gsize) r * k + c]));
-        scale = tile_scale (amax);
+        scale = pow2_scale (amax);
         if (got_scale != scale && bad++ < 5)
           g_test_message ("to FP8, format %d n %d k %d: tile [%d, %d] amax %g scale %g, want %g",
                           format, n, k, tr, tc, amax, got_scale, scale);
