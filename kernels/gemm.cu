@@ -8,7 +8,7 @@
 // Conversions (weights decoded by bit placement, see below; consecutive threads on consecutive
 // pieces of a row, so loads and 16-byte stores are coalesced):
 //   dequant_bf16_kernel  MX/BF16 weight -> BF16 [n, ld] (ld = k rounded up to 8, zero padded),
-//                        a thread per 8 elements (two, a block apart);
+//                        a thread per 8 elements of two rows;
 //   weight_fp8_kernel    MX/BF16 weight -> E4M3 [n16, k16] + FP32 scale per 128x128 block (a
 //                        thread block per tile: amax from the codes, then encode);
 //   act_bf16_kernel      FP32 activations -> BF16 [m, ld];
@@ -238,9 +238,11 @@ load_piece (const unsigned char *__restrict__ w, int n_rows, int k, int row, int
 
 // ---- conversion kernels -------------------------------------------------------------------
 
-// A thread per octet (8 elements, one 16-byte store) of a row, kOctets octets per thread a
-// block apart (loads first); consecutive threads take consecutive octets of a row.
-constexpr int kDequantThreads = 256, kDequantOctets = 2;
+// A thread per octet (8 elements, one 16-byte store) of kDequantRows consecutive rows, all
+// loads first: block x covers 128 consecutive octets of a row (consecutive threads on
+// consecutive octets, so loads and stores are coalesced), block y a pair of rows, looping
+// when the rows outnumber the grid. No division per thread.
+constexpr int kDequantThreads = 128, kDequantRows = 2;
 
 template <int F>
 __global__ void __launch_bounds__ (kDequantThreads)
@@ -248,46 +250,44 @@ dequant_bf16_kernel (const unsigned char *__restrict__ w, int n_rows, int k, __n
                      int ld)
 {
   constexpr int kWords = Conv<F>::kBits == 6 ? 2 : Conv<F>::kBits / 4;
-  const unsigned per_row = (unsigned) ld / 8, total = (unsigned) n_rows * per_row;
-  unsigned raw[kDequantOctets][kWords];
-  int s[kDequantOctets], row[kDequantOctets], col0[kDequantOctets];
-
-#pragma unroll
-  for (int o = 0; o < kDequantOctets; o++)
+  const int col0 = (blockIdx.x * kDequantThreads + threadIdx.x) * 8;
+  if (col0 >= ld)
+    return;
+  for (int r0 = blockIdx.y * kDequantRows; r0 < n_rows; r0 += gridDim.y * kDequantRows)
     {
-      const unsigned i = (blockIdx.x * kDequantOctets + o) * kDequantThreads + threadIdx.x;
-      row[o] = -1;
-      if (i >= total)
-        continue;
-      row[o] = (int) (i / per_row);
-      col0[o] = (int) (i % per_row) * 8;
-      if (col0[o] < k)
-        load_piece<F, 8> (w, n_rows, k, row[o], col0[o], raw[o], &s[o]);
-      else
+      unsigned raw[kDequantRows][kWords];
+      int s[kDequantRows];
+#pragma unroll
+      for (int r = 0; r < kDequantRows; r++)
         {
+          if (r0 + r < n_rows && col0 < k)
+            load_piece<F, 8> (w, n_rows, k, r0 + r, col0, raw[r], &s[r]);
+          else
+            {
 #pragma unroll
-          for (int j = 0; j < kWords; j++)
-            raw[o][j] = 0u;
-          s[o] = 127;
+              for (int j = 0; j < kWords; j++)
+                raw[r][j] = 0u;
+              s[r] = 127;
+            }
         }
-    }
 #pragma unroll
-  for (int o = 0; o < kDequantOctets; o++)
-    {
-      if (row[o] < 0)
-        continue;
-      unsigned p[4];
-      Conv<F>::octet (raw[o], 0, p);
-      if constexpr (F != DCPK_FORMAT_BF16)
-        scale_pairs<4> (p, s[o] - Conv<F>::kBias, s[o] == 255);
-      if (k - col0[o] < 8)   // padding columns stay zero under a NaN scale too
+      for (int r = 0; r < kDequantRows; r++)
+        {
+          if (r0 + r >= n_rows)
+            break;
+          unsigned p[4];
+          Conv<F>::octet (raw[r], 0, p);
+          if constexpr (F != DCPK_FORMAT_BF16)
+            scale_pairs<4> (p, s[r] - Conv<F>::kBias, s[r] == 255);
+          if (k - col0 < 8)   // padding columns stay zero under a NaN scale too
 #pragma unroll
-        for (int j = 0; j < 4; j++)
-          {
-            const int c = col0[o] + 2 * j;
-            p[j] = c >= k ? 0u : c + 1 >= k ? p[j] & 0xffffu : p[j];
-          }
-      *(uint4 *) (out + (size_t) row[o] * ld + col0[o]) = make_uint4 (p[0], p[1], p[2], p[3]);
+            for (int j = 0; j < 4; j++)
+              {
+                const int c = col0 + 2 * j;
+                p[j] = c >= k ? 0u : c + 1 >= k ? p[j] & 0xffffu : p[j];
+              }
+          *(uint4 *) (out + (size_t) (r0 + r) * ld + col0) = make_uint4 (p[0], p[1], p[2], p[3]);
+        }
     }
 }
 
@@ -631,11 +631,10 @@ template <int F>
 int
 launch_dequant (const void *w, int n, int k, uint16_t *out, int ld, cudaStream_t s)
 {
-  size_t octets = (size_t) n * (ld / 8);
-  if (octets >= (size_t) 1 << 32)   // the kernel indexes octets in 32 bits
-    return (int) cudaErrorInvalidValue;
-  dequant_bf16_kernel<F><<<grid_for (octets, kDequantThreads * kDequantOctets), kDequantThreads, 0, s>>> (
-    (const unsigned char *) w, n, k, (__nv_bfloat16 *) out, ld);
+  dim3 grid (grid_for ((size_t) ld / 8, kDequantThreads),
+             (unsigned) min ((n + kDequantRows - 1) / kDequantRows, 65535));
+  dequant_bf16_kernel<F><<<grid, kDequantThreads, 0, s>>> ((const unsigned char *) w, n, k,
+                                                          (__nv_bfloat16 *) out, ld);
   DCPK_TRY_LAUNCH ();
   return 0;
 }
