@@ -5,10 +5,12 @@
 // Yᵀ (n x m, ld n) = op(A) · B with A = W stored k x n (ld = W's row pitch, op T) and B = X
 // stored k x m (op N): the "TN" form that FP8 requires on Hopper.
 //
-// Conversions (each a thread per 32-element unit, reads coalesced across a warp):
-//   dequant_bf16_kernel  MX/BF16 weight -> BF16 [n, ld] (ld = k rounded up to 8, zero padded);
+// Conversions (weights decoded by bit placement, see below; consecutive threads on consecutive
+// pieces of a row, so loads and 16-byte stores are coalesced):
+//   dequant_bf16_kernel  MX/BF16 weight -> BF16 [n, ld] (ld = k rounded up to 8, zero padded),
+//                        a thread per 8 elements of two rows;
 //   weight_fp8_kernel    MX/BF16 weight -> E4M3 [n16, k16] + FP32 scale per 128x128 block (a
-//                        thread block per tile: decode, block amax, encode);
+//                        thread block per tile: amax from the codes, then encode);
 //   act_bf16_kernel      FP32 activations -> BF16 [m, ld];
 //   act_fp8_kernel       FP32/BF16 activations -> E4M3 [m4, k16] + FP32 scale per 1x128 block
 //                        (a warp per block), scales N-major as cuBLASLt's VEC128 mode wants.
@@ -34,133 +36,259 @@ round_up (size_t n, size_t to)
   return (n + to - 1) / to * to;
 }
 
-// ---- weight decoding ----------------------------------------------------------------------
+// ---- weight decoding by bit placement ----------------------------------------------------
 
-// A minifloat code (sign, ebits exponent bits, mbits mantissa bits, no infinities or NaN).
-__device__ inline float
-minifloat (unsigned code, int ebits, int mbits, int bias)
+// A minifloat code (sign, E exponent bits, M mantissa bits, bias b) whose sign is put at bit 15
+// and whose exponent and mantissa bits are put just below BF16's exponent/mantissa boundary is
+// a BF16 of the code's value times 2^(b - 127), subnormal codes included (they become BF16
+// subnormals). A BF16 weight is its own placement with b = 127. Pairs of codes are placed into
+// one 32-bit word (element 2i in the low half), so one mul.rn.bf16x2 by 2^(s - b) (s the E8M0
+// byte) gives two exact values, or, for the FP8 output, two exact values / the tile scale.
+
+__device__ __forceinline__ unsigned
+bf16x2_mul (unsigned a, unsigned b)
 {
-  unsigned ex = (code >> mbits) & ((1u << ebits) - 1);
-  unsigned man = code & ((1u << mbits) - 1);
-  float mag = ex == 0 ? ldexpf ((float) man, 1 - bias - mbits)
-                      : ldexpf ((float) ((1u << mbits) + man), (int) ex - bias - mbits);
-  return (code >> (ebits + mbits)) & 1 ? -mag : mag;
+  unsigned r;
+  asm ("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
 }
 
-__device__ inline float
-e8m0 (unsigned s)
+// 2^e as a BF16 pair, e in -133..127 (a BF16 subnormal below -126).
+__device__ __forceinline__ unsigned
+bf16_pow2_pair (int e)
 {
-  return __uint_as_float (s == 0 ? 0x00400000u : s == 255 ? 0x7fc00000u : s << 23);
+  unsigned h = e >= -126 ? (unsigned) (e + 127) << 7 : 0x40u >> (-127 - e);
+  return h | h << 16;
 }
 
-template <int F> struct Unit;   // bytes of one 32-element MX block
-template <> struct Unit<DCPK_FORMAT_MXFP8_E4M3> { static constexpr int kBytes = 32; };
-template <> struct Unit<DCPK_FORMAT_MXFP6_E2M3> { static constexpr int kBytes = 24; };
-template <> struct Unit<DCPK_FORMAT_MXFP6_E3M2> { static constexpr int kBytes = 24; };
-template <> struct Unit<DCPK_FORMAT_MXFP4_E2M1> { static constexpr int kBytes = 16; };
-
-// The 32 values of unit u (columns 32u..32u+31) of row `row`; columns >= k give 0.
-template <int F>
-__device__ inline void
-decode_unit (const unsigned char *__restrict__ w, int n_rows, int k, int row, int u, float *v)
+// Multiplies n placed pairs by 2^x (x in -133..254: two multiplies when 2^x is no BF16, the
+// first exact since a nonzero placement is at least 2^-136), or by NaN for the E8M0 NaN scale.
+template <int N>
+__device__ __forceinline__ void
+scale_pairs (unsigned *p, int x, bool nan)
 {
-  const int n_units = (k + 31) / 32;
-  if (u >= n_units)
+  if (x > 127 && !nan)
     {
-      for (int i = 0; i < 32; i++)
-        v[i] = 0.f;
-      return;
+#pragma unroll
+      for (int i = 0; i < N; i++)
+        p[i] = bf16x2_mul (p[i], bf16_pow2_pair (127));
+      x -= 127;
     }
+  const unsigned f = nan ? 0x7fc07fc0u : bf16_pow2_pair (x);
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    p[i] = bf16x2_mul (p[i], f);
+}
+
+// Per format: bits per code, bias, and the placement of octets (8 consecutive elements) as
+// four BF16 pairs in element order. A piece of E elements (8 or 16, inside one MX unit) is
+// kept as its raw bits, code i at bits kBits i of the little-endian words.
+template <int F> struct Conv;
+
+template <> struct Conv<DCPK_FORMAT_BF16>
+{
+  static constexpr int kBits = 16, kBias = 127;
+  __device__ static void octet (const unsigned *w, int oc, unsigned *p)
+  {
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      p[j] = w[4 * oc + j];
+  }
+};
+
+template <> struct Conv<DCPK_FORMAT_MXFP8_E4M3>
+{
+  static constexpr int kBits = 8, kBias = 7;
+  // Bytes j, j + 1 of a word: sign to bit 15, exponent and mantissa to bits 10..4.
+  __device__ static unsigned pair (unsigned word, int j)
+  {
+    unsigned q = __byte_perm (word, 0u, j == 0 ? 0x4140u : 0x4342u);
+    return ((q << 8) & 0x80008000u) | ((q << 4) & 0x07f007f0u);
+  }
+  __device__ static void octet (const unsigned *w, int oc, unsigned *p)
+  {
+    p[0] = pair (w[2 * oc], 0);
+    p[1] = pair (w[2 * oc], 2);
+    p[2] = pair (w[2 * oc + 1], 0);
+    p[3] = pair (w[2 * oc + 1], 2);
+  }
+};
+
+template <int M> struct ConvFp6
+{
+  static constexpr int kBits = 6;
+  // Codes at bits 0..5 and 6..11 of t: the second moved to bits 16..21, then sign to bit 15
+  // and exponent and mantissa to bits 11 - M .. 7 - M.
+  __device__ static unsigned pair (unsigned t)
+  {
+    unsigned u = (t & 0x3fu) | ((t << 10) & 0x003f0000u);
+    return ((u << 10) & 0x80008000u) | ((u << (7 - M)) & ((0x1fu << (7 - M)) * 0x10001u));
+  }
+  // The octet's 48 bits start at bit 48 oc of the words (w holds 2 words for one octet, 3 for
+  // two).
+  __device__ static void octet (const unsigned *w, int oc, unsigned *p)
+  {
+    unsigned long long v = oc == 0 ? (unsigned long long) w[1] << 32 | w[0]
+                                   : ((unsigned long long) w[2] << 32 | w[1]) >> 16;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      p[j] = pair ((unsigned) (v >> (12 * j)));
+  }
+};
+template <> struct Conv<DCPK_FORMAT_MXFP6_E2M3> : ConvFp6<3> { static constexpr int kBias = 1; };
+template <> struct Conv<DCPK_FORMAT_MXFP6_E3M2> : ConvFp6<2> { static constexpr int kBias = 3; };
+
+template <> struct Conv<DCPK_FORMAT_MXFP4_E2M1>
+{
+  static constexpr int kBits = 4, kBias = 1;
+  // Byte j holds codes 2j (low nibble) and 2j + 1: the first to bits 12..15 (from x << 4), the
+  // second to bits 28..31, then sign to bit 15 and exponent and mantissa to bits 8..6.
+  __device__ static void octet (const unsigned *w, int oc, unsigned *p)
+  {
+    const unsigned x = w[oc], x4 = x << 4;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      {
+        unsigned y = __byte_perm (x4, x, (unsigned) ((4 + j) << 12 | j << 4));
+        p[j] = (y & 0x80008000u) | ((y >> 6) & 0x01c001c0u);
+      }
+  }
+};
+
+template <int F>
+constexpr int
+unit_bytes ()
+{
+  return Conv<F>::kBits * 4;   // 32 codes
+}
+
+// Loads the piece of E elements (8 or 16) of row `row` starting at column col0 (col0 < k, a
+// multiple of E) into raw (E kBits / 32 words, 2 for an FP6 octet), the elements at columns
+// >= k zeroed; *s the unit's E8M0 byte (127 for BF16).
+template <int F, int E>
+__device__ __forceinline__ void
+load_piece (const unsigned char *__restrict__ w, int n_rows, int k, int row, int col0,
+            unsigned *raw, int *s)
+{
+  constexpr int kBits = Conv<F>::kBits;
+  constexpr int kWords = E * kBits / 32 + (E * kBits % 32 != 0);
   if constexpr (F == DCPK_FORMAT_BF16)
     {
-      const unsigned short *p = (const unsigned short *) w + (size_t) row * k;
-#pragma unroll
-      for (int i = 0; i < 32; i++)
+      const unsigned short *p = (const unsigned short *) w + (size_t) row * k + col0;
+      *s = 127;
+      if (k % 8 == 0)   // rows 16-byte aligned
         {
-          int c = 32 * u + i;
-          v[i] = c < k ? __uint_as_float ((unsigned) __ldg (p + c) << 16) : 0.f;
+#pragma unroll
+          for (int i = 0; i < E / 8; i++)
+            {
+              uint4 q = __ldg ((const uint4 *) p + i);
+              raw[4 * i] = q.x; raw[4 * i + 1] = q.y; raw[4 * i + 2] = q.z; raw[4 * i + 3] = q.w;
+            }
         }
+      else
+#pragma unroll
+        for (int i = 0; i < E / 2; i++)
+          {
+            unsigned lo = col0 + 2 * i < k ? __ldg (p + 2 * i) : 0u;
+            unsigned hi = col0 + 2 * i + 1 < k ? __ldg (p + 2 * i + 1) : 0u;
+            raw[i] = lo | hi << 16;
+          }
     }
   else
     {
-      constexpr int kBytes = Unit<F>::kBytes;
-      const size_t row_bytes = (size_t) n_units * kBytes;
-      const unsigned char *p = w + (size_t) row * row_bytes + (size_t) u * kBytes;
-      unsigned words[8];
-      if constexpr (kBytes == 24)
-        for (int i = 0; i < 3; i++)
-          {
-            uint2 q = __ldg ((const uint2 *) p + i);
-            words[2 * i] = q.x; words[2 * i + 1] = q.y;
-          }
-      else
-        for (int i = 0; i < kBytes / 16; i++)
-          {
-            uint4 q = __ldg ((const uint4 *) p + i);
-            words[4 * i] = q.x; words[4 * i + 1] = q.y; words[4 * i + 2] = q.z; words[4 * i + 3] = q.w;
-          }
-      const unsigned char *scales = w + round_up ((size_t) n_rows * row_bytes, 16);
-      const float scale = e8m0 (__ldg (scales + (size_t) row * n_units + u));
-#pragma unroll
-      for (int i = 0; i < 32; i++)
+      const int n_units = (k + 31) / 32, u = col0 / 32;
+      const size_t row_bytes = (size_t) n_units * unit_bytes<F> ();
+      const int off = col0 % 32 * kBits / 8;   // E kBits / 8 bytes from here
+      const unsigned char *p = w + (size_t) row * row_bytes + (size_t) u * unit_bytes<F> () + off;
+      if constexpr (kBits == 6 && E == 8)
         {
-          float x;
-          if constexpr (F == DCPK_FORMAT_MXFP8_E4M3)
-            {
-              unsigned code = (words[i / 4] >> (8 * (i % 4))) & 0xffu;
-              __half_raw h = __nv_cvt_fp8_to_halfraw ((__nv_fp8_storage_t) code, __NV_E4M3);
-              x = __half2float (__half (h));
-            }
-          else if constexpr (F == DCPK_FORMAT_MXFP4_E2M1)
-            x = minifloat ((words[i / 8] >> (4 * (i % 8))) & 15u, 2, 1, 1);
-          else
-            {
-              // Code i at bits 6i..6i+5 of the block's little-endian bit stream.
-              int bit = 6 * i, wi = bit / 32, o = bit % 32;
-              unsigned long long two = words[wi] | (wi + 1 < 6 ? (unsigned long long) words[wi + 1] << 32 : 0ull);
-              unsigned code = (unsigned) (two >> o) & 63u;
-              x = F == DCPK_FORMAT_MXFP6_E2M3 ? minifloat (code, 2, 3, 1) : minifloat (code, 3, 2, 3);
-            }
-          v[i] = 32 * u + i < k ? x * scale : 0.f;
+          // 6 bytes at an even offset: the two aligned words around them, shifted down.
+          const unsigned *q = (const unsigned *) (p - off % 4);
+          unsigned long long v = ((unsigned long long) __ldg (q + 1) << 32 | __ldg (q)) >> (8 * (off % 4));
+          raw[0] = (unsigned) v;
+          raw[1] = (unsigned) (v >> 32);
         }
+      else if constexpr (kBits == 6)
+#pragma unroll
+        for (int i = 0; i < 3; i++)
+          raw[i] = __ldg ((const unsigned *) p + i);
+      else if constexpr (kWords == 1)
+        raw[0] = __ldg ((const unsigned *) p);
+      else if constexpr (kWords == 2)
+        {
+          uint2 q = __ldg ((const uint2 *) p);
+          raw[0] = q.x; raw[1] = q.y;
+        }
+      else
+        {
+          uint4 q = __ldg ((const uint4 *) p);
+          raw[0] = q.x; raw[1] = q.y; raw[2] = q.z; raw[3] = q.w;
+        }
+      const unsigned char *scales = w + round_up ((size_t) n_rows * row_bytes, 16);
+      *s = __ldg (scales + (size_t) row * n_units + u);
+    }
+  if (k - col0 < E)   // the row's last piece: codes past k are padding
+    {
+      const int keep = (k - col0) * kBits;
+#pragma unroll
+      for (int i = 0; i < kWords; i++)
+        raw[i] = keep >= 32 * (i + 1) ? raw[i] : keep <= 32 * i ? 0u : raw[i] & ((1u << (keep - 32 * i)) - 1);
     }
 }
 
 // ---- conversion kernels -------------------------------------------------------------------
 
-// Two floats as the bits of a BF16 pair (the first in the low half), rounded to nearest even.
-__device__ inline unsigned
-bf16x2 (float a, float b)
-{
-  __nv_bfloat162 h = __floats2bfloat162_rn (a, b);
-  return *(unsigned *) &h;
-}
+// A thread per octet (8 elements, one 16-byte store) of kDequantRows consecutive rows, all
+// loads first: block x covers 128 consecutive octets of a row (consecutive threads on
+// consecutive octets, so loads and stores are coalesced), block y a pair of rows, looping
+// when the rows outnumber the grid. No division per thread.
+constexpr int kDequantThreads = 128, kDequantRows = 2;
 
 template <int F>
-__global__ void
+__global__ void __launch_bounds__ (kDequantThreads)
 dequant_bf16_kernel (const unsigned char *__restrict__ w, int n_rows, int k, __nv_bfloat16 *out,
                      int ld)
 {
-  const int n_out_units = (ld + 31) / 32;
-  const size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= (size_t) n_rows * n_out_units)
+  constexpr int kWords = Conv<F>::kBits == 6 ? 2 : Conv<F>::kBits / 4;
+  const int col0 = (blockIdx.x * kDequantThreads + threadIdx.x) * 8;
+  if (col0 >= ld)
     return;
-  const int row = (int) (i / n_out_units), u = (int) (i % n_out_units);
-  float v[32];
-  decode_unit<F> (w, n_rows, k, row, u, v);
-  __nv_bfloat16 *o = out + (size_t) row * ld + 32 * u;
-  if (32 * u + 32 <= ld)
+  for (int r0 = blockIdx.y * kDequantRows; r0 < n_rows; r0 += gridDim.y * kDequantRows)
     {
+      unsigned raw[kDequantRows][kWords];
+      int s[kDequantRows];
 #pragma unroll
-      for (int q = 0; q < 4; q++)
-        *((uint4 *) o + q) = make_uint4 (bf16x2 (v[8 * q], v[8 * q + 1]), bf16x2 (v[8 * q + 2], v[8 * q + 3]),
-                                         bf16x2 (v[8 * q + 4], v[8 * q + 5]), bf16x2 (v[8 * q + 6], v[8 * q + 7]));
+      for (int r = 0; r < kDequantRows; r++)
+        {
+          if (r0 + r < n_rows && col0 < k)
+            load_piece<F, 8> (w, n_rows, k, r0 + r, col0, raw[r], &s[r]);
+          else
+            {
+#pragma unroll
+              for (int j = 0; j < kWords; j++)
+                raw[r][j] = 0u;
+              s[r] = 127;
+            }
+        }
+#pragma unroll
+      for (int r = 0; r < kDequantRows; r++)
+        {
+          if (r0 + r >= n_rows)
+            break;
+          unsigned p[4];
+          Conv<F>::octet (raw[r], 0, p);
+          if constexpr (F != DCPK_FORMAT_BF16)
+            scale_pairs<4> (p, s[r] - Conv<F>::kBias, s[r] == 255);
+          if (k - col0 < 8)   // padding columns stay zero under a NaN scale too
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+              {
+                const int c = col0 + 2 * j;
+                p[j] = c >= k ? 0u : c + 1 >= k ? p[j] & 0xffffu : p[j];
+              }
+          *(uint4 *) (out + (size_t) (r0 + r) * ld + col0) = make_uint4 (p[0], p[1], p[2], p[3]);
+        }
     }
-  else
-#pragma unroll
-    for (int j = 0; j < 32; j++)
-      if (32 * u + j < ld)
-        o[j] = __float2bfloat16_rn (v[j]);
 }
 
 // The power-of-two scale that brings amax into E4M3's range (448): 2^ceil(log2(amax / 448)).
@@ -180,32 +308,79 @@ e4m3_code (float v)
   return (unsigned) __nv_cvt_float_to_fp8 (v, __NV_SATFINITE, __NV_E4M3);
 }
 
-// Block (tile column L index, tile row): 256 threads, thread t owns row t/2 of the tile and 64
-// columns (two units).
+// A BF16 pair (element order) to two E4M3 codes (the first in the low byte), rounded to
+// nearest even and saturated.
+__device__ __forceinline__ unsigned
+e4m3x2 (unsigned pair)
+{
+  return __nv_cvt_float2_to_fp8x2 (make_float2 (__uint_as_float (pair << 16),
+                                                __uint_as_float (pair & 0xffff0000u)),
+                                   __NV_SATFINITE, __NV_E4M3);
+}
+
+// Block (tile column, tile row) of the 128x128 tile, 256 threads: thread t takes the 16-column
+// piece t % 8 of rows t / 8 + 32 q (q = 0..3), kept as raw bits in registers. Pass 1: each
+// piece's amax from the largest placed magnitude (magnitude bits order like values) times its
+// unit scale, reduced over the tile. Pass 2: the pieces placed again and multiplied by 2^(s - b)
+// / tile scale (one power of two), converted pairwise, one 16-byte store per piece.
+constexpr int kFp8Passes = 4;
+
 template <int F>
 __global__ void __launch_bounds__ (256)
 weight_fp8_kernel (const unsigned char *__restrict__ w, int n_rows, int k, int n_pad, int k_pad,
                    unsigned char *codes, float *scales, int l4)
 {
+  constexpr int kWords = 16 * Conv<F>::kBits / 32;
+  constexpr int kBias = Conv<F>::kBias;
   __shared__ float warp_max[8];
   const int t = threadIdx.x;
-  const int row = blockIdx.y * 128 + t / 2;
-  const int col0 = blockIdx.x * 128 + (t % 2) * 64;
-  float v[64];
+  const int col0 = blockIdx.x * 128 + (t % 8) * 16;
+  unsigned raw[kFp8Passes][kWords];
+  int s[kFp8Passes];
   float amax = 0.f;
 
-  if (row < n_rows)
+#pragma unroll
+  for (int q = 0; q < kFp8Passes; q++)
     {
-      decode_unit<F> (w, n_rows, k, row, col0 / 32, v);
-      decode_unit<F> (w, n_rows, k, row, col0 / 32 + 1, v + 32);
+      const int row = blockIdx.y * 128 + q * 32 + t / 8;
+      if (row < n_rows && col0 < k)
+        load_piece<F, 16> (w, n_rows, k, row, col0, raw[q], &s[q]);
+      else
+        {
+#pragma unroll
+          for (int j = 0; j < kWords; j++)
+            raw[q][j] = 0u;
+          s[q] = 127;
+        }
     }
-  else
 #pragma unroll
-    for (int i = 0; i < 64; i++)
-      v[i] = 0.f;
+  for (int q = 0; q < kFp8Passes; q++)
+    {
+      __nv_bfloat162 m = __floats2bfloat162_rn (0.f, 0.f);
 #pragma unroll
-  for (int i = 0; i < 64; i++)
-    amax = fmaxf (amax, fabsf (v[i]));
+      for (int oc = 0; oc < 2; oc++)
+        {
+          unsigned p[4];
+          Conv<F>::octet (raw[q], oc, p);
+#pragma unroll
+          for (int j = 0; j < 4; j++)
+            {
+              unsigned mag = p[j] & 0x7fff7fffu;
+              m = __hmax2 (m, *(__nv_bfloat162 *) &mag);   // NaN (a BF16 weight's) ignored
+            }
+        }
+      // The largest magnitude as FP32 (exact; FP32 subnormals kept) times 2^(s - b).
+      float a = fmaxf (__bfloat162float (m.x), __bfloat162float (m.y));
+      int x = s[q] - kBias;
+      if (x > 127)
+        {
+          a *= 0x1p127f;
+          x -= 127;
+        }
+      a *= __uint_as_float (x >= -126 ? (unsigned) (x + 127) << 23 : 0x00400000u >> (-127 - x));
+      if (s[q] != 255)   // a NaN unit does not count (fmaxf of old)
+        amax = fmaxf (amax, a);
+    }
   for (int o = 16; o > 0; o >>= 1)
     amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, o));
   if (t % 32 == 0)
@@ -215,6 +390,7 @@ weight_fp8_kernel (const unsigned char *__restrict__ w, int n_rows, int k, int n
   for (int i = 1; i < 8; i++)
     amax = fmaxf (amax, warp_max[i]);
   const float scale = pow2_scale (amax);
+  const int scale_exp = (int) (__float_as_uint (scale) >> 23) - 127;   // a normal power of two
 
   if (t == 0)
     {
@@ -223,28 +399,31 @@ weight_fp8_kernel (const unsigned char *__restrict__ w, int n_rows, int k, int n
         for (int j = gridDim.x; j < l4; j++)
           scales[(size_t) blockIdx.y * l4 + j] = 0.f;
     }
-  if (row >= n_pad || col0 >= k_pad)
+  if (col0 >= k_pad)
     return;
-  unsigned char *o = codes + (size_t) row * k_pad + col0;
-  if (col0 + 64 <= k_pad)
-    {
 #pragma unroll
-      for (int q = 0; q < 4; q++)
+  for (int q = 0; q < kFp8Passes; q++)
+    {
+      const int row = blockIdx.y * 128 + q * 32 + t / 8;
+      if (row >= n_pad)
+        break;
+      unsigned p[8], o[4];
+      Conv<F>::octet (raw[q], 0, p);
+      Conv<F>::octet (raw[q], 1, p + 4);
+      // x >= -127 (s >= 0, b <= 7, scale_exp <= 120); above 254 only zero codes are left.
+      scale_pairs<8> (p, min (s[q] - kBias - scale_exp, 254), s[q] == 255);
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        o[j] = e4m3x2 (p[2 * j]) | e4m3x2 (p[2 * j + 1]) << 16;
+      if (k - col0 < 16)   // padding columns are zero codes under a NaN scale too
         {
-          unsigned wd[4];
+          const int keep = max (k - col0, 0) * 8;
 #pragma unroll
           for (int j = 0; j < 4; j++)
-            wd[j] = e4m3_code (v[16 * q + 4 * j] / scale) | e4m3_code (v[16 * q + 4 * j + 1] / scale) << 8
-                    | e4m3_code (v[16 * q + 4 * j + 2] / scale) << 16
-                    | e4m3_code (v[16 * q + 4 * j + 3] / scale) << 24;
-          *((uint4 *) o + q) = make_uint4 (wd[0], wd[1], wd[2], wd[3]);
+            o[j] = keep >= 32 * (j + 1) ? o[j] : keep <= 32 * j ? 0u : o[j] & ((1u << (keep - 32 * j)) - 1);
         }
+      *(uint4 *) (codes + (size_t) row * k_pad + col0) = make_uint4 (o[0], o[1], o[2], o[3]);
     }
-  else
-#pragma unroll
-    for (int j = 0; j < 64; j++)   // unrolled with a test: v stays in registers
-      if (col0 + j < k_pad)
-        o[j] = (unsigned char) e4m3_code (v[j] / scale);
 }
 
 __device__ inline float
@@ -452,9 +631,10 @@ template <int F>
 int
 launch_dequant (const void *w, int n, int k, uint16_t *out, int ld, cudaStream_t s)
 {
-  size_t threads = (size_t) n * ((ld + 31) / 32);
-  dequant_bf16_kernel<F><<<grid_for (threads, 256), 256, 0, s>>> (
-    (const unsigned char *) w, n, k, (__nv_bfloat16 *) out, ld);
+  dim3 grid (grid_for ((size_t) ld / 8, kDequantThreads),
+             (unsigned) min ((n + kDequantRows - 1) / kDequantRows, 65535));
+  dequant_bf16_kernel<F><<<grid, kDequantThreads, 0, s>>> ((const unsigned char *) w, n, k,
+                                                          (__nv_bfloat16 *) out, ld);
   DCPK_TRY_LAUNCH ();
   return 0;
 }

@@ -11,7 +11,8 @@
  *     1e-3 (FP8 tensor-core partial sums inside a 128-block); a wrong scale layout gives > 1e-2;
  *     (b) Σ W x in exact FP32 inputs: bound 0.08 — E4M3 keeps 3 mantissa bits, an RMS relative
  *     rounding error near 3.5% per operand, about 5% for a product of two rounded operands.
- * The accumulate flag and BF16 activations are checked on a part of the cases. */
+ * The accumulate flag and BF16 activations are checked on a part of the cases. The two weight
+ * conversions are also checked alone, bit for bit (test_gemm_conversions). */
 #include "config.h"
 
 #include <math.h>
@@ -64,17 +65,18 @@ next_uniform (guint64 *state)
   return (float) ((z >> 40) * (1.0 / (1 << 24))) * 2.0f - 1.0f;   /* [-1, 1) */
 }
 
-/* 2^ceil(log2(amax / 448)), 1 for zero: the weight tile scale of gemm.cu. */
+/* The weight tile scale of gemm.cu: 2^ceil(log2(amax / 448)) >= 2^-126, 1 for a zero or
+ * infinite amax. */
 static float
 pow2_scale (float amax)
 {
   int e;
   float f;
 
-  if (!(amax > 0))
+  if (!(amax > 0) || isinf (amax))
     return 1.0f;
   f = frexpf (amax / 448.0f, &e);
-  return ldexpf (1.0f, f == 0.5f ? e - 1 : e);
+  return ldexpf (1.0f, MAX (f == 0.5f ? e - 1 : e, -126));
 }
 
 static float
@@ -340,6 +342,145 @@ test_gemm_odd_shapes (void)
   run_cases (cases, G_N_ELEMENTS (cases));
 }
 
+/* The conversions alone, bit for bit, on raw random codes (every code: subnormals, negative
+ * zero, the largest; E4M3's NaN codes excepted, see docs/KERNELS.md) under E8M0 scale bytes from
+ * the extremes (0, 1, 2, 252..254) to the middle, a unit in eight all zero or negative zero,
+ * the padding codes past k random (the kernels must ignore them). Expected: the C reference
+ * decode (dcp_dequantize_rows, exact in FP32) rounded to BF16; and per 128x128 tile the
+ * power-of-two scale of the finite amax (1 for zero or infinite amax) and E4M3 of value /
+ * scale, rounded to nearest even and saturated. */
+static const int scale_bases[] = { 0, 1, 2, 5, 100, 127, 130, 200, 252, 253, 254, 127 };
+
+static void
+fill_raw_weight (DcpDType dtype, int n, int k, guint8 *w, gsize bytes, guint64 seed)
+{
+  DcpQuantLayout l;
+  guint64 state = seed;
+
+  g_assert_true (dcp_quant_layout (dtype, n, k, &l));
+  for (gsize i = 0; i < bytes; i++)
+    w[i] = (guint8) (next_uniform (&state) * 128 + 128);
+  if (dtype == DCP_DTYPE_BF16)
+    {
+      for (gsize i = 0; i < (gsize) n * k; i++)   /* finite BF16 only */
+        if ((w[2 * i + 1] & 0x7f) == 0x7f && (w[2 * i] & 0x80))
+          w[2 * i + 1] &= 0xbf;
+      return;
+    }
+  for (int r = 0; r < n; r++)
+    for (guint64 u = 0; u < l.blocks_per_row; u++)
+      {
+        guint8 *unit = w + r * l.row_bytes + u * l.block_bytes;
+        guint8 *s = w + l.scales_offset + r * l.blocks_per_row + u;
+        int base = scale_bases[(r / 128 + (int) (u / 4) * 7) % G_N_ELEMENTS (scale_bases)];
+        float pick = next_uniform (&state);
+
+        *s = (guint8) CLAMP (base - (int) ((pick + 1) * 2), 0, 254);
+        if (pick < -0.75f)   /* zero codes: +0, or -0 where a byte holds whole codes */
+          memset (unit, pick < -0.875f && dtype != DCP_DTYPE_MXFP6_E2M3 && dtype != DCP_DTYPE_MXFP6_E3M2
+                          ? (dtype == DCP_DTYPE_MXFP4_E2M1 ? 0x88 : 0x80) : 0, l.block_bytes);
+        if (dtype == DCP_DTYPE_MXFP8_E4M3)
+          for (guint i = 0; i < l.block_bytes; i++)
+            if ((unit[i] & 0x7f) == 0x7f)   /* no NaN codes */
+              unit[i] &= 0xfe;
+      }
+}
+
+static void
+check_conversions (DcpkFormat format, int n, int k, guint64 seed)
+{
+  DcpDType dtype = dtype_of[format];
+  gsize bytes = dcp_quant_tensor_bytes (dtype, n, k);
+  int ld = (k + 7) / 8 * 8 + 8, n_pad = (n + 15) / 16 * 16, k_pad = (k + 15) / 16 * 16;
+  int l = (k_pad + 127) / 128, l4 = (l + 3) / 4 * 4, tiles_n = (n_pad + 127) / 128;
+  gsize fp8_bytes = dcpk_gemm_fp8_weight_bytes (n, k);
+  gsize scales_at = ((gsize) n_pad * k_pad + 255) / 256 * 256;
+  g_autofree guint8 *w = g_malloc (bytes);
+  g_autofree float *deq = g_new (float, (gsize) n * k);
+  g_autofree guint16 *bf = g_new (guint16, (gsize) n * ld);
+  g_autofree guint8 *fp8 = g_malloc (fp8_bytes);
+  void *d_w, *d_bf, *d_fp8;
+  int bad = 0;
+
+  fill_raw_weight (dtype, n, k, w, bytes, seed);
+  dcp_dequantize_rows (dtype, w, n, k, 0, n, deq);
+  d_w = dcpk_test_to_device (w, bytes);
+  CHECK_CUDA (dcpk_malloc (&d_bf, (gsize) n * ld * 2));
+  CHECK_CUDA (dcpk_malloc (&d_fp8, fp8_bytes));
+  CHECK_CUDA (dcpk_memset_async (d_bf, 0x5a, (gsize) n * ld * 2, NULL));
+  CHECK_CUDA (dcpk_memset_async (d_fp8, 0x5a, fp8_bytes, NULL));
+  CHECK_CUDA (dcpk_gemm_dequant_bf16 (format, d_w, n, k, d_bf, ld, NULL));
+  CHECK_CUDA (dcpk_gemm_weight_fp8 (format, d_w, n, k, d_fp8, NULL));
+  CHECK_CUDA (dcpk_synchronize ());
+  CHECK_CUDA (dcpk_memcpy_d2h (bf, d_bf, (gsize) n * ld * 2));
+  CHECK_CUDA (dcpk_memcpy_d2h (fp8, d_fp8, fp8_bytes));
+
+  for (int r = 0; r < n; r++)
+    for (int c = 0; c < ld; c++)
+      {
+        guint16 want = c < k ? dcp_f32_to_bf16 (deq[(gsize) r * k + c]) : 0;
+        guint16 got = bf[(gsize) r * ld + c];
+
+        if (got != want && !(isnan (dcp_bf16_to_f32 (got)) && isnan (dcp_bf16_to_f32 (want))))
+          {
+            if (bad++ < 5)
+              g_test_message ("to BF16, format %d n %d k %d: [%d, %d] got 0x%04x want 0x%04x "
+                              "(value %g)", format, n, k, r, c, got, want,
+                              c < k ? deq[(gsize) r * k + c] : 0.0f);
+          }
+      }
+
+  for (int tr = 0; tr < tiles_n; tr++)
+    for (int tc = 0; tc < l4; tc++)
+      {
+        float amax = 0, scale, got_scale;
+
+        memcpy (&got_scale, fp8 + scales_at + ((gsize) tr * l4 + tc) * 4, 4);
+        if (tc >= l)
+          {
+            if (got_scale != 0.0f && bad++ < 5)
+              g_test_message ("to FP8, format %d n %d k %d: padding scale [%d, %d] is %g", format,
+                              n, k, tr, tc, got_scale);
+            continue;
+          }
+        for (int r = tr * 128; r < MIN (tr * 128 + 128, n); r++)
+          for (int c = tc * 128; c < MIN (tc * 128 + 128, k); c++)
+            if (!isnan (deq[(gsize) r * k + c]))
+              amax = MAX (amax, fabsf (deq[(gsize) r * k + c]));
+        scale = pow2_scale (amax);
+        if (got_scale != scale && bad++ < 5)
+          g_test_message ("to FP8, format %d n %d k %d: tile [%d, %d] amax %g scale %g, want %g",
+                          format, n, k, tr, tc, amax, got_scale, scale);
+        for (int r = tr * 128; r < MIN (tr * 128 + 128, n_pad); r++)
+          for (int c = tc * 128; c < MIN (tc * 128 + 128, k_pad); c++)
+            {
+              float v = r < n && c < k ? deq[(gsize) r * k + c] : 0.0f;
+              guint8 want = dcp_f32_to_fp8_e4m3 (v / scale), got = fp8[(gsize) r * k_pad + c];
+
+              if (got != want && bad++ < 5)
+                g_test_message ("to FP8, format %d n %d k %d: [%d, %d] value %g scale %g: got "
+                                "0x%02x want 0x%02x", format, n, k, r, c, v, scale, got, want);
+            }
+      }
+  g_test_message ("conversions format %d n %d k %d: %d mismatches", format, n, k, bad);
+  g_assert_cmpint (bad, ==, 0);
+  CHECK_CUDA (dcpk_free (d_fp8));
+  CHECK_CUDA (dcpk_free (d_bf));
+  CHECK_CUDA (dcpk_free (d_w));
+}
+
+static void
+test_gemm_conversions (void)
+{
+  /* k odd, not a multiple of 8, 16, 32 or 128; n not a multiple of 16; several tiles. */
+  static const int shapes[][2] = { { 300, 392 }, { 130, 100 }, { 33, 257 }, { 5, 7 },
+                                   { 256, 136 }, { 17, 40 }, { 129, 1001 } };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (shapes); i++)
+    for (int f = DCPK_FORMAT_BF16; f <= DCPK_FORMAT_MXFP4_E2M1; f++)
+      check_conversions ((DcpkFormat) f, shapes[i][0], shapes[i][1], 9000 + i * 16 + f);
+}
+
 static void
 test_gemm_rejects_bad_arguments (void)
 {
@@ -371,6 +512,7 @@ main (int argc, char **argv)
   if (have_gpu)
     {
       g_test_add_func ("/gpu/gemm/rejects-bad-arguments", test_gemm_rejects_bad_arguments);
+      g_test_add_func ("/gpu/gemm/conversions", test_gemm_conversions);
       g_test_add_func ("/gpu/gemm/odd-shapes", test_gemm_odd_shapes);
       g_test_add_func ("/gpu/gemm/27b-shapes", test_gemm_27b_shapes);
     }
