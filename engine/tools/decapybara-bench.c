@@ -345,8 +345,9 @@ run_mixed_timed (Bench *b, DcpSeqState **decoders, DcpSeqState *prompt_state,
       gint64 t0, t1;
 
       decode_items (b, decoders, tokens, items, D);
-      items[D] = (DcpBatchItem) { prompt_state, prompt + *done, n, DCP_LOGITS_LAST,
-                                  b->logits + (gsize) D * b->config.vocab_size, NULL };
+      if (n > 0)
+        items[D] = (DcpBatchItem) { prompt_state, prompt + *done, n, DCP_LOGITS_LAST,
+                                    b->logits + (gsize) D * b->config.vocab_size, NULL };
       t0 = g_get_monotonic_time ();
       if (!dcp_backend_forward (b->backend, items, n > 0 ? D + 1 : D, error))
         return FALSE;
