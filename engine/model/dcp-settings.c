@@ -85,9 +85,10 @@ static const Setting settings_table[] = {
       "Longer drafts pay off when most are accepted (code, repeated text)." },
     KIND_UINT, OFF (draft_length), 0, 8 },
   { { "prefill-policy", "balanced|decode-priority|prefill-priority",
-      "How prompt reading shares each step with conversations that are writing",
-      "balanced: prompts are read in chunks between writing steps. decode-priority: writers are "
-      "slowed least. prefill-priority: new prompts start answering soonest." },
+      "How prompt reading shares the GPU with conversations that are writing",
+      "balanced: while others write, steps that read a prompt take at most half of the time. "
+      "decode-priority: at most a quarter; writers are slowed least. prefill-priority: every "
+      "step reads; new prompts start answering soonest." },
     KIND_CHOICE, OFF (prefill_policy), 0, 0, prefill_policies },
   { { "prefill-chunk", "TOKENS", "Prompt tokens read per step (default 2048)",
       "Larger chunks read prompts faster and need more activation memory." },

@@ -4,6 +4,7 @@
 #include "dcp-kv-pager.h"
 #include "dcp-prefix-cache.h"
 #include "dcp-scheduler.h"
+#include "dcp-time-share.h"
 
 G_BEGIN_DECLS
 
@@ -74,6 +75,9 @@ struct _DcpScheduler {
   GPtrArray *running;        /* Seq, in admission order */
   gint64 (*now) (gpointer);
   gpointer now_data;
+  DcpTimeShare *share;       /* the GPU time of steps with prompt work (prefill_policy) */
+  gint64 (*step_us) (gpointer, guint, guint);   /* tests: simulated step durations */
+  gpointer step_us_data;
 };
 
 typedef enum { ROOM_NOW, ROOM_SOON, ROOM_NEVER } Room;

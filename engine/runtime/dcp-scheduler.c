@@ -518,21 +518,14 @@ reserve_decode (DcpScheduler *self)
     }
 }
 
+/* Prompt tokens in a step that may carry prompt work: whole chunks, which the prompt path reads
+ * most efficiently; how often such a step runs is the time share's (dcp-time-share.h). */
 static guint
-prompt_budget (DcpScheduler *self, guint n_decoding)
+prompt_budget (DcpScheduler *self)
 {
   guint chunk = self->config.prefill_chunk;
 
-  switch (self->config.prefill_policy)
-    {
-    case DCP_PREFILL_DECODE_PRIORITY:
-      return n_decoding > 0 ? MAX (chunk / 4, 1) : chunk;
-    case DCP_PREFILL_PREFILL_PRIORITY:
-      return 2 * chunk;
-    case DCP_PREFILL_BALANCED:
-    default:
-      return chunk;
-    }
+  return self->config.prefill_policy == DCP_PREFILL_PREFILL_PRIORITY ? 2 * chunk : chunk;
 }
 
 static void
@@ -666,8 +659,9 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   g_autoptr(GArray) items = g_array_new (FALSE, TRUE, sizeof (DcpBatchItem));
   g_autoptr(GPtrArray) seqs = g_ptr_array_new ();
   g_autoptr(GArray) chunks = g_array_new (FALSE, FALSE, sizeof (guint));
-  guint budget, n_decoding = 0;
+  guint budget, n_decoding = 0, n_prompt = 0;
   gboolean ok = TRUE;
+  gint64 start, took;
 
   g_return_val_if_fail (self != NULL, FALSE);
   dcp_tier_store_poll (self->tiers);
@@ -691,7 +685,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       g_array_append_val (chunks, one);
       n_decoding++;
     }
-  budget = prompt_budget (self, n_decoding);
+  budget = dcp_time_share_may_prompt (self->share, n_decoding > 0) ? prompt_budget (self) : 0;
   for (guint i = 0; i < self->running->len && budget > 0; i++)
     {
       Seq *s = g_ptr_array_index (self->running, i);
@@ -717,6 +711,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
           item.logits = s->logits;
         }
       budget -= chunk;
+      n_prompt += chunk;
       g_array_append_val (items, item);
       g_ptr_array_add (seqs, s);
       g_array_append_val (chunks, chunk);
@@ -724,7 +719,12 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
 
   if (items->len > 0)
     {
+      /* forward returns when the logits are back: its wall time is the step's GPU time. */
+      start = g_get_monotonic_time ();
       ok = dcp_backend_forward (self->backend, (DcpBatchItem *) items->data, items->len, error);
+      took = self->step_us != NULL ? self->step_us (self->step_us_data, n_prompt, n_decoding)
+                                   : g_get_monotonic_time () - start;
+      dcp_time_share_record (self->share, took, n_prompt > 0, n_decoding > 0);
       self->stats.steps++;
     }
   if (!ok)
@@ -822,6 +822,7 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
   self->published_list = g_array_new (FALSE, FALSE, sizeof (DcpSchedulerItem));
   self->next_id = 1;
   self->now = default_now;
+  self->share = dcp_time_share_new (dcp_time_share_policy_permille (config->prefill_policy));
   self->stats.kv_pages = config->kv_pages;
   self->stats.gdn_blocks = config->gdn_blocks;
   self->tiers = dcp_tier_store_new (config->ram_bytes, config->disk_bytes, config->disk_dir,
@@ -866,6 +867,7 @@ dcp_scheduler_free (DcpScheduler *self)
   if (self->kv_pool != NULL)
     dcp_backend_kv_pool_free (self->backend, g_steal_pointer (&self->kv_pool));
   g_clear_pointer (&self->copies, g_array_unref);
+  g_clear_pointer (&self->share, dcp_time_share_free);
   g_clear_pointer (&self->cancels, g_array_unref);
   g_clear_pointer (&self->published_list, g_array_unref);
   g_mutex_clear (&self->lock);
@@ -1053,6 +1055,15 @@ dcp_scheduler_set_clock (DcpScheduler *self, gint64 (*now_us) (gpointer), gpoint
   g_return_if_fail (self != NULL && now_us != NULL);
   self->now = now_us;
   self->now_data = user_data;
+}
+
+void
+dcp_scheduler_set_step_timer (DcpScheduler *self, gint64 (*step_us) (gpointer, guint, guint),
+                              gpointer user_data)
+{
+  g_return_if_fail (self != NULL);
+  self->step_us = step_us;
+  self->step_us_data = user_data;
 }
 
 void

@@ -175,6 +175,14 @@ void          dcp_scheduler_stop       (DcpScheduler             *self);
 void          dcp_scheduler_set_clock  (DcpScheduler             *self,
                                         gint64                  (*now_us) (gpointer),
                                         gpointer                  user_data);
+/* Tests, before the first step: the duration each forward call is recorded with in the prefill
+ * policy's time share (dcp-time-share.h), instead of its measured wall time, from the prompt
+ * tokens and the decoding sequences in it; NULL: measured. */
+void          dcp_scheduler_set_step_timer (DcpScheduler         *self,
+                                            gint64              (*step_us) (gpointer user_data,
+                                                                            guint    n_prompt,
+                                                                            guint    n_decoding),
+                                            gpointer              user_data);
 /* Engine thread: waits until no disk read or write is in flight (tests). */
 void          dcp_scheduler_wait_io    (DcpScheduler             *self);
 /* Tests, before the first step: every disk read and write takes at least this long. */

@@ -5,7 +5,8 @@
  * and context next to the floor (the bytes a step must read over the bandwidth that
  * dcpk_bandwidth_probe measures in the same run), prefill tokens/s per prompt size next to the
  * limit (the prompt's matrix FLOPs over the BF16 matrix rate), and the decode speed of 8
- * conversations while a prompt runs in the same forward calls. Contexts are synthetic: random
+ * conversations while a prompt is read under the server's balanced prefill policy (its time
+ * share, dcp-time-share.h, decides which calls carry a chunk). Contexts are synthetic: random
  * KV and GDN states (dcp_backend_cuda_state_fill_random). docs/PERFORMANCE.md explains the
  * columns. Exit status: 0, 1 device error, 2 bad options, 77 no CUDA device. */
 #define G_LOG_DOMAIN "decapybara-bench"
@@ -22,8 +23,13 @@
 #include "dcp-cuda-step.h"
 #include "dcp-kernels.h"
 #include "dcp-model-cost.h"
+#include "dcp-time-share.h"
 
 #define WARMUP_STEPS 3
+/* The mixed run plans the decoders' KV for at most this many calls per prompt chunk (the
+ * balanced share makes ~(prompt call / decode call) decode-only calls after each chunk: ~15 on
+ * the H200), and stops there. */
+#define MIXED_CALLS_PER_CHUNK 64
 /* VRAM kept free beside weights, states and KV: activations, graphs, the CUDA runtime's own. */
 #define RESERVE_BYTES ((guint64) 3 << 30)
 
@@ -312,30 +318,44 @@ run_prefill (Bench *b, guint size, double *rate, GError **error)
 
 /* ---- a prompt while 8 conversations decode ---- */
 
+static guint64
+mixed_max_calls (const DcpBenchOptions *o)
+{
+  return (guint64) (o->mixed + o->chunk - 1) / o->chunk * MIXED_CALLS_PER_CHUNK;
+}
+
+/* The 8 decoders get a token in every call; a call carries the next chunk of the prompt too
+ * when the time share allows it, as the scheduler's step does (dcp-scheduler.c). */
 static gboolean
 run_mixed_timed (Bench *b, DcpSeqState **decoders, DcpSeqState *prompt_state,
-                 const guint32 *prompt, guint *calls, guint *done, double *seconds,
-                 GError **error)
+                 const guint32 *prompt, DcpTimeShare *share, guint *calls, guint *done,
+                 double *seconds, GError **error)
 {
   DcpBatchItem items[DCP_BENCH_MIXED_DECODERS + 1];
   guint32 tokens[DCP_BENCH_MIXED_DECODERS];
   gint64 start = g_get_monotonic_time ();
   const guint D = DCP_BENCH_MIXED_DECODERS;
+  guint64 max_calls = mixed_max_calls (b->opt);
 
   *calls = *done = 0;
   *seconds = 0;
-  while (*done < b->opt->mixed && *seconds <= b->opt->max_seconds)
+  while (*done < b->opt->mixed && *seconds <= b->opt->max_seconds && *calls < max_calls)
     {
-      guint n = MIN (b->opt->chunk, b->opt->mixed - *done);
+      guint n = dcp_time_share_may_prompt (share, TRUE) ? MIN (b->opt->chunk, b->opt->mixed - *done) : 0;
+      gint64 t0, t1;
 
       decode_items (b, decoders, tokens, items, D);
-      items[D] = (DcpBatchItem) { prompt_state, prompt + *done, n, DCP_LOGITS_LAST,
-                                  b->logits + (gsize) D * b->config.vocab_size, NULL };
-      if (!dcp_backend_forward (b->backend, items, D + 1, error))
+      if (n > 0)
+        items[D] = (DcpBatchItem) { prompt_state, prompt + *done, n, DCP_LOGITS_LAST,
+                                    b->logits + (gsize) D * b->config.vocab_size, NULL };
+      t0 = g_get_monotonic_time ();
+      if (!dcp_backend_forward (b->backend, items, n > 0 ? D + 1 : D, error))
         return FALSE;
+      t1 = g_get_monotonic_time ();
+      dcp_time_share_record (share, t1 - t0, n > 0, TRUE);
       *done += n;
       (*calls)++;
-      *seconds = (g_get_monotonic_time () - start) / 1e6;
+      *seconds = (t1 - start) / 1e6;
     }
   return TRUE;
 }
@@ -347,9 +367,13 @@ run_mixed (Bench *b, guint context, GError **error)
   DcpSeqState *decoders[DCP_BENCH_MIXED_DECODERS] = { NULL };
   DcpSeqState *prompt_state = NULL;
   g_autofree guint32 *prompt = NULL;
+  g_autoptr(DcpTimeShare) share =
+    dcp_time_share_new (dcp_time_share_policy_permille (DCP_PREFILL_BALANCED));
   guint calls = 0, done = 0;
-  guint64 max_calls = (b->opt->mixed + b->opt->chunk - 1) / b->opt->chunk;
-  double alone_s = 0, seconds = 0, alone_rate, mixed_rate;
+  guint64 max_calls = mixed_max_calls (b->opt), prompt_calls = 0;
+  gint64 call_us = 0, prompt_us = 0;
+  double alone_s = 0, seconds = 0, alone_rate, mixed_rate, achieved;
+  g_autofree char *stopped = NULL;
   gboolean ok;
 
   if (b->cost.n_attn > 0 &&
@@ -363,14 +387,19 @@ run_mixed (Bench *b, guint context, GError **error)
   ok = states_new (b, decoders, D, context, error) &&
        time_decode (b, decoders, D, b->opt->steps, &alone_s, error) &&
        (prompt_state = dcp_backend_state_new (b->backend, error)) != NULL &&
-       run_mixed_timed (b, decoders, prompt_state, prompt, &calls, &done, &seconds, error);
+       run_mixed_timed (b, decoders, prompt_state, prompt, share, &calls, &done, &seconds, error);
   states_free (b, decoders, D);
   if (prompt_state != NULL)
     dcp_backend_state_free (b->backend, prompt_state);
   if (!ok)
     return FALSE;
+  dcp_time_share_get_totals (share, &call_us, &prompt_us, NULL, &prompt_calls);
+  achieved = (double) prompt_us / MAX (call_us, 1);
   alone_rate = D / alone_s;
   mixed_rate = D * calls / seconds;
+  if (done < b->opt->mixed)
+    stopped = calls >= max_calls ? g_strdup_printf (", stopped at %u calls", calls)
+                                 : g_strdup (", stopped at --max-seconds");
   if (b->opt->json)
     {
       JsonBuilder *j = row_begin (b, "mixed");
@@ -380,6 +409,11 @@ run_mixed (Bench *b, guint context, GError **error)
       row_int (j, "prompt", b->opt->mixed);
       row_int (j, "prompt_tokens_done", done);
       row_int (j, "chunk", b->opt->chunk);
+      row_string (j, "policy", "balanced");
+      row_int (j, "calls", calls);
+      row_int (j, "prompt_calls", (gint64) prompt_calls);
+      row_double (j, "prompt_time_share", achieved);
+      row_double (j, "prompt_time_share_target", dcp_time_share_get_permille (share) / 1000.0);
       row_double (j, "seconds", seconds);
       row_double (j, "decode_tokens_per_s_alone", alone_rate);
       row_double (j, "decode_tokens_per_s", mixed_rate);
@@ -388,9 +422,13 @@ run_mixed (Bench *b, guint context, GError **error)
     }
   else
     g_print ("  8 decoders at context %u: %.1f tokens/s alone, %.1f tokens/s (%.1f%%) while a "
-             "%u-token prompt runs in the same calls (%u tokens of it in %.2f s: %.1f tokens/s)%s\n",
-             context, alone_rate, mixed_rate, 100 * mixed_rate / alone_rate, b->opt->mixed, done,
-             seconds, done / seconds, done < b->opt->mixed ? ", stopped at --max-seconds" : "");
+             "%u-token prompt is read, balanced policy: %" G_GUINT64_FORMAT " of %u calls carried "
+             "a %u-token chunk, %.1f%% of the time (share %.0f%%); %u tokens of it in %.2f s: "
+             "%.1f tokens/s%s\n",
+             context, alone_rate, mixed_rate, 100 * mixed_rate / alone_rate, b->opt->mixed,
+             prompt_calls, calls, b->opt->chunk, 100 * achieved,
+             dcp_time_share_get_permille (share) / 10.0, done, seconds, done / seconds,
+             stopped != NULL ? stopped : "");
   return TRUE;
 }
 
@@ -424,7 +462,7 @@ plan_pool (Bench *b, guint64 free_bytes)
     {
       max_states = MAX (max_states, DCP_BENCH_MIXED_DECODERS + 1);
       want = MAX (want, pool_need (DCP_BENCH_MIXED_DECODERS, (guint64) mixed_context + WARMUP_STEPS +
-                                   o->steps + o->mixed / o->chunk + 1) + pool_need (1, o->mixed));
+                                   o->steps + mixed_max_calls (o)) + pool_need (1, o->mixed));
     }
   if (b->cost.kv_bytes_per_token == 0)
     return DCPK_KV_PAGE_TOKENS;
