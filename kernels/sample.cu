@@ -14,11 +14,14 @@
 //   bits with token counts (three passes of 11 bits, integer shared atomics, no exp), the tokens
 //   at or above it are gathered into shared memory, sorted by key (bitonic), cut to k, and top-p,
 //   min-p and the draw walk that short sorted list in double as the CPU sampler does;
+// - top-p without top-k: the same list of the kCandidates most likely tokens, with top-p's total
+//   taken over the whole vocabulary; when the list's running weight reaches the nucleus, the
+//   nucleus is inside it and the walk is the CPU's, else the general path runs;
 // - no top-k and no top-p (temperature, min-p): the order of the walk does not change the
 //   distribution, so the draw walks the vocabulary in id order: each thread sums the weights of
 //   its contiguous slice, a scan over the slices finds the one holding the target, and its
 //   thread walks it.
-// The rest (top-p over more than kCandidates tokens) takes the general path below.
+// The rest (a nucleus of more than kCandidates tokens) takes the general path below.
 // One primitive does all the cuts of the general path: `select` finds, among the included tokens in descending key
 // order, the first one at which the running weight reaches a target (>= for top-k with unit
 // weights and top-p, > for the draw), by radix selection on the key, 8 bits a pass from the top:
@@ -271,7 +274,7 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
 {
   __shared__ double red[kWarps], hist[256], s_above;
   __shared__ float s_max[kWarps];
-  __shared__ int s_arg[kWarps], s_choice, s_count, s_owner;
+  __shared__ int s_arg[kWarps], s_choice, s_count, s_owner, s_beyond;
   __shared__ int s_hist[kBins];
   __shared__ unsigned long long s_keys[kCandidates];
   __shared__ float s_w[kCandidates];
@@ -335,10 +338,24 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
       return;
     }
 
-  // Fast path 1: top-k over a short sorted candidate list.
-  if (p.top_k > 0 && p.top_k < vocab && p.top_k <= kCandidates)
+  // Fast path 1: top-k over a short sorted candidate list. Top-p without top-k uses it too, with
+  // the kCandidates most likely tokens as the list, when their weight reaches the nucleus (the
+  // peaked distributions of a language model); otherwise it falls through to the general path.
+  const bool has_top_k = p.top_k > 0 && p.top_k < vocab;
+  const bool nucleus_list = !has_top_k && p.top_p < 1.f && vocab > kCandidates;
+  if ((has_top_k && p.top_k <= kCandidates) || nucleus_list)
     {
-      unsigned t32 = kth_key32 (l, vocab, p.top_k, s_hist, &s_choice, &s_count);
+      const int k = nucleus_list ? kCandidates : p.top_k;
+      double vocab_mass = 0;
+      if (nucleus_list)
+        {
+          // top-p's total is over the whole vocabulary when no top-k came first
+          float inv_t = 1.f / p.temperature;
+          for (int i = threadIdx.x; i < vocab; i += kThreads)
+            vocab_mass += expf ((l[i] - best) * inv_t);
+          vocab_mass = block_sum (vocab_mass, red);
+        }
+      unsigned t32 = kth_key32 (l, vocab, k, s_hist, &s_choice, &s_count);
       if (threadIdx.x == 0)
         s_count = 0;
       __syncthreads ();
@@ -363,7 +380,7 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
             s_keys[i] = 0;   // below every real key (its id part is vocab - 1 - id < 2^32 - 1)
           __syncthreads ();
           sort_desc (s_keys, n_sort);
-          int n = min (p.top_k, n_cand);
+          int n = min (k, n_cand);
           float inv_t = 1.f / p.temperature;
           for (int i = threadIdx.x; i < n; i += kThreads)
             {
@@ -377,12 +394,16 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
               int kept = n, last = 0;
               for (int i = 0; i < n; i++)
                 total += s_w[i];
+              if (nucleus_list)
+                total = vocab_mass;
+              s_beyond = 0;
               if (p.top_p < 1.f)
                 {
                   int m = 0;
                   while (m < n && (m == 0 || cum < (double) p.top_p * total))
                     cum += s_w[m++];
                   kept = m;
+                  s_beyond = nucleus_list && cum < (double) p.top_p * total;
                 }
               if (p.min_p > 0.f)
                 {
@@ -400,9 +421,12 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
                   if (run > target)
                     break;
                 }
-              tokens[blockIdx.x] = vocab - 1 - (int) (unsigned) (s_keys[last] & 0xffffffffu);
+              if (!s_beyond)
+                tokens[blockIdx.x] = vocab - 1 - (int) (unsigned) (s_keys[last] & 0xffffffffu);
             }
-          return;
+          __syncthreads ();
+          if (!s_beyond)   // else the nucleus is longer than the list
+            return;
         }
       __syncthreads ();
     }

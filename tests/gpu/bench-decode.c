@@ -8,8 +8,9 @@
  * timed sample runs over enough distinct page sets (at least 512 MiB of pages) that none is
  * served from the L2 cache; the pages are shuffled so that a sequence's pages are scattered.
  * dcpk_sample over the 27B's vocabulary (248320) at 1, 4 and 12 rows with penalties: greedy;
- * temperature + top-k 40 + top-p 0.95 + min-p 0.05; temperature alone; top-p 0.95 alone (the
- * general path).
+ * temperature + top-k 40 + top-p 0.95 + min-p 0.05; temperature alone; top-p 0.95 alone on flat
+ * logits (uniform in [-8, 8): a nucleus of most of the vocabulary, the general path) and on
+ * peaked ones (256 tokens 16 above the rest, as a language model's: the candidate-list path).
  * Usage: bench-decode [samples]   (default 7) */
 #include "config.h"
 
@@ -177,35 +178,42 @@ bench_sample (int samples)
 {
   static const int rows_list[] = { 1, 4, 12 };
   static const char *const modes[] = { "greedy", "T 0.8, top-k 40, top-p 0.95, min-p 0.05",
-                                       "T 0.8", "T 0.8, top-p 0.95" };
+                                       "T 0.8", "T 0.8, top-p 0.95 (flat)",
+                                       "T 0.8, top-p 0.95 (peaked)" };
   GRand *rng = g_rand_new_with_seed (8);
   float *logits = g_new (float, (gsize) 16 * VOCAB);
   guint32 *counts = g_new0 (guint32, VOCAB);
   DcpkSampleParams params[16];
   void *count_ptrs[16], *d_counts, *d_ptrs, *d_params, *d_tokens;
   SampleRun r;
+  void *flat, *peaked;
   int err;
 
   for (gsize i = 0; i < (gsize) 16 * VOCAB; i++)
     logits[i] = (float) g_rand_double_range (rng, -8, 8);
+  flat = upload (logits, (gsize) 16 * VOCAB * sizeof (float));
+  for (int row = 0; row < 16; row++)
+    for (int i = 0; i < 256; i++)
+      logits[(gsize) row * VOCAB + g_rand_int_range (rng, 0, VOCAB)] += 16;
+  peaked = upload (logits, (gsize) 16 * VOCAB * sizeof (float));
   for (int i = 0; i < 2000; i++)
     counts[g_rand_int_range (rng, 0, VOCAB)] = DCPK_COUNT_SEEN | 1;
   d_counts = upload (counts, VOCAB * sizeof (guint32));
   for (int i = 0; i < 16; i++)
     count_ptrs[i] = d_counts;
   d_ptrs = upload (count_ptrs, sizeof count_ptrs);
-  r.logits = upload (logits, (gsize) 16 * VOCAB * sizeof (float));
   if ((err = dcpk_malloc (&d_tokens, 16 * sizeof (gint32))) != 0)
     die ("malloc", err);
   r.counts = d_ptrs;
   r.tokens = d_tokens;
   printf ("\nSampling over %d tokens (the logits are re-penalised on every call)\n", VOCAB);
   printf ("%4s %-40s %9s\n", "rows", "parameters (all with penalties)", "us/call");
-  for (int mode = 0; mode < 4; mode++)
+  for (int mode = 0; mode < 5; mode++)
     {
+      r.logits = mode == 4 ? peaked : flat;
       for (int i = 0; i < 16; i++)
         params[i] = (DcpkSampleParams) { mode ? 0.8f : 0.0f, mode == 1 ? 40 : 0,
-                                         mode == 1 || mode == 3 ? 0.95f : 1.0f,
+                                         mode == 1 || mode >= 3 ? 0.95f : 1.0f,
                                          mode == 1 ? 0.05f : 0.0f, 0.5f, 0.25f, 1.1f, 0, 1,
                                          (guint64) i };
       d_params = upload (params, sizeof params);
@@ -222,7 +230,8 @@ bench_sample (int samples)
     }
   dcpk_free (d_counts);
   dcpk_free (d_ptrs);
-  dcpk_free (r.logits);
+  dcpk_free (flat);
+  dcpk_free (peaked);
   dcpk_free (d_tokens);
   g_free (logits);
   g_free (counts);

@@ -355,6 +355,82 @@ test_big_vocab_support (void)
   CHECK_CUDA (dcpk_free (d_tokens));
 }
 
+/* Top-p alone over the whole vocabulary on peaked logits (a few hundred tokens far above the
+ * rest, as a language model's): the nucleus fits the kernel's candidate list, so the draws take
+ * that path; their distribution must be the CPU sampler's, penalties included. Then the same
+ * logits at top-p 0.999, whose nucleus reaches into the flat rest: the general path. */
+static void
+test_big_vocab_nucleus (void)
+{
+  const int rows = 256, calls = 64, peak = 300;
+  static const Params sets[] = {
+    { 1.0f, 0, 0.9f, 0.0f, 0.5f, 0.25f, 1.125f },
+    { 1.0f, 0, 0.999f, 0.0f, 0, 0, 1 },
+  };
+  g_autoptr (GRand) rng = g_rand_new_with_seed (51);
+  g_autofree float *logits = g_new (float, BIG_VOCAB);
+  g_autofree float *all = g_new (float, (gsize) rows * BIG_VOCAB);
+  g_autofree guint32 *counts = g_new (guint32, BIG_VOCAB);
+  g_autofree double *probs = g_new (double, BIG_VOCAB);
+  g_autofree guint64 *hist = g_new (guint64, BIG_VOCAB);
+  g_autofree DcpkSampleParams *params = g_new (DcpkSampleParams, rows);
+  g_autofree void **ptrs = g_new (void *, rows);
+  g_autofree gint32 *tokens = g_new (gint32, rows);
+  void *d_all, *d_params, *d_counts, *d_ptrs, *d_tokens;
+
+  random_logits (rng, logits, BIG_VOCAB);
+  for (int i = 0; i < peak; i++)
+    logits[g_rand_int_range (rng, 0, BIG_VOCAB)] += 14;
+  random_counts (rng, counts, BIG_VOCAB);
+  CHECK_CUDA (dcpk_malloc (&d_all, (gsize) rows * BIG_VOCAB * sizeof (float)));
+  CHECK_CUDA (dcpk_malloc (&d_params, rows * sizeof (DcpkSampleParams)));
+  CHECK_CUDA (dcpk_malloc (&d_tokens, rows * sizeof (gint32)));
+  d_counts = dcpk_test_to_device (counts, BIG_VOCAB * sizeof (guint32));
+  for (int r = 0; r < rows; r++)
+    ptrs[r] = d_counts;
+  d_ptrs = dcpk_test_to_device (ptrs, rows * sizeof (void *));
+  for (gsize r = 0; r < (gsize) rows; r++)
+    memcpy (all + r * BIG_VOCAB, logits, BIG_VOCAB * sizeof (float));
+  for (guint set = 0; set < G_N_ELEMENTS (sets); set++)
+    {
+      g_autoptr (DcpSampler) s = cpu_sampler (&sets[set], BIG_VOCAB, counts, 1.0);
+      guint64 n = (guint64) rows * calls;
+      double chi2;
+      int df, support = 0;
+      gboolean ok;
+
+      dcp_sampler_probabilities (s, logits, NULL, 0, probs);
+      for (int t = 0; t < BIG_VOCAB; t++)
+        support += probs[t] > 0;
+      memset (hist, 0, BIG_VOCAB * sizeof (guint64));
+      for (int call = 0; call < calls; call++)
+        {
+          for (int r = 0; r < rows; r++)
+            params[r] = gpu_params (&sets[set], 77 + set, (guint64) call * rows + r);
+          /* the kernel penalises the logits in place: a fresh copy every call */
+          CHECK_CUDA (dcpk_memcpy_h2d (d_all, all, (gsize) rows * BIG_VOCAB * sizeof (float)));
+          CHECK_CUDA (dcpk_memcpy_h2d (d_params, params, rows * sizeof (DcpkSampleParams)));
+          CHECK_CUDA (dcpk_sample (d_all, rows, BIG_VOCAB, d_params, d_ptrs, d_tokens, NULL));
+          CHECK_CUDA (dcpk_memcpy_d2h (tokens, d_tokens, rows * sizeof (gint32)));
+          for (int r = 0; r < rows; r++)
+            {
+              g_assert_cmpint (tokens[r], >=, 0);
+              g_assert_cmpint (tokens[r], <, BIG_VOCAB);
+              hist[tokens[r]]++;
+            }
+        }
+      ok = chi_square_ok (hist, probs, BIG_VOCAB, n, &chi2, &df);
+      g_test_message ("top-p %g on peaked logits: support %d, chi2 %.1f df %d, bound %.1f",
+                      sets[set].top_p, support, chi2, df, df + 6 * sqrt (2.0 * df));
+      g_assert_true (ok);
+    }
+  CHECK_CUDA (dcpk_free (d_all));
+  CHECK_CUDA (dcpk_free (d_params));
+  CHECK_CUDA (dcpk_free (d_counts));
+  CHECK_CUDA (dcpk_free (d_ptrs));
+  CHECK_CUDA (dcpk_free (d_tokens));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -367,6 +443,7 @@ main (int argc, char **argv)
       g_test_add_func ("/gpu/sample/greedy", test_greedy);
       g_test_add_func ("/gpu/sample/distribution", test_distribution);
       g_test_add_func ("/gpu/sample/big-vocab-support", test_big_vocab_support);
+      g_test_add_func ("/gpu/sample/big-vocab-nucleus", test_big_vocab_nucleus);
     }
   return dcpk_test_run (gpu);
 }
