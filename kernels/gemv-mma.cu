@@ -44,8 +44,10 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = 32;                  // two m16 tiles
+constexpr int kMTiles = 1;                        // m16 tiles per warp
+constexpr int kRowsPerWarp = 16 * kMTiles;
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
+constexpr int kMinBlocks = 3;                     // resident blocks per SM the registers must allow
 
 __device__ __forceinline__ unsigned
 bf16x2_mul (unsigned a, unsigned b)
@@ -209,7 +211,7 @@ split_bf16 (float a, float b, unsigned *hi, unsigned *lo)
 // NT n-tiles of 8 batch columns; `chunks_per_slice` chunks of K per grid.y slice; `atomic`: add
 // into y (split K) instead of storing.
 template <int F, int NT>
-__global__ void __launch_bounds__ (kThreads, 2)
+__global__ void __launch_bounds__ (kThreads, kMinBlocks)
 gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restrict__ x,
                  float *__restrict__ y, int n_rows, int k_cols, int batch, int chunks_per_slice,
                  bool atomic)
@@ -231,9 +233,9 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
   const int c_end = min (n_chunks, c_begin + chunks_per_slice);
   const bool x_vec4 = k_cols % 4 == 0 && ((uintptr_t) x) % 16 == 0;
 
-  float acc[2][NT][4];
+  float acc[kMTiles][NT][4];
 #pragma unroll
-  for (int m = 0; m < 2; m++)
+  for (int m = 0; m < kMTiles; m++)
 #pragma unroll
     for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -241,11 +243,11 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
         acc[m][n][i] = 0.f;
 
   // This lane's weights of a chunk (rows g, g + 8 of both m-tiles) and their scale factors.
-  unsigned wn[2][2][T::kGroups][T::kWords];
-  unsigned muln[2][2][T::kGroups], mul2n[2][2][T::kGroups];
+  unsigned wn[kMTiles][2][T::kGroups][T::kWords];
+  unsigned muln[kMTiles][2][T::kGroups], mul2n[kMTiles][2][T::kGroups];
   auto load_chunk = [&] (int c) {
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < kMTiles; m++)
 #pragma unroll
       for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -312,10 +314,10 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
   for (int c = c_begin; c < c_end; c++)
     {
       // The next chunk's weights go in flight before this one is staged and multiplied.
-      unsigned w[2][2][T::kGroups][T::kWords];
-      unsigned mul[2][2][T::kGroups], mul2[2][2][T::kGroups];
+      unsigned w[kMTiles][2][T::kGroups][T::kWords];
+      unsigned mul[kMTiles][2][T::kGroups], mul2[kMTiles][2][T::kGroups];
 #pragma unroll
-      for (int m = 0; m < 2; m++)
+      for (int m = 0; m < kMTiles; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -368,7 +370,7 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
       // chunk's math is compiled twice so that the common case carries no test for it.
       bool big = false;
 #pragma unroll
-      for (int m = 0; m < 2; m++)
+      for (int m = 0; m < kMTiles; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -381,12 +383,12 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
         for (int oc = 0; oc < kOct; oc++)
           {
             uint4 b[NT];
-            unsigned a[2][2][4];
+            unsigned a[kMTiles][2][4];
 #pragma unroll
             for (int n = 0; n < NT; n++)
               b[n] = xs[(8 * n + g) * kRowSlots + (u * kOct + oc) * 4 + t];
 #pragma unroll
-            for (int m = 0; m < 2; m++)
+            for (int m = 0; m < kMTiles; m++)
 #pragma unroll
               for (int h = 0; h < 2; h++)
                 {
@@ -403,7 +405,7 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
                     }
                 }
 #pragma unroll
-            for (int m = 0; m < 2; m++)
+            for (int m = 0; m < kMTiles; m++)
 #pragma unroll
               for (int n = 0; n < NT; n++)
                 {
@@ -423,7 +425,7 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
   // c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8. Column c's lo term is in column
   // c + kHalf: the next lane pair's (one tile) or the same lane's tile n + NT / 2.
 #pragma unroll
-  for (int m = 0; m < 2; m++)
+  for (int m = 0; m < kMTiles; m++)
 #pragma unroll
     for (int n = 0; n < (NT + 1) / 2; n++)
 #pragma unroll
