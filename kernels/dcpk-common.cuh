@@ -23,6 +23,24 @@
 // Checks the last kernel launch.
 #define DCPK_TRY_LAUNCH() DCPK_TRY (cudaGetLastError ())
 
+// Two BF16 multiplies at once (a and b each a pair, the first in the low half), rounded to
+// nearest even, subnormals kept: the scale step of dequantization by bit placement.
+__device__ __forceinline__ unsigned
+dcpk_bf16x2_mul (unsigned a, unsigned b)
+{
+  unsigned r;
+  asm ("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// 2^e as a BF16 pair, e in -133..127 (a BF16 subnormal below -126).
+__host__ __device__ constexpr unsigned
+dcpk_bf16_pow2_pair (int e)
+{
+  unsigned h = e >= -126 ? (unsigned) (e + 127) << 7 : 0x40u >> (-127 - e);
+  return h | h << 16;
+}
+
 template <typename T>
 __device__ __forceinline__ T dcpk_warp_sum (T v)
 {

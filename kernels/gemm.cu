@@ -45,22 +45,6 @@ round_up (size_t n, size_t to)
 // one 32-bit word (element 2i in the low half), so one mul.rn.bf16x2 by 2^(s - b) (s the E8M0
 // byte) gives two exact values, or, for the FP8 output, two exact values / the tile scale.
 
-__device__ __forceinline__ unsigned
-bf16x2_mul (unsigned a, unsigned b)
-{
-  unsigned r;
-  asm ("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-
-// 2^e as a BF16 pair, e in -133..127 (a BF16 subnormal below -126).
-__device__ __forceinline__ unsigned
-bf16_pow2_pair (int e)
-{
-  unsigned h = e >= -126 ? (unsigned) (e + 127) << 7 : 0x40u >> (-127 - e);
-  return h | h << 16;
-}
-
 // Multiplies n placed pairs by 2^x (x in -133..254: two multiplies when 2^x is no BF16, the
 // first exact since a nonzero placement is at least 2^-136), or by NaN for the E8M0 NaN scale.
 template <int N>
@@ -71,13 +55,13 @@ scale_pairs (unsigned *p, int x, bool nan)
     {
 #pragma unroll
       for (int i = 0; i < N; i++)
-        p[i] = bf16x2_mul (p[i], bf16_pow2_pair (127));
+        p[i] = dcpk_bf16x2_mul (p[i], dcpk_bf16_pow2_pair (127));
       x -= 127;
     }
-  const unsigned f = nan ? 0x7fc07fc0u : bf16_pow2_pair (x);
+  const unsigned f = nan ? 0x7fc07fc0u : dcpk_bf16_pow2_pair (x);
 #pragma unroll
   for (int i = 0; i < N; i++)
-    p[i] = bf16x2_mul (p[i], f);
+    p[i] = dcpk_bf16x2_mul (p[i], f);
 }
 
 // Per format: bits per code, bias, and the placement of octets (8 consecutive elements) as

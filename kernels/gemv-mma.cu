@@ -12,7 +12,7 @@
 // of the same B tile: NT n-tiles of 8 columns take 4 NT batch rows, hi in columns [0, 4 NT) and
 // lo in [4 NT, 8 NT); batch 1..4 fits one tile and costs no extra mma.
 //
-// Work split: a block of 8 warps owns 256 consecutive rows (a warp 32: two m-tiles), and a range
+// Work split: a block of 8 warps owns 128 consecutive rows (a warp one m16 tile), and a range
 // of K (grid.y splits K when the rows alone give too few blocks; the slices then add into y,
 // zeroed first, with atomics). K is walked in chunks of kGroups groups, the next chunk's weights
 // and activations loaded into registers while the current one is multiplied; a group is 4 "units" of a
@@ -48,22 +48,6 @@ constexpr int kMTiles = 1;                        // m16 tiles per warp
 constexpr int kRowsPerWarp = 16 * kMTiles;
 constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kMinBlocks = 3;                     // resident blocks per SM the registers must allow
-
-__device__ __forceinline__ unsigned
-bf16x2_mul (unsigned a, unsigned b)
-{
-  unsigned r;
-  asm ("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-
-// 2^e as a BF16 pair (e in -133..127; -127..-133 are subnormal).
-__host__ __device__ constexpr unsigned
-bf16_pow2_pair (int e)
-{
-  unsigned h = e >= -126 ? (unsigned) (e + 127) << 7 : 0x40u >> (-127 - e);
-  return h | h << 16;
-}
 
 // ---- formats: unit size, loads, octet -> 4 bf16x2 -----------------------------------------
 
@@ -242,7 +226,7 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
       for (int i = 0; i < 4; i++)
         acc[m][n][i] = 0.f;
 
-  // This lane's weights of a chunk (rows g, g + 8 of both m-tiles) and their scale factors.
+  // This lane's weights of a chunk (rows g, g + 8 of each m-tile) and their scale factors.
   unsigned wn[kMTiles][2][T::kGroups][T::kWords];
   unsigned muln[kMTiles][2][T::kGroups], mul2n[kMTiles][2][T::kGroups];
   auto load_chunk = [&] (int c) {
@@ -255,8 +239,8 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
           {
             int row = row0 + 16 * m + 8 * h + g;
             int unit = c * (kChunk / T::kElems) + 4 * u + t;
-            muln[m][h][u] = bf16_pow2_pair (0);
-            mul2n[m][h][u] = bf16_pow2_pair (0);
+            muln[m][h][u] = dcpk_bf16_pow2_pair (0);
+            mul2n[m][h][u] = dcpk_bf16_pow2_pair (0);
             if (row < n_rows && unit < n_units)
               {
                 T::load (weight + (size_t) row * row_bytes, unit, wn[m][h][u]);
@@ -266,11 +250,11 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
                     if (s == 255)
                       muln[m][h][u] = 0x7fc07fc0u;
                     else if (s - T::kBias <= 127)
-                      muln[m][h][u] = bf16_pow2_pair (s - T::kBias);
+                      muln[m][h][u] = dcpk_bf16_pow2_pair (s - T::kBias);
                     else
                       {
-                        muln[m][h][u] = bf16_pow2_pair (127 - T::kBias);
-                        mul2n[m][h][u] = bf16_pow2_pair (s - 127);
+                        muln[m][h][u] = dcpk_bf16_pow2_pair (127 - T::kBias);
+                        mul2n[m][h][u] = dcpk_bf16_pow2_pair (s - 127);
                       }
                   }
               }
@@ -375,7 +359,7 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
         for (int h = 0; h < 2; h++)
 #pragma unroll
           for (int u = 0; u < T::kGroups; u++)
-            big |= mul2[m][h][u] != bf16_pow2_pair (0);
+            big |= mul2[m][h][u] != dcpk_bf16_pow2_pair (0);
       auto compute = [&] (auto big_tag) {
 #pragma unroll
       for (int u = 0; u < T::kGroups; u++)
@@ -398,9 +382,9 @@ gemv_mma_kernel (const unsigned char *__restrict__ weight, const float *__restri
 #pragma unroll
                       for (int i = 0; i < 4; i++)
                         {
-                          a[m][h][i] = bf16x2_mul (a[m][h][i], mul[m][h][u]);
+                          a[m][h][i] = dcpk_bf16x2_mul (a[m][h][i], mul[m][h][u]);
                           if constexpr (decltype (big_tag)::value)
-                            a[m][h][i] = bf16x2_mul (a[m][h][i], mul2[m][h][u]);
+                            a[m][h][i] = dcpk_bf16x2_mul (a[m][h][i], mul2[m][h][u]);
                         }
                     }
                 }
