@@ -367,8 +367,9 @@ launch_batch (const void *d_weight, int n_rows, int k_cols, const float *d_x, in
   return launch<F, 16, R> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
 }
 
-// Rows per warp: 4 (BF16) or 2 (MX: four took more registers than the warps' latency hiding
-// could spare) when that still gives every SM two blocks, fewer for short matrices.
+// Rows per warp: 4 (BF16) or 2 (MX) when that still gives every SM two blocks, fewer for short
+// matrices. MX went from 4 to 2 together with the per-unit scale (MXFP8 at batch 1: 41-65% of
+// the bandwidth per shape before, 57-73% after; the two were not timed apart).
 template <int F>
 int
 launch_format (const void *d_weight, int n_rows, int k_cols, const float *d_x, int batch,
@@ -377,8 +378,9 @@ launch_format (const void *d_weight, int n_rows, int k_cols, const float *d_x, i
   int device = 0, sms = 0;
   DCPK_TRY (cudaGetDevice (&device));
   DCPK_TRY (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, device));
-  if (F == DCPK_FORMAT_BF16 && n_rows >= 2 * sms * kWarps * 4)
-    return launch_batch<F, 4> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
+  if constexpr (F == DCPK_FORMAT_BF16)
+    if (n_rows >= 2 * sms * kWarps * 4)
+      return launch_batch<F, 4> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
   if (n_rows >= 2 * sms * kWarps * 2)
     return launch_batch<F, 2> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
   return launch_batch<F, 1> (d_weight, n_rows, k_cols, d_x, batch, d_y, stream);
@@ -452,8 +454,8 @@ dcpk_gemv_on (DcpkGemvPath path, DcpkFormat format, const void *d_weight, int n_
     return (int) cudaErrorInvalidValue;
 
   // Batch 1 on the CUDA cores: for BF16 they stream at 70-100% of the bandwidth, and the
-  // whole 27B medium step measured 13.9 ms with them against 16.4 ms with the tensor-core
-  // kernel (docs/PERFORMANCE.md). BF16 rows that are not 16-byte aligned have only the CUDA-core
+  // whole 27B medium step measured 13.3 ms with them against 16.4 ms with the tensor-core
+  // kernel (H200, docs/KERNELS.md). BF16 rows that are not 16-byte aligned have only the CUDA-core
   // kernel.
   bool tensor = path == DCPK_GEMV_TENSOR_CORES || (path == DCPK_GEMV_AUTO && batch >= 2);
   if (format == DCPK_FORMAT_BF16 && k_cols % 8 != 0)

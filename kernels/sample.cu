@@ -390,12 +390,10 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
           __syncthreads ();
           if (threadIdx.x == 0)
             {
-              double total = 0, cum = 0, mass = 0, target, run = 0;
+              double total = vocab_mass, cum = 0, mass = 0, target, run = 0;
               int kept = n, last = 0;
-              for (int i = 0; i < n; i++)
+              for (int i = 0; !nucleus_list && i < n; i++)
                 total += s_w[i];
-              if (nucleus_list)
-                total = vocab_mass;
               s_beyond = 0;
               if (p.top_p < 1.f)
                 {
