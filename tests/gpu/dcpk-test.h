@@ -6,9 +6,54 @@
 
 #include <glib.h>
 
+#include "dcp-dtype.h"
 #include "dcp-kernels.h"
 
 #define CHECK_CUDA(call) g_assert_cmpint ((call), ==, 0)
+
+/* Weight formats as bits of a mask, for tables of test cases. */
+enum {
+  F_BF16 = 1 << DCPK_FORMAT_BF16,
+  F_FP8 = 1 << DCPK_FORMAT_MXFP8_E4M3,
+  F_E2M3 = 1 << DCPK_FORMAT_MXFP6_E2M3,
+  F_E3M2 = 1 << DCPK_FORMAT_MXFP6_E3M2,
+  F_FP4 = 1 << DCPK_FORMAT_MXFP4_E2M1,
+  F_ALL = F_BF16 | F_FP8 | F_E2M3 | F_E3M2 | F_FP4,
+};
+
+/* The engine's dtype of a kernel format (the byte layouts agree: dcp-kernels.h). */
+static inline DcpDType
+dcpk_test_dtype (DcpkFormat f)
+{
+  static const DcpDType dtypes[] = {
+    [DCPK_FORMAT_BF16] = DCP_DTYPE_BF16,
+    [DCPK_FORMAT_MXFP8_E4M3] = DCP_DTYPE_MXFP8_E4M3,
+    [DCPK_FORMAT_MXFP6_E2M3] = DCP_DTYPE_MXFP6_E2M3,
+    [DCPK_FORMAT_MXFP6_E3M2] = DCP_DTYPE_MXFP6_E3M2,
+    [DCPK_FORMAT_MXFP4_E2M1] = DCP_DTYPE_MXFP4_E2M1,
+  };
+  return dtypes[f];
+}
+
+/* Bits per element of a kernel format (MX scales not counted). */
+static inline int
+dcpk_test_format_bits (DcpkFormat f)
+{
+  static const int bits[] = { 16, 8, 6, 6, 4 };
+  return bits[f];
+}
+
+/* A seeded generator in [-1, 1), cheap enough for a 1.27 G-element matrix (splitmix64). */
+static inline float
+dcpk_test_next_uniform (guint64 *state)
+{
+  guint64 z = (*state += 0x9e3779b97f4a7c15ull);
+
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (float) ((z >> 40) * (1.0 / (1 << 24))) * 2.0f - 1.0f;
+}
 
 /* ||got - want|| / ||want|| in double; want must not be all zeros. */
 static inline double

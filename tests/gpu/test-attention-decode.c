@@ -52,21 +52,6 @@ typedef struct {
   float *qg;   /* [rows, n_heads, 2 head_dim] */
 } Built;
 
-static int
-format_bits (DcpkFormat f)
-{
-  static const int bits[] = { 16, 8, 6, 6, 4 };
-  return bits[f];
-}
-
-static DcpDType
-format_dtype (DcpkFormat f)
-{
-  static const DcpDType dtypes[] = { DCP_DTYPE_BF16, DCP_DTYPE_MXFP8_E4M3, DCP_DTYPE_MXFP6_E2M3,
-                                     DCP_DTYPE_MXFP6_E3M2, DCP_DTYPE_MXFP4_E2M1 };
-  return dtypes[f];
-}
-
 /* The page layout written out again from dcp-kernels.h / docs/KERNELS.md: a K block then a V
  * block, each [kv_head][512][head_dim] BF16, or for MX the element rows [kv_head][512]
  * (head_dim bits / 8 bytes) then the E8M0 scales [kv_head][512][head_dim / 32], each block
@@ -74,7 +59,7 @@ format_dtype (DcpkFormat f)
 static gsize
 elements_bytes (const Built *b, DcpkFormat f)
 {
-  return (gsize) b->c->n_kv * PAGE * b->c->head_dim * format_bits (f) / 8;
+  return (gsize) b->c->n_kv * PAGE * b->c->head_dim * dcpk_test_format_bits (f) / 8;
 }
 
 static gsize
@@ -111,10 +96,10 @@ put_row (const Built *b, int page, int slot, int kvh, gboolean value, const floa
         ((guint16 *) blk)[row * hd + d] = dcp_f32_to_bf16 (x[d]);
       return;
     }
-  g_assert_true (dcp_quant_layout (format_dtype (f), 1, hd, &l));
-  g_assert_cmpuint (l.row_bytes, ==, (gsize) hd * format_bits (f) / 8);
+  g_assert_true (dcp_quant_layout (dcpk_test_dtype (f), 1, hd, &l));
+  g_assert_cmpuint (l.row_bytes, ==, (gsize) hd * dcpk_test_format_bits (f) / 8);
   tmp = g_malloc (l.total_bytes);
-  dcp_quantize (format_dtype (f), x, 1, hd, tmp);
+  dcp_quantize (dcpk_test_dtype (f), x, 1, hd, tmp);
   memcpy (blk + row * l.row_bytes, tmp, l.row_bytes);
   memcpy (blk + elements_bytes (b, f) + row * (hd / 32), tmp + l.scales_offset, hd / 32);
 }
@@ -136,11 +121,11 @@ get_row (const Built *b, int page, int slot, int kvh, gboolean value, float *dst
         dst[d] = dcp_bf16_to_f32 (((const guint16 *) blk)[row * hd + d]);
       return;
     }
-  g_assert_true (dcp_quant_layout (format_dtype (f), 1, hd, &l));
+  g_assert_true (dcp_quant_layout (dcpk_test_dtype (f), 1, hd, &l));
   tmp = g_malloc0 (l.total_bytes);
   memcpy (tmp, blk + row * l.row_bytes, l.row_bytes);
   memcpy (tmp + l.scales_offset, blk + elements_bytes (b, f) + row * (hd / 32), hd / 32);
-  dcp_dequantize_rows (format_dtype (f), tmp, 1, hd, 0, 1, dst);
+  dcp_dequantize_rows (dcpk_test_dtype (f), tmp, 1, hd, 0, 1, dst);
 }
 
 /* K and V of kv head kvh of sequence s, keys 0 .. kv_len - 1, as FP32 [kv_len, head_dim]. */

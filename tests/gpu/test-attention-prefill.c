@@ -52,28 +52,13 @@ typedef struct {
   float *qg;   /* [rows, n_heads, 2 head_dim] */
 } Built;
 
-static DcpDType
-format_dtype (DcpkFormat f)
-{
-  static const DcpDType dtypes[] = { DCP_DTYPE_BF16, DCP_DTYPE_MXFP8_E4M3, DCP_DTYPE_MXFP6_E2M3,
-                                     DCP_DTYPE_MXFP6_E3M2, DCP_DTYPE_MXFP4_E2M1 };
-  return dtypes[f];
-}
-
-static int
-format_bits (DcpkFormat f)
-{
-  static const int bits[] = { 16, 8, 6, 6, 4 };
-  return bits[f];
-}
-
 /* The page layout of dcp-kernels.h written out again: a K block then a V block, each
  * [kv_head][512][head_dim] BF16, or MX element rows [kv_head][512] (head_dim bits / 8 bytes)
  * then E8M0 scales [kv_head][512][head_dim / 32], each block padded to 16 bytes. */
 static gsize
 elements_bytes (const Built *b, DcpkFormat f)
 {
-  return (gsize) b->c->n_kv * PAGE * b->c->head_dim * format_bits (f) / 8;
+  return (gsize) b->c->n_kv * PAGE * b->c->head_dim * dcpk_test_format_bits (f) / 8;
 }
 
 static gsize
@@ -108,10 +93,10 @@ put_block (const Built *b, int page, int kvh, gboolean value, const float *x)
         ((guint16 *) blk)[(gsize) kvh * PAGE * hd + i] = dcp_f32_to_bf16 (x[i]);
       return;
     }
-  g_assert_true (dcp_quant_layout (format_dtype (f), PAGE, hd, &l));
-  g_assert_cmpuint (l.row_bytes, ==, (gsize) hd * format_bits (f) / 8);
+  g_assert_true (dcp_quant_layout (dcpk_test_dtype (f), PAGE, hd, &l));
+  g_assert_cmpuint (l.row_bytes, ==, (gsize) hd * dcpk_test_format_bits (f) / 8);
   tmp = g_malloc (l.total_bytes);
-  dcp_quantize (format_dtype (f), x, PAGE, hd, tmp);
+  dcp_quantize (dcpk_test_dtype (f), x, PAGE, hd, tmp);
   memcpy (blk + (gsize) kvh * PAGE * l.row_bytes, tmp, PAGE * l.row_bytes);
   memcpy (blk + elements_bytes (b, f) + (gsize) kvh * PAGE * (hd / 32), tmp + l.scales_offset,
           (gsize) PAGE * (hd / 32));
@@ -133,12 +118,12 @@ get_block (const Built *b, int page, int kvh, gboolean value, float *dst)
         dst[i] = dcp_bf16_to_f32 (((const guint16 *) blk)[(gsize) kvh * PAGE * hd + i]);
       return;
     }
-  g_assert_true (dcp_quant_layout (format_dtype (f), PAGE, hd, &l));
+  g_assert_true (dcp_quant_layout (dcpk_test_dtype (f), PAGE, hd, &l));
   tmp = g_malloc0 (l.total_bytes);
   memcpy (tmp, blk + (gsize) kvh * PAGE * l.row_bytes, PAGE * l.row_bytes);
   memcpy (tmp + l.scales_offset, blk + elements_bytes (b, f) + (gsize) kvh * PAGE * (hd / 32),
           (gsize) PAGE * (hd / 32));
-  dcp_dequantize_rows (format_dtype (f), tmp, PAGE, hd, 0, PAGE, dst);
+  dcp_dequantize_rows (dcpk_test_dtype (f), tmp, PAGE, hd, 0, PAGE, dst);
 }
 
 /* NaN into the token rows slot .. 511 of every kv head of a page (K and V). */

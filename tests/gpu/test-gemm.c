@@ -31,39 +31,11 @@
 #define TOL_FP8_EXACT_OPS 1e-3
 #define TOL_FP8_VS_FP32 0.08
 
-enum {
-  F_BF16 = 1 << DCPK_FORMAT_BF16,
-  F_FP8 = 1 << DCPK_FORMAT_MXFP8_E4M3,
-  F_E2M3 = 1 << DCPK_FORMAT_MXFP6_E2M3,
-  F_E3M2 = 1 << DCPK_FORMAT_MXFP6_E3M2,
-  F_FP4 = 1 << DCPK_FORMAT_MXFP4_E2M1,
-  F_ALL = F_BF16 | F_FP8 | F_E2M3 | F_E3M2 | F_FP4,
-};
-
 typedef struct {
   int n, k, m, formats;
 } Case;
 
-static const DcpDType dtype_of[] = {
-  [DCPK_FORMAT_BF16] = DCP_DTYPE_BF16,
-  [DCPK_FORMAT_MXFP8_E4M3] = DCP_DTYPE_MXFP8_E4M3,
-  [DCPK_FORMAT_MXFP6_E2M3] = DCP_DTYPE_MXFP6_E2M3,
-  [DCPK_FORMAT_MXFP6_E3M2] = DCP_DTYPE_MXFP6_E3M2,
-  [DCPK_FORMAT_MXFP4_E2M1] = DCP_DTYPE_MXFP4_E2M1,
-};
-
 static gboolean have_fp8;
-
-static inline float
-next_uniform (guint64 *state)
-{
-  guint64 z = (*state += 0x9e3779b97f4a7c15ull);
-
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (float) ((z >> 40) * (1.0 / (1 << 24))) * 2.0f - 1.0f;   /* [-1, 1) */
-}
 
 /* The weight tile scale of gemm.cu: 2^ceil(log2(amax / 448)) >= 2^-126, 1 for a zero or
  * infinite amax. */
@@ -108,7 +80,7 @@ run_slice (gpointer slice_ptr, gpointer job_ptr)
   g_autofree float *wq = g_new (float, rows * k);
 
   for (guint64 i = 0; i < rows * k; i++)
-    src[i] = next_uniform (&state);
+    src[i] = dcpk_test_next_uniform (&state);
   dcp_quantize_rows (job->dtype, src, job->n, k, r0, rows, 1.0f, job->w);
   dcp_dequantize_rows (job->dtype, job->w, job->n, k, r0, rows, deq);
 
@@ -185,7 +157,7 @@ sampled_rel_err (const float *y, const double *ref, const double *y0, const int 
 static void
 check_case (DcpkGemm *gemm, DcpkFormat format, const Case *c, int variant, guint64 seed)
 {
-  DcpDType dtype = dtype_of[format];
+  DcpDType dtype = dcpk_test_dtype (format);
   gsize bytes = dcp_quant_tensor_bytes (dtype, c->n, c->k);
   gsize xn = (gsize) c->m * c->k;
   int n_samples = MIN (c->m, MAX_SAMPLES), samples[MAX_SAMPLES];
@@ -213,11 +185,11 @@ check_case (DcpkGemm *gemm, DcpkFormat format, const Case *c, int variant, guint
     samples[s] = n_samples == 1 ? 0 : (int) ((gint64) s * (c->m - 1) / (n_samples - 1));
   for (gsize i = 0; i < xn; i++)
     {
-      x[i] = next_uniform (&state);
+      x[i] = dcpk_test_next_uniform (&state);
       x16[i] = dcp_f32_to_bf16 (x[i]);
     }
   for (gsize i = 0; i < (gsize) c->m * c->n; i++)
-    y0[i] = next_uniform (&state);
+    y0[i] = dcpk_test_next_uniform (&state);
   for (int s = 0; s < n_samples; s++)
     {
       const float *xr = x + (gsize) samples[s] * c->k;
@@ -359,7 +331,7 @@ fill_raw_weight (DcpDType dtype, int n, int k, guint8 *w, gsize bytes, guint64 s
 
   g_assert_true (dcp_quant_layout (dtype, n, k, &l));
   for (gsize i = 0; i < bytes; i++)
-    w[i] = (guint8) (next_uniform (&state) * 128 + 128);
+    w[i] = (guint8) (dcpk_test_next_uniform (&state) * 128 + 128);
   if (dtype == DCP_DTYPE_BF16)
     {
       for (gsize i = 0; i < (gsize) n * k; i++)   /* finite BF16 only */
@@ -373,7 +345,7 @@ fill_raw_weight (DcpDType dtype, int n, int k, guint8 *w, gsize bytes, guint64 s
         guint8 *unit = w + r * l.row_bytes + u * l.block_bytes;
         guint8 *s = w + l.scales_offset + r * l.blocks_per_row + u;
         int base = scale_bases[(r / 128 + (int) (u / 4) * 7) % G_N_ELEMENTS (scale_bases)];
-        float pick = next_uniform (&state);
+        float pick = dcpk_test_next_uniform (&state);
 
         *s = (guint8) CLAMP (base - (int) ((pick + 1) * 2), 0, 254);
         if (pick < -0.75f)   /* zero codes: +0, or -0 where a byte holds whole codes */
@@ -389,7 +361,7 @@ fill_raw_weight (DcpDType dtype, int n, int k, guint8 *w, gsize bytes, guint64 s
 static void
 check_conversions (DcpkFormat format, int n, int k, guint64 seed)
 {
-  DcpDType dtype = dtype_of[format];
+  DcpDType dtype = dcpk_test_dtype (format);
   gsize bytes = dcp_quant_tensor_bytes (dtype, n, k);
   int ld = (k + 7) / 8 * 8 + 8, n_pad = (n + 15) / 16 * 16, k_pad = (k + 15) / 16 * 16;
   int l = (k_pad + 127) / 128, l4 = (l + 3) / 4 * 4, tiles_n = (n_pad + 127) / 128;

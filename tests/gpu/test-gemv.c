@@ -17,43 +17,14 @@
 #include "dcp-float16.h"
 #include "dcp-kernels.h"
 #include "dcp-quant.h"
+#include "dcpk-test.h"
 
-#define CHECK_CUDA(call) g_assert_cmpint ((call), ==, 0)
 #define TOLERANCE 1e-5
 #define SLICE_ROWS 2048
-
-enum {
-  F_BF16 = 1 << DCPK_FORMAT_BF16,
-  F_FP8 = 1 << DCPK_FORMAT_MXFP8_E4M3,
-  F_E2M3 = 1 << DCPK_FORMAT_MXFP6_E2M3,
-  F_E3M2 = 1 << DCPK_FORMAT_MXFP6_E3M2,
-  F_FP4 = 1 << DCPK_FORMAT_MXFP4_E2M1,
-  F_ALL = F_BF16 | F_FP8 | F_E2M3 | F_E3M2 | F_FP4,
-};
 
 typedef struct {
   int n, k, batch, formats;
 } Case;
-
-static const DcpDType dtype_of[] = {
-  [DCPK_FORMAT_BF16] = DCP_DTYPE_BF16,
-  [DCPK_FORMAT_MXFP8_E4M3] = DCP_DTYPE_MXFP8_E4M3,
-  [DCPK_FORMAT_MXFP6_E2M3] = DCP_DTYPE_MXFP6_E2M3,
-  [DCPK_FORMAT_MXFP6_E3M2] = DCP_DTYPE_MXFP6_E3M2,
-  [DCPK_FORMAT_MXFP4_E2M1] = DCP_DTYPE_MXFP4_E2M1,
-};
-
-/* A seeded generator that is cheap enough for a 1.27 G-element matrix. */
-static inline float
-next_uniform (guint64 *state)
-{
-  guint64 z = (*state += 0x9e3779b97f4a7c15ull);
-
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (float) ((z >> 40) * (1.0 / (1 << 24))) * 2.0f - 1.0f;   /* [-1, 1) */
-}
 
 typedef struct {
   DcpDType dtype;
@@ -76,7 +47,7 @@ run_slice (gpointer slice_ptr, gpointer job_ptr)
   g_autofree float *deq = g_new (float, rows * job->k);
 
   for (guint64 i = 0; i < rows * job->k; i++)
-    src[i] = next_uniform (&state);
+    src[i] = dcpk_test_next_uniform (&state);
   dcp_quantize_rows (job->dtype, src, job->n, job->k, r0, rows, 1.0f, job->w);
   dcp_dequantize_rows (job->dtype, job->w, job->n, job->k, r0, rows, deq);
   for (guint64 r = 0; r < rows; r++)
@@ -129,7 +100,7 @@ check_path (DcpkGemvPath path, DcpkFormat format, const Case *c, const void *d_w
 static void
 check_case (DcpkFormat format, const Case *c, guint64 seed)
 {
-  DcpDType dtype = dtype_of[format];
+  DcpDType dtype = dcpk_test_dtype (format);
   gsize bytes = dcp_quant_tensor_bytes (dtype, c->n, c->k);
   g_autofree float *x = g_new (float, (gsize) c->batch * c->k);
   g_autofree double *y_ref = g_new (double, (gsize) c->batch * c->n);
@@ -143,7 +114,7 @@ check_case (DcpkFormat format, const Case *c, guint64 seed)
 
   g_assert_cmpuint (dcpk_weight_bytes (format, c->n, c->k), ==, bytes);
   for (gsize i = 0; i < (gsize) c->batch * c->k; i++)
-    x[i] = next_uniform (&state);
+    x[i] = dcpk_test_next_uniform (&state);
   pool = g_thread_pool_new (run_slice, &job, (int) g_get_num_processors (), TRUE, NULL);
   for (int s = 0; s < n_slices; s++)
     g_thread_pool_push (pool, GUINT_TO_POINTER (s + 1), NULL);
