@@ -383,9 +383,17 @@ stat_member (Engine *e, const char *object, const char *name)
 static void
 wait_for_stat (Engine *e, const char *object, const char *name, gint64 value)
 {
-  for (int i = 0; i < 250 && stat_member (e, object, name) != value; i++)   /* 5 s: loaded CI machines */
-    g_usleep (20000);
-  g_assert_cmpint (stat_member (e, object, name), ==, value);
+  gint64 got = stat_member (e, object, name);
+
+  for (int i = 0; i < 250 && got != value; i++)   /* 5 s: loaded CI machines */
+    {
+      g_usleep (20000);
+      got = stat_member (e, object, name);
+    }
+  if (got != value)
+    g_test_message ("/stats %s%s%s is %" G_GINT64_FORMAT " after 5 s, want %" G_GINT64_FORMAT,
+                    object != NULL ? object : "", object != NULL ? "." : "", name, got, value);
+  g_assert_cmpint (got, ==, value);
 }
 
 static void
