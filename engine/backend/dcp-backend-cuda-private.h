@@ -4,6 +4,7 @@
 #include "dcp-backend-cuda.h"
 #include "dcp-cuda-error.h"
 #include "dcp-cuda-prefill.h"
+#include "dcp-cuda-sampling.h"
 #include "dcp-cuda-step.h"
 
 G_BEGIN_DECLS
@@ -24,6 +25,7 @@ struct _DcpBackendCuda {
   gboolean prefill_off;          /* it could not be made: prompts go token by token */
   gboolean fp8_activations;      /* the prompt path's matrix products in FP8 */
   gboolean graphs;
+  DcpCudaSampling *sampling;     /* made with the first sampler */
   void *stream;
   guint n_gdn, n_attn;
   gsize conv_floats, recurrent_floats;   /* one GDN layer's state */

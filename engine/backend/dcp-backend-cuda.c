@@ -367,6 +367,8 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
 {
   const DcpModelConfig *c = &self->weights->config;
   DcpCudaStepRow rows[DCPK_GEMV_MAX_BATCH];
+  DcpBatchItem *draws[DCPK_GEMV_MAX_BATCH];
+  guint n_draws = 0;
 
   for (guint j = 0; j < n; j++)
     {
@@ -385,6 +387,8 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
       gboolean last = r + 1 == item->n_tokens;
       gsize out_row = item->logits_mode == DCP_LOGITS_ALL ? r : 0;
 
+      draws[j] = item->sampler != NULL && last ? item : NULL;
+      n_draws += draws[j] != NULL;
       if (item->logits_mode == DCP_LOGITS_ALL || (item->logits_mode == DCP_LOGITS_LAST && last))
         {
           if (!dcp_cuda_check (dcpk_memcpy_d2h_async (item->logits + out_row * c->vocab_size,
@@ -400,8 +404,14 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
             return FALSE;
         }
     }
+  if (n_draws > 0 &&
+      !dcp_cuda_sampling_draw (self->sampling, dcp_cuda_step_logits (self->step, 0), draws, n,
+                               error))
+    return FALSE;
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "decode step", error))
     return FALSE;
+  if (n_draws > 0)
+    dcp_cuda_sampling_collect (self->sampling, draws, n);
   for (guint j = 0; j < n; j++)
     items[which[j]].state->n_tokens++;
   return TRUE;
@@ -487,7 +497,8 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
   g_autofree guint *order = g_new (guint, n_items), *done = g_new0 (guint, n_items);
   g_autofree guint *owner = g_new (guint, n_items);
   g_autofree DcpCudaPrefillSeq *seqs = g_new (DcpCudaPrefillSeq, n_items);
-  guint n_order = 0;
+  DcpBatchItem *draws[DCP_CUDA_PREFILL_MAX_OUT];
+  guint n_order = 0, n_draws;
 
   for (guint i = 0; i < n_items; i++)
     if (items[i].n_tokens == 1)
@@ -504,11 +515,12 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
           guint i = order[j], left = items[i].n_tokens - done[i], t = MIN (left, max_rows - rows);
           DcpSeqState *s = items[i].state;
           gboolean all = items[i].logits_mode == DCP_LOGITS_ALL;
+          gboolean last = items[i].logits_mode == DCP_LOGITS_LAST || items[i].sampler != NULL;
           guint want;
 
           if (all)
             t = MIN (t, DCP_CUDA_PREFILL_MAX_OUT - outs);
-          want = all ? t : items[i].logits_mode == DCP_LOGITS_LAST && t == left ? 1 : 0;
+          want = all ? t : last && t == left ? 1 : 0;
           if (t == 0 || outs + want > DCP_CUDA_PREFILL_MAX_OUT)
             continue;
           if (!reserve (self, s, s->n_tokens + t, error))
@@ -524,18 +536,29 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
       if (!dcp_cuda_prefill_run (self->prefill, items[0].state->kv, seqs, n, error))
         return FALSE;
       outs = 0;
+      n_draws = 0;
       for (guint q = 0; q < n; q++)
         {
-          const DcpBatchItem *item = &items[owner[q]];
+          DcpBatchItem *item = &items[owner[q]];
           guint rows_out = seqs[q].no_rows ? 0 : seqs[q].all_rows ? seqs[q].n_tokens : 1;
+          gboolean ends = done[owner[q]] + seqs[q].n_tokens == item->n_tokens;
 
-          if (rows_out > 0 &&
+          if (rows_out > 0 && item->logits_mode != DCP_LOGITS_NONE &&
               !copy_rows (self, item, outs, rows_out, seqs[q].all_rows ? done[owner[q]] : 0, error))
             return FALSE;
+          for (guint k = 0; k < rows_out; k++)
+            draws[outs + k] = item->sampler != NULL && ends && k + 1 == rows_out ? item : NULL;
+          n_draws += item->sampler != NULL && ends;
           outs += rows_out;
         }
+      if (n_draws > 0 &&
+          !dcp_cuda_sampling_draw (self->sampling, dcp_cuda_prefill_logits (self->prefill, 0),
+                                   draws, outs, error))
+        return FALSE;
       if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt pass", error))
         return FALSE;
+      if (n_draws > 0)
+        dcp_cuda_sampling_collect (self->sampling, draws, outs);
       for (guint q = 0; q < n; q++)
         {
           items[owner[q]].state->n_tokens += seqs[q].n_tokens;
@@ -572,6 +595,31 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
   return forward_steps (self, items, n_items, max_n, error);
 }
 
+static gpointer
+cuda_sampler_data_new (DcpBackend *backend, DcpSampler *host, GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+
+  if (self->sampling == NULL &&
+      !(self->sampling = dcp_cuda_sampling_new (self->weights->config.vocab_size, self->stream,
+                                                error)))
+    return NULL;
+  return dcp_cuda_sampler_data_new (self->sampling, host, error);
+}
+
+static void
+cuda_sampler_data_free (DcpBackend *backend, gpointer data)
+{
+  dcp_cuda_sampler_data_free (data);
+}
+
+static void
+cuda_sampler_data_add (DcpBackend *backend, gpointer data, const guint32 *tokens, guint n_tokens,
+                       gboolean generated)
+{
+  dcp_cuda_sampler_data_add (data, tokens, n_tokens, generated);
+}
+
 static void
 dcp_backend_cuda_finalize (GObject *object)
 {
@@ -583,6 +631,7 @@ dcp_backend_cuda_finalize (GObject *object)
   g_clear_pointer (&self->step, dcp_cuda_step_free);
   g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
   g_clear_pointer (&self->kv, dcp_cuda_kv_free);
+  g_clear_pointer (&self->sampling, dcp_cuda_sampling_free);
   g_clear_pointer (&self->weights, dcp_cuda_weights_free);
   if (self->stream != NULL)
     dcpk_stream_destroy (self->stream);
@@ -608,6 +657,9 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_new_paged = cuda_state_new_paged;
   backend_class->state_set_pages = cuda_state_set_pages;
   backend_class->kv_pool_copy_page = cuda_kv_pool_copy_page;
+  backend_class->sampler_data_new = cuda_sampler_data_new;
+  backend_class->sampler_data_free = cuda_sampler_data_free;
+  backend_class->sampler_data_add = cuda_sampler_data_add;
 }
 
 static void

@@ -512,7 +512,7 @@ dcp_cuda_prefill_run (DcpCudaPrefill *self, DcpCudaKv *kv, const DcpCudaPrefillS
   return dcp_cuda_check (enqueue (self, seqs, n_seqs, n_single, (int) M), "prefill", error);
 }
 
-const float *
+float *
 dcp_cuda_prefill_logits (DcpCudaPrefill *self, guint row)
 {
   return self->logits + (gsize) row * self->w->config.vocab_size;

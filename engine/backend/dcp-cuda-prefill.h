@@ -50,8 +50,9 @@ gboolean        dcp_cuda_prefill_run      (DcpCudaPrefill          *self,
                                            const DcpCudaPrefillSeq *seqs,
                                            guint                    n_seqs,
                                            GError                 **error);
-/* Device pointers to output row r's logits [vocab] and final-normed hidden state [hidden]. */
-const float    *dcp_cuda_prefill_logits   (DcpCudaPrefill          *self,
+/* Device pointers to output row r's logits [vocab] (the draws overwrite them with the
+ * penalised logits) and final-normed hidden state [hidden]. */
+float          *dcp_cuda_prefill_logits   (DcpCudaPrefill          *self,
                                            guint                    row);
 const float    *dcp_cuda_prefill_hidden   (DcpCudaPrefill          *self,
                                            guint                    row);

@@ -370,7 +370,7 @@ dcp_cuda_step_run (DcpCudaStep *self, const DcpCudaStepRow *rows, guint n_rows, 
   return dcp_cuda_check (dcpk_graph_launch (*graph, self->stream), "graph launch", error);
 }
 
-const float *
+float *
 dcp_cuda_step_logits (DcpCudaStep *self, guint row)
 {
   return self->logits + (gsize) row * self->w->config.vocab_size;

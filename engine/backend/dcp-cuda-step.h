@@ -33,8 +33,9 @@ gboolean     dcp_cuda_step_run        (DcpCudaStep          *self,
                                        const DcpCudaStepRow *rows,
                                        guint                 n_rows,
                                        GError              **error);
-/* Device pointers to row r's logits [vocab] and final-normed hidden state [hidden]. */
-const float *dcp_cuda_step_logits     (DcpCudaStep          *self,
+/* Device pointers to row r's logits [vocab] (the draws overwrite them with the
+ * penalised logits) and final-normed hidden state [hidden]. */
+float       *dcp_cuda_step_logits     (DcpCudaStep          *self,
                                        guint                 row);
 const float *dcp_cuda_step_hidden     (DcpCudaStep          *self,
                                        guint                 row);

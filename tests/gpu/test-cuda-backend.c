@@ -11,6 +11,11 @@
  *   - a batch: two sequences of different prompt lengths in one forward call, then decode
  *     steps of both in one batch, each against the CPU backend run alone; graphs on and off
  *     give the same logits (as for state copy).
+ *   - draws on the device: three sequences with their own sampling (greedy with a banned token,
+ *     top-k with a presence penalty, top-p with repetition and frequency penalties) through the
+ *     prompt path and the decode step; each drawn token is the one the host sampler (same seed,
+ *     same draw index, same history) draws from the raw logits that came back with it, but for
+ *     draws on a rounding boundary (at most 2 of 96).
  * The step's host-side planning (CSR page table, slots, graph buckets) and the fusing of
  * projection matrices are checked on any machine; the rest needs a CUDA device (without one only that test runs). */
 #include "config.h"
@@ -351,6 +356,101 @@ test_fuse (void)
     }
 }
 
+/* Device draws against the host sampler over the same raw logits. */
+static void
+test_draws (gconstpointer data)
+{
+  const Case *k = data;
+  enum { N = 3, STEPS = 32 };
+  const guint lens[N] = { PROMPT, 23, 7 };
+  Model m;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpBackend) gpu = NULL;
+  DcpSeqState *st[N];
+  DcpSeqSampler *dev[N];
+  DcpSampler *ref[N];
+  guint32 ids[N][PROMPT], next[N], banned[N];
+  g_autofree float *raw = NULL;
+  guint V, apart = 0, draws = 0;
+
+  cuda_test_model_open (&m, k);
+  V = m.config->vocab_size;
+  gpu = cuda_new (&m);
+  dcp_backend_cuda_set_prefill (DCP_BACKEND_CUDA (gpu), TRUE);
+  raw = g_new (float, (gsize) N * V);
+  for (guint s = 0; s < N; s++)
+    {
+      DcpSamplerParams p;
+
+      dcp_sampler_params_init (&p);
+      p.seed = 1000 + s;
+      if (s == 0)
+        p.temperature = 0;
+      else if (s == 1)
+        {
+          p.temperature = 0.8;
+          p.top_k = 40;
+          p.presence_penalty = 1.5;
+        }
+      else
+        {
+          p.top_p = 0.9;
+          p.repetition_penalty = 1.3;
+          p.frequency_penalty = 0.4;
+        }
+      cuda_test_random_prompt (7 + s, V, ids[s], lens[s]);
+      st[s] = dcp_backend_state_new (gpu, &error);
+      dev[s] = dcp_backend_sampler_new (gpu, &p, &error);
+      ref[s] = dcp_sampler_new (&p, V, &error);
+      g_assert_no_error (error);
+      dcp_backend_sampler_add_prompt (gpu, dev[s], ids[s], lens[s]);
+      dcp_sampler_add_prompt (ref[s], ids[s], lens[s]);
+    }
+  for (guint step = 0; step < STEPS; step++)
+    {
+      DcpBatchItem items[N];
+
+      for (guint s = 0; s < N; s++)
+        {
+          items[s] = (DcpBatchItem) {
+            .state = st[s], .tokens = step == 0 ? ids[s] : &next[s],
+            .n_tokens = step == 0 ? lens[s] : 1, .logits_mode = DCP_LOGITS_LAST,
+            .logits = raw + (gsize) s * V, .sampler = dev[s],
+          };
+          /* the greedy sequence bans what it drew last */
+          banned[s] = step > 0 ? next[s] : 0;
+          items[s].banned = &banned[s];
+          items[s].n_banned = s == 0 && step > 0;
+        }
+      g_assert_true (dcp_backend_forward (gpu, items, N, &error));
+      g_assert_no_error (error);
+      for (guint s = 0; s < N; s++)
+        {
+          guint32 want = dcp_sampler_sample (ref[s], raw + (gsize) s * V, items[s].banned,
+                                             items[s].n_banned);
+
+          g_assert_cmpuint (items[s].token, <, V);
+          if (s == 0 && step > 0)
+            g_assert_cmpuint (items[s].token, !=, banned[s]);
+          apart += items[s].token != want;
+          draws++;
+          next[s] = items[s].token;
+          dcp_backend_sampler_accept (gpu, dev[s], next[s]);
+          dcp_sampler_accept (ref[s], next[s]);
+        }
+    }
+  g_test_message ("%u of %u device draws apart from the host's", apart, draws);
+  g_assert_cmpuint (apart, <=, 2);
+  for (guint s = 0; s < N; s++)
+    {
+      dcp_backend_state_free (gpu, st[s]);
+      dcp_backend_sampler_free (gpu, dev[s]);
+      dcp_sampler_free (ref[s]);
+    }
+  g_clear_object (&gpu);
+  cuda_test_model_close (&m);
+}
+
 static const Case cases[] = {
   { "real-heads", FALSE }, { "real-heads", TRUE }, { "odd-sizes", FALSE }, { "odd-sizes", TRUE },
 };
@@ -378,6 +478,8 @@ main (int argc, char **argv)
       g_test_add_data_func (p1, &cases[i], test_prompt_and_decode);
       g_test_add_data_func (p2, &cases[i], test_batch);
     }
+  g_test_add_data_func ("/gpu/cuda-backend/real-heads/draws", &cases[0], test_draws);
+  g_test_add_data_func ("/gpu/cuda-backend/odd-sizes-mxfp4/draws", &cases[3], test_draws);
   g_test_add_func ("/gpu/cuda-backend/bad-token", test_bad_token);
   return g_test_run ();
 }
