@@ -169,6 +169,8 @@ flush_history (DcpCudaSampling *self, DcpBatchItem **items, guint n, GError **er
       {
         SamplerData *d = dcp_seq_sampler_get_data (items[j]->sampler);
 
+        if (d->pending->len == 0)
+          continue;
         if (!dcp_cuda_check (dcpk_token_counts_add (d->d_table, self->d_entries + at,
                                                     (int) d->pending->len, self->stream),
                              "token history", error))
