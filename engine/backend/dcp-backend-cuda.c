@@ -157,29 +157,47 @@ cuda_state_new_paged (DcpBackend *backend, DcpKvPool *pool, GError **error)
   return state_new (DCP_BACKEND_CUDA (backend), pool, error);
 }
 
-static void
-cuda_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages)
+static gboolean
+cuda_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages,
+                      GError **error)
 {
   guint pool_pages = s->kv != NULL ? dcp_cuda_kv_get_n_pages (s->kv) : 0;
 
-  g_return_if_fail (s->paged);
+  if (!s->paged)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "page table: the state is not paged");
+      return FALSE;
+    }
   for (guint i = 0; i < n_pages; i++)
-    g_return_if_fail (s->kv == NULL || pages[i] < pool_pages);
+    if (s->kv != NULL && pages[i] >= pool_pages)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "page table: page %u is not in the state's pool (%u pages)", pages[i],
+                     pool_pages);
+        return FALSE;
+      }
   g_array_set_size (s->pages, 0);
   g_array_append_vals (s->pages, pages, n_pages);
+  return TRUE;
 }
 
-static void
-cuda_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst, guint n_tokens)
+static gboolean
+cuda_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst,
+                        guint n_tokens, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  g_autoptr(GError) error = NULL;
 
-  g_return_if_fail (src < pool->n_pages && dst < pool->n_pages && n_tokens <= DCPK_KV_PAGE_TOKENS);
+  if (src >= pool->n_pages || dst >= pool->n_pages || n_tokens > DCPK_KV_PAGE_TOKENS)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "page copy: %u tokens of page %u to page %u, in a pool of %u pages of %u",
+                   n_tokens, src, dst, pool->n_pages, DCPK_KV_PAGE_TOKENS);
+      return FALSE;
+    }
   /* On the stream: the next forward reads the copy after it is made. */
-  if (pool->kv != NULL &&
-      !dcp_cuda_kv_copy_rows (pool->kv, dst, pool->kv, src, n_tokens, self->stream, &error))
-    g_warning ("%s", error->message);
+  return pool->kv == NULL ||
+         dcp_cuda_kv_copy_rows (pool->kv, dst, pool->kv, src, n_tokens, self->stream, error);
 }
 
 /* Whether the state's table covers n_tokens positions (a paged state); an error says not. */
@@ -209,39 +227,36 @@ reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
 #define HEAD_WORDS 6
 
 /* [magic, n_tokens, n_gdn, n_attn, K format, V format] u32, the GDN block, then per attention
- * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). A
- * device error leaves out shorter, which state_load rejects. */
-static void
-cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
+ * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). */
+static gboolean
+cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, self->counts->n_gdn, self->counts->n_attn,
+  const DcpCudaCounts *n = self->counts;
+  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, n->n_gdn, n->n_attn,
                                self->kv_layout.k_format, self->kv_layout.v_format };
-  gsize block = state_block_bytes (self), at = out->len;
+  gsize block = state_block_bytes (self), at;
   guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
   gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
-  g_autoptr(GError) error = NULL;
 
-  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state save", &error))
-    goto fail;
+  /* dcp_backend_state_save gives out back its old length on an error */
+  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state save", error))
+    return FALSE;
   g_byte_array_append (out, (const guint8 *) head, sizeof head);
   at = out->len;
-  g_byte_array_set_size (out, at + block + (gsize) self->counts->n_attn * n_pages * page_bytes);
-  if (block > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (out->data + at, s->block, block), "state save", &error))
-    goto fail;
+  g_byte_array_set_size (out, at + block + (gsize) n->n_attn * n_pages * page_bytes);
+  if (block > 0 &&
+      !dcp_cuda_check (dcpk_memcpy_d2h (out->data + at, s->block, block), "state save", error))
+    return FALSE;
   at += block;
-  for (guint l = 0; l < self->counts->n_attn && n_pages > 0; l++)
+  for (guint l = 0; l < n->n_attn && n_pages > 0; l++)
     for (guint p = 0; p < n_pages; p++, at += page_bytes)
       if (!dcp_cuda_check (dcpk_memcpy_d2h (out->data + at,
                                             (const guint8 *) dcp_cuda_kv_layer (s->kv, l) +
                                             (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
-                                            page_bytes), "state save", &error))
-        goto fail;
-  return;
-
-fail:
-  g_warning ("%s", error->message);
-  g_byte_array_set_size (out, MIN (out->len, at));
+                                            page_bytes), "state save", error))
+        return FALSE;
+  return TRUE;
 }
 
 /* Only the saved positions are written: the rest of a last page may be another state's. */

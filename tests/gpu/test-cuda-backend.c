@@ -106,7 +106,7 @@ test_prompt_and_decode (gconstpointer data)
   snap = dcp_backend_state_new (gpu, &error);
   g_assert_true (dcp_backend_state_copy (gpu, snap, gs, &error));
   g_assert_no_error (error);
-  dcp_backend_state_save (gpu, gs, saved);
+  g_assert_true (dcp_backend_state_save (gpu, gs, saved, NULL));
 
   cpu_tok = cuda_test_argmax (a + (gsize) (PROMPT - 1) * V, V);
   for (guint t = 0; t < DECODE; t++, positions++)
