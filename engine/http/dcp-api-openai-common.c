@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "dcp-api-json.h"
+#include "dcp-api-json-nul.h"
 #include "dcp-api-openai-common.h"
 #include "dcp-error.h"
 #include "dcp-image.h"
@@ -136,6 +137,8 @@ dcp_openai_parse_arguments (const char *where, const char *text, GError **error)
 
   if (text == NULL || *text == '\0')
     text = "{}";
+  if (!dcp_json_check_no_nul (where, text, strlen (text), error))
+    return NULL;
   if (!json_parser_load_from_data (parser, text, -1, NULL)
       || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
