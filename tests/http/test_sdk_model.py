@@ -21,6 +21,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_fixture import Engine  # noqa: E402
+from sdk_types import clients  # noqa: E402
 
 MODEL = os.environ.get("DECAPYBARA_TINY_MODEL", "build/data/tiny-model/tiny.mcapy")
 TOOLS = [{"type": "function", "function": {
@@ -33,8 +34,7 @@ class TinyModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.engine = Engine("--threads", "1", model=MODEL)
-        cls.oai = openai.OpenAI(base_url=cls.engine.url + "/v1", api_key="unused", max_retries=0)
-        cls.ant = anthropic.Anthropic(base_url=cls.engine.url, api_key="unused", max_retries=0)
+        cls.oai, cls.ant, cls.transport = clients(cls.engine.url)
 
     @classmethod
     def tearDownClass(cls):
