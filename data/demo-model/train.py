@@ -10,7 +10,8 @@ One run on the GPU machine (torch, transformers with Qwen3_5ForCausalLM, tokeniz
 --minutes bounds the whole run (corpus, tokenizer, training, measurements, saving). OUTDIR gets a
 Hugging Face checkpoint that decapybara-convert reads (config.json, generation_config.json,
 model.safetensors with the mtp.* tensors, tokenizer.json, tokenizer_config.json with the Qwen3.5
-chat template), metrics.json and train.log: seven files, each under 16 MiB. --smoke runs the whole
+chat template), metrics.json, train.log and heldout.txt (held-out sources, for
+decapybara-convert --measure): eight files, each under 16 MiB. --smoke runs the whole
 pipeline at toy scale on the CPU in about a minute.
 
 Corpus: the Python sources installed on the machine (the standard library, then site-packages),
@@ -55,9 +56,9 @@ VOCAB = 16384
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE = os.path.join(REPO, "tests", "data", "chat-templates", "qwen3.5.jinja")
 
-# hidden 192, 8 layers (6 GDN + 2 attention), one MTP layer, tied embeddings: 7.6 M parameters,
-# 15 MB in BF16, so the BF16 model file (with its 1 MB tokenizer) stays under 16 MiB.
-FULL = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=8,
+# hidden 192, 8 layers (6 GDN + 2 attention), one MTP layer, tied embeddings: 7.3 M parameters,
+# 13.9 MiB in BF16, so the BF16 model file (with its 1 MiB tokenizer) stays under 16 MiB.
+FULL = dict(hidden_size=192, intermediate_size=448, num_hidden_layers=8,
             num_attention_heads=4, num_key_value_heads=1, head_dim=64,
             linear_num_key_heads=2, linear_num_value_heads=4,
             linear_key_head_dim=64, linear_value_head_dim=64, linear_conv_kernel_dim=4)
@@ -192,7 +193,7 @@ def write_tokenizer(tok, out, template):
 # ---------------------------------------------------------------- MTP head
 
 class MtpHead(torch.nn.Module):
-    """../shared/MODEL.md §4 as the engine computes it (engine/backend/dcp-backend-cpu.c,
+    """The 27B's MTP head as the engine computes it (engine/backend/dcp-backend-cpu.c,
     cpu_mtp_forward): x = fc([norm_e(embed(t+1)) | norm_h(h_t)]), one full-attention decoder
     layer over the MTP's own positions, mtp.norm, the shared lm_head: predicts token t+2."""
 
@@ -333,7 +334,7 @@ def completion_code(text):
 def accepted_lengths(model, mtp, sequences, device, k_max, positions_per_seq, deadline):
     """Greedy speculative decoding replayed on the main model's own greedy sequences (prompt +
     completion): at a position p the MTP drafts k tokens by chaining (step i takes step i-1's
-    normed output and drafted token at the next MTP position, as ../shared/MODEL.md §4.2 says);
+    normed output and drafted token at the next MTP position, as the 27B's head is chained);
     a draft is accepted while it equals the sequence, which is the main model's greedy choice.
     Returns the mean accepted drafts for k = 1..k_max."""
     totals, count = [0] * k_max, 0
@@ -553,6 +554,13 @@ def main():
         f"{os.path.getsize(os.path.join(args.out, 'model.safetensors')) / 2**20:.2f} MiB of weights")
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
+    with open(os.path.join(args.out, "heldout.txt"), "w") as f:
+        size = 0
+        for text in held_files:
+            if size > 256 * 1024:
+                break
+            f.write(text + "\n")
+            size += len(text) + 1
     with open(os.path.join(args.out, "train.log"), "w") as f:
         f.write("\n".join(LOG) + "\n")
 
