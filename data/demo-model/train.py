@@ -367,6 +367,40 @@ def accepted_lengths(model, mtp, sequences, device, k_max, positions_per_seq, de
     return [t / max(count, 1) for t in totals], count
 
 
+# ---------------------------------------------------------------- model
+
+def make_config(vocab, shape, im_end, eot):
+    rotary_half = shape["head_dim"] // 8          # partial_rotary_factor 0.25, halved
+    config = Qwen3_5TextConfig(
+        vocab_size=vocab, **shape, rms_norm_eps=1e-6, max_position_embeddings=4096,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=im_end, pad_token_id=eot,
+        layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention"
+                     for i in range(shape["num_hidden_layers"])],
+        rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
+                             mrope_section=[rotary_half - 2 * (rotary_half // 4), rotary_half // 4,
+                                            rotary_half // 4],
+                             mrope_interleaved=True),
+        mtp_num_hidden_layers=1)
+    config._attn_implementation = "sdpa"
+    config.architectures = ["Qwen3_5ForCausalLM"]
+    return config
+
+
+def save_checkpoint(out, config, model, mtp, im_end, eot):
+    """config.json, generation_config.json, model.safetensors: the text model and the MTP head in
+    BF16 (lm_head is tied to embed_tokens). Returns the number of tensors."""
+    config.save_pretrained(out)
+    gen_config = {"bos_token_id": None, "eos_token_id": [im_end, eot], "pad_token_id": eot, "do_sample": True,
+                  "temperature": 0.2, "top_p": 0.95, "top_k": 20}
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump(gen_config, f, indent=2)
+    tensors = {k: v.detach().to(torch.bfloat16).cpu().contiguous()
+               for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    tensors.update({"mtp." + k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in mtp.state_dict().items()})
+    save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    return len(tensors)
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -382,14 +416,10 @@ def main():
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
     smoke = args.smoke
     seq_len = 128 if smoke else 512
     batch = 8 if smoke else 64
-    log(f"torch {torch.__version__}, transformers {__import__('transformers').__version__}, device {device}, "
+    log(f"torch {torch.__version__}, transformers {__import__('transformers').__version__}, "
         f"seed {args.seed}, budget {args.minutes} min")
 
     # Corpus.
@@ -400,10 +430,22 @@ def main():
     log(f"corpus: {len(files)} files, {sum(len(t) for _, t, _ in files) / 1e6:.1f} MB from {roots}; "
         f"{len(held_files)} held out")
 
+    # Instruction pairs, in worker processes (before anything starts threads: the tokenizer's
+    # pool, CUDA).
+    with multiprocessing.Pool() as pool:
+        train_pairs = [p for ps in pool.imap(pairs_of, [(t, 1500) for t in train_files], chunksize=32) for p in ps]
+        held_pairs = [p for ps in pool.imap(pairs_of, [(t, 1000) for t in held_files], chunksize=8) for p in ps]
+    log(f"pairs: {len(train_pairs)} training, {len(held_pairs)} held out")
+
     # Tokenizer: trained on (a sample of) the training files.
     with open(TEMPLATE) as f:
         template = f.read()
-    sample = train_files if smoke else random.Random(args.seed).sample(train_files, min(len(train_files), 12000))
+    sample, size = [], 0
+    for text in random.Random(args.seed).sample(train_files, len(train_files)):
+        if size > 40_000_000:
+            break
+        sample.append(text)
+        size += len(text)
     tok = train_tokenizer(sample, 2048 if smoke else VOCAB)
     vocab = 2048 if smoke else VOCAB
     assert tok.get_vocab_size() <= vocab
@@ -413,9 +455,6 @@ def main():
         f"<|im_end|> = {im_end}")
 
     # Documents: raw files, and the instruction pairs (twice: they teach the answer format).
-    with multiprocessing.Pool() as pool:
-        train_pairs = [p for ps in pool.imap(pairs_of, [(t, 1500) for t in train_files], chunksize=32) for p in ps]
-        held_pairs = [p for ps in pool.imap(pairs_of, [(t, 1000) for t in held_files], chunksize=8) for p in ps]
     random.Random(args.seed).shuffle(held_pairs)
     render = PairRenderer(hf)
     texts = train_files + [render(u, c)[1] for u, c in train_pairs] * 2
@@ -424,23 +463,16 @@ def main():
     rows = pack([e.ids + [eot] for e in encoded], seq_len)
     held_rows = pack([e.ids + [eot] for e in tok.encode_batch(held_files, add_special_tokens=False)], seq_len)
     held_rows = held_rows[:32 if smoke else 512]
-    log(f"data: {len(train_pairs)} training pairs, {len(held_pairs)} held-out pairs; {rows.numel() / 1e6:.1f} M "
+    log(f"data: {rows.numel() / 1e6:.1f} M "
         f"training tokens in {len(rows)} rows of {seq_len}; {len(held_rows)} held-out rows")
 
     # Model.
-    shape = SMOKE if smoke else FULL
-    config = Qwen3_5TextConfig(
-        vocab_size=vocab, **shape, rms_norm_eps=1e-6, max_position_embeddings=4096,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=im_end, pad_token_id=eot,
-        layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention"
-                     for i in range(shape["num_hidden_layers"])],
-        rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
-                             mrope_section=[11, 11, 10] if shape["head_dim"] == 256 else
-                             [shape["head_dim"] // 8 // 2 + (shape["head_dim"] // 8) % 2,
-                              shape["head_dim"] // 8 // 4, shape["head_dim"] // 8 // 4],
-                             mrope_interleaved=True),
-        mtp_num_hidden_layers=1)
-    config._attn_implementation = "sdpa"
+    device = torch.device("cuda" if torch.cuda.is_available() and not smoke else "cpu")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    config = make_config(vocab, SMOKE if smoke else FULL, im_end, eot)
+    log(f"device {device}")
     model = Qwen3_5ForCausalLM(config).to(device)
     mtp = MtpHead(config).to(device)
     params = sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in mtp.parameters())
@@ -539,18 +571,9 @@ def main():
         ", ".join(f"k={k + 1} {lengths[k]:.2f}" for k in range(4)) + f" ({positions} positions)")
 
     # Checkpoint: text model and MTP head in BF16 (lm_head is tied to embed_tokens).
-    config.architectures = ["Qwen3_5ForCausalLM"]
-    config.save_pretrained(args.out)
-    gen_config = {"bos_token_id": None, "eos_token_id": [im_end, eot], "pad_token_id": eot, "do_sample": True,
-                  "temperature": 0.2, "top_p": 0.95, "top_k": 20}
-    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
-        json.dump(gen_config, f, indent=2)
-    tensors = {k: v.detach().to(torch.bfloat16).cpu().contiguous()
-               for k, v in model.state_dict().items() if k != "lm_head.weight"}
-    tensors.update({"mtp." + k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in mtp.state_dict().items()})
-    save_file(tensors, os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
+    tensors = save_checkpoint(args.out, config, model, mtp, im_end, eot)
     metrics["seconds"] = round(time.monotonic() - T0, 1)
-    log(f"wrote {args.out}: {len(tensors)} tensors, "
+    log(f"wrote {args.out}: {tensors} tensors, "
         f"{os.path.getsize(os.path.join(args.out, 'model.safetensors')) / 2**20:.2f} MiB of weights")
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
