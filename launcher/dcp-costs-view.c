@@ -221,9 +221,17 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
                              p->context_per_conversation, p->pool_tokens, p->kv_bytes_per_token);
   client = g_strdup_printf (_("Set your client's context size to %" G_GUINT64_FORMAT), p->context_per_conversation);
   if (c->have_accuracy)
-    accuracy = g_strdup_printf (c->accuracy.for_kv ? _("KL divergence %.4f, top-1 agreement %.1f %% (measured with this KV setting)")
-                                                   : _("KL divergence %.4f, top-1 agreement %.1f %% (weights only: this KV setting was not measured)"),
-                                c->accuracy.kl_divergence, 100 * c->accuracy.top1_agreement);
+    {
+      g_autofree char *perplexity = NULL;
+
+      if (c->accuracy.perplexity > 0 && c->accuracy.reference_perplexity > 0)
+        perplexity = g_strdup_printf (_(", perplexity %.2f (BF16 %.2f)"), c->accuracy.perplexity,
+                                      c->accuracy.reference_perplexity);
+      accuracy = g_strdup_printf (c->accuracy.for_kv ? _("KL divergence %.4f, top-1 agreement %.1f %%%s (measured with this KV setting)")
+                                                     : _("KL divergence %.4f, top-1 agreement %.1f %%%s (weights only: this KV setting was not measured)"),
+                                  c->accuracy.kl_divergence, 100 * c->accuracy.top1_agreement,
+                                  perplexity ? perplexity : "");
+    }
   else
     accuracy = g_strdup (_("unknown: the model file has no accuracy measurements"));
   if (c->tokens_per_s_short > 0)

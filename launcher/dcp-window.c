@@ -78,7 +78,8 @@ compare_choices (const char *key, gpointer user_data)
                                   costs.plan.vram_total / GIB, costs.plan.fits ? "" : _(" (too much)"),
                                   costs.plan.context_per_conversation);
           if (costs.have_accuracy)
-            g_string_append_printf (s, _("  KL %.3f"), costs.accuracy.kl_divergence);
+            g_string_append_printf (s, _("  KL %.3f  top-1 %.1f%%"), costs.accuracy.kl_divergence,
+                                    100 * costs.accuracy.top1_agreement);
           if (costs.tokens_per_s_short > 0)
             g_string_append_printf (s, _("  %.0f tok/s"), costs.tokens_per_s_short);
         }

@@ -15,6 +15,7 @@ struct _DcpBackendCpu {
   DcpCpuWeights *weights;
   DcpCpuPool *pool;
   guint gdn_chunk_size;
+  DcpDType kv_k_format, kv_v_format;
 };
 
 G_DEFINE_FINAL_TYPE (DcpBackendCpu, dcp_backend_cpu, DCP_TYPE_BACKEND)
@@ -52,11 +53,15 @@ cpu_state_new (DcpBackend *backend, GError **error)
   for (guint i = 0; i < c->n_layers; i++)
     {
       if (c->is_full_attention[i])
-        dcp_cpu_kv_cache_init (&s->kv[i], kv_width);
+        {
+          dcp_cpu_kv_cache_init (&s->kv[i], kv_width);
+          dcp_cpu_kv_cache_set_formats (&s->kv[i], c->head_dim, self->kv_k_format, self->kv_v_format);
+        }
       else
         dcp_cpu_gdn_state_init (&s->gdn[i], c);
     }
   dcp_cpu_kv_cache_init (&s->mtp_kv, kv_width);
+  dcp_cpu_kv_cache_set_formats (&s->mtp_kv, c->head_dim, self->kv_k_format, self->kv_v_format);
   return s;
 }
 
@@ -509,6 +514,7 @@ static void
 dcp_backend_cpu_init (DcpBackendCpu *self)
 {
   self->gdn_chunk_size = 64;
+  self->kv_k_format = self->kv_v_format = DCP_DTYPE_F32;
 }
 
 DcpBackend *
@@ -548,4 +554,35 @@ dcp_backend_cpu_get_n_threads (DcpBackendCpu *self)
 {
   g_return_val_if_fail (DCP_IS_BACKEND_CPU (self), 0);
   return dcp_cpu_pool_get_n_threads (self->pool);
+}
+
+static gboolean
+kv_format_for_bits (guint bits, DcpDType *format)
+{
+  switch (bits)
+    {
+    case 32: *format = DCP_DTYPE_F32; return TRUE;
+    case 16: *format = DCP_DTYPE_BF16; return TRUE;
+    case 8: *format = DCP_DTYPE_MXFP8_E4M3; return TRUE;
+    case 6: *format = DCP_DTYPE_MXFP6_E2M3; return TRUE;
+    case 4: *format = DCP_DTYPE_MXFP4_E2M1; return TRUE;
+    default: return FALSE;
+    }
+}
+
+gboolean
+dcp_backend_cpu_set_kv_bits (DcpBackendCpu *self, guint k_bits, guint v_bits, GError **error)
+{
+  DcpDType k, v;
+
+  g_return_val_if_fail (DCP_IS_BACKEND_CPU (self), FALSE);
+  if (!kv_format_for_bits (k_bits, &k) || !kv_format_for_bits (v_bits, &v))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "KV bits must be 32, 16, 8, 6 or 4, not %u/%u", k_bits, v_bits);
+      return FALSE;
+    }
+  self->kv_k_format = k;
+  self->kv_v_format = v;
+  return TRUE;
 }

@@ -22,5 +22,14 @@ DcpBackend *dcp_backend_cpu_new                (const DcpModelConfig  *config,
 void        dcp_backend_cpu_set_gdn_chunk_size (DcpBackendCpu         *self,
                                                 guint                  chunk_size);
 guint       dcp_backend_cpu_get_n_threads      (DcpBackendCpu         *self);
+/* KV-cache values of states made from now on (the main model's and the MTP head's) are rounded
+ * through the format the CUDA backend stores for these bits: 16 BF16, 8 MXFP8 E4M3, 6 MXFP6
+ * E2M3, 4 MXFP4 E2M1, in blocks of 32 along each head; 32 keeps FP32 (the default). They stay in
+ * FP32 memory: this gives a quantized cache's accuracy, not its size (decapybara-convert
+ * --measure uses it). */
+gboolean    dcp_backend_cpu_set_kv_bits        (DcpBackendCpu         *self,
+                                                guint                  k_bits,
+                                                guint                  v_bits,
+                                                GError               **error);
 
 G_END_DECLS

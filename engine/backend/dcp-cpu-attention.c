@@ -7,12 +7,46 @@
 #include <string.h>
 
 #include "dcp-cpu-attention.h"
+#include "dcp-float16.h"
+#include "dcp-quant.h"
 
 void
 dcp_cpu_kv_cache_init (DcpCpuKvCache *cache, guint width)
 {
   memset (cache, 0, sizeof *cache);
   cache->width = width;
+  cache->head_dim = width;
+  cache->k_format = cache->v_format = DCP_DTYPE_F32;
+}
+
+void
+dcp_cpu_kv_cache_set_formats (DcpCpuKvCache *cache, guint head_dim, DcpDType k_format, DcpDType v_format)
+{
+  g_return_if_fail (head_dim > 0 && cache->width % head_dim == 0);
+  cache->head_dim = head_dim;
+  cache->k_format = k_format;
+  cache->v_format = v_format;
+}
+
+void
+dcp_cpu_kv_round (DcpDType format, float *x, guint n_heads, guint head_dim)
+{
+  gsize n = (gsize) n_heads * head_dim;
+
+  if (format == DCP_DTYPE_F32)
+    return;
+  if (format == DCP_DTYPE_BF16)
+    {
+      for (gsize i = 0; i < n; i++)
+        x[i] = dcp_bf16_to_f32 (dcp_f32_to_bf16 (x[i]));
+      return;
+    }
+  {
+    g_autofree guint8 *q = g_malloc (dcp_quant_tensor_bytes (format, n_heads, head_dim));
+
+    dcp_quantize (format, x, n_heads, head_dim, q);
+    dcp_dequantize_rows (format, q, n_heads, head_dim, 0, n_heads, x);
+  }
 }
 
 void
@@ -160,6 +194,8 @@ dcp_cpu_attention_forward (DcpCpuPool                   *pool,
   reserve (cache, first_pos + n_tokens);
   for (guint t = 0; t < n_tokens; t++)
     {
+      dcp_cpu_kv_round (cache->k_format, k + (gsize) t * kvw, kvw / cache->head_dim, cache->head_dim);
+      dcp_cpu_kv_round (cache->v_format, v + (gsize) t * kvw, kvw / cache->head_dim, cache->head_dim);
       memcpy (dcp_cpu_kv_cache_row (cache, FALSE, first_pos + t), k + (gsize) t * kvw, kvw * sizeof (float));
       memcpy (dcp_cpu_kv_cache_row (cache, TRUE, first_pos + t), v + (gsize) t * kvw, kvw * sizeof (float));
     }

@@ -6,7 +6,9 @@
 G_BEGIN_DECLS
 
 /* The KV cache of one full-attention layer for one sequence: post-norm, post-RoPE keys and the
- * values, FP32, n_kv_heads * head_dim wide. Either in the cache's own growing arrays
+ * values, FP32, n_kv_heads * head_dim wide. With k_format / v_format other than F32, each new
+ * row is rounded through that format first (BF16, or an MX format in blocks of 32 along each
+ * head: the values a quantized cache of that format holds) and kept in FP32. Either in the cache's own growing arrays
  * [n_tokens, width], or (paged: pool_k != NULL) in a pool shared by many sequences, where row t
  * is slot t % page_tokens of page pages[t / page_tokens], each page page_tokens rows of K in
  * pool_k and of V in pool_v. The page table is borrowed from the sequence's state and must
@@ -14,6 +16,8 @@ G_BEGIN_DECLS
 typedef struct {
   guint n_tokens, capacity;
   guint width;
+  guint head_dim;
+  DcpDType k_format, v_format;
   float *k, *v;
   float *pool_k, *pool_v;
   guint page_tokens;
@@ -33,7 +37,17 @@ dcp_cpu_kv_cache_row (const DcpCpuKvCache *c, gboolean value, guint t)
 void dcp_cpu_kv_cache_init  (DcpCpuKvCache       *cache,
                              guint                width);
 void dcp_cpu_kv_cache_clear (DcpCpuKvCache       *cache);
-/* dst's rows and count become src's; rows that already are the same memory (pages shared
+/* The formats new rows are rounded through (F32: none); head_dim divides the width. */
+void dcp_cpu_kv_cache_set_formats (DcpCpuKvCache *cache,
+                                   guint          head_dim,
+                                   DcpDType       k_format,
+                                   DcpDType       v_format);
+/* Rounds n heads of head_dim values in place through format (F32: unchanged). */
+void dcp_cpu_kv_round       (DcpDType             format,
+                             float               *x,
+                             guint                n_heads,
+                             guint                head_dim);
+/* dst's rows and count become src's (its formats stay); rows that already are the same memory (pages shared
  * between two paged caches) are not copied. A paged dst's table must cover src's rows. */
 void dcp_cpu_kv_cache_copy  (DcpCpuKvCache       *dst,
                              const DcpCpuKvCache *src);

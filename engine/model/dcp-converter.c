@@ -274,7 +274,8 @@ copy_without (JsonNode *node, const char *member)
 }
 
 static JsonNode *
-build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, char **sha256)
+build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, char **sha256,
+                JsonNode *accuracy)
 {
   DcpCheckpoint *ckpt = c->ckpt;
   const DcpConvertOptions *o = c->options;
@@ -388,9 +389,12 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   json_builder_end_array (b);
   json_builder_end_object (b);
 
-  /* Measured by the GPU backend against the BF16 model; this converter does not measure it. */
+  /* null unless measured (options->measure), so that no number is ever invented */
   json_builder_set_member_name (b, "accuracy");
-  json_builder_add_null_value (b);
+  if (accuracy != NULL)
+    json_builder_add_value (b, json_node_copy (accuracy));
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "converter");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "program");
@@ -438,9 +442,11 @@ convert (Converter *c, GError **error)
       c->total_in += t->view->nbytes;
     }
   /* The metadata is written last (it holds the shards' hashes); keep room for it now. The
-   * placeholders have the final values' lengths, so 4 KiB of slack covers the file size. */
-  plan = build_metadata (c, dtypes, sizes, G_MAXINT64, NULL);
-  if (!dcp_model_writer_begin (c->writer, dcp_checkpoint_get_tokenizer (c->ckpt), json_size (plan) + 4096, error))
+   * placeholders have the final values' lengths, so 4 KiB of slack covers the file size; a
+   * measured accuracy object (five KV settings of three numbers) takes well under 4 KiB more. */
+  plan = build_metadata (c, dtypes, sizes, G_MAXINT64, NULL, NULL);
+  if (!dcp_model_writer_begin (c->writer, dcp_checkpoint_get_tokenizer (c->ckpt),
+                               json_size (plan) + (c->options->measure ? 8192 : 4096), error))
     return FALSE;
 
   g_ptr_array_set_size (sha256, n_shards);
@@ -468,7 +474,20 @@ convert (Converter *c, GError **error)
       return FALSE;
     }
   report (c, "", TRUE);
-  metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), (char **) sha256->pdata);
+  metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), (char **) sha256->pdata, NULL);
+  if (c->options->measure != NULL)
+    {
+      g_autoptr(JsonNode) accuracy = NULL;
+
+      if (!dcp_model_writer_seal (c->writer, metadata, error))
+        return FALSE;
+      accuracy = c->options->measure (dcp_model_writer_get_temp_path (c->writer), c->options->measure_data, error);
+      if (accuracy == NULL)
+        return FALSE;
+      json_node_unref (metadata);
+      metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer),
+                                 (char **) sha256->pdata, accuracy);
+    }
   return dcp_model_writer_finish (c->writer, metadata, error);
 }
 

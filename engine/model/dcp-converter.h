@@ -10,6 +10,13 @@ G_BEGIN_DECLS
 /* Hugging Face checkpoint folder -> .mcapy model file (docs/FORMAT.md), the work of
  * decapybara-convert. Tensors stream through in slices of rows, so memory stays bounded whatever
  * the checkpoint's size; the shards' SHA-256 are computed on a worker thread meanwhile. */
+/* Measures the converted file, complete under its temporary name before it is renamed into
+ * place, and returns the metadata's "accuracy" object (docs/FORMAT.md); NULL with an error
+ * fails the conversion. */
+typedef JsonNode *(*DcpConvertMeasureFunc) (const char *model_path,
+                                            gpointer    user_data,
+                                            GError    **error);
+
 typedef struct {
   const char *input_dir;
   const char *tokenizer_dir;   /* NULL: input_dir */
@@ -19,6 +26,8 @@ typedef struct {
   const char *revision;        /* NULL: unknown */
   gboolean progress;           /* progress lines on stderr */
   guint n_threads;             /* quantization threads; 0: one per CPU */
+  DcpConvertMeasureFunc measure;  /* NULL: "accuracy": null */
+  gpointer measure_data;
 } DcpConvertOptions;
 
 typedef struct {

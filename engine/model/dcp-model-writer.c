@@ -31,7 +31,7 @@ struct _DcpModelWriter {
   char *path;
   char *tmp_path;
   int fd;
-  gboolean begun, finished;
+  gboolean begun, sealed, finished;
   GArray *entries;          /* Entry */
   GHashTable *names;        /* borrowed name -> TRUE */
   GBytes *tokenizer;
@@ -243,8 +243,9 @@ build_index (DcpModelWriter *self)
   return g_bytes_new_take (index, self->header.index_size);
 }
 
-gboolean
-dcp_model_writer_finish (DcpModelWriter *self, JsonNode *metadata, GError **error)
+/* The index, the metadata and the header: after this the temporary file is a whole model file. */
+static gboolean
+write_head (DcpModelWriter *self, JsonNode *metadata, GError **error)
 {
   DcpModelHeader *h = &self->header;
   g_autoptr(JsonGenerator) gen = json_generator_new ();
@@ -252,9 +253,6 @@ dcp_model_writer_finish (DcpModelWriter *self, JsonNode *metadata, GError **erro
   g_autofree char *text = NULL;
   guint8 head[DCP_MODEL_HEADER_SIZE];
   gsize len = 0;
-
-  g_return_val_if_fail (self != NULL && self->begun && !self->finished, FALSE);
-  g_return_val_if_fail (metadata != NULL && JSON_NODE_HOLDS_OBJECT (metadata), FALSE);
 
   for (guint i = 0; i < self->entries->len; i++)
     {
@@ -275,6 +273,13 @@ dcp_model_writer_finish (DcpModelWriter *self, JsonNode *metadata, GError **erro
                    self->path, len, self->metadata_room);
       return FALSE;
     }
+  /* A shorter metadata than a sealed file's leaves zero bytes after it, as the format's gaps are. */
+  if (h->metadata_size > len)
+    {
+      g_autofree guint8 *zeros = g_malloc0 (h->metadata_size - len);
+      if (!write_at (self, h->metadata_offset + len, zeros, h->metadata_size - len, error))
+        return FALSE;
+    }
   h->metadata_size = len;
   h->metadata_checksum = dcp_checksum64 (text, len);
   index = build_index (self);
@@ -284,6 +289,33 @@ dcp_model_writer_finish (DcpModelWriter *self, JsonNode *metadata, GError **erro
   if (!write_at (self, h->metadata_offset, text, len, error) ||
       !write_at (self, h->index_offset, g_bytes_get_data (index, NULL), h->index_size, error) ||
       !write_at (self, 0, head, sizeof head, error))
+    return FALSE;
+  self->sealed = TRUE;
+  return TRUE;
+}
+
+gboolean
+dcp_model_writer_seal (DcpModelWriter *self, JsonNode *metadata, GError **error)
+{
+  g_return_val_if_fail (self != NULL && self->begun && !self->finished, FALSE);
+  g_return_val_if_fail (metadata != NULL && JSON_NODE_HOLDS_OBJECT (metadata), FALSE);
+  return write_head (self, metadata, error);
+}
+
+const char *
+dcp_model_writer_get_temp_path (DcpModelWriter *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->tmp_path;
+}
+
+gboolean
+dcp_model_writer_finish (DcpModelWriter *self, JsonNode *metadata, GError **error)
+{
+  g_return_val_if_fail (self != NULL && self->begun && !self->finished, FALSE);
+  g_return_val_if_fail (metadata != NULL ? JSON_NODE_HOLDS_OBJECT (metadata) : self->sealed, FALSE);
+
+  if (metadata != NULL && !write_head (self, metadata, error))
     return FALSE;
   if (fsync (self->fd) != 0)
     return io_error (error, self->tmp_path, "syncing", errno);

@@ -16,7 +16,10 @@ G_BEGIN_DECLS
  *   3. dcp_model_writer_write any number of times, in any order, until every tensor's bytes are
  *      written (pieces start at multiples of 8 bytes within their tensor; see dcp-checksum.h);
  *   4. dcp_model_writer_finish with the metadata: writes the index with the checksums, the
- *      metadata and the header, syncs and renames. */
+ *      metadata and the header, syncs and renames.
+ * Between 3 and 4, dcp_model_writer_seal may write the index, metadata and header already, so
+ * that the file under its temporary name can be opened as a model file (to measure it); finish
+ * then takes new metadata (written in place, within the room kept) or NULL to keep it. */
 typedef struct _DcpModelWriter DcpModelWriter;
 
 DcpModelWriter *dcp_model_writer_new        (const char     *path,
@@ -40,6 +43,11 @@ gboolean        dcp_model_writer_write      (DcpModelWriter *writer,
                                              const void     *data,
                                              gsize           nbytes,
                                              GError        **error);
+gboolean        dcp_model_writer_seal       (DcpModelWriter *writer,
+                                             JsonNode       *metadata,
+                                             GError        **error);
+/* Where the file is until finish renames it. */
+const char     *dcp_model_writer_get_temp_path (DcpModelWriter *writer);
 gboolean        dcp_model_writer_finish     (DcpModelWriter *writer,
                                              JsonNode       *metadata,
                                              GError        **error);

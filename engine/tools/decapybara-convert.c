@@ -6,10 +6,12 @@
 #include "config.h"
 
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "dcp-converter.h"
 #include "dcp-log.h"
+#include "dcp-measure.h"
 #include "dcp-model-file.h"
 #include "dcp-recipe.h"
 
@@ -24,6 +26,8 @@ static gboolean opt_verify;
 static gboolean opt_quiet;
 static gboolean opt_version;
 static int opt_threads;
+static char *opt_measure;
+static int opt_measure_tokens = 1024;
 
 static const GOptionEntry entries[] = {
   { "recipe", 'r', 0, G_OPTION_ARG_STRING, &opt_recipe,
@@ -36,6 +40,11 @@ static const GOptionEntry entries[] = {
     "Source model revision to record", "REV" },
   { "threads", 'j', 0, G_OPTION_ARG_INT, &opt_threads,
     "Quantization threads (default: one per CPU)", "N" },
+  { "measure", 0, 0, G_OPTION_ARG_FILENAME, &opt_measure,
+    "Measure the file against the checkpoint on this text (KL divergence, top-1 agreement, perplexity per KV setting, on the CPU) and record it",
+    "TEXT-FILE" },
+  { "measure-tokens", 0, 0, G_OPTION_ARG_INT, &opt_measure_tokens,
+    "With --measure: the text's first N tokens (default 1024; 0: all)", "N" },
   { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet,
     "No progress on stderr", NULL },
   { "info", 0, 0, G_OPTION_ARG_FILENAME, &opt_info,
@@ -130,6 +139,38 @@ info_json (DcpModelFile *file)
   return json_builder_get_root (b);
 }
 
+static double
+member_double (JsonObject *o, const char *name)
+{
+  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
+  return n && JSON_NODE_HOLDS_VALUE (n) ? json_node_get_double (n) : NAN;
+}
+
+static void
+print_accuracy (JsonObject *a)
+{
+  static const char *order[] = { "16/16", "8/8", "6/6", "6/4", "4/4" };
+  JsonObject *kv = a ? member_object (a, "kv") : NULL;
+
+  if (a == NULL)
+    {
+      g_print ("accuracy:      not measured\n");
+      return;
+    }
+  g_print ("accuracy:      against %s on %" G_GINT64_FORMAT " tokens of %s (perplexity %.4f)\n",
+           member_string (a, "reference", "?"), member_int (a, "tokens"), member_string (a, "dataset", "?"),
+           member_double (a, "reference_perplexity"));
+  g_print ("  %-7s %13s %8s %11s\n", "KV", "KL divergence", "top-1", "perplexity");
+  for (guint k = 0; kv != NULL && k < G_N_ELEMENTS (order); k++)
+    {
+      JsonObject *e = member_object (kv, order[k]);
+
+      if (e != NULL)
+        g_print ("  %-7s %13.6f %7.2f%% %11.4f\n", order[k], member_double (e, "kl_divergence"),
+                 100 * member_double (e, "top1_agreement"), member_double (e, "perplexity"));
+    }
+}
+
 static void
 print_info (DcpModelFile *file)
 {
@@ -169,7 +210,7 @@ print_info (DcpModelFile *file)
         first = 0;
       }
   g_print (")\n");
-  g_print ("accuracy:      %s\n", member_object (m, "accuracy") ? "measured (see --json)" : "not measured");
+  print_accuracy (member_object (m, "accuracy"));
   if (files && JSON_NODE_HOLDS_ARRAY (files))
     for (guint i = 0; i < json_array_get_length (json_node_get_array (files)); i++)
       {
@@ -287,14 +328,25 @@ run_plan (void)
   return 0;
 }
 
+static JsonNode *
+measure (const char *model_path, gpointer data, GError **error)
+{
+  return dcp_measure_accuracy (data, model_path, error);
+}
+
 static int
 run_convert (const char *input, const char *output)
 {
+  DcpMeasureOptions measure_options = {
+    .checkpoint_dir = input, .tokenizer_dir = opt_tokenizer, .text_path = opt_measure,
+    .max_tokens = MAX (opt_measure_tokens, 0), .n_threads = MAX (opt_threads, 0), .progress = !opt_quiet,
+  };
   g_autoptr(GError) error = NULL;
   DcpConvertOptions options = {
     .input_dir = input, .tokenizer_dir = opt_tokenizer, .output_path = output,
     .recipe = DCP_RECIPE_MEDIUM, .model_id = opt_model_id, .revision = opt_revision,
     .progress = !opt_quiet, .n_threads = MAX (opt_threads, 0),
+    .measure = opt_measure ? measure : NULL, .measure_data = &measure_options,
   };
   DcpConvertStats stats = { 0 };
 

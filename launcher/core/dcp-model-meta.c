@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "dcp-error.h"
@@ -67,6 +68,20 @@ dcp_model_meta_new_from_info (const DcpModelInfo *info, const char *name, GError
   return g_steal_pointer (&meta);
 }
 
+/* A positive number, or 0 when the member is missing or not one. */
+static double
+positive_member (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  double v;
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) == G_TYPE_STRING ||
+      json_node_get_value_type (n) == G_TYPE_BOOLEAN)
+    return 0;
+  v = json_node_get_double (n);
+  return v > 0 && isfinite (v) ? v : 0;
+}
+
 static gboolean
 read_scores (JsonObject *o, DcpAccuracy *a)
 {
@@ -77,6 +92,7 @@ read_scores (JsonObject *o, DcpAccuracy *a)
     return FALSE;
   a->kl_divergence = json_node_get_double (kl);
   a->top1_agreement = json_node_get_double (top1);
+  a->perplexity = positive_member (o, "perplexity");
   return a->kl_divergence >= 0 && a->top1_agreement >= 0 && a->top1_agreement <= 1;
 }
 
@@ -93,6 +109,7 @@ dcp_model_meta_get_accuracy (const DcpModelMeta *meta, guint kv_bits_k, guint kv
   o = json_node_get_object (meta->accuracy);
   if (json_object_has_member (o, "tokens") && JSON_NODE_HOLDS_VALUE (json_object_get_member (o, "tokens")))
     a->tokens = MAX (0, json_object_get_int_member (o, "tokens"));
+  a->reference_perplexity = positive_member (o, "reference_perplexity");
   kv = json_object_has_member (o, "kv") && JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "kv"))
        ? json_object_get_object_member (o, "kv") : NULL;
   if (kv != NULL && json_object_has_member (kv, kv_key) &&

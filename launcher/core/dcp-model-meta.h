@@ -16,6 +16,8 @@ G_BEGIN_DECLS
 typedef struct {
   double kl_divergence;    /* mean KL(BF16 || this file) per token, nats */
   double top1_agreement;   /* fraction of tokens where the top-1 token is the BF16 model's */
+  double perplexity;       /* of this file on the measured text; 0 when the file does not say */
+  double reference_perplexity;  /* of the BF16 model on the same text; 0 when not said */
   guint64 tokens;          /* held-out tokens measured; 0 when the file does not say */
   gboolean for_kv;         /* measured with this KV setting (else the weights alone) */
 } DcpAccuracy;

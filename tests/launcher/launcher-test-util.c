@@ -79,6 +79,10 @@ metadata (const TestHead *h)
       json_builder_add_double_value (b, 0.0125);
       json_builder_set_member_name (b, "top1_agreement");
       json_builder_add_double_value (b, 0.975);
+      json_builder_set_member_name (b, "perplexity");
+      json_builder_add_double_value (b, 6.5);
+      json_builder_set_member_name (b, "reference_perplexity");
+      json_builder_add_double_value (b, 6.25);
       json_builder_set_member_name (b, "kv");
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "4/4");
@@ -87,6 +91,8 @@ metadata (const TestHead *h)
       json_builder_add_double_value (b, 0.0375);
       json_builder_set_member_name (b, "top1_agreement");
       json_builder_add_double_value (b, 0.955);
+      json_builder_set_member_name (b, "perplexity");
+      json_builder_add_double_value (b, 6.75);
       json_builder_end_object (b);
       json_builder_end_object (b);
       json_builder_end_object (b);

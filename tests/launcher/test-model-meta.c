@@ -58,10 +58,14 @@ test_local (void)
       g_assert_cmpfloat_with_epsilon (a.kl_divergence, 0.0125, 1e-12);
       g_assert_cmpfloat_with_epsilon (a.top1_agreement, 0.975, 1e-12);
       g_assert_cmpuint (a.tokens, ==, 65536);
+      g_assert_cmpfloat_with_epsilon (a.perplexity, 6.5, 1e-12);
+      g_assert_cmpfloat_with_epsilon (a.reference_perplexity, 6.25, 1e-12);
       g_assert_true (dcp_model_meta_get_accuracy (meta, 4, 4, &a));
       g_assert_true (a.for_kv);
       g_assert_cmpfloat_with_epsilon (a.kl_divergence, 0.0375, 1e-12);
       g_assert_cmpfloat_with_epsilon (a.top1_agreement, 0.955, 1e-12);
+      g_assert_cmpfloat_with_epsilon (a.perplexity, 6.75, 1e-12);
+      g_assert_cmpfloat_with_epsilon (a.reference_perplexity, 6.25, 1e-12);
       g_unlink (path);
     }
   g_rmdir (dir);

@@ -228,6 +228,8 @@ test_costs (Fixture *f, gconstpointer data)
       /* Accuracy: the file's KV entry when measured (4/4 in the test head), else the weights'. */
       g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "accuracy"),
                                 g_str_equal (kv_value, "4/4") ? "0.0375" : "0.0125"));
+      g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "accuracy"),
+                                g_str_equal (kv_value, "4/4") ? "perplexity 6.75 (BF16 6.25)" : "perplexity 6.50 (BF16 6.25)"));
       g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "speed"), "tokens/s"));
     }
   /* A context past the model's maximum: the planner's error is shown, not a crash. */
