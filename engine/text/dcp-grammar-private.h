@@ -15,7 +15,7 @@ G_BEGIN_DECLS
 
 typedef enum {
   NODE_LITERAL,     /* the bytes of text; a: offset */
-  NODE_STRING,      /* a JSON string; a: phase, b: UTF-8 continuation state */
+  NODE_STRING,      /* a JSON string; a: phase | tag state << 4, b: UTF-8 continuation state */
   NODE_NUMBER,      /* a JSON number (integer: no fraction or exponent); a: phase, b: length */
   NODE_OBJECT,      /* {"key": value, ...} over declared properties in order, or free keys */
   NODE_ARRAY,       /* [item, ...] with a count between min and max; a: phase, b: count */
@@ -23,7 +23,7 @@ typedef enum {
   NODE_SEQ,         /* kids one after the other; a: next kid */
   NODE_ORDERED,     /* kids in order, each present or not (required ones present); a: next */
   NODE_REPEAT,      /* kids[0], then kids[1] (separator + item) again; a: phase, b: count */
-  NODE_TEXT_UNTIL,  /* any UTF-8 text ended by text (included); a: match length, b: UTF-8 state */
+  NODE_TEXT_UNTIL,  /* any UTF-8 text ended by text (included); a: tag state, b: UTF-8 state */
   NODE_SPACE,       /* up to max bytes of ' ' and '\n'; a: count */
 } NodeKind;
 
@@ -32,7 +32,9 @@ typedef struct {
   gboolean  integer;      /* NUMBER */
   char     *text;         /* LITERAL, TEXT_UNTIL: the bytes; OBJECT: NULL */
   guint     text_len;
-  guint    *fail;         /* TEXT_UNTIL: the KMP failure function of text */
+  /* TEXT_UNTIL: the end tag then tags the text must not hold; STRING: tags its raw content must
+   * not hold (NULL: none). Each starts with '<' and holds no other '<' (see tag_step). */
+  char    **tags;
   guint    *kids;         /* ANY_OF, SEQ, ORDERED, REPEAT: node ids; OBJECT: value per property;
                            * ARRAY: kids[0] the item */
   guint     n_kids;
@@ -67,7 +69,8 @@ typedef struct {
 DcpGrammar *dcp_grammar_alloc           (void);
 guint       dcp_grammar_add_node        (DcpGrammar *self, const GrammarNode *node);
 guint       dcp_grammar_add_literal     (DcpGrammar *self, const char *text, gssize len);
-guint       dcp_grammar_add_text_until  (DcpGrammar *self, const char *terminator);
+guint       dcp_grammar_add_text_until  (DcpGrammar *self, const char *terminator,
+                                         const char *const *forbidden);
 guint       dcp_grammar_add_list        (DcpGrammar *self, NodeKind kind, const guint *kids, guint n);
 /* Fills first_required of an OBJECT or ORDERED node from its required flags. */
 void        dcp_grammar_finish_ordered  (GrammarNode *node);
@@ -83,10 +86,10 @@ void     dcp_grammar_state_feed         (DcpGrammar *self, const DcpGrammarState
                                          DcpGrammarState *out);
 /* Whether the text may end here. */
 gboolean dcp_grammar_state_is_complete  (DcpGrammar *self, const DcpGrammarState *state);
-/* Whether one of the stacks is inside free text where any "plain" bytes keep it so: a JSON
- * string's content (*string) or a TEXT_UNTIL's text with nothing of its end matched (*text),
- * both between UTF-8 characters. The matcher takes whole vocabulary subtrees on this. */
-void     dcp_grammar_state_free_text    (DcpGrammar *self, const DcpGrammarState *state,
-                                         gboolean *string, gboolean *text);
+/* Where one of the stacks is inside free text that "plain" bytes keep it in (a JSON string's
+ * content, a TEXT_UNTIL's text, between UTF-8 characters and with no tag begun): the sets of
+ * DcpTokenTrieFlags a vocabulary subtree must have to be taken whole, one bit per set
+ * (1 << flags). 0 when there is none. */
+guint    dcp_grammar_state_free_text    (DcpGrammar *self, const DcpGrammarState *state);
 
 G_END_DECLS

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dcp-grammar-private.h"
+#include "dcp-token-trie.h"
 
 /* The byte-level automaton: building nodes, and feeding a byte to a set of stacks. See
  * dcp-grammar-private.h for the node kinds and docs/CONSTRAINED-DECODING.md for the grammar's
@@ -17,6 +18,34 @@ enum { O_START, O_OPEN, O_KEY, O_COLON, O_AFTER_COLON, O_AFTER_COLON_SPACE, O_AF
        O_COMMA, O_COMMA_SPACE, O_DONE };
 enum { A_START, A_OPEN, A_AFTER_ITEM, A_COMMA, A_COMMA_SPACE, A_DONE };
 enum { R_START, R_AFTER };
+
+#define TEXT_DONE G_MAXUINT32
+#define TAG_FORBIDDEN (-1)
+#define TAG_MATCHED (-2)
+
+/* Watching for tags in free text: the state is 0, or the index of the first tag that the text
+ * ends with the start of << 8 | how many bytes of it. Since every tag starts with '<' and has no
+ * other '<', a byte that goes on with no tag starts over at '<' or at nothing. Returns the new
+ * state, TAG_MATCHED when tags[0] is complete and terminates (terminates: the first tag is the
+ * end tag), TAG_FORBIDDEN when another tag is complete. */
+static gint64
+tag_step (char **tags, gboolean terminates, guint32 state, guint8 c)
+{
+  if (state != 0)
+    {
+      const char *begun = tags[state >> 8];
+      guint off = state & 0xff;
+
+      for (guint k = 0; tags[k] != NULL; k++)
+        if (strncmp (tags[k], begun, off) == 0 && (guint8) tags[k][off] == c)
+          {
+            if (tags[k][off + 1] == '\0')
+              return k == 0 && terminates ? TAG_MATCHED : TAG_FORBIDDEN;
+            return (gint64) k << 8 | (off + 1);
+          }
+    }
+  return c == '<' ? 1 : 0;
+}
 
 /* Numbers longer than this are refused: no schema needs them, and a sampler left free among
  * digits could otherwise go on for ever. */
@@ -51,7 +80,7 @@ dcp_grammar_unref (DcpGrammar *self)
       GrammarNode *node = &g_array_index (self->nodes, GrammarNode, i);
 
       g_free (node->text);
-      g_free (node->fail);
+      g_strfreev (node->tags);
       g_free (node->kids);
       if (node->keys != NULL)
         for (guint k = 0; k < node->n_kids; k++)
@@ -92,23 +121,18 @@ dcp_grammar_add_literal (DcpGrammar *self, const char *text, gssize len)
 }
 
 guint
-dcp_grammar_add_text_until (DcpGrammar *self, const char *terminator)
+dcp_grammar_add_text_until (DcpGrammar *self, const char *terminator, const char *const *forbidden)
 {
   GrammarNode node = { .kind = NODE_TEXT_UNTIL };
-  guint n = strlen (terminator), k = 0;
+  g_autoptr(GStrvBuilder) tags = g_strv_builder_new ();
 
-  g_assert (n > 0);
+  g_assert (terminator[0] == '<');
   node.text = g_strdup (terminator);
-  node.text_len = n;
-  node.fail = g_new0 (guint, n);
-  for (guint i = 1; i < n; i++)
-    {
-      while (k > 0 && terminator[i] != terminator[k])
-        k = node.fail[k - 1];
-      if (terminator[i] == terminator[k])
-        k++;
-      node.fail[i] = k;
-    }
+  node.text_len = strlen (terminator);
+  g_strv_builder_add (tags, terminator);
+  if (forbidden != NULL)
+    g_strv_builder_addv (tags, (const char **) forbidden);
+  node.tags = g_strv_builder_end (tags);
   return dcp_grammar_add_node (self, &node);
 }
 
@@ -229,8 +253,9 @@ frame_done (const GrammarNode *node, const GrammarFrame *f)
   switch (node->kind)
     {
     case NODE_LITERAL:
-    case NODE_TEXT_UNTIL:
       return f->a == node->text_len;
+    case NODE_TEXT_UNTIL:
+      return f->a == TEXT_DONE;
     case NODE_STRING:
       return f->a == S_DONE;
     case NODE_OBJECT:
@@ -326,39 +351,45 @@ push_key (Feed *f, GrammarFrame *t, guint depth, guint string_id)
 }
 
 static void
-consume_string (Feed *f, GrammarFrame *t, guint depth)
+consume_string (Feed *f, const GrammarNode *node, GrammarFrame *t, guint depth)
 {
   GrammarFrame *top = &t[depth - 1];
   guint8 c = f->byte;
+  guint phase = top->a & 15, tag = top->a >> 4;
+  gint64 next_tag = 0;
   gint u;
 
-  switch (top->a)
+  switch (phase)
     {
     case S_OPEN:
       if (c != '"')
         return;
-      top->a = S_CONTENT;
+      phase = S_CONTENT;
       break;
     case S_CONTENT:
       if (top->b == 0 && c == '"')
-        top->a = S_DONE;
+        phase = S_DONE;
       else if (top->b == 0 && c == '\\')
-        top->a = S_ESCAPE;
+        phase = S_ESCAPE;
       else if (top->b == 0 && c < 0x20)
         return;
       else if ((u = utf8_step (top->b, c)) < 0)
         return;
       else
-        top->b = u;
+        {
+          top->b = u;
+          if (node->tags != NULL && (next_tag = tag_step (node->tags, FALSE, tag, c)) < 0)
+            return;
+        }
       break;
     case S_ESCAPE:
       if (c == 'u')
         {
-          top->a = S_HEX;
+          phase = S_HEX;
           top->b = 4;
         }
       else if (strchr ("\"\\/bfnrt", c) != NULL && c != '\0')
-        top->a = S_CONTENT;
+        phase = S_CONTENT;
       else
         return;
       break;
@@ -366,11 +397,12 @@ consume_string (Feed *f, GrammarFrame *t, guint depth)
       if (!g_ascii_isxdigit (c))
         return;
       if (--top->b == 0)
-        top->a = S_CONTENT;
+        phase = S_CONTENT;
       break;
     default:
       return;
     }
+  top->a = phase == S_DONE ? S_DONE : phase | (guint32) next_tag << 4;
   emit (f, t, depth);
 }
 
@@ -613,18 +645,13 @@ static void
 consume_text_until (Feed *f, const GrammarNode *node, GrammarFrame *t, guint depth)
 {
   GrammarFrame *top = &t[depth - 1];
-  guint8 c = f->byte;
-  gint u = utf8_step (top->b, c);
-  guint k = top->a;
+  gint u = utf8_step (top->b, f->byte);
+  gint64 tag;
 
-  if (u < 0)
+  if (u < 0 || (tag = tag_step (node->tags, TRUE, top->a, f->byte)) == TAG_FORBIDDEN)
     return;
   top->b = u;
-  while (k > 0 && (guint8) node->text[k] != c)
-    k = node->fail[k - 1];
-  if ((guint8) node->text[k] == c)
-    k++;
-  top->a = k;
+  top->a = tag == TAG_MATCHED ? TEXT_DONE : (guint32) tag;
   emit (f, t, depth);
 }
 
@@ -649,7 +676,7 @@ consume (Feed *f, const GrammarFrame *stack, guint depth)
         }
       return;
     case NODE_STRING:
-      consume_string (f, t, depth);
+      consume_string (f, node, t, depth);
       return;
     case NODE_NUMBER:
       consume_number (f, node, t, depth);
@@ -751,15 +778,12 @@ dcp_grammar_state_is_complete (DcpGrammar *self, const DcpGrammarState *state)
   return FALSE;
 }
 
-void
-dcp_grammar_state_free_text (DcpGrammar            *self,
-                             const DcpGrammarState *state,
-                             gboolean              *string,
-                             gboolean              *text)
+guint
+dcp_grammar_state_free_text (DcpGrammar *self, const DcpGrammarState *state)
 {
   const guint32 *w = (const guint32 *) state->words->data;
+  guint sets = 0;
 
-  *string = *text = FALSE;
   for (guint at = 0; at < state->words->len; at += 1 + 3 * w[at])
     {
       const GrammarFrame *top;
@@ -770,8 +794,9 @@ dcp_grammar_state_free_text (DcpGrammar            *self,
       top = (const GrammarFrame *) (w + at + 1) + w[at] - 1;
       node = dcp_grammar_node (self, top->node);
       if (node->kind == NODE_STRING && top->a == S_CONTENT && top->b == 0)
-        *string = TRUE;
-      else if (node->kind == NODE_TEXT_UNTIL && top->a == 0 && top->b == 0 && node->text[0] == '<')
-        *text = TRUE;
+        sets |= 1u << (DCP_TOKEN_TRIE_PLAIN_STRING | (node->tags != NULL ? DCP_TOKEN_TRIE_PLAIN_TEXT : 0));
+      else if (node->kind == NODE_TEXT_UNTIL && top->a == 0 && top->b == 0)
+        sets |= 1u << DCP_TOKEN_TRIE_PLAIN_TEXT;
     }
+  return sets;
 }

@@ -558,7 +558,7 @@ compiler_finish (Compiler *c, guint body, DcpGrammarFlags flags)
     {
       GrammarNode space = { .kind = NODE_SPACE, .max = 4 };
 
-      kids[n++] = dcp_grammar_add_text_until (c->grammar, "</think>");
+      kids[n++] = dcp_grammar_add_text_until (c->grammar, "</think>", NULL);
       kids[n++] = dcp_grammar_add_node (c->grammar, &space);
     }
   kids[n++] = body;
@@ -625,6 +625,10 @@ allows_string (JsonObject *schema)
   return FALSE;
 }
 
+/* What the engine's tool-call parser would take for the end of a value or a call. */
+static const char *const xml_value_forbidden[] = { "</function>", "</tool_call>", NULL };
+static const char *const call_tags[] = { "</parameter>", "</function>", "</tool_call>", NULL };
+
 /* The value of one XML parameter, with its "\n</parameter>\n" end. */
 static guint
 xml_parameter_value (Compiler *c, JsonNode *schema, const char *path, GError **error)
@@ -639,7 +643,7 @@ xml_parameter_value (Compiler *c, JsonNode *schema, const char *path, GError **e
   if (allows_string (object) && !json_object_has_member (object, "enum")
       && !json_object_has_member (object, "const"))
     {
-      kids[0] = dcp_grammar_add_text_until (g, "</parameter>");
+      kids[0] = dcp_grammar_add_text_until (g, "</parameter>", xml_value_forbidden);
       kids[1] = dcp_grammar_add_literal (g, "\n", 1);
       return dcp_grammar_add_list (g, NODE_SEQ, kids, 2);
     }
@@ -775,6 +779,8 @@ dcp_grammar_new_tool_call (JsonArray        *tools,
   g_return_val_if_fail (tools != NULL, NULL);
   json_node_set_array (root, tools);
   compiler_init (&c, root);
+  /* JSON strings inside a call must not end it early for the parser (JSON can write "<\/"). */
+  dcp_grammar_node (c.grammar, c.string)->tags = g_strdupv ((char **) call_tags);
   for (guint i = 0; i < json_array_get_length (tools); i++)
     {
       JsonObject *tool = json_array_get_object_element (tools, i);

@@ -108,6 +108,15 @@ set_range (DcpTokenMatcher *self, guint32 *mask, guint lo, guint hi)
     set_bit (mask, self->trie->tokens[i]);
 }
 
+static gboolean
+whole_subtree (guint sets, guint flags)
+{
+  for (guint need = 1; need < 4; need++)
+    if ((sets >> need & 1) && (flags & need) == need)
+      return TRUE;
+  return FALSE;
+}
+
 /* Marks the tokens under trie node index, reached in state (after the node's bytes). */
 static void
 walk (DcpTokenMatcher *self, guint32 *mask, guint index, guint depth, const DcpGrammarState *state)
@@ -118,14 +127,14 @@ walk (DcpTokenMatcher *self, guint32 *mask, guint index, guint depth, const DcpG
   for (guint k = 0; k < node->n_children; k++)
     {
       const DcpTokenTrieNode *child = &self->trie->nodes[node->first_child + k];
-      gboolean string, text;
+      guint sets;
 
       dcp_grammar_state_feed (self->grammar, state, child->byte, next);
       if (next->n_stacks == 0)
         continue;
-      dcp_grammar_state_free_text (self->grammar, next, &string, &text);
-      if ((string && (child->flags & DCP_TOKEN_TRIE_PLAIN_STRING))
-          || (text && (child->flags & DCP_TOKEN_TRIE_PLAIN_TEXT)))
+      sets = dcp_grammar_state_free_text (self->grammar, next);
+      /* Some stack stays in free text whatever the subtree adds: take it whole. */
+      if (whole_subtree (sets, child->flags))
         {
           set_range (self, mask, child->lo, child->hi);
           continue;

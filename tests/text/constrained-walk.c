@@ -18,7 +18,8 @@
  * mask times. constrained_oracle.py checks the lines against the schemas.
  *
  * A walk draws uniformly among the allowed tokens for its first WANDER steps, then mostly among
- * the allowed tokens that are pieces of closing text ('}', ']', '"', end tags), so that it ends. */
+ * the allowed tokens that are pieces of closing text ('}', ']', '"', end tags), those that go on
+ * with a closing text begun first, so that it ends. */
 
 #define WANDER 48
 #define MAX_STEPS 4000
@@ -34,6 +35,26 @@ is_closing_piece (const guint8 *bytes, gsize len)
     if (len <= strlen (closers[i]) && memmem (closers[i], strlen (closers[i]), bytes, len) != NULL)
       return TRUE;
   return FALSE;
+}
+
+/* 2 when the piece goes on with a closing text that the text ends with the start of, 1 when
+ * it starts one, else 0. */
+static guint
+closing_score (const GString *text, const guint8 *bytes, gsize len)
+{
+  guint score = 0;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (closers); i++)
+    {
+      const char *c = closers[i];
+      gsize n = strlen (c);
+
+      for (gsize k = 0; k < n && k <= text->len; k++)
+        if (len <= n - k && memcmp (c + k, bytes, len) == 0
+            && memcmp (text->str + text->len - k, c, k) == 0)
+          score = MAX (score, k > 0 ? 2 : 1);
+    }
+  return score;
 }
 
 static DcpGrammar *
@@ -67,12 +88,13 @@ typedef struct {
 
 static void
 walk (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, JsonObject *c, guint run,
-      GRand *rand, guint32 stop, Times *times)
+      GRand *rand, guint32 stop, GArray *closers_ids, Times *times)
 {
   g_autoptr(DcpTokenMatcher) matcher = dcp_token_matcher_new (grammar, trie, &stop, 1);
   g_autoptr(GArray) ids = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autoptr(GArray) allowed = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autoptr(GArray) closing = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autoptr(GString) sofar = g_string_new (NULL);
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(JsonNode) line = NULL;
   g_autofree char *text = NULL, *out = NULL;
@@ -102,20 +124,38 @@ walk (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, JsonObje
         for (guint32 bits = mask[w]; bits != 0; bits &= bits - 1)
           {
             guint32 id = w * 32 + __builtin_ctz (bits);
-            gsize len;
-            const guint8 *bytes = dcp_tokenizer_get_token_bytes (tokenizer, id, &len);
 
             g_array_append_val (allowed, id);
-            if (id == stop || (bytes != NULL && is_closing_piece (bytes, len)))
-              g_array_append_val (closing, id);
           }
       if (allowed->len == 0)
         break;
+      /* The best-scoring closing pieces allowed here (the stop token above all). */
+      for (guint i = 0, best = 1; i < closers_ids->len; i++)
+        {
+          guint32 id = g_array_index (closers_ids, guint32, i);
+          gsize len;
+          const guint8 *bytes = dcp_tokenizer_get_token_bytes (tokenizer, id, &len);
+          guint score = id == stop ? 3 : closing_score (sofar, bytes, len);
+
+          if (!((mask[id / 32] >> (id % 32)) & 1) || score < best)
+            continue;
+          if (score > best)
+            g_array_set_size (closing, 0);
+          best = score;
+          g_array_append_val (closing, id);
+        }
       before = closing->len;
       if (steps >= WANDER && before > 0 && g_rand_int_range (rand, 0, 10) > 0)
         pick = g_array_index (closing, guint32, g_rand_int_range (rand, 0, before));
       else
         pick = g_array_index (allowed, guint32, g_rand_int_range (rand, 0, allowed->len));
+      if (pick != stop)
+        {
+          gsize len;
+          const guint8 *bytes = dcp_tokenizer_get_token_bytes (tokenizer, pick, &len);
+
+          g_string_append_len (sofar, (const char *) bytes, len);
+        }
       if (!dcp_token_matcher_accept (matcher, pick, &error))
         g_error ("%s: the mask allowed token %u but accept refused it: %s",
                  json_object_get_string_member (c, "name"), pick, error->message);
@@ -174,6 +214,7 @@ main (int argc, char **argv)
   g_autoptr(DcpTokenTrie) trie = NULL;
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GRand) rand = NULL;
+  g_autoptr(GArray) closers_ids = NULL;
   JsonArray *cases;
   guint32 stop;
   guint runs;
@@ -201,6 +242,16 @@ main (int argc, char **argv)
   fprintf (stderr, "trie: %u tokens, %u nodes, built in %.1f ms\n", trie->n_tokens, trie->n_nodes,
            (g_get_monotonic_time () - t0) / 1000.0);
   runs = g_ascii_strtoull (argv[3], NULL, 10);
+  closers_ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_array_append_val (closers_ids, stop);
+  for (guint32 id = 0; id < trie->vocab_size; id++)
+    {
+      gsize len;
+      const guint8 *bytes = dcp_tokenizer_get_token_bytes (tokenizer, id, &len);
+
+      if (bytes != NULL && len > 0 && !dcp_tokenizer_is_special (tokenizer, id) && is_closing_piece (bytes, len))
+        g_array_append_val (closers_ids, id);
+    }
   rand = g_rand_new_with_seed (g_ascii_strtoull (argv[4], NULL, 10));
   cases = json_node_get_array (json_parser_get_root (parser));
   for (guint i = 0; i < json_array_get_length (cases); i++)
@@ -214,7 +265,7 @@ main (int argc, char **argv)
           return 1;
         }
       for (guint r = 0; r < runs; r++)
-        walk (tokenizer, trie, grammar, c, r, rand, stop, &times);
+        walk (tokenizer, trie, grammar, c, r, rand, stop, closers_ids, &times);
     }
   fprintf (stderr, "masks: %u, mean %.1f us per token; %u computed (> 200 us) at %.0f us mean; max %.1f ms\n",
            times.masks, (double) times.mask_us / MAX (times.masks, 1), times.cold,
