@@ -625,9 +625,25 @@ allows_string (JsonObject *schema)
   return FALSE;
 }
 
+static JsonArray *
+array_member (JsonObject *object, const char *name)
+{
+  JsonNode *node = json_object_get_member (object, name);
+
+  return node != NULL && JSON_NODE_HOLDS_ARRAY (node) ? json_node_get_array (node) : NULL;
+}
+
+static JsonObject *
+object_member (JsonObject *object, const char *name)
+{
+  JsonNode *node = json_object_get_member (object, name);
+
+  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+}
+
 /* What the engine's tool-call parser would take for the end of a value or a call. */
-static const char *const xml_value_forbidden[] = { "</function>", "</tool_call>", NULL };
-static const char *const call_tags[] = { "</parameter>", "</function>", "</tool_call>", NULL };
+static const char *const xml_value_forbidden[] = { "</function>", "</tool_call>", "<tool_call>", NULL };
+static const char *const call_tags[] = { "</parameter>", "</function>", "</tool_call>", "<tool_call>", NULL };
 
 /* The value of one XML parameter, with its "\n</parameter>\n" end. */
 static guint
@@ -649,7 +665,7 @@ xml_parameter_value (Compiler *c, JsonNode *schema, const char *path, GError **e
     }
   if (object != NULL && json_object_has_member (object, "enum"))
     {
-      JsonArray *values = json_object_get_array_member (object, "enum");
+      JsonArray *values = array_member (object, "enum");
       g_autoptr(GArray) alts = g_array_new (FALSE, FALSE, sizeof (guint));
 
       for (guint i = 0; values != NULL && i < json_array_get_length (values); i++)
@@ -700,15 +716,14 @@ xml_call (Compiler *c, const char *name, JsonNode *parameters, const char *path,
 
       if (!check_keywords (schema, path, error))
         return NO_NODE;
-      if (json_object_has_member (schema, "properties"))
-        properties = json_object_get_object_member (schema, "properties");
+      properties = object_member (schema, "properties");
     }
   if (properties != NULL && json_object_get_size (properties) > 0)
     {
       g_autoptr(GList) names = json_object_get_members (properties);
       g_autoptr(GArray) entries = g_array_new (FALSE, FALSE, sizeof (guint));
       g_autoptr(GArray) required = g_array_new (FALSE, FALSE, sizeof (gboolean));
-      JsonArray *required_list = json_object_get_array_member (json_node_get_object (parameters), "required");
+      JsonArray *required_list = array_member (json_node_get_object (parameters), "required");
       GrammarNode ordered = { .kind = NODE_ORDERED };
 
       for (GList *l = names; l != NULL; l = l->next)
@@ -784,8 +799,8 @@ dcp_grammar_new_tool_call (JsonArray        *tools,
   for (guint i = 0; i < json_array_get_length (tools); i++)
     {
       JsonObject *tool = json_array_get_object_element (tools, i);
-      JsonObject *function = tool != NULL && json_object_has_member (tool, "function")
-                             ? json_object_get_object_member (tool, "function") : tool;
+      JsonObject *function = tool != NULL && object_member (tool, "function") != NULL
+                             ? object_member (tool, "function") : tool;
       const char *fname = function != NULL ? json_object_get_string_member_with_default (function, "name", NULL) : NULL;
       JsonNode *parameters;
       g_autofree char *path = NULL;

@@ -178,9 +178,11 @@ walk (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, JsonObje
     {
       g_autoptr(DcpToolCallParser) parser = dcp_tool_call_parser_new (json_object_get_array_member (c, "tools"));
       g_autoptr(GArray) events = dcp_output_events_new ();
-      const char *body = strstr (text, "</think>");
+      const char *body = text;
 
-      body = body != NULL ? body + strlen ("</think>") : text;
+      /* The thinking block, where there is one, is not the tool-call parser's. */
+      if (json_object_get_boolean_member_with_default (c, "thinking", FALSE) && strstr (text, "</think>") != NULL)
+        body = strstr (text, "</think>") + strlen ("</think>");
       dcp_tool_call_parser_feed (parser, body, -1, events);
       dcp_tool_call_parser_finish (parser, events);
       json_builder_set_member_name (b, "calls");
