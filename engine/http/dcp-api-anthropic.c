@@ -315,6 +315,23 @@ read_thinking (JsonObject *body, DcpRequest *request, GError **error)
   return TRUE;
 }
 
+/* output_config.format (or the earlier beta's top-level output_format):
+ * {"type": "json_schema", "schema": {...}}. */
+static gboolean
+read_output_format (JsonObject *body, DcpRequest *request, GError **error)
+{
+  JsonObject *config = NULL, *format = NULL;
+
+  if (!dcp_json_object (body, "", "output_config", FALSE, &config, error)
+      || (config != NULL && !dcp_json_object (config, "output_config", "format", FALSE, &format, error)))
+    return FALSE;
+  if (format != NULL)
+    return dcp_openai_read_format (format, "output_config.format", FALSE, request, error);
+  if (!dcp_json_object (body, "", "output_format", FALSE, &format, error))
+    return FALSE;
+  return format == NULL || dcp_openai_read_format (format, "output_format", FALSE, request, error);
+}
+
 static DcpRequest *
 parse (DcpApiCall *call, JsonObject *body, gboolean for_count, GError **error)
 {
@@ -384,7 +401,9 @@ parse (DcpApiCall *call, JsonObject *body, gboolean for_count, GError **error)
   request->messages = json_node_init_array (json_node_alloc (), out);
   if (tools != NULL && (request->tools = convert_tools (tools, error)) == NULL && *error != NULL)
     return NULL;
-  if (!convert_tool_choice (body, request, error))
+  if (!convert_tool_choice (body, request, error)
+      || !dcp_openai_check_tool_choice (request, error)
+      || !read_output_format (body, request, error))
     return NULL;
   request->id = dcp_openai_random_id ("msg_");
   return g_steal_pointer (&request);

@@ -264,6 +264,8 @@ parse (DcpApiCall *call, JsonObject *body, gboolean *include_usage, GError **err
       && (request->tool_choice = dcp_openai_convert_tool_choice (choice, request->tools, "tool_choice",
                                                                  error)) == NULL)
     return NULL;
+  if (!dcp_openai_check_tool_choice (request, error))
+    return NULL;
   request->id = dcp_openai_random_id ("chatcmpl-");
   return g_steal_pointer (&request);
 }

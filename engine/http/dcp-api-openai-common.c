@@ -7,6 +7,7 @@
 #include "dcp-api-json-nul.h"
 #include "dcp-api-openai-common.h"
 #include "dcp-error.h"
+#include "dcp-grammar.h"
 #include "dcp-image.h"
 
 char *
@@ -112,21 +113,95 @@ dcp_openai_read_params (DcpApiCall *call, JsonObject *body, DcpRequest *request,
   request->n = n;
   request->top_logprobs = top_logprobs;
   request->model = g_strdup (model ? model : "");
-  if (format != NULL)
-    {
-      const char *type = NULL;
+  return format == NULL || dcp_openai_read_format (format, "response_format", TRUE, request, error);
+}
 
-      if (!dcp_json_string (format, "response_format", "type", TRUE, &type, error))
-        return FALSE;
-      if (!g_str_equal (type, "text"))
-        {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                       "response_format: type \"%s\" is not supported (no structured output yet); only \"text\"",
-                       type);
-          return FALSE;
-        }
+/* The grammar is not applied in decoding until the backends take an allowed-token mask
+ * (DcpBatchItem): until then a format is checked, then refused rather than answered unheld. */
+static gboolean
+refuse_unenforced (const char *where, GError **error)
+{
+  g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+               "%s: structured output is not enforced by this engine yet", where);
+  return FALSE;
+}
+
+/* A structured-output format: {"type": "text" | "json_object" | "json_schema", ...}. The schema is
+ * in "json_schema": {"name", "schema", "strict"} when nested (Chat Completions), else beside
+ * "type" (the Responses API's text.format, Anthropic's output_config.format). */
+gboolean
+dcp_openai_read_format (JsonObject  *format,
+                        const char  *where,
+                        gboolean     nested,
+                        DcpRequest  *request,
+                        GError     **error)
+{
+  g_autofree char *schema_where = NULL;
+  g_autoptr(DcpGrammar) grammar = NULL;
+  JsonObject *holder = format;
+  const char *type = NULL;
+  JsonNode *schema;
+
+  if (!dcp_json_string (format, where, "type", TRUE, &type, error))
+    return FALSE;
+  if (g_str_equal (type, "text"))
+    return TRUE;
+  if (g_str_equal (type, "json_object"))
+    {
+      request->output_format = DCP_OUTPUT_FORMAT_JSON_OBJECT;
+      return refuse_unenforced (where, error);
     }
-  return TRUE;
+  if (!g_str_equal (type, "json_schema"))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s.type: \"%s\" is not one of text, json_object, json_schema", where, type);
+      return FALSE;
+    }
+  if (nested && !dcp_json_object (format, where, "json_schema", TRUE, &holder, error))
+    return FALSE;
+  schema_where = g_strconcat (where, nested ? ".json_schema" : "", NULL);
+  schema = json_object_get_member (holder, "schema");
+  if (schema == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s.schema: is required", schema_where);
+      return FALSE;
+    }
+  if ((grammar = dcp_grammar_new_json_schema (schema, DCP_GRAMMAR_DEFAULT, error)) == NULL)
+    {
+      g_prefix_error (error, "%s.", schema_where);
+      return FALSE;
+    }
+  request->output_format = DCP_OUTPUT_FORMAT_JSON_SCHEMA;
+  g_clear_pointer (&request->output_schema, json_node_unref);
+  request->output_schema = json_node_copy (schema);
+  return refuse_unenforced (where, error);
+}
+
+/* A tool_choice that forces a call needs grammars for the tools' arguments: a schema outside the
+ * supported subset is refused now rather than left unenforced. */
+gboolean
+dcp_openai_check_tool_choice (DcpRequest *request, GError **error)
+{
+  g_autoptr(DcpGrammar) grammar = NULL;
+  JsonNode *choice = request->tool_choice;
+  const char *name = NULL;
+
+  if (choice == NULL || request->tools == NULL)
+    return TRUE;
+  if (JSON_NODE_HOLDS_VALUE (choice))
+    {
+      if (!g_str_equal (json_node_get_string (choice), "required"))
+        return TRUE;
+    }
+  else if (JSON_NODE_HOLDS_OBJECT (choice))
+    {
+      JsonObject *function = json_object_get_object_member (json_node_get_object (choice), "function");
+
+      name = function != NULL ? json_object_get_string_member_with_default (function, "name", NULL) : NULL;
+    }
+  grammar = dcp_grammar_new_tool_call (json_node_get_array (request->tools), name, DCP_TOOL_CALL_FORM_XML,
+                                       DCP_GRAMMAR_DEFAULT, error);
+  return grammar != NULL;
 }
 
 JsonNode *

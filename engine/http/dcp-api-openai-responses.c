@@ -161,17 +161,10 @@ parse (DcpApiCall *call, JsonObject *body, GError **error)
   if (text != NULL && json_object_has_member (text, "format"))
     {
       JsonObject *format = NULL;
-      const char *type = NULL;
 
       if (!dcp_json_object (text, "text", "format", FALSE, &format, error)
-          || (format != NULL && !dcp_json_string (format, "text.format", "type", TRUE, &type, error)))
+          || (format != NULL && !dcp_openai_read_format (format, "text.format", FALSE, request, error)))
         return NULL;
-      if (type != NULL && !g_str_equal (type, "text"))
-        {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                       "text.format: type \"%s\" is not supported (no structured output yet); only \"text\"", type);
-          return NULL;
-        }
     }
   if (instructions != NULL)
     json_object_set_string_member (add_message (out, "system"), "content", instructions);
@@ -215,6 +208,8 @@ parse (DcpApiCall *call, JsonObject *body, GError **error)
   choice = json_object_get_member (body, "tool_choice");
   if (choice != NULL && !JSON_NODE_HOLDS_NULL (choice)
       && (request->tool_choice = dcp_openai_convert_tool_choice (choice, request->tools, "tool_choice", error)) == NULL)
+    return NULL;
+  if (!dcp_openai_check_tool_choice (request, error))
     return NULL;
   request->n = 1;
   request->id = dcp_openai_random_id ("resp_");

@@ -46,6 +46,7 @@ dcp_request_unref (DcpRequest *request)
   g_clear_pointer (&request->messages, json_node_unref);
   g_clear_pointer (&request->tools, json_node_unref);
   g_clear_pointer (&request->tool_choice, json_node_unref);
+  g_clear_pointer (&request->output_schema, json_node_unref);
   g_free (request->prompt);
   g_clear_pointer (&request->template_kwargs, json_object_unref);
   g_strfreev (request->stop);

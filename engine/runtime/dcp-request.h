@@ -18,7 +18,9 @@ G_BEGIN_DECLS
  *                    "function": {"name":..., "arguments": {...object...}}}],   (assistant)
  *    "tool_call_id": "...", "name": "..."}                         (tool)
  * Tools are [{"type":"function","function":{"name","description","parameters"}}].
- * tool_choice is "auto", "none", "required" or {"type":"function","function":{"name":...}}.
+ * tool_choice is "auto", "none", "required" or {"type":"function","function":{"name":...}};
+ * when it forces a call, the tools' parameter schemas were checked to compile
+ * (dcp_grammar_new_tool_call) when the request was read.
  * A raw prompt (kind DCP_REQUEST_PROMPT, /v1/completions) is a string fed as is.
  *
  * A request is filled on the main thread and is read-only once submitted; it is reference
@@ -28,6 +30,14 @@ typedef enum {
   DCP_REQUEST_CHAT,
   DCP_REQUEST_PROMPT,
 } DcpRequestKind;
+
+/* The shape the answer must have (response_format, output_config.format, text.format). The
+ * schema was checked to compile (dcp_grammar_new_json_schema) when the request was read. */
+typedef enum {
+  DCP_OUTPUT_FORMAT_TEXT,
+  DCP_OUTPUT_FORMAT_JSON_OBJECT,     /* any JSON object */
+  DCP_OUTPUT_FORMAT_JSON_SCHEMA,     /* a value valid against output_schema */
+} DcpOutputFormat;
 
 typedef struct {
   double   temperature;         /* < 0: the model's default */
@@ -48,7 +58,9 @@ typedef struct {
   DcpRequestKind kind;
   JsonNode      *messages;          /* CHAT: array, see above */
   JsonNode      *tools;             /* CHAT: array or NULL */
-  JsonNode      *tool_choice;       /* NULL: "auto" */
+  JsonNode      *tool_choice;       /* NULL: "auto"; "required" and a named function are forced */
+  DcpOutputFormat output_format;
+  JsonNode      *output_schema;     /* JSON_SCHEMA: the schema */
   char          *prompt;            /* PROMPT */
   JsonObject    *template_kwargs;   /* enable_thinking, reasoning_effort, preserve_thinking, ... */
   DcpSampling    sampling;

@@ -175,6 +175,34 @@ class OpenAIChat(Base):
         # user a long shared opening of several words: 8 tokens in common
         self.assertEqual(r.usage.prompt_tokens_details.cached_tokens, 8)
 
+    def test_structured_output_errors(self):
+        # A schema outside the subset is a 400 that names the keyword, on all three APIs.
+        msgs = [{"role": "user", "content": "x"}]
+        bad = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, response_format={
+                "type": "json_schema", "json_schema": {"name": "x", "schema": bad, "strict": True}})
+        self.assertIn('response_format.json_schema.schema.properties.n: "minimum" is not supported',
+                      str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.responses.create(model="m", input="x", text={"format": {
+                "type": "json_schema", "name": "x", "schema": {"type": "string", "pattern": "a+"}}})
+        self.assertIn('text.format.schema: "pattern" is not supported', str(e.exception))
+        with self.assertRaises(anthropic.BadRequestError) as e:
+            self.ant.messages.create(model="m", max_tokens=10, messages=msgs, extra_body={
+                "output_config": {"format": {"type": "json_schema", "schema": {"$ref": "#/$defs/x"}}}})
+        self.assertIn("output_config.format.schema.$ref", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, tool_choice="required", tools=[
+                {"type": "function", "function": {"name": "f", "parameters": {
+                    "type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}}}])
+        self.assertIn('tools[0].parameters.properties.s: "maxLength" is not supported', str(e.exception))
+        # A valid schema is checked, then refused until decoding applies it.
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, response_format={
+                "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}})
+        self.assertIn("not enforced by this engine yet", str(e.exception))
+
     def test_errors(self):
         with self.assertRaises(openai.BadRequestError) as e:
             self.oai.chat.completions.create(model="m", response_format={"type": "json_object"},
@@ -310,6 +338,34 @@ class Anthropic(Base):
         models = self.ant.models.list()
         self.assertEqual(models.data[0].type, "model")
         self.assertEqual(models.data[0].id, "decapybara-test")
+
+    def test_structured_output_errors(self):
+        # A schema outside the subset is a 400 that names the keyword, on all three APIs.
+        msgs = [{"role": "user", "content": "x"}]
+        bad = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, response_format={
+                "type": "json_schema", "json_schema": {"name": "x", "schema": bad, "strict": True}})
+        self.assertIn('response_format.json_schema.schema.properties.n: "minimum" is not supported',
+                      str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.responses.create(model="m", input="x", text={"format": {
+                "type": "json_schema", "name": "x", "schema": {"type": "string", "pattern": "a+"}}})
+        self.assertIn('text.format.schema: "pattern" is not supported', str(e.exception))
+        with self.assertRaises(anthropic.BadRequestError) as e:
+            self.ant.messages.create(model="m", max_tokens=10, messages=msgs, extra_body={
+                "output_config": {"format": {"type": "json_schema", "schema": {"$ref": "#/$defs/x"}}}})
+        self.assertIn("output_config.format.schema.$ref", str(e.exception))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, tool_choice="required", tools=[
+                {"type": "function", "function": {"name": "f", "parameters": {
+                    "type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}}}])
+        self.assertIn('tools[0].parameters.properties.s: "maxLength" is not supported', str(e.exception))
+        # A valid schema is checked, then refused until decoding applies it.
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, response_format={
+                "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}})
+        self.assertIn("not enforced by this engine yet", str(e.exception))
 
     def test_errors(self):
         with self.assertRaises(anthropic.BadRequestError) as e:
