@@ -1,12 +1,12 @@
 #!/bin/sh
 # Here (no GPU needed): builds the engine, kernels and GPU tests with CUDA into build-gpu/, then
 # gathers what the GPU machine runs into .gpu/ (ignored by git): the binaries, the libraries they
-# load (../shared/device/pack-libs), the test data and run-all.sh.
+# load (tests/gpu/pack-libs.sh), the test data and run-all.sh.
 # Then call the device tool with carry [".gpu"] and the command: sh .gpu/run-all.sh
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-pack_libs=${PACK_LIBS:-../shared/device/pack-libs}
+pack_libs=${PACK_LIBS:-tests/gpu/pack-libs.sh}
 
 [ -d build-gpu ] || meson setup build-gpu -Dcuda=enabled -Dlauncher=disabled -Dbuildtype=release
 ninja -C build-gpu

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The memory planner against numbers computed by hand for the 27B (../shared/MODEL.md §1). */
+/* The memory planner against numbers computed by hand for the 27B (docs/MODEL.md §1). */
 #include "config.h"
 
 #include <string.h>
