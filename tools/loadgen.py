@@ -18,8 +18,9 @@ usage (stream_options.include_usage).
 Returning agent: a conversation of about --agent-tokens prompt tokens (a system prompt and a
 user message of filler text, sized with /v1/messages/count_tokens), answered with
 --agent-answer tokens; then the same conversation plus that answer plus about
---agent-new-tokens new tokens. Printed for both turns: prompt tokens, cached tokens and the time
-to first token. Greedy unless --temperature says otherwise.
+--agent-new-tokens new tokens; then, for comparison, a new conversation of the new tokens
+alone (nothing to resume from: the time to read them). Printed for the three: prompt tokens,
+cached tokens and the time to first token. Greedy unless --temperature says otherwise.
 
 Python's standard library only. Every loop is bounded (requests, clients, a timeout per
 request). Loopback addresses only unless --allow-remote. --json prints one JSON object instead
@@ -210,6 +211,7 @@ def run_agent(server, args):
     messages = messages + [{"role": "assistant", "content": first["text"]},
                            {"role": "user", "content": new_user}]
     second = server.stream_chat(messages, sampling, args.agent_answer)
+    alone = server.stream_chat([{"role": "user", "content": "Fresh: " + new_user}], sampling, args.agent_answer)
 
     def turn(r):
         usage = r["usage"] or {}
@@ -217,7 +219,7 @@ def run_agent(server, args):
         return {"prompt_tokens": usage.get("prompt_tokens", 0), "cached_tokens": details.get("cached_tokens", 0),
                 "ttft": (r["first"] - r["sent"]) if r["first"] is not None else float("nan")}
 
-    return {"first": turn(first), "second": turn(second)}
+    return {"first": turn(first), "second": turn(second), "new_tokens_alone": turn(alone)}
 
 
 def main():
@@ -250,9 +252,9 @@ def main():
         if args.json:
             print(json.dumps({"returning_agent": r}))
         else:
-            for name in ("first", "second"):
+            for name in ("first", "second", "new_tokens_alone"):
                 t = r[name]
-                print(f"returning agent, {name} turn: {t['prompt_tokens']} prompt tokens, "
+                print(f"returning agent, {name.replace('_', ' ')}: {t['prompt_tokens']} prompt tokens, "
                       f"{t['cached_tokens']} cached, first token after {t['ttft']:.3f} s")
         return 0
     r = run_load(server, args)
