@@ -172,6 +172,9 @@ dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GErro
                        items[i].logits_mode, items[i].logits, error))
         return FALSE;
     }
+  /* a backend that does not draw itself: the base class draws on the host */
+  if (DCP_BACKEND_GET_CLASS (self)->sampler_data_new == NULL)
+    return dcp_backend_forward_host_draws (self, items, n_items, error);
   return DCP_BACKEND_GET_CLASS (self)->forward (self, items, n_items, error);
 }
 

@@ -4,6 +4,7 @@
 #include <glib-object.h>
 
 #include "dcp-model-config.h"
+#include "dcp-sampler.h"
 
 G_BEGIN_DECLS
 
@@ -28,6 +29,11 @@ typedef struct _DcpSeqState DcpSeqState;
  * every attention layer's keys and values. The MTP head's KV stays in the state. */
 typedef struct _DcpKvPool DcpKvPool;
 
+/* A sequence's sampler on a backend: the host DcpSampler (parameters, draws, penalty history:
+ * the reference every backend's draws follow) and what the backend keeps for it on the device
+ * (dcp-backend-sampler.c). */
+typedef struct _DcpSeqSampler DcpSeqSampler;
+
 typedef enum {
   DCP_LOGITS_NONE,   /* only fill the state (a prompt chunk that is not the last) */
   DCP_LOGITS_LAST,   /* the last new position: 1 x vocab */
@@ -42,6 +48,12 @@ typedef struct {
   float *logits;     /* out: rows x vocab_size, rows by logits_mode; NULL with DCP_LOGITS_NONE */
   float *hidden;     /* out, optional: the final-normed hidden states of the same rows
                         (rows x hidden_size), what the MTP head takes */
+  DcpSeqSampler *sampler; /* non-NULL: the backend draws the token that follows the last new
+                             position into token (that row is computed whatever logits_mode
+                             says; logits_mode says only what comes back besides, raw) */
+  const guint32 *banned;  /* with sampler: tokens never drawn in this step */
+  guint n_banned;
+  guint32 token;          /* out, with sampler */
 } DcpBatchItem;
 
 /* One sequence's rows for the MTP head (../shared/MODEL.md §4): row i combines token
@@ -126,7 +138,20 @@ struct _DcpBackendClass {
                                       guint               dst,
                                       guint               n_tokens);
 
-  gpointer padding[1];
+  /* Optional: the backend draws tokens itself in forward (else the base class draws them on the
+   * host from the logits rows). What it keeps for one sampler, made when the sampler is: */
+  gpointer     (*sampler_data_new)   (DcpBackend         *self,
+                                      DcpSampler         *host,
+                                      GError            **error);
+  void         (*sampler_data_free)  (DcpBackend         *self,
+                                      gpointer            data);
+  /* Tokens join the sampler's history: generated ones count for every penalty, prompt ones
+   * for the repetition penalty. */
+  void         (*sampler_data_add)   (DcpBackend         *self,
+                                      gpointer            data,
+                                      const guint32      *tokens,
+                                      guint               n_tokens,
+                                      gboolean            generated);
 };
 
 const char           *dcp_backend_get_name   (DcpBackend        *self);
@@ -180,6 +205,38 @@ void         dcp_backend_kv_pool_copy_page  (DcpBackend         *self,
                                              guint               src,
                                              guint               dst,
                                              guint               n_tokens);
+
+/* A sampler for one sequence (an error names a parameter out of range). */
+DcpSeqSampler *dcp_backend_sampler_new      (DcpBackend             *self,
+                                             const DcpSamplerParams *params,
+                                             GError                **error);
+void         dcp_backend_sampler_free       (DcpBackend         *self,
+                                             DcpSeqSampler      *sampler);
+/* Prompt tokens: they count for the repetition penalty. */
+void         dcp_backend_sampler_add_prompt (DcpBackend         *self,
+                                             DcpSeqSampler      *sampler,
+                                             const guint32      *tokens,
+                                             guint               n_tokens);
+/* A token the sequence generated (drawn or forced): it counts for every penalty. */
+void         dcp_backend_sampler_accept     (DcpBackend         *self,
+                                             DcpSeqSampler      *sampler,
+                                             guint32             token);
+/* A draw on the host from logits the caller holds (a choice that starts from another's
+ * logits); the same stream as the backend's draws. */
+guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
+                                             DcpSeqSampler      *sampler,
+                                             const float        *logits,
+                                             const guint32      *banned,
+                                             guint               n_banned);
+
+/* For implementations: the sampler's host half and the backend's data. */
+DcpSampler  *dcp_seq_sampler_get_host       (DcpSeqSampler      *sampler);
+gpointer     dcp_seq_sampler_get_data       (DcpSeqSampler      *sampler);
+/* The base class's draws on the host, around a backend's forward that does not draw. */
+gboolean     dcp_backend_forward_host_draws (DcpBackend         *self,
+                                             DcpBatchItem       *items,
+                                             guint               n_items,
+                                             GError            **error);
 
 /* For implementations: the name ("cpu", "cuda") and model config, set once when constructed. */
 void         dcp_backend_set_model          (DcpBackend           *self,

@@ -27,7 +27,8 @@ typedef struct {
   DcpSeqCallbacks cb;
   gpointer user_data;
 
-  DcpSampler *sampler;
+  DcpBackend *backend;       /* the sampler's */
+  DcpSeqSampler *sampler;
   DcpSeqPhase phase;
   DcpSeqPhase resume_phase;  /* SWAPPED: where it stopped */
   DcpSeqState *state;        /* on the device while running */
@@ -38,7 +39,12 @@ typedef struct {
   guint cached;
   gboolean cancelled;
   gint64 submit_us, start_us, first_token_us;
-  float *logits;
+  float *logits;             /* raw logits of the last token, on the host only for those who
+                                read them: the logits callback, a group's leader (its
+                                followers' first draws) and the followers */
+  gboolean forced;           /* this step's token is picked, not drawn */
+  guint32 picked;            /* forced: the token; else a banned one when ban is set */
+  gboolean ban;
   GPtrArray *followers;      /* Seq: the other choices of its group, forked from its state
                                 once its prompt is read */
   gboolean pending_first;    /* a follower swapped out before its first token: the logits are

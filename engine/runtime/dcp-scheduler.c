@@ -38,7 +38,8 @@ seq_free (Seq *s)
 {
   g_free (s->prompt);
   g_free (s->stop);
-  g_clear_pointer (&s->sampler, dcp_sampler_free);
+  if (s->sampler != NULL)
+    dcp_backend_sampler_free (s->backend, s->sampler);
   g_clear_pointer (&s->generated, g_array_unref);
   g_free (s->logits);
   g_clear_pointer (&s->followers, g_ptr_array_unref);
@@ -387,7 +388,7 @@ handle_token (DcpScheduler *self, Seq *s, guint32 token)
         finish_running (self, s, DCP_SEQ_FINISH_STOP, NULL);
         return;
       }
-  dcp_sampler_accept (s->sampler, token);
+  dcp_backend_sampler_accept (self->backend, s->sampler, token);
   g_array_append_val (s->generated, token);
   self->stats.generated_tokens++;
   if (s->cb.logits != NULL)
@@ -400,24 +401,59 @@ handle_token (DcpScheduler *self, Seq *s, guint32 token)
     s->phase = DCP_SEQ_DECODING;
 }
 
-/* The next token from the logits, as the submitter's pick callback allows. */
-static guint32
-choose_token (DcpScheduler *self, Seq *s)
+/* What the submitter's pick callback decides for s's next token (forced, banned or drawn as
+ * usual), kept in s for the step. */
+static void
+pick (DcpScheduler *self, Seq *s)
 {
   guint32 token = 0;
-  DcpSeqPick pick = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
+  DcpSeqPick p = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
 
-  if (pick != DCP_SEQ_PICK_SAMPLE && token >= self->vocab)
+  if (p != DCP_SEQ_PICK_SAMPLE && token >= self->vocab)
     {
       g_warning ("sequence %" G_GUINT64_FORMAT ": picked token %u is outside the vocabulary (%u)",
                  s->id, token, self->vocab);
-      pick = DCP_SEQ_PICK_SAMPLE;
+      p = DCP_SEQ_PICK_SAMPLE;
     }
-  if (pick == DCP_SEQ_PICK_FORCE)
-    return token;
-  if (pick == DCP_SEQ_PICK_BAN)
-    return dcp_sampler_sample (s->sampler, s->logits, &token, 1);
-  return dcp_sampler_sample (s->sampler, s->logits, NULL, 0);
+  s->forced = p == DCP_SEQ_PICK_FORCE;
+  s->ban = p == DCP_SEQ_PICK_BAN;
+  s->picked = token;
+}
+
+/* The next token from the logits s holds on the host (a follower's first token). */
+static guint32
+choose_token (DcpScheduler *self, Seq *s)
+{
+  pick (self, s);
+  if (s->forced)
+    return s->picked;
+  return dcp_backend_sampler_draw_host (self->backend, s->sampler, s->logits, &s->picked, s->ban);
+}
+
+/* item reads s's last new token this step: the pick callback first, then the backend draws
+ * the token unless it is forced; raw logits come back only where someone reads them. */
+static void
+plan_draw (DcpScheduler *self, Seq *s, DcpBatchItem *item)
+{
+  pick (self, s);
+  if (!s->forced)
+    {
+      item->sampler = s->sampler;
+      item->banned = &s->picked;
+      item->n_banned = s->ban;
+    }
+  if (s->logits != NULL)
+    {
+      item->logits_mode = DCP_LOGITS_LAST;
+      item->logits = s->logits;
+    }
+}
+
+/* The token planned by plan_draw, once the step ran. */
+static guint32
+drawn_token (const Seq *s, const DcpBatchItem *item)
+{
+  return s->forced ? s->picked : item->token;
 }
 
 /* The leader s has read the prompt its group shares: each follower starts from a copy of its
@@ -438,6 +474,8 @@ fork_followers (DcpScheduler *self, Seq *s)
       f->cached = s->cached;
       f->start_us = s->start_us;
       f->first_token_us = s->first_token_us;
+      if (f->logits == NULL)
+        f->logits = g_new (float, self->vocab);
       memcpy (f->logits, s->logits, self->vocab * sizeof (float));
       if (f->cancelled || f->max_tokens == 0)
         {
@@ -689,11 +727,12 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   for (guint i = 0; i < self->running->len; i++)
     {
       Seq *s = g_ptr_array_index (self->running, i);
-      DcpBatchItem item = { s->state, &s->next_token, 1, DCP_LOGITS_LAST, s->logits, NULL };
+      DcpBatchItem item = { .state = s->state, .tokens = &s->next_token, .n_tokens = 1 };
       guint one = 1;
 
       if (s->phase != DCP_SEQ_DECODING)
         continue;
+      plan_draw (self, s, &item);
       g_array_append_val (items, item);
       g_ptr_array_add (seqs, s);
       g_array_append_val (chunks, one);
@@ -704,7 +743,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
     {
       Seq *s = g_ptr_array_index (self->running, i);
       guint chunk;
-      DcpBatchItem item = { s->state, s->prompt + s->n_read, 0, DCP_LOGITS_NONE, NULL, NULL };
+      DcpBatchItem item = { .state = s->state, .tokens = s->prompt + s->n_read };
 
       if (s->phase != DCP_SEQ_PROMPT)
         continue;
@@ -719,11 +758,8 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
           chunk = MIN (chunk, every - s->n_read % every);
         }
       item.n_tokens = chunk;
-      if (s->n_read + chunk == s->n_prompt)
-        {
-          item.logits_mode = DCP_LOGITS_LAST;
-          item.logits = s->logits;
-        }
+      if (s->n_read + chunk == s->n_prompt && s->max_tokens > 0)
+        plan_draw (self, s, &item);
       budget -= chunk;
       n_prompt += chunk;
       g_array_append_val (items, item);
@@ -747,11 +783,12 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
     {
       Seq *s = g_ptr_array_index (seqs, i);
       guint chunk = g_array_index (chunks, guint, i);
+      const DcpBatchItem *item = &g_array_index (items, DcpBatchItem, i);
 
       s->n_read += chunk;
       if (s->phase == DCP_SEQ_DECODING)
         {
-          handle_token (self, s, choose_token (self, s));
+          handle_token (self, s, drawn_token (s, item));
           continue;
         }
       self->stats.prompt_tokens_read += chunk;
@@ -769,7 +806,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       if (s->max_tokens == 0)
         finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
       else
-        handle_token (self, s, choose_token (self, s));
+        handle_token (self, s, drawn_token (s, item));
     }
   publish (self);
   /* Nothing to compute while the queue's head waits for its disk read or for RAM that disk
@@ -893,7 +930,7 @@ static Seq *
 seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *callbacks,
          gpointer user_data, GError **error)
 {
-  g_autoptr(DcpSampler) sampler = NULL;
+  DcpSeqSampler *sampler;
   Seq *s;
 
   if (params->n_prompt == 0 || params->prompt == NULL)
@@ -909,10 +946,10 @@ seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *
                      self->vocab);
         return NULL;
       }
-  sampler = dcp_sampler_new (&params->sampling, self->vocab, error);
+  sampler = dcp_backend_sampler_new (self->backend, &params->sampling, error);
   if (sampler == NULL)
     return NULL;
-  dcp_sampler_add_prompt (sampler, params->prompt, params->n_prompt);
+  dcp_backend_sampler_add_prompt (self->backend, sampler, params->prompt, params->n_prompt);
 
   s = g_new0 (Seq, 1);
   s->prompt = g_memdup2 (params->prompt, (gsize) params->n_prompt * sizeof (guint32));
@@ -926,10 +963,12 @@ seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *
   if (callbacks != NULL)
     s->cb = *callbacks;
   s->user_data = user_data;
-  s->sampler = g_steal_pointer (&sampler);
+  s->backend = self->backend;
+  s->sampler = sampler;
   s->phase = DCP_SEQ_WAITING;
   s->generated = g_array_new (FALSE, FALSE, sizeof (guint32));
-  s->logits = g_new (float, self->vocab);
+  if (s->cb.logits != NULL)
+    s->logits = g_new (float, self->vocab);
   return s;
 }
 
@@ -974,6 +1013,8 @@ dcp_scheduler_submit_group (DcpScheduler *self, const DcpSeqParams *params, guin
   leader = g_ptr_array_index (group, 0);
   if (n > 1)
     {
+      if (leader->logits == NULL)   /* the followers' first draws read them */
+        leader->logits = g_new (float, self->vocab);
       leader->followers = g_ptr_array_new ();
       for (guint i = 1; i < n; i++)
         g_ptr_array_add (leader->followers, g_ptr_array_index (group, i));

@@ -4,7 +4,6 @@
 #include "dcp-backend.h"
 #include "dcp-eviction.h"
 #include "dcp-memory-plan.h"
-#include "dcp-sampler.h"
 #include "dcp-tier-store.h"
 
 G_BEGIN_DECLS

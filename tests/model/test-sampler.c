@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The sampler: greedy is argmax; a seed reproduces a stream; top-k, top-p, min-p and
  * temperature give the masses they should on a known distribution, and draws follow them;
- * the penalties' arithmetic; banned tokens; bad parameters. */
+ * the penalties' arithmetic; banned tokens; bad parameters; Philox against its published
+ * vectors; the fast path (no sort) draws the token the sorted reference walk gives for the
+ * same u, on a large vocabulary, for every mix of cuts. */
 #include "config.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "dcp-philox.h"
 #include "dcp-sampler.h"
 
 /* A known distribution, most likely first, and its logits (log p plus a constant). */
@@ -271,6 +274,133 @@ test_banned (void)
   }
 }
 
+/* Random123's known-answer vectors for philox4x32-10. */
+static void
+test_philox (void)
+{
+  guint32 out[4];
+
+  dcp_philox4x32_10 ((guint32[]) { 0, 0, 0, 0 }, (guint32[]) { 0, 0 }, out);
+  g_assert_cmphex (out[0], ==, 0x6627e8d5);
+  g_assert_cmphex (out[1], ==, 0xe169c58d);
+  g_assert_cmphex (out[2], ==, 0xbc57ac4c);
+  g_assert_cmphex (out[3], ==, 0x9b00dbd8);
+  dcp_philox4x32_10 ((guint32[]) { 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff },
+                     (guint32[]) { 0xffffffff, 0xffffffff }, out);
+  g_assert_cmphex (out[0], ==, 0x408f276d);
+  g_assert_cmphex (out[1], ==, 0x41c83b0e);
+  g_assert_cmphex (out[2], ==, 0xa20bc7c6);
+  g_assert_cmphex (out[3], ==, 0x6d5451fd);
+  dcp_philox4x32_10 ((guint32[]) { 0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344 },
+                     (guint32[]) { 0xa4093822, 0x299f31d0 }, out);
+  g_assert_cmphex (out[0], ==, 0xd16cfe09);
+  g_assert_cmphex (out[1], ==, 0x94fdcceb);
+  g_assert_cmphex (out[2], ==, 0x5001e420);
+  g_assert_cmphex (out[3], ==, 0x24126ea1);
+  for (guint64 k = 0; k < 1000; k++)
+    {
+      double u = dcp_philox_uniform (k * 7919, k);
+
+      g_assert_true (u >= 0 && u < 1);
+    }
+}
+
+typedef struct {
+  const double *probs;
+} ByProb;
+
+static int
+compare_prob_desc (gconstpointer a, gconstpointer b, gpointer data)
+{
+  const double *p = ((const ByProb *) data)->probs;
+  guint32 i = *(const guint32 *) a, j = *(const guint32 *) b;
+
+  if (p[i] != p[j])
+    return p[i] > p[j] ? -1 : 1;
+  return i < j ? -1 : (i > j);
+}
+
+/* The reference's draw for u: walk the kept tokens most likely first. */
+static guint32
+reference_draw (const double *probs, guint vocab, double u)
+{
+  g_autofree guint32 *order = g_new (guint32, vocab);
+  ByProb by = { probs };
+  double cum = 0;
+  guint32 last = 0;
+
+  for (guint i = 0; i < vocab; i++)
+    order[i] = i;
+  g_qsort_with_data (order, vocab, sizeof (guint32), compare_prob_desc, &by);
+  for (guint i = 0; i < vocab && probs[order[i]] > 0; i++)
+    {
+      last = order[i];
+      cum += probs[order[i]];
+      if (u < cum)
+        return order[i];
+    }
+  return last;
+}
+
+/* Peaked (a few hundred likely tokens) or flat logits over 50,000 tokens; each mix of cuts
+ * (top-k short and long, top-p, min-p, temperature, penalties) against the reference. Draws
+ * on a boundary may round apart: at most 1 in 200. */
+static void
+test_fast_path (void)
+{
+  const guint V = 50000;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (42);
+  g_autofree float *logits = g_new (float, V);
+  g_autofree double *probs = g_new (double, V);
+  const struct { double t; guint k; double p, min_p, presence; } mixes[] = {
+    { 0.7, 40, 0.95, 0, 0 }, { 0.6, 20, 0.95, 0, 1.5 }, { 1.0, 0, 0.9, 0, 0 },
+    { 1.0, 0, 1.0, 0.05, 0 }, { 0.8, 0, 1.0, 0, 0 }, { 1.2, 6000, 0.99, 0, 0 },
+    { 0.5, 300, 1.0, 0.1, 0 }, { 1.0, 0, 0.999, 0.001, 0.5 },
+  };
+  guint apart = 0, total = 0;
+
+  for (guint m = 0; m < G_N_ELEMENTS (mixes); m++)
+    for (guint round = 0; round < 8; round++)
+      {
+        DcpSamplerParams p;
+        g_autoptr(DcpSampler) fast = NULL, ref = NULL;
+        gboolean flat = round % 2 == 1;
+        guint32 history[64];
+
+        for (guint i = 0; i < V; i++)
+          logits[i] = flat ? (float) g_rand_double_range (rand, -2, 2)
+                           : (float) (g_rand_double_range (rand, -12, 2) +
+                                      (g_rand_int_range (rand, 0, 200) == 0 ? 10 : 0));
+        dcp_sampler_params_init (&p);
+        p.temperature = mixes[m].t;
+        p.top_k = mixes[m].k;
+        p.top_p = mixes[m].p;
+        p.min_p = mixes[m].min_p;
+        p.presence_penalty = mixes[m].presence;
+        p.seed = g_rand_int (rand);
+        fast = sampler_new (&p, V);
+        ref = sampler_new (&p, V);
+        for (guint i = 0; i < G_N_ELEMENTS (history); i++)
+          history[i] = g_rand_int_range (rand, 0, V);
+        for (guint i = 0; i < G_N_ELEMENTS (history); i++)
+          {
+            dcp_sampler_accept (fast, history[i]);
+            dcp_sampler_accept (ref, history[i]);
+          }
+        for (guint draw = 0; draw < 4; draw++)
+          {
+            guint32 t = dcp_sampler_sample (fast, logits, NULL, 0);
+
+            dcp_sampler_probabilities (ref, logits, NULL, 0, probs);
+            g_assert_cmpfloat (probs[t], >, 0);
+            apart += t != reference_draw (probs, V, dcp_philox_uniform (p.seed, draw));
+            total++;
+          }
+      }
+  g_test_message ("%u of %u draws apart from the reference", apart, total);
+  g_assert_cmpuint (apart * 200, <=, total);
+}
+
 static void
 check_bad (const DcpSamplerParams *p, const char *field)
 {
@@ -316,5 +446,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sampler/temperature-zero", test_temperature_zero);
   g_test_add_func ("/sampler/banned", test_banned);
   g_test_add_func ("/sampler/bad-params", test_bad_params);
+  g_test_add_func ("/sampler/philox", test_philox);
+  g_test_add_func ("/sampler/fast-path", test_fast_path);
   return g_test_run ();
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The scheduler's invariant on the CPU backend with greedy sampling: every request gets exactly
- * the tokens it gets when run alone (one forward of its prompt, then one token at a time),
+/* The scheduler's invariant on the CPU backend, greedy and seeded sampling: every request gets
+ * exactly the tokens it gets when run alone (one forward of its prompt, then one token at a time),
  * whatever else runs, however its prompt is chunked, wherever its state went meanwhile (RAM,
  * disk, a damaged disk file), after preemption, or when it resumes from a snapshot. Property
  * test: teams of agents with shared openings and multi-turn conversations arrive at random steps
@@ -51,23 +51,43 @@ argmax (const float *x, guint n)
   return best;
 }
 
-/* The request alone: its tokens until a stop token or max_tokens. */
+/* Seeded sampling as the sampled requests of the invariant use it (seed 0: greedy). */
+static void
+sampling_for (DcpSamplerParams *p, guint64 seed)
+{
+  dcp_sampler_params_init (p);
+  p->temperature = seed != 0 ? 0.8 : 0;
+  p->top_k = 40;
+  p->top_p = 0.95;
+  p->seed = seed;
+}
+
+/* The request alone: its tokens until a stop token or max_tokens; drawn on the host from the
+ * whole logits with a sampler of the same seed when seed is not 0, else greedy. */
 static GArray *
-run_alone (const guint32 *prompt, guint n_prompt, guint max_tokens, guint32 stop)
+run_alone_seeded (const guint32 *prompt, guint n_prompt, guint max_tokens, guint32 stop,
+                  guint64 seed)
 {
   g_autoptr(GError) error = NULL;
   GArray *out = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autofree float *logits = g_new (float, vocab);
   DcpSeqState *s = dcp_backend_state_new (backend, &error);
   DcpBatchItem item = { s, prompt, n_prompt, DCP_LOGITS_LAST, logits, NULL };
+  DcpSamplerParams params;
+  g_autoptr(DcpSampler) sampler = NULL;
   guint32 tok;
 
+  sampling_for (&params, seed);
+  sampler = dcp_sampler_new (&params, vocab, &error);
+  g_assert_no_error (error);
+  dcp_sampler_add_prompt (sampler, prompt, n_prompt);
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
   while (out->len < max_tokens)
     {
-      tok = argmax (logits, vocab);
+      tok = seed != 0 ? dcp_sampler_sample (sampler, logits, NULL, 0) : argmax (logits, vocab);
       if (tok == stop)
         break;
+      dcp_sampler_accept (sampler, tok);
       g_array_append_val (out, tok);
       item.tokens = &tok;
       item.n_tokens = 1;
@@ -76,6 +96,12 @@ run_alone (const guint32 *prompt, guint n_prompt, guint max_tokens, guint32 stop
     }
   dcp_backend_state_free (backend, s);
   return out;
+}
+
+static GArray *
+run_alone (const guint32 *prompt, guint n_prompt, guint max_tokens, guint32 stop)
+{
+  return run_alone_seeded (prompt, n_prompt, max_tokens, stop, 0);
 }
 
 static void
@@ -93,6 +119,7 @@ typedef struct {
   GArray *tokens;            /* what the scheduler gave */
   guint max_tokens;
   guint32 stop;
+  guint64 seed;              /* sampled with this seed; 0: greedy */
   gboolean done;
   DcpSeqFinishReason reason;
   DcpSeqUsage usage;
@@ -151,8 +178,7 @@ submit (DcpScheduler *sched, Request *r, guint opening)
   DcpSeqParams p = { 0 };
   guint64 id;
 
-  dcp_sampler_params_init (&p.sampling);
-  p.sampling.temperature = 0;
+  sampling_for (&p.sampling, r->seed);
   p.prompt = (guint32 *) r->prompt->data;
   p.n_prompt = r->prompt->len;
   p.max_tokens = r->max_tokens;
@@ -177,7 +203,8 @@ check_request (Request *r, guint cap_tokens)
       g_assert_cmpuint (r->tokens->len, ==, 0);
       return;
     }
-  ref = run_alone ((guint32 *) r->prompt->data, r->prompt->len, r->max_tokens, r->stop);
+  ref = run_alone_seeded ((guint32 *) r->prompt->data, r->prompt->len, r->max_tokens, r->stop,
+                          r->seed);
   /* Cut short only where the sequence alone filled the pool. */
   if (r->tokens->len < ref->len)
     {
@@ -408,6 +435,8 @@ run_team (guint seed, Coverage *cov)
           fill_random (rand, (guint32 *) r->prompt->data + r->prompt->len - extra, extra);
           r->max_tokens = g_rand_int_range (rand, 1, 30);
           r->stop = g_rand_int_range (rand, 0, vocab);
+          /* odd agents sample with a seed of their own */
+          r->seed = a % 2 == 1 ? g_rand_int (rand) | 1u : 0;
           g_ptr_array_add (requests, r);
           submit (sched, r, prev == NULL ? opening_len : 0);
           current[a] = r;

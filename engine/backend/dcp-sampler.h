@@ -23,11 +23,16 @@ typedef struct {
 /* temperature 1, no truncation, no penalties, seed 0. */
 void dcp_sampler_params_init (DcpSamplerParams *params);
 
-/* One sequence's sampler: its random stream and the token counts the penalties use.
+/* One sequence's sampler on the host: its random stream and the token counts the penalties use.
  * Order of operations on the logits: banned tokens removed; presence and frequency penalties
  * (generated tokens) and the repetition penalty (prompt and generated tokens); then greedy if
  * temperature is 0; else divide by temperature, softmax, top-k, top-p, min-p (each on the
- * distribution the previous one left, renormalised), draw. */
+ * distribution the previous one left, renormalised), draw. The k-th draw of a sequence takes
+ * u = dcp_philox_uniform (seed, k) (dcp-philox.h), the u the GPU sampler takes for the same
+ * (seed, k), so a sequence's draws do not depend on what else runs or where it is sampled.
+ * No sort of the vocabulary: top-k by a bounded heap, top-p's cut and the draw by a weight
+ * histogram over the logits' top bits (only one bin's tokens are sorted); same distribution as
+ * dcp_sampler_probabilities, which sorts (the reference). */
 typedef struct _DcpSampler DcpSampler;
 
 /* An error names the parameter that is out of range. */
@@ -35,6 +40,11 @@ DcpSampler *dcp_sampler_new        (const DcpSamplerParams *params,
                                     guint                   vocab_size,
                                     GError                **error);
 void        dcp_sampler_free       (DcpSampler             *self);
+const DcpSamplerParams *dcp_sampler_get_params (DcpSampler *self);
+/* Whether any penalty is on (the history matters). */
+gboolean    dcp_sampler_has_penalties (DcpSampler      *self);
+/* The index of the next draw, counted as taken: for a draw made elsewhere (the GPU). */
+guint64     dcp_sampler_take_draw  (DcpSampler             *self);
 /* Prompt tokens count for the repetition penalty only. */
 void        dcp_sampler_add_prompt (DcpSampler             *self,
                                     const guint32          *tokens,
@@ -43,7 +53,7 @@ void        dcp_sampler_add_prompt (DcpSampler             *self,
 void        dcp_sampler_accept     (DcpSampler             *self,
                                     guint32                 token);
 /* The next token from vocab_size logits; banned tokens (may be NULL) are never drawn unless
- * every token is banned. Does not accept the token. */
+ * every token is banned. Takes a draw unless greedy; does not accept the token. */
 guint32     dcp_sampler_sample     (DcpSampler             *self,
                                     const float            *logits,
                                     const guint32          *banned,
