@@ -749,10 +749,11 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         continue;
       chunk = MIN (s->n_prompt - s->n_read, budget);
       /* A chunk ends at the shared opening and at page-interval snapshots, so that the state
-       * there can be kept. */
+       * there can be kept; not the prompt's last chunk at an interval (its end's snapshot comes
+       * with it, and a returning conversation's new tokens are read in one call). */
       if (s->opening > s->n_read && s->opening < s->n_prompt)
         chunk = MIN (chunk, s->opening - s->n_read);
-      if (self->config.snapshot_pages > 0)
+      if (self->config.snapshot_pages > 0 && s->n_read + chunk < s->n_prompt)
         {
           guint every = self->config.snapshot_pages * self->config.page_tokens;
           chunk = MIN (chunk, every - s->n_read % every);

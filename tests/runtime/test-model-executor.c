@@ -52,7 +52,8 @@ collect_emit (DcpEventSink *sink, DcpEvent *event)
  * of one conversation and its GDN blocks; small pages, chunks and snapshot intervals so that
  * the test prompts cross them. */
 static DcpExecutor *
-open_executor_full (const char *path, const char *tokenizer_dir, gint64 context, guint max_running)
+open_executor_full (const char *path, const char *tokenizer_dir, gint64 context, guint max_running,
+                    guint prefill_chunk)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpBackend) backend = NULL;
@@ -75,7 +76,7 @@ open_executor_full (const char *path, const char *tokenizer_dir, gint64 context,
   dcp_scheduler_config_init (&config);
   config.max_running = max_running;
   config.gdn_blocks = dcp_plan_gdn_blocks (max_running);
-  config.prefill_chunk = 7;   /* several chunks for the prompts below */
+  config.prefill_chunk = prefill_chunk;
   config.page_tokens = 16;
   config.kv_pages = 128;
   executor = dcp_batch_executor_new (model_executor, &config, &error);
@@ -86,7 +87,7 @@ open_executor_full (const char *path, const char *tokenizer_dir, gint64 context,
 static DcpExecutor *
 open_executor (const char *path, const char *tokenizer_dir, gint64 context)
 {
-  return open_executor_full (path, tokenizer_dir, context, 1);
+  return open_executor_full (path, tokenizer_dir, context, 1, 7);   /* several chunks a prompt */
 }
 
 static DcpExecutor *
@@ -848,6 +849,52 @@ test_turns (void)
     }
 }
 
+/* A prompt's chunks (100 tokens here) stop at each snapshot interval (64), except its last: the
+ * new tokens of a returning turn that cross an interval are read in one call. */
+static void
+test_last_chunk (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", "tiny.mcapy", NULL);
+  g_autoptr(DcpExecutor) executor = open_executor_full (path, NULL, 0, 1, 100);
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autoptr(DcpRequest) first = NULL, second = NULL;
+  g_autoptr(GPtrArray) e1 = NULL, e2 = NULL;
+  g_autoptr(GArray) done1 = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autoptr(GArray) done2 = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autofree char *again = NULL;
+  gint64 cached;
+
+  for (guint i = 0; i < 12; i++)
+    g_string_append_printf (text, "%sCapybara %u naps by the river.", i > 0 ? " " : "", i);
+  first = prompt_request (text->str, 2);
+  e1 = run (executor, first, FALSE);
+  for (guint i = 0; i < 10; i++)
+    g_string_append_printf (text, " Otter %u swims past.", i);
+  again = g_strconcat (text->str, NULL);
+  second = prompt_request (again, 2);
+  e2 = run (executor, second, FALSE);
+  for (guint i = 0; i < e1->len; i++)
+    if (((DcpEvent *) e1->pdata[i])->kind == DCP_EVENT_PROGRESS)
+      g_array_append_val (done1, ((DcpEvent *) e1->pdata[i])->prompt_done);
+  for (guint i = 0; i < e2->len; i++)
+    if (((DcpEvent *) e2->pdata[i])->kind == DCP_EVENT_PROGRESS)
+      g_array_append_val (done2, ((DcpEvent *) e2->pdata[i])->prompt_done);
+  cached = last_event (e2)->usage.cached_prompt_tokens;
+  g_test_message ("first: %" G_GINT64_FORMAT " tokens in %u chunks; second: %" G_GINT64_FORMAT
+                  " tokens, %" G_GINT64_FORMAT " cached, %u chunks", last_event (e1)->usage.prompt_tokens,
+                  done1->len, last_event (e2)->usage.prompt_tokens, cached, done2->len);
+  /* The first prompt (more than 128 tokens) stops at each multiple of 64, then reads the rest. */
+  g_assert_cmpint (last_event (e1)->usage.prompt_tokens, >, 128);
+  for (guint i = 0; i + 1 < done1->len; i++)
+    g_assert_cmpint (g_array_index (done1, gint64, i), ==, 64 * (i + 1));
+  g_assert_cmpint (g_array_index (done1, gint64, done1->len - 1), ==, last_event (e1)->usage.prompt_tokens);
+  /* The second resumes past the first prompt and reads its new tokens, which cross a multiple of
+   * 64, at once. */
+  g_assert_cmpint (cached, >=, last_event (e1)->usage.prompt_tokens);
+  g_assert_cmpint (cached / 64, <, last_event (e2)->usage.prompt_tokens / 64);
+  g_assert_cmpuint (done2->len, ==, 1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -866,5 +913,6 @@ main (int argc, char **argv)
   g_test_add_func ("/generation/logprobs", test_logprobs);
   g_test_add_func ("/generation/divergence", test_divergence);
   g_test_add_func ("/generation/turns", test_turns);
+  g_test_add_func ("/generation/last-chunk", test_last_chunk);
   return g_test_run ();
 }
