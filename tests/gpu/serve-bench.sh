@@ -37,6 +37,7 @@ config = Qwen3_5TextConfig(vocab_size=248320, hidden_size=5120, intermediate_siz
     rope_parameters={"rope_theta": 1e7, "partial_rotary_factor": 0.25, "rope_type": "default"},
     tie_word_embeddings=False)
 torch.manual_seed(17)
+torch.set_default_dtype(torch.bfloat16)
 with torch.device("cuda"):
     model = Qwen3_5ForCausalLM(config).to(torch.bfloat16)
 print(sum(p.numel() for p in model.parameters()) / 1e9, "B parameters")
