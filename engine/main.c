@@ -20,6 +20,14 @@
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
 #include "dcp-log.h"
+#include "dcp-stats.h"
+
+/* The HTTP server's counters as the engine state asks for them. */
+static JsonNode *
+stats_json (gpointer stats, guint waiting, guint running)
+{
+  return dcp_stats_to_json (stats, waiting, running);
+}
 
 static int
 run_probe (const DcpCli *cli)
@@ -102,7 +110,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
     }
   url = dcp_http_server_get_url (server);
   g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
-  dcp_engine_state_attach (state, queue, dcp_http_server_get_stats (server), url);
+  dcp_engine_state_attach (state, queue, stats_json, dcp_http_server_get_stats (server), url);
   if (!cli->test_executor && cli->settings.model != NULL)
     dcp_engine_state_set_model (state, cli->settings.model);
   if (capacity->pool_tokens > 0)

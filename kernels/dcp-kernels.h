@@ -212,6 +212,11 @@ typedef struct {
 int dcpk_sample (float *d_logits, int n_rows, int vocab, const DcpkSampleParams *d_params,
                  const uint32_t *const *d_counts, int32_t *d_tokens, void *stream);
 
+/* Adds n tokens to a token table of dcpk_sample: d_entries [n] are token ids, with
+ * DCPK_COUNT_SEEN set for a generated token (counted and marked seen) and clear for a prompt
+ * token (marked seen only). */
+int dcpk_token_counts_add (uint32_t *d_counts, const uint32_t *d_entries, int n, void *stream);
+
 /* ---- CUDA backend helpers (cuda-backend-ops.cu) ---- */
 
 /* A non-blocking stream of its own (no implicit sync with the legacy default stream). */

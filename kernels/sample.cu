@@ -517,7 +517,33 @@ sample_kernel (float *__restrict__ logits, int vocab, const DcpkSampleParams *__
   }
 }
 
+__global__ void
+counts_add_kernel (uint32_t *__restrict__ counts, const uint32_t *__restrict__ entries, int n)
+{
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    {
+      uint32_t e = entries[i], id = e & ~DCPK_COUNT_SEEN;
+
+      if (e & DCPK_COUNT_SEEN)
+        atomicAdd (&counts[id], 1u);
+      atomicOr (&counts[id], DCPK_COUNT_SEEN);
+    }
+}
+
 } // namespace
+
+extern "C" int
+dcpk_token_counts_add (uint32_t *d_counts, const uint32_t *d_entries, int n, void *stream)
+{
+  if (n < 0 || !d_counts || (n > 0 && !d_entries))
+    return (int) cudaErrorInvalidValue;
+  if (n == 0)
+    return 0;
+  counts_add_kernel<<<(n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024, 256, 0,
+                      (cudaStream_t) stream>>> (d_counts, d_entries, n);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}
 
 extern "C" int
 dcpk_sample (float *d_logits, int n_rows, int vocab, const DcpkSampleParams *d_params,

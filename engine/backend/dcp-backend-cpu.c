@@ -29,6 +29,7 @@ struct _DcpSeqState {
   DcpCpuKvCache mtp_kv;
   guint32 *pages;
   guint n_pages;
+  guint pool_pages;              /* a paged state: its pool's pages; 0: unpaged */
 };
 
 /* Per attention layer, n_pages x page_tokens rows of K and of V (NULL for GDN layers). */
@@ -123,6 +124,7 @@ cpu_state_new_paged (DcpBackend *backend, DcpKvPool *pool, GError **error)
 {
   DcpSeqState *s = cpu_state_new (backend, error);
 
+  s->pool_pages = pool->n_pages;
   for (guint i = 0; i < s->n_layers; i++)
     if (pool->k[i] != NULL)
       {
@@ -133,9 +135,18 @@ cpu_state_new_paged (DcpBackend *backend, DcpKvPool *pool, GError **error)
   return s;
 }
 
-static void
-cpu_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages)
+static gboolean
+cpu_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages,
+                     GError **error)
 {
+  for (guint i = 0; i < n_pages; i++)
+    if (pages[i] >= s->pool_pages)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "page table: page %u is not in the state's pool (%u pages)", pages[i],
+                     s->pool_pages);
+        return FALSE;
+      }
   s->pages = g_renew (guint32, s->pages, MAX (n_pages, 1));
   if (n_pages > 0)
     memcpy (s->pages, pages, (gsize) n_pages * sizeof (guint32));
@@ -146,20 +157,29 @@ cpu_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, 
         s->kv[i].pages = s->pages;
         s->kv[i].n_pages = n_pages;
       }
+  return TRUE;
 }
 
-static void
-cpu_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst, guint n_tokens)
+static gboolean
+cpu_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst,
+                       guint n_tokens, GError **error)
 {
   gsize page = (gsize) pool->page_tokens * pool->width, n = (gsize) n_tokens * pool->width;
 
-  g_return_if_fail (src < pool->n_pages && dst < pool->n_pages && n_tokens <= pool->page_tokens);
+  if (src >= pool->n_pages || dst >= pool->n_pages || n_tokens > pool->page_tokens)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "page copy: %u tokens of page %u to page %u, in a pool of %u pages of %u",
+                   n_tokens, src, dst, pool->n_pages, pool->page_tokens);
+      return FALSE;
+    }
   for (guint i = 0; i < pool->n_layers; i++)
     if (pool->k[i] != NULL)
       {
         memcpy (pool->k[i] + dst * page, pool->k[i] + src * page, n * sizeof (float));
         memcpy (pool->v[i] + dst * page, pool->v[i] + src * page, n * sizeof (float));
       }
+  return TRUE;
 }
 
 static gboolean
@@ -227,8 +247,8 @@ save_kv (GByteArray *out, const DcpCpuKvCache *kv)
       put_floats (out, dcp_cpu_kv_cache_row (kv, value, t), kv->width);
 }
 
-static void
-cpu_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
+static gboolean
+cpu_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GError **error)
 {
   put_u32 (out, STATE_MAGIC);
   put_u32 (out, s->n_tokens);
@@ -246,6 +266,7 @@ cpu_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
         save_kv (out, &s->kv[i]);
     }
   save_kv (out, &s->mtp_kv);
+  return TRUE;
 }
 
 typedef struct {

@@ -3,8 +3,8 @@
 
 #include "dcp-backend-cuda.h"
 #include "dcp-cuda-error.h"
-#include "dcp-cuda-prefill.h"
-#include "dcp-cuda-step.h"
+#include "dcp-cuda-forward.h"
+#include "dcp-cuda-sampling.h"
 
 G_BEGIN_DECLS
 
@@ -18,15 +18,14 @@ struct _DcpBackendCuda {
   guint kv_tokens;               /* the default pool's size asked for (0: from free VRAM) */
   DcpCudaKv *kv;                 /* the default pool of unpaged states, made on first use */
   guint n_pools;                 /* paged pools alive */
-  DcpCudaStep *step;             /* made for step_kv */
-  DcpCudaKv *step_kv;
-  DcpCudaPrefill *prefill;       /* made on the first prompt chunk */
-  gboolean prefill_off;          /* it could not be made: prompts go token by token */
-  gboolean fp8_activations;      /* the prompt path's matrix products in FP8 */
+  DcpCudaForward *forward;       /* made on first use; with prompt passes from the first prompt
+                                    chunk on */
+  gboolean prefill_off;          /* no prompt passes: prompts go token by token */
+  gboolean fp8_activations;      /* the prompt passes' matrix products in FP8 */
   gboolean graphs;
+  DcpCudaSampling *sampling;     /* made with the first sampler */
   void *stream;
-  guint n_gdn, n_attn;
-  gsize conv_floats, recurrent_floats;   /* one GDN layer's state */
+  const DcpCudaCounts *counts;   /* the weights' */
 };
 
 /* A pool the scheduler's pager hands pages of (kv NULL without attention layers). */

@@ -7,7 +7,6 @@
 
 #include "dcp-backend-cuda-private.h"
 #include "dcp-cuda-error.h"
-#include "dcp-cuda-step.h"
 #include "dcp-memory-plan.h"
 
 /* The scheduler's pages are the kernels' pages. */
@@ -21,7 +20,9 @@ G_DEFINE_FINAL_TYPE (DcpBackendCuda, dcp_backend_cuda, DCP_TYPE_BACKEND)
 static gsize
 state_block_bytes (DcpBackendCuda *self)
 {
-  return (gsize) self->n_gdn * (self->conv_floats + self->recurrent_floats) * sizeof (float);
+  const DcpCudaCounts *n = self->counts;
+
+  return (gsize) n->n_gdn * (n->conv_floats + n->recurrent_floats) * sizeof (float);
 }
 
 /* The default pool, made the first time an unpaged state needs it. */
@@ -30,37 +31,21 @@ ensure_default_kv (DcpBackendCuda *self, GError **error)
 {
   guint n_pages;
 
-  if (self->kv != NULL || self->n_attn == 0)
+  if (self->kv != NULL || self->counts->n_attn == 0)
     return TRUE;
   if (self->kv_tokens > 0)
     n_pages = dcp_cuda_kv_pages_for (self->kv_tokens);
   else
     {
-      gsize page_bytes = dcpk_kv_page_bytes (&self->kv_layout) * self->n_attn;
+      gsize page_bytes = dcpk_kv_page_bytes (&self->kv_layout) * self->counts->n_attn;
       DcpkDeviceInfo info;
 
       if (!dcp_cuda_check (dcpk_device_info (0, &info), "device info", error))
         return FALSE;
       n_pages = (guint) CLAMP (info.free_bytes / 2 / MAX (page_bytes, 1), 1, DEFAULT_MAX_PAGES);
     }
-  self->kv = dcp_cuda_kv_new (&self->kv_layout, self->n_attn, n_pages, error);
+  self->kv = dcp_cuda_kv_new (&self->kv_layout, self->counts->n_attn, n_pages, error);
   return self->kv != NULL;
-}
-
-/* The step for kv's pages (its graphs hold the pool's addresses): made again when a forward
- * runs on states of another pool. */
-static gboolean
-ensure_step (DcpBackendCuda *self, DcpCudaKv *kv, GError **error)
-{
-  if (self->step != NULL && self->step_kv == kv)
-    return TRUE;
-  g_clear_pointer (&self->step, dcp_cuda_step_free);
-  self->step = dcp_cuda_step_new (self->weights, kv, self->stream, error);
-  if (self->step == NULL)
-    return FALSE;
-  self->step_kv = kv;
-  dcp_cuda_step_set_graphs (self->step, self->graphs);
-  return TRUE;
 }
 
 static void
@@ -84,8 +69,8 @@ state_new (DcpBackendCuda *self, DcpKvPool *pool, GError **error)
   void *block = NULL;
 
   s->pages = g_array_new (FALSE, FALSE, sizeof (guint32));
-  s->conv = g_new0 (float *, MAX (self->n_gdn, 1));
-  s->recurrent = g_new0 (float *, MAX (self->n_gdn, 1));
+  s->conv = g_new0 (float *, MAX (self->counts->n_gdn, 1));
+  s->recurrent = g_new0 (float *, MAX (self->counts->n_gdn, 1));
   s->paged = pool != NULL;
   if (pool == NULL && !ensure_default_kv (self, error))
     {
@@ -108,10 +93,10 @@ state_new (DcpBackendCuda *self, DcpKvPool *pool, GError **error)
           return NULL;
         }
     }
-  for (guint g = 0; g < self->n_gdn; g++)
+  for (guint g = 0; g < self->counts->n_gdn; g++)
     {
-      s->conv[g] = s->block + g * (self->conv_floats + self->recurrent_floats);
-      s->recurrent[g] = s->conv[g] + self->conv_floats;
+      s->conv[g] = s->block + g * (self->counts->conv_floats + self->counts->recurrent_floats);
+      s->recurrent[g] = s->conv[g] + self->counts->conv_floats;
     }
   return s;
 }
@@ -137,8 +122,8 @@ cuda_kv_pool_new (DcpBackend *backend, guint n_pages, guint page_tokens, GError 
     }
   pool = g_new0 (DcpKvPool, 1);
   pool->n_pages = n_pages;
-  if (self->n_attn > 0 &&
-      (pool->kv = dcp_cuda_kv_new (&self->kv_layout, self->n_attn, n_pages, error)) == NULL)
+  if (self->counts->n_attn > 0 &&
+      (pool->kv = dcp_cuda_kv_new (&self->kv_layout, self->counts->n_attn, n_pages, error)) == NULL)
     {
       g_free (pool);
       return NULL;
@@ -152,10 +137,14 @@ cuda_kv_pool_free (DcpBackend *backend, DcpKvPool *pool)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
 
-  if (pool->kv != NULL && self->step_kv == pool->kv)
+  /* the forward's decode graphs hold the pool's addresses */
+  if (pool->kv != NULL && self->forward != NULL &&
+      dcp_cuda_forward_get_kv (self->forward) == pool->kv)
     {
-      g_clear_pointer (&self->step, dcp_cuda_step_free);
-      self->step_kv = NULL;
+      g_autoptr(GError) error = NULL;
+
+      if (!dcp_cuda_forward_set_kv (self->forward, NULL, &error))
+        g_warning ("%s", error->message);
     }
   g_clear_pointer (&pool->kv, dcp_cuda_kv_free);
   self->n_pools--;
@@ -168,29 +157,47 @@ cuda_state_new_paged (DcpBackend *backend, DcpKvPool *pool, GError **error)
   return state_new (DCP_BACKEND_CUDA (backend), pool, error);
 }
 
-static void
-cuda_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages)
+static gboolean
+cuda_state_set_pages (DcpBackend *backend, DcpSeqState *s, const guint32 *pages, guint n_pages,
+                      GError **error)
 {
   guint pool_pages = s->kv != NULL ? dcp_cuda_kv_get_n_pages (s->kv) : 0;
 
-  g_return_if_fail (s->paged);
+  if (!s->paged)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "page table: the state is not paged");
+      return FALSE;
+    }
   for (guint i = 0; i < n_pages; i++)
-    g_return_if_fail (s->kv == NULL || pages[i] < pool_pages);
+    if (s->kv != NULL && pages[i] >= pool_pages)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "page table: page %u is not in the state's pool (%u pages)", pages[i],
+                     pool_pages);
+        return FALSE;
+      }
   g_array_set_size (s->pages, 0);
   g_array_append_vals (s->pages, pages, n_pages);
+  return TRUE;
 }
 
-static void
-cuda_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst, guint n_tokens)
+static gboolean
+cuda_kv_pool_copy_page (DcpBackend *backend, DcpKvPool *pool, guint src, guint dst,
+                        guint n_tokens, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  g_autoptr(GError) error = NULL;
 
-  g_return_if_fail (src < pool->n_pages && dst < pool->n_pages && n_tokens <= DCPK_KV_PAGE_TOKENS);
+  if (src >= pool->n_pages || dst >= pool->n_pages || n_tokens > DCPK_KV_PAGE_TOKENS)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "page copy: %u tokens of page %u to page %u, in a pool of %u pages of %u",
+                   n_tokens, src, dst, pool->n_pages, DCPK_KV_PAGE_TOKENS);
+      return FALSE;
+    }
   /* On the stream: the next forward reads the copy after it is made. */
-  if (pool->kv != NULL &&
-      !dcp_cuda_kv_copy_rows (pool->kv, dst, pool->kv, src, n_tokens, self->stream, &error))
-    g_warning ("%s", error->message);
+  return pool->kv == NULL ||
+         dcp_cuda_kv_copy_rows (pool->kv, dst, pool->kv, src, n_tokens, self->stream, error);
 }
 
 /* Whether the state's table covers n_tokens positions (a paged state); an error says not. */
@@ -220,39 +227,36 @@ reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
 #define HEAD_WORDS 6
 
 /* [magic, n_tokens, n_gdn, n_attn, K format, V format] u32, the GDN block, then per attention
- * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). A
- * device error leaves out shorter, which state_load rejects. */
-static void
-cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out)
+ * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). */
+static gboolean
+cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
-  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, self->n_gdn, self->n_attn,
+  const DcpCudaCounts *n = self->counts;
+  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, n->n_gdn, n->n_attn,
                                self->kv_layout.k_format, self->kv_layout.v_format };
-  gsize block = state_block_bytes (self), at = out->len;
+  gsize block = state_block_bytes (self), at;
   guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
   gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
-  g_autoptr(GError) error = NULL;
 
-  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state save", &error))
-    goto fail;
+  /* dcp_backend_state_save gives out back its old length on an error */
+  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state save", error))
+    return FALSE;
   g_byte_array_append (out, (const guint8 *) head, sizeof head);
   at = out->len;
-  g_byte_array_set_size (out, at + block + (gsize) self->n_attn * n_pages * page_bytes);
-  if (block > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (out->data + at, s->block, block), "state save", &error))
-    goto fail;
+  g_byte_array_set_size (out, at + block + (gsize) n->n_attn * n_pages * page_bytes);
+  if (block > 0 &&
+      !dcp_cuda_check (dcpk_memcpy_d2h (out->data + at, s->block, block), "state save", error))
+    return FALSE;
   at += block;
-  for (guint l = 0; l < self->n_attn && n_pages > 0; l++)
+  for (guint l = 0; l < n->n_attn && n_pages > 0; l++)
     for (guint p = 0; p < n_pages; p++, at += page_bytes)
       if (!dcp_cuda_check (dcpk_memcpy_d2h (out->data + at,
                                             (const guint8 *) dcp_cuda_kv_layer (s->kv, l) +
                                             (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
-                                            page_bytes), "state save", &error))
-        goto fail;
-  return;
-
-fail:
-  g_warning ("%s", error->message);
-  g_byte_array_set_size (out, MIN (out->len, at));
+                                            page_bytes), "state save", error))
+        return FALSE;
+  return TRUE;
 }
 
 /* Only the saved positions are written: the rest of a last page may be another state's. */
@@ -269,10 +273,10 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
   if (size >= sizeof head)
     memcpy (head, data, sizeof head);
   n_pages = dcp_cuda_kv_pages_for (head[1]);
-  if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->n_gdn ||
-      head[3] != self->n_attn || head[4] != (guint32) self->kv_layout.k_format ||
+  if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->counts->n_gdn ||
+      head[3] != self->counts->n_attn || head[4] != (guint32) self->kv_layout.k_format ||
       head[5] != (guint32) self->kv_layout.v_format ||
-      size != sizeof head + block + (gsize) self->n_attn * n_pages * page_bytes)
+      size != sizeof head + block + (gsize) self->counts->n_attn * n_pages * page_bytes)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
                    "saved sequence state: wrong size or not from this model and KV format "
@@ -288,7 +292,7 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
   if (block > 0 && !dcp_cuda_check (dcpk_memcpy_h2d (s->block, data + at, block), "state load", error))
     return FALSE;
   at += block;
-  for (guint l = 0; l < self->n_attn; l++)
+  for (guint l = 0; l < self->counts->n_attn; l++)
     for (guint p = 0; p < n_pages; p++, at += page_bytes)
       if (!dcp_cuda_kv_load_rows (s->kv, l, g_array_index (s->pages, guint32, p), data + at,
                                   MIN (DCPK_KV_PAGE_TOKENS, head[1] - p * DCPK_KV_PAGE_TOKENS),
@@ -355,18 +359,49 @@ cuda_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
 
   /* K and V in the pool's formats, per attention layer and token */
   return state_block_bytes (self) +
-         (guint64) s->n_tokens * self->n_attn * dcpk_kv_page_bytes (&self->kv_layout) /
+         (guint64) s->n_tokens * self->counts->n_attn * dcpk_kv_page_bytes (&self->kv_layout) /
          DCPK_KV_PAGE_TOKENS;
 }
 
-/* Token r of each item in `which` (at most 16) through one step; the logits and hidden rows the
- * items ask for copied out. */
+/* The output stage: forward output rows [out, out + n) to item's logits (and hidden) rows from
+ * `at` on, on the stream. */
 static gboolean
-step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint n, guint r,
-            GError **error)
+copy_outputs (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n, guint at,
+              GError **error)
 {
   const DcpModelConfig *c = &self->weights->config;
-  DcpCudaStepRow rows[DCPK_GEMV_MAX_BATCH];
+
+  if (!dcp_cuda_check (dcpk_memcpy_d2h_async (item->logits + (gsize) at * c->vocab_size,
+                                              dcp_cuda_forward_logits (self->forward, out),
+                                              (gsize) n * c->vocab_size * sizeof (float),
+                                              self->stream), "logits", error))
+    return FALSE;
+  return item->hidden == NULL ||
+         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
+                                                dcp_cuda_forward_hidden (self->forward, out),
+                                                (gsize) n * c->hidden_size * sizeof (float),
+                                                self->stream), "hidden states", error);
+}
+
+/* Queues the draws of output rows [0, n) (draws[j]: the item that draws from row j, or NULL),
+ * after the raw rows asked for are copied out. */
+static gboolean
+draw (DcpBackendCuda *self, DcpBatchItem **draws, guint n, guint n_draws, GError **error)
+{
+  return n_draws == 0 ||
+         dcp_cuda_sampling_draw (self->sampling, dcp_cuda_forward_logits (self->forward, 0), draws,
+                                 n, error);
+}
+
+/* Token r of each item in `which` (at most 16) through one decode pass; the logits and hidden
+ * rows the items ask for copied out. */
+static gboolean
+decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint n, guint r,
+              GError **error)
+{
+  DcpCudaSeq rows[DCP_CUDA_DECODE_ROWS];
+  DcpBatchItem *draws[DCP_CUDA_DECODE_ROWS];
+  guint n_draws = 0;
 
   for (guint j = 0; j < n; j++)
     {
@@ -375,65 +410,76 @@ step_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, guint
 
       if (!reserve (self, s, s->n_tokens + 1, error))
         return FALSE;
-      rows[j] = (DcpCudaStepRow) { item->tokens[r], s->n_tokens, s->pages, s->conv, s->recurrent };
+      rows[j] = (DcpCudaSeq) { .tokens = &item->tokens[r], .n_tokens = 1, .pos = s->n_tokens,
+                               .pages = s->pages, .conv = s->conv, .recurrent = s->recurrent };
     }
-  if (!dcp_cuda_step_run (self->step, rows, n, error))
+  if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_DECODE, rows, n, error))
     return FALSE;
   for (guint j = 0; j < n; j++)
     {
       DcpBatchItem *item = &items[which[j]];
       gboolean last = r + 1 == item->n_tokens;
-      gsize out_row = item->logits_mode == DCP_LOGITS_ALL ? r : 0;
 
-      if (item->logits_mode == DCP_LOGITS_ALL || (item->logits_mode == DCP_LOGITS_LAST && last))
-        {
-          if (!dcp_cuda_check (dcpk_memcpy_d2h_async (item->logits + out_row * c->vocab_size,
-                                                      dcp_cuda_step_logits (self->step, j),
-                                                      (gsize) c->vocab_size * sizeof (float),
-                                                      self->stream), "logits", error))
-            return FALSE;
-          if (item->hidden != NULL &&
-              !dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + out_row * c->hidden_size,
-                                                      dcp_cuda_step_hidden (self->step, j),
-                                                      (gsize) c->hidden_size * sizeof (float),
-                                                      self->stream), "hidden states", error))
-            return FALSE;
-        }
+      draws[j] = item->sampler != NULL && last ? item : NULL;
+      n_draws += draws[j] != NULL;
+      if ((item->logits_mode == DCP_LOGITS_ALL ||
+           (item->logits_mode == DCP_LOGITS_LAST && last)) &&
+          !copy_outputs (self, item, j, 1, item->logits_mode == DCP_LOGITS_ALL ? r : 0, error))
+        return FALSE;
     }
-  if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "decode step", error))
+  if (!draw (self, draws, n, n_draws, error) ||
+      !dcp_cuda_check (dcpk_stream_synchronize (self->stream), "decode step", error))
     return FALSE;
+  if (n_draws > 0)
+    dcp_cuda_sampling_collect (self->sampling, draws, n);
   for (guint j = 0; j < n; j++)
     items[which[j]].state->n_tokens++;
   return TRUE;
 }
 
-/* The prompt path's rows per pass, as the memory plan counts them. */
-#define PREFILL_ROWS DCP_PLAN_PROMPT_ROWS
+/* The prompt passes' rows, as the memory plan counts them. */
+#define PROMPT_ROWS DCP_PLAN_PROMPT_ROWS
 
-/* The prompt path's buffers, in the current activation precision. */
+/* A forward with prompt passes, in the current activation precision, in place of the one
+ * there was (the same activations serve the decode passes). */
 static gboolean
-make_prefill (DcpBackendCuda *self, GError **error)
+make_prompt_forward (DcpBackendCuda *self, GError **error)
 {
-  self->prefill = dcp_cuda_prefill_new (self->weights, PREFILL_ROWS, self->fp8_activations,
-                                        self->stream, error);
-  return self->prefill != NULL;
+  DcpCudaForward *forward = dcp_cuda_forward_new (self->weights, PROMPT_ROWS,
+                                                  self->fp8_activations, self->stream, error);
+
+  if (forward == NULL)
+    return FALSE;
+  g_clear_pointer (&self->forward, dcp_cuda_forward_free);
+  self->forward = forward;
+  dcp_cuda_forward_set_graphs (self->forward, self->graphs);
+  return TRUE;
 }
 
-/* The prompt path, made once; when it cannot be (no cuBLAS, head sizes the prefill kernels do
- * not take) prompts are read token by token through the decode step, said once. */
+/* The forward for a call (prompt: it has prompt chunks), reading kv: made on first use, with
+ * prompt passes from the first prompt chunk on. When they cannot be made (no cuBLAS, head sizes
+ * the prefill kernels do not take) prompts are read token by token through decode passes, said
+ * once. */
 static gboolean
-ensure_prefill (DcpBackendCuda *self)
+ensure_forward (DcpBackendCuda *self, gboolean prompt, DcpCudaKv *kv, GError **error)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr(GError) local = NULL;
 
-  if (self->prefill != NULL || self->prefill_off)
-    return self->prefill != NULL;
-  if (!make_prefill (self, &error))
+  if (prompt && !self->prefill_off &&
+      (self->forward == NULL || dcp_cuda_forward_prompt_rows (self->forward) == 0) &&
+      !make_prompt_forward (self, &local))
     {
-      g_warning ("prompts are read token by token: %s", error->message);
+      g_warning ("prompts are read token by token: %s", local->message);
       self->prefill_off = TRUE;
     }
-  return self->prefill != NULL;
+  if (self->forward == NULL)
+    {
+      self->forward = dcp_cuda_forward_new (self->weights, 0, FALSE, self->stream, error);
+      if (self->forward == NULL)
+        return FALSE;
+      dcp_cuda_forward_set_graphs (self->forward, self->graphs);
+    }
+  return dcp_cuda_forward_set_kv (self->forward, kv, error);
 }
 
 /* Token r of every item that has one, in groups of up to 16 sequences, round after round: a
@@ -451,43 +497,25 @@ forward_steps (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, guint m
       for (guint i = 0; i < n_items; i++)
         if (items[i].n_tokens > r)
           which[n++] = i;
-      for (guint g = 0; g < n; g += DCPK_GEMV_MAX_BATCH)
-        if (!step_group (self, items, which + g, MIN (DCPK_GEMV_MAX_BATCH, n - g), r, error))
+      for (guint g = 0; g < n; g += DCP_CUDA_DECODE_ROWS)
+        if (!decode_group (self, items, which + g, MIN (DCP_CUDA_DECODE_ROWS, n - g), r, error))
           return FALSE;
     }
   return TRUE;
 }
 
-/* Copies pass output rows [out, out + n) to item's logits (and hidden) rows from `at` on. */
-static gboolean
-copy_rows (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n, guint at,
-           GError **error)
-{
-  const DcpModelConfig *c = &self->weights->config;
-
-  if (!dcp_cuda_check (dcpk_memcpy_d2h_async (item->logits + (gsize) at * c->vocab_size,
-                                              dcp_cuda_prefill_logits (self->prefill, out),
-                                              (gsize) n * c->vocab_size * sizeof (float),
-                                              self->stream), "logits", error))
-    return FALSE;
-  return item->hidden == NULL ||
-         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
-                                                dcp_cuda_prefill_hidden (self->prefill, out),
-                                                (gsize) n * c->hidden_size * sizeof (float),
-                                                self->stream), "hidden states", error);
-}
-
-/* Passes of the prompt path until every item's tokens are in: each pass takes the single
- * tokens first (the GDN decode kernel takes them as one batch), then as much of the longer
- * items as fits its rows and outputs. */
+/* Prompt passes until every item's tokens are in: each pass takes the single tokens first
+ * (the GDN step kernel takes them as one batch), then as much of the longer items as fits its
+ * rows and outputs. */
 static gboolean
 forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError **error)
 {
-  guint max_rows = dcp_cuda_prefill_max_rows (self->prefill);
+  guint max_rows = dcp_cuda_forward_prompt_rows (self->forward);
   g_autofree guint *order = g_new (guint, n_items), *done = g_new0 (guint, n_items);
   g_autofree guint *owner = g_new (guint, n_items);
-  g_autofree DcpCudaPrefillSeq *seqs = g_new (DcpCudaPrefillSeq, n_items);
-  guint n_order = 0;
+  g_autofree DcpCudaSeq *seqs = g_new (DcpCudaSeq, n_items);
+  DcpBatchItem *draws[DCP_CUDA_PROMPT_MAX_OUT];
+  guint n_order = 0, n_draws;
 
   for (guint i = 0; i < n_items; i++)
     if (items[i].n_tokens == 1)
@@ -504,38 +532,50 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
           guint i = order[j], left = items[i].n_tokens - done[i], t = MIN (left, max_rows - rows);
           DcpSeqState *s = items[i].state;
           gboolean all = items[i].logits_mode == DCP_LOGITS_ALL;
+          gboolean last = items[i].logits_mode == DCP_LOGITS_LAST || items[i].sampler != NULL;
           guint want;
 
           if (all)
-            t = MIN (t, DCP_CUDA_PREFILL_MAX_OUT - outs);
-          want = all ? t : items[i].logits_mode == DCP_LOGITS_LAST && t == left ? 1 : 0;
-          if (t == 0 || outs + want > DCP_CUDA_PREFILL_MAX_OUT)
+            t = MIN (t, DCP_CUDA_PROMPT_MAX_OUT - outs);
+          want = all ? t : last && t == left ? 1 : 0;
+          if (t == 0 || outs + want > DCP_CUDA_PROMPT_MAX_OUT)
             continue;
           if (!reserve (self, s, s->n_tokens + t, error))
             return FALSE;
-          seqs[n] = (DcpCudaPrefillSeq) { items[i].tokens + done[i], t, s->n_tokens, s->pages,
-                                          s->conv, s->recurrent, all, want == 0 };
+          seqs[n] = (DcpCudaSeq) { .tokens = items[i].tokens + done[i], .n_tokens = t,
+                                   .pos = s->n_tokens, .pages = s->pages, .conv = s->conv,
+                                   .recurrent = s->recurrent, .all_rows = all,
+                                   .no_rows = want == 0 };
           owner[n++] = i;
           rows += t;
           outs += want;
         }
       if (n == 0)
         return TRUE;
-      if (!dcp_cuda_prefill_run (self->prefill, items[0].state->kv, seqs, n, error))
+      if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_PROMPT, seqs, n, error))
         return FALSE;
       outs = 0;
+      n_draws = 0;
       for (guint q = 0; q < n; q++)
         {
-          const DcpBatchItem *item = &items[owner[q]];
+          DcpBatchItem *item = &items[owner[q]];
           guint rows_out = seqs[q].no_rows ? 0 : seqs[q].all_rows ? seqs[q].n_tokens : 1;
+          gboolean ends = done[owner[q]] + seqs[q].n_tokens == item->n_tokens;
 
-          if (rows_out > 0 &&
-              !copy_rows (self, item, outs, rows_out, seqs[q].all_rows ? done[owner[q]] : 0, error))
+          if (rows_out > 0 && item->logits_mode != DCP_LOGITS_NONE &&
+              !copy_outputs (self, item, outs, rows_out, seqs[q].all_rows ? done[owner[q]] : 0,
+                             error))
             return FALSE;
+          for (guint k = 0; k < rows_out; k++)
+            draws[outs + k] = item->sampler != NULL && ends && k + 1 == rows_out ? item : NULL;
+          n_draws += item->sampler != NULL && ends;
           outs += rows_out;
         }
-      if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt pass", error))
+      if (!draw (self, draws, outs, n_draws, error) ||
+          !dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt pass", error))
         return FALSE;
+      if (n_draws > 0)
+        dcp_cuda_sampling_collect (self->sampling, draws, outs);
       for (guint q = 0; q < n; q++)
         {
           items[owner[q]].state->n_tokens += seqs[q].n_tokens;
@@ -544,8 +584,9 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
     }
 }
 
-/* Decode batches (one token per item) run as CUDA graphs of the decode step; a forward with a
- * prompt chunk or a draft in it goes through the prompt path, the decode rows with it. */
+/* Decode batches (one token per item) run as decode passes, replayed from CUDA graphs; a
+ * forward with a prompt chunk or a draft in it runs as prompt passes, its decode rows with
+ * them. */
 static gboolean
 cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **error)
 {
@@ -565,11 +606,36 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
     }
   if (n_items == 0)
     return TRUE;
-  if (max_n > 1 && ensure_prefill (self))
-    return forward_passes (self, items, n_items, error);
-  if (!ensure_step (self, items[0].state->kv, error))
+  if (!ensure_forward (self, max_n > 1, items[0].state->kv, error))
     return FALSE;
+  if (max_n > 1 && dcp_cuda_forward_prompt_rows (self->forward) > 0)
+    return forward_passes (self, items, n_items, error);
   return forward_steps (self, items, n_items, max_n, error);
+}
+
+static gpointer
+cuda_sampler_data_new (DcpBackend *backend, DcpSampler *host, GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+
+  if (self->sampling == NULL &&
+      !(self->sampling = dcp_cuda_sampling_new (self->weights->config.vocab_size, self->stream,
+                                                error)))
+    return NULL;
+  return dcp_cuda_sampler_data_new (self->sampling, host, error);
+}
+
+static void
+cuda_sampler_data_free (DcpBackend *backend, gpointer data)
+{
+  dcp_cuda_sampler_data_free (data);
+}
+
+static void
+cuda_sampler_data_add (DcpBackend *backend, gpointer data, const guint32 *tokens, guint n_tokens,
+                       gboolean generated)
+{
+  dcp_cuda_sampler_data_add (data, tokens, n_tokens, generated);
 }
 
 static void
@@ -580,9 +646,9 @@ dcp_backend_cuda_finalize (GObject *object)
   /* Pools and states are their owners' to free first. */
   if (self->n_pools > 0)
     g_critical ("CUDA backend finalized with %u KV pools alive", self->n_pools);
-  g_clear_pointer (&self->step, dcp_cuda_step_free);
-  g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
+  g_clear_pointer (&self->forward, dcp_cuda_forward_free);
   g_clear_pointer (&self->kv, dcp_cuda_kv_free);
+  g_clear_pointer (&self->sampling, dcp_cuda_sampling_free);
   g_clear_pointer (&self->weights, dcp_cuda_weights_free);
   if (self->stream != NULL)
     dcpk_stream_destroy (self->stream);
@@ -608,6 +674,9 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_new_paged = cuda_state_new_paged;
   backend_class->state_set_pages = cuda_state_set_pages;
   backend_class->kv_pool_copy_page = cuda_kv_pool_copy_page;
+  backend_class->sampler_data_new = cuda_sampler_data_new;
+  backend_class->sampler_data_free = cuda_sampler_data_free;
+  backend_class->sampler_data_add = cuda_sampler_data_add;
 }
 
 static void
@@ -650,19 +719,8 @@ setup (DcpBackendCuda *self, guint kv_tokens, GError **error)
   self->kv_tokens = kv_tokens;
   if (!dcp_cuda_check (dcpk_stream_create (&self->stream), "stream", error))
     return FALSE;
-  for (guint l = 0; l < c->n_layers; l++)
-    {
-      if (c->is_full_attention[l])
-        self->n_attn++;
-      else
-        self->n_gdn++;
-    }
-  self->conv_floats = (gsize) (c->linear_conv_kernel - 1) *
-                      (2 * c->linear_n_key_heads * c->linear_key_head_dim +
-                       c->linear_n_value_heads * c->linear_value_head_dim);
-  self->recurrent_floats = (gsize) c->linear_n_value_heads * c->linear_key_head_dim *
-                           c->linear_value_head_dim;
-  if (self->n_attn > 0 && dcpk_kv_page_bytes (&self->kv_layout) == 0)
+  self->counts = &self->weights->counts;
+  if (self->counts->n_attn > 0 && dcpk_kv_page_bytes (&self->kv_layout) == 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                    "KV cache: %u heads of %u dims is not a layout the kernels read",
@@ -697,35 +755,6 @@ dcp_backend_cuda_new (const DcpModelConfig  *config,
 }
 
 DcpBackend *
-dcp_backend_cuda_new_random (const DcpModelConfig *config, DcpDType dtype, guint64 seed,
-                             guint kv_tokens, GError **error)
-{
-  g_autoptr(DcpBackendCuda) self = NULL;
-  DcpkFormat format;
-
-  g_return_val_if_fail (config != NULL, NULL);
-  switch (dtype)
-    {
-    case DCP_DTYPE_BF16: format = DCPK_FORMAT_BF16; break;
-    case DCP_DTYPE_MXFP8_E4M3: format = DCPK_FORMAT_MXFP8_E4M3; break;
-    case DCP_DTYPE_MXFP6_E2M3: format = DCPK_FORMAT_MXFP6_E2M3; break;
-    case DCP_DTYPE_MXFP6_E3M2: format = DCPK_FORMAT_MXFP6_E3M2; break;
-    case DCP_DTYPE_MXFP4_E2M1: format = DCPK_FORMAT_MXFP4_E2M1; break;
-    default:
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "random weights: %s is not a GEMV "
-                   "format", dcp_dtype_name (dtype));
-      return NULL;
-    }
-  if (!check_config (config, error))
-    return NULL;
-  self = g_object_new (DCP_TYPE_BACKEND_CUDA, NULL);
-  if ((self->weights = dcp_cuda_weights_random (config, format, seed, error)) == NULL ||
-      !setup (self, kv_tokens, error))
-    return NULL;
-  return DCP_BACKEND (g_steal_pointer (&self));
-}
-
-DcpBackend *
 dcp_backend_cuda_new_random_recipe (const DcpModelConfig *config, DcpRecipe recipe, guint64 seed,
                                     guint kv_tokens, GError **error)
 {
@@ -746,16 +775,16 @@ dcp_backend_cuda_set_graphs (DcpBackendCuda *self, gboolean enabled)
 {
   g_return_if_fail (DCP_IS_BACKEND_CUDA (self));
   self->graphs = enabled;
-  if (self->step != NULL)
-    dcp_cuda_step_set_graphs (self->step, enabled);
+  if (self->forward != NULL)
+    dcp_cuda_forward_set_graphs (self->forward, enabled);
 }
 
 void
 dcp_backend_cuda_set_prefill (DcpBackendCuda *self, gboolean enabled)
 {
   g_return_if_fail (DCP_IS_BACKEND_CUDA (self));
-  if (!enabled)
-    g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
+  if (!enabled && self->forward != NULL && dcp_cuda_forward_prompt_rows (self->forward) > 0)
+    g_clear_pointer (&self->forward, dcp_cuda_forward_free);
   self->prefill_off = !enabled;
 }
 
@@ -765,14 +794,15 @@ dcp_backend_cuda_set_fp8_activations (DcpBackendCuda *self, gboolean fp8, GError
   g_autoptr(GError) local = NULL;
 
   g_return_val_if_fail (DCP_IS_BACKEND_CUDA (self), FALSE);
-  g_clear_pointer (&self->prefill, dcp_cuda_prefill_free);
+  if (self->forward != NULL && dcp_cuda_forward_prompt_rows (self->forward) > 0)
+    g_clear_pointer (&self->forward, dcp_cuda_forward_free);
   self->fp8_activations = fp8;
   if (!fp8 || self->prefill_off)
     return TRUE;
   /* made now, so that a GPU without the FP8 product says so at start */
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "prompt path", error))
     return FALSE;
-  if (make_prefill (self, &local))
+  if (make_prompt_forward (self, &local))
     return TRUE;
   self->fp8_activations = FALSE;
   if (!g_error_matches (local, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED))
@@ -815,7 +845,7 @@ dcp_backend_cuda_set_kv_bits (DcpBackendCuda *self, guint k_bits, guint v_bits, 
       return FALSE;
     }
   /* The MX KV path of the attention kernel reads heads of 256 (the 27B's). */
-  if (self->n_attn > 0 && (k_bits != 16 || v_bits != 16) && c->head_dim != 256)
+  if (self->counts->n_attn > 0 && (k_bits != 16 || v_bits != 16) && c->head_dim != 256)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                    "a quantized KV cache (KV bits %u/%u) needs attention heads of 256 dims on "

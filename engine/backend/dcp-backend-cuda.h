@@ -2,7 +2,6 @@
 #pragma once
 
 #include "dcp-backend.h"
-#include "dcp-dtype.h"
 #include "dcp-recipe.h"
 #include "dcp-tensor-source.h"
 
@@ -10,10 +9,11 @@ G_BEGIN_DECLS
 
 /* The CUDA backend (built with -Dcuda): weights in VRAM in their stored format, the attention
  * KV cache in paged VRAM pools (BF16 or MX, dcp_backend_cuda_set_kv_bits), GDN states in VRAM
- * (FP32), and a decode step of the whole model for up to 16 sequences at once, replayed from a
- * CUDA graph per batch size. Prompt chunks run token by token through the same step. Unpaged
- * states take pages of a default pool of the backend's own; paged states (kv_pool_new,
- * state_new_paged) use the scheduler's pager's pages. Device 0. */
+ * (FP32). One forward (dcp-cuda-forward.h) runs the model: decode batches of up to 16
+ * sequences as decode passes replayed from CUDA graphs, prompt chunks (and the decode rows
+ * beside them) as prompt passes. Unpaged states take pages of a default pool of the backend's
+ * own; paged states (kv_pool_new, state_new_paged) use the scheduler's pager's pages.
+ * Device 0. */
 #define DCP_TYPE_BACKEND_CUDA (dcp_backend_cuda_get_type ())
 G_DECLARE_FINAL_TYPE (DcpBackendCuda, dcp_backend_cuda, DCP, BACKEND_CUDA, DcpBackend)
 
@@ -26,15 +26,8 @@ DcpBackend *dcp_backend_cuda_new              (const DcpModelConfig  *config,
                                                const DcpTensorSource *source,
                                                guint                  kv_tokens,
                                                GError               **error);
-/* Random weights of config's shapes made on the device, matrices in dtype (BF16 or MX):
- * for benchmarks. */
-DcpBackend *dcp_backend_cuda_new_random       (const DcpModelConfig  *config,
-                                               DcpDType               dtype,
-                                               guint64                seed,
-                                               guint                  kv_tokens,
-                                               GError               **error);
-/* The same with each matrix in the format recipe gives its tensor group (the embedding stays
- * BF16, as an upload keeps it). */
+/* Random weights of config's shapes made on the device, each matrix in the format recipe gives
+ * its tensor group (the embedding stays BF16, as an upload keeps it): for benchmarks. */
 DcpBackend *dcp_backend_cuda_new_random_recipe (const DcpModelConfig *config,
                                                 DcpRecipe             recipe,
                                                 guint64               seed,
@@ -50,9 +43,9 @@ gboolean    dcp_backend_cuda_state_fill_random (DcpBackendCuda   *self,
 /* CUDA graphs for decode steps (default on); off enqueues every kernel each step. */
 void        dcp_backend_cuda_set_graphs       (DcpBackendCuda        *self,
                                                gboolean               enabled);
-/* Whether prompt chunks go through the prompt path (tensor-core GEMMs with BF16 matrix inputs,
+/* Whether prompt chunks go through prompt passes (tensor-core GEMMs with BF16 matrix inputs,
  * the chunked GDN, prefill attention; the default, unless DECAPYBARA_CUDA_PREFILL=0) or token
- * by token through the decode step (FP32 matrix inputs: what tests that hold the CUDA backend
+ * by token through decode passes (FP32 matrix inputs: what tests that hold the CUDA backend
  * to the CPU's FP32 numbers use). */
 void        dcp_backend_cuda_set_prefill      (DcpBackendCuda        *self,
                                                gboolean               enabled);

@@ -193,11 +193,18 @@ dcp_backend_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GEr
   return DCP_BACKEND_GET_CLASS (self)->mtp_forward (self, items, n_items, error);
 }
 
-void
-dcp_backend_state_save (DcpBackend *self, const DcpSeqState *state, GByteArray *out)
+gboolean
+dcp_backend_state_save (DcpBackend *self, const DcpSeqState *state, GByteArray *out,
+                        GError **error)
 {
-  g_return_if_fail (DCP_IS_BACKEND (self) && state != NULL && out != NULL);
-  DCP_BACKEND_GET_CLASS (self)->state_save (self, state, out);
+  guint len;
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL && out != NULL, FALSE);
+  len = out->len;
+  if (DCP_BACKEND_GET_CLASS (self)->state_save (self, state, out, error))
+    return TRUE;
+  g_byte_array_set_size (out, len);
+  return FALSE;
 }
 
 gboolean
@@ -231,18 +238,19 @@ dcp_backend_state_new_paged (DcpBackend *self, DcpKvPool *pool, GError **error)
   return DCP_BACKEND_GET_CLASS (self)->state_new_paged (self, pool, error);
 }
 
-void
+gboolean
 dcp_backend_state_set_pages (DcpBackend *self, DcpSeqState *state, const guint32 *pages,
-                             guint n_pages)
+                             guint n_pages, GError **error)
 {
-  g_return_if_fail (DCP_IS_BACKEND (self) && state != NULL && (pages != NULL || n_pages == 0));
-  DCP_BACKEND_GET_CLASS (self)->state_set_pages (self, state, pages, n_pages);
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL, FALSE);
+  g_return_val_if_fail (pages != NULL || n_pages == 0, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->state_set_pages (self, state, pages, n_pages, error);
 }
 
-void
+gboolean
 dcp_backend_kv_pool_copy_page (DcpBackend *self, DcpKvPool *pool, guint src, guint dst,
-                               guint n_tokens)
+                               guint n_tokens, GError **error)
 {
-  g_return_if_fail (DCP_IS_BACKEND (self) && pool != NULL);
-  DCP_BACKEND_GET_CLASS (self)->kv_pool_copy_page (self, pool, src, dst, n_tokens);
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && pool != NULL, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->kv_pool_copy_page (self, pool, src, dst, n_tokens, error);
 }

@@ -101,10 +101,12 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* Whether the model file carries the MTP head. */
   gboolean     (*has_mtp)            (DcpBackend         *self);
-  /* Appends the whole state to out as bytes (for the RAM and disk tiers). */
-  void         (*state_save)         (DcpBackend         *self,
+  /* Appends the whole state to out as bytes (for the RAM and disk tiers); a device error says
+   * so (out is then as it was). */
+  gboolean     (*state_save)         (DcpBackend         *self,
                                       const DcpSeqState  *state,
-                                      GByteArray         *out);
+                                      GByteArray         *out,
+                                      GError            **error);
   /* state becomes what state_save wrote; bytes of another model or a damaged blob give
    * CORRUPT_FILE and leave state unusable until loaded again or freed. */
   gboolean     (*state_load)         (DcpBackend         *self,
@@ -126,17 +128,22 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* The state's page table (copied): page i holds positions i * page_tokens ... It must cover
    * every position the state holds or is about to be given; states may share pages of a
-   * common prefix. state_copy between paged states copies no row that already is shared. */
-  void         (*state_set_pages)    (DcpBackend         *self,
+   * common prefix. state_copy between paged states copies no row that already is shared.
+   * INVALID_ARGUMENT: the state is not paged or a page is not in its pool. */
+  gboolean     (*state_set_pages)    (DcpBackend         *self,
                                       DcpSeqState        *state,
                                       const guint32      *pages,
-                                      guint               n_pages);
-  /* Copies the first n_tokens positions of page src into page dst (copy-on-write). */
-  void         (*kv_pool_copy_page)  (DcpBackend         *self,
+                                      guint               n_pages,
+                                      GError            **error);
+  /* Copies the first n_tokens positions of page src into page dst (copy-on-write); an error
+   * (INVALID_ARGUMENT: a page not in the pool, more tokens than a page; a device error) leaves
+   * dst unwritten. */
+  gboolean     (*kv_pool_copy_page)  (DcpBackend         *self,
                                       DcpKvPool          *pool,
                                       guint               src,
                                       guint               dst,
-                                      guint               n_tokens);
+                                      guint               n_tokens,
+                                      GError            **error);
 
   /* Optional: the backend draws tokens itself in forward (else the base class draws them on the
    * host from the logits rows). What it keeps for one sampler, made when the sampler is: */
@@ -178,9 +185,10 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
-void         dcp_backend_state_save         (DcpBackend         *self,
+gboolean     dcp_backend_state_save         (DcpBackend         *self,
                                              const DcpSeqState  *state,
-                                             GByteArray         *out);
+                                             GByteArray         *out,
+                                             GError            **error);
 gboolean     dcp_backend_state_load         (DcpBackend         *self,
                                              DcpSeqState        *state,
                                              const guint8       *data,
@@ -196,15 +204,17 @@ void         dcp_backend_kv_pool_free       (DcpBackend         *self,
 DcpSeqState *dcp_backend_state_new_paged    (DcpBackend         *self,
                                              DcpKvPool          *pool,
                                              GError            **error);
-void         dcp_backend_state_set_pages    (DcpBackend         *self,
+gboolean     dcp_backend_state_set_pages    (DcpBackend         *self,
                                              DcpSeqState        *state,
                                              const guint32      *pages,
-                                             guint               n_pages);
-void         dcp_backend_kv_pool_copy_page  (DcpBackend         *self,
+                                             guint               n_pages,
+                                             GError            **error);
+gboolean     dcp_backend_kv_pool_copy_page  (DcpBackend         *self,
                                              DcpKvPool          *pool,
                                              guint               src,
                                              guint               dst,
-                                             guint               n_tokens);
+                                             guint               n_tokens,
+                                             GError            **error);
 
 /* A sampler for one sequence (an error names a parameter out of range). */
 DcpSeqSampler *dcp_backend_sampler_new      (DcpBackend             *self,

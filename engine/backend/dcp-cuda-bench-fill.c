@@ -37,7 +37,7 @@ dcp_backend_cuda_state_fill_random (DcpBackendCuda *self, DcpSeqState *state, gu
         return FALSE;
       page_bytes = dcp_cuda_kv_page_bytes (state->kv);
       /* random bytes: BF16 values in [-1, 1]; in an MX page also the scales (as BF16 pairs) */
-      for (guint l = 0; l < self->n_attn; l++)
+      for (guint l = 0; l < self->counts->n_attn; l++)
         for (guint p = 0; p < state->pages->len; p++)
           {
             guint8 *page = (guint8 *) dcp_cuda_kv_layer (state->kv, l) +
@@ -48,10 +48,10 @@ dcp_backend_cuda_state_fill_random (DcpBackendCuda *self, DcpSeqState *state, gu
               return FALSE;
           }
     }
-  for (guint g = 0; g < self->n_gdn; g++)
-    if (!dcp_cuda_check (dcpk_fill_random_f32 (state->conv[g], self->conv_floats, -1, 1, seed++),
+  for (guint g = 0; g < self->counts->n_gdn; g++)
+    if (!dcp_cuda_check (dcpk_fill_random_f32 (state->conv[g], self->counts->conv_floats, -1, 1, seed++),
                          "random fill", error) ||
-        !dcp_cuda_check (dcpk_fill_random_f32 (state->recurrent[g], self->recurrent_floats,
+        !dcp_cuda_check (dcpk_fill_random_f32 (state->recurrent[g], self->counts->recurrent_floats,
                                                -0.05f, 0.05f, seed++), "random fill", error))
       return FALSE;
   if (!dcp_cuda_check (dcpk_synchronize (), "random fill", error))

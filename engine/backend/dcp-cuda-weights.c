@@ -495,12 +495,36 @@ upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer
          (L->post_norm = vector (w, s, NAME ("layers.%u.post_attention_layernorm.weight", i), H, TRUE, error));
 }
 
+static void
+counts_init (DcpCudaCounts *n, const DcpModelConfig *c)
+{
+  for (guint l = 0; l < c->n_layers; l++)
+    {
+      if (c->is_full_attention[l])
+        n->n_attn++;
+      else
+        n->n_gdn++;
+    }
+  n->hv = c->linear_n_value_heads;
+  n->vd = n->hv * c->linear_value_head_dim;
+  n->conv_dim = 2 * (gsize) c->linear_n_key_heads * c->linear_key_head_dim + n->vd;
+  n->conv_floats = (gsize) (c->linear_conv_kernel - 1) * n->conv_dim;
+  n->recurrent_floats = n->vd * c->linear_key_head_dim;
+  n->qd = (gsize) c->n_heads * c->head_dim;
+  n->kvd = (gsize) c->n_kv_heads * c->head_dim;
+  n->proj_width = MAX (n->conv_dim + n->vd + 2 * n->hv, 2 * (gsize) c->intermediate_size);
+  n->gdn_shape = (DcpkGdnShape) { (int) c->linear_n_key_heads, (int) c->linear_n_value_heads,
+                                  (int) c->linear_key_head_dim, (int) c->linear_value_head_dim,
+                                  (int) c->linear_conv_kernel, (float) c->rms_norm_eps };
+}
+
 static DcpCudaWeights *
 weights_new (const DcpModelConfig *config)
 {
   DcpCudaWeights *w = g_new0 (DcpCudaWeights, 1);
 
   w->config = *config;
+  counts_init (&w->counts, config);
   w->allocations = g_ptr_array_new ();
   w->stored = g_array_new (FALSE, FALSE, sizeof (DcpCudaStoredTensor));
   w->layers = g_new0 (DcpCudaLayer, config->n_layers);
@@ -671,18 +695,6 @@ random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64
   if (!dcp_cuda_check (dcpk_synchronize (), "fill", error))
     return NULL;
   return g_steal_pointer (&w);
-}
-
-DcpCudaWeights *
-dcp_cuda_weights_random (const DcpModelConfig *config, DcpkFormat format, guint64 seed,
-                         GError **error)
-{
-  DcpkFormat formats[DCP_GROUP_N];
-
-  g_return_val_if_fail (config != NULL, NULL);
-  for (guint g = 0; g < DCP_GROUP_N; g++)
-    formats[g] = format;
-  return random_weights (config, formats, seed, error);
 }
 
 DcpCudaWeights *

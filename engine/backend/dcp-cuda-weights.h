@@ -56,8 +56,20 @@ typedef struct {
   guint64 host_sum;
 } DcpCudaStoredTensor;
 
+/* What the backend and its forward take from the config, derived once with the weights: layer
+ * counts, one GDN layer's state and the per-row widths of the activations. */
+typedef struct {
+  guint n_gdn, n_attn;
+  gsize conv_floats, recurrent_floats;   /* one GDN layer's conv and recurrent state */
+  gsize conv_dim, vd, hv;                /* GDN qkv, values (all heads), value heads */
+  gsize qd, kvd;                         /* attention queries, keys (all heads) */
+  gsize proj_width;                      /* the widest projection: GDN in_proj or gate+up */
+  DcpkGdnShape gdn_shape;
+} DcpCudaCounts;
+
 typedef struct {
   DcpModelConfig config;
+  DcpCudaCounts counts;
   guint16 *embed;                /* BF16 [vocab, hidden] */
   DcpCudaMatrix lm_head;
   guint16 *norm;
@@ -73,13 +85,9 @@ typedef struct {
 DcpCudaWeights *dcp_cuda_weights_upload (const DcpModelConfig  *config,
                                          const DcpTensorSource *source,
                                          GError               **error);
-/* Random weights of config's shapes made on the device (benchmarks): matrices in format
- * (fused as the upload fuses them), values of a plausible scale. */
-DcpCudaWeights *dcp_cuda_weights_random (const DcpModelConfig  *config,
-                                         DcpkFormat             format,
-                                         guint64                seed,
-                                         GError               **error);
-/* The same with each matrix in the format recipe gives its tensor group. */
+/* Random weights of config's shapes made on the device (benchmarks), each matrix in the format
+ * recipe gives its tensor group (fused as the upload fuses them), values of a plausible
+ * scale. */
 DcpCudaWeights *dcp_cuda_weights_random_recipe (const DcpModelConfig *config,
                                                 DcpRecipe             recipe,
                                                 guint64               seed,

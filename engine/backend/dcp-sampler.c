@@ -196,7 +196,10 @@ argmax (const float *x, guint n)
 static inline double
 weight (float logit, float max, float inv_t)
 {
-  return expf ((logit - max) * inv_t);
+  float x = (logit - max) * inv_t;
+
+  /* below e^-40 (4e-18 of the most likely token) a weight changes no cut: skip the exp */
+  return x < -40.f ? 0.0 : expf (x);
 }
 
 static int
@@ -452,6 +455,26 @@ draw_from_vocabulary (DcpSampler *self, guint64 lower, float max, float inv_t, d
       self->weight[i] = (float) weight (self->work[i], max, inv_t);
       if (key_of (self->work, V, i) >= lower)
         total += self->weight[i];
+    }
+  if (lower == 0 && p->top_p >= 1)
+    {
+      /* No order-dependent cut: the distribution does not depend on the order of the walk, so
+       * walk in id order, as the GPU does in this case (the same token for the same u). */
+      guint32 last = 0;
+      double cum = 0;
+
+      for (guint i = 0; i < V; i++)
+        if (self->weight[i] > 0 && self->weight[i] >= floor)
+          mass += self->weight[i];
+      for (guint i = 0; i < V; i++)
+        if (self->weight[i] > 0 && self->weight[i] >= floor)
+          {
+            last = i;
+            cum += self->weight[i];
+            if (u * mass < cum)
+              return i;
+          }
+      return last;
     }
   /* min-p applies to what top-p left; the most likely token (weight 1) is always kept */
   if (p->top_p < 1)

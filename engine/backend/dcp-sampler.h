@@ -32,7 +32,9 @@ void dcp_sampler_params_init (DcpSamplerParams *params);
  * (seed, k), so a sequence's draws do not depend on what else runs or where it is sampled.
  * No sort of the vocabulary: top-k by a bounded heap, top-p's cut and the draw by a weight
  * histogram over the logits' top bits (only one bin's tokens are sorted); same distribution as
- * dcp_sampler_probabilities, which sorts (the reference). */
+ * dcp_sampler_probabilities, which sorts (the reference). The draw walks the kept tokens most
+ * likely first, except with neither top-k nor top-p, where it walks them in id order (the same
+ * distribution; the GPU's order there, so both draw the same token for the same u). */
 typedef struct _DcpSampler DcpSampler;
 
 /* An error names the parameter that is out of range. */

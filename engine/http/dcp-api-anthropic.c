@@ -336,9 +336,19 @@ parse (DcpApiCall *call, JsonObject *body, gboolean for_count, GError **error)
       || !dcp_json_bool (body, "", "stream", &request->stream, error)
       || !read_thinking (body, request, error))
     return NULL;
-  if (!for_count && !json_object_has_member (body, "max_tokens"))
+  /* Required, and null is not a number (it would otherwise leave the output unbounded). */
+  if (!for_count && (!json_object_has_member (body, "max_tokens")
+                     || JSON_NODE_HOLDS_NULL (json_object_get_member (body, "max_tokens"))))
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "max_tokens: is required");
+      return NULL;
+    }
+  /* Anthropic counts thinking inside max_tokens, so the budget must leave room for the answer. */
+  if (!for_count && request->thinking_budget >= request->max_tokens)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "thinking.budget_tokens: must be less than max_tokens (%" G_GINT64_FORMAT ")",
+                   request->max_tokens);
       return NULL;
     }
   request->sampling.top_k = top_k;

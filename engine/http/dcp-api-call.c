@@ -9,6 +9,10 @@
 #include "dcp-api-call.h"
 #include "dcp-error.h"
 
+/* The Retry-After of a 503 (529 for Anthropic's clients) while the model loads or the queue is
+ * full. */
+#define RETRY_AFTER_SECONDS 1
+
 static void
 stop_hangup_watch (DcpApiCall *call)
 {
@@ -184,6 +188,13 @@ dcp_api_call_reply_error (DcpApiCall *call, guint status, const GError *error)
     status = dcp_error_http_status (error);
   if (status == 499)
     status = 400;
+  /* Busy (loading, or the queue is full): Anthropic's clients know it as 529 overloaded_error;
+   * both kinds of client are told when to try again. */
+  if (status == SOUP_STATUS_SERVICE_UNAVAILABLE && call->flavor == DCP_API_ANTHROPIC)
+    status = 529;
+  if ((status == SOUP_STATUS_SERVICE_UNAVAILABLE || status == 529) && !call->gone)
+    soup_message_headers_replace (soup_server_message_get_response_headers (call->msg), "Retry-After",
+                                  G_STRINGIFY (RETRY_AFTER_SECONDS));
   if (status >= 500)
     g_warning ("%s: %s", call->request_id, error->message);
   else

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "dcp-api-json.h"
+#include "dcp-api-json-nul.h"
 #include "dcp-error.h"
 
 #define MAX_DEPTH 128
@@ -68,6 +69,8 @@ dcp_api_parse_body (SoupServerMessage *msg, GError **error)
                    "the request body nests arrays and objects deeper than %d levels", MAX_DEPTH);
       return NULL;
     }
+  if (!dcp_json_check_no_nul ("the request body", data, length, error))
+    return NULL;
   if (!json_parser_load_from_data (parser, data, length, &local))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "the request body is not valid JSON: %s",

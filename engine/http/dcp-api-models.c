@@ -22,6 +22,14 @@ model_object (DcpApiCall *call, const char *id, const DcpModelInfo *info)
       json_object_set_string_member (o, "type", "model");
       json_object_set_string_member (o, "display_name", id);
       json_object_set_string_member (o, "created_at", "2026-01-01T00:00:00Z");
+      /* The rest of Anthropic's ModelInfo: what is known here, null for what is not. */
+      json_object_set_string_member (o, "lifecycle", "active");
+      json_object_set_int_member (o, "max_input_tokens", info->context_length);
+      json_object_set_int_member (o, "max_tokens", info->context_length);
+      json_object_set_null_member (o, "capabilities");
+      json_object_set_null_member (o, "line");
+      json_object_set_null_member (o, "deprecated_at");
+      json_object_set_null_member (o, "retires_at");
     }
   else
     {

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "dcp-api-json.h"
+#include "dcp-api-json-nul.h"
 #include "dcp-api-openai-common.h"
 #include "dcp-error.h"
 #include "dcp-image.h"
@@ -136,6 +137,8 @@ dcp_openai_parse_arguments (const char *where, const char *text, GError **error)
 
   if (text == NULL || *text == '\0')
     text = "{}";
+  if (!dcp_json_check_no_nul (where, text, strlen (text), error))
+    return NULL;
   if (!json_parser_load_from_data (parser, text, -1, NULL)
       || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
@@ -400,7 +403,8 @@ has_tool (JsonNode *tools, const char *name)
   return FALSE;
 }
 
-/* "auto" | "none" | "required" | {type: function, function: {name}} (or Responses' {type, name}). */
+/* "auto" | "none" | "required" | {type: function, function: {name}} (or Responses' {type, name}).
+ * tools: the converted function tools, NULL when there are none (then nothing can be required). */
 JsonNode *
 dcp_openai_convert_tool_choice (JsonNode *choice, JsonNode *tools, const char *where, GError **error)
 {
@@ -408,6 +412,12 @@ dcp_openai_convert_tool_choice (JsonNode *choice, JsonNode *tools, const char *w
     {
       const char *s = json_node_get_string (choice);
 
+      if (g_str_equal (s, "required") && tools == NULL)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                       "%s: a tool call is required, but the request has no function tools", where);
+          return NULL;
+        }
       if (g_str_equal (s, "auto") || g_str_equal (s, "none") || g_str_equal (s, "required"))
         return json_node_copy (choice);
     }

@@ -259,12 +259,60 @@ usage_object (const DcpUsage *usage)
 
   json_object_set_int_member (o, "input_tokens", usage->prompt_tokens);
   json_object_set_int_member (in, "cached_tokens", usage->cached_prompt_tokens);
+  /* The prefix cache is written as a side effect, never billed as a write: always 0. */
+  json_object_set_int_member (in, "cache_write_tokens", 0);
   json_object_set_object_member (o, "input_tokens_details", in);
   json_object_set_int_member (o, "output_tokens", usage->completion_tokens);
   json_object_set_int_member (out, "reasoning_tokens", usage->reasoning_tokens);
   json_object_set_object_member (o, "output_tokens_details", out);
   json_object_set_int_member (o, "total_tokens", usage->prompt_tokens + usage->completion_tokens);
   return o;
+}
+
+/* The function tools as the Responses API names them ({type, name, description, parameters,
+ * strict}), not in the Chat Completions shape they were converted to; hosted tools were left
+ * out when the request was read. strict is false: arguments are not constrained to the schema. */
+static JsonArray *
+tools_echo (JsonNode *tools)
+{
+  JsonArray *out = json_array_new ();
+  JsonArray *in = tools ? json_node_get_array (tools) : NULL;
+
+  for (guint i = 0; in != NULL && i < json_array_get_length (in); i++)
+    {
+      JsonObject *function = json_object_get_object_member (json_array_get_object_element (in, i), "function");
+      JsonObject *tool = json_object_new ();
+      JsonNode *parameters = json_object_get_member (function, "parameters");
+
+      json_object_set_string_member (tool, "type", "function");
+      json_object_set_string_member (tool, "name", json_object_get_string_member (function, "name"));
+      if (json_object_has_member (function, "description"))
+        json_object_set_string_member (tool, "description", json_object_get_string_member (function, "description"));
+      else
+        json_object_set_null_member (tool, "description");
+      json_object_set_member (tool, "parameters", parameters ? json_node_copy (parameters)
+                                                             : json_node_init_null (json_node_alloc ()));
+      json_object_set_boolean_member (tool, "strict", FALSE);
+      json_array_add_object_element (out, tool);
+    }
+  return out;
+}
+
+/* tool_choice as the Responses API names it: a string, or {type: function, name}. */
+static JsonNode *
+tool_choice_echo (JsonNode *choice)
+{
+  JsonObject *function, *o;
+
+  if (choice == NULL)
+    return json_node_init_string (json_node_alloc (), "auto");
+  if (!JSON_NODE_HOLDS_OBJECT (choice))
+    return json_node_copy (choice);
+  function = json_object_get_object_member (json_node_get_object (choice), "function");
+  o = json_object_new ();
+  json_object_set_string_member (o, "type", "function");
+  json_object_set_string_member (o, "name", json_object_get_string_member (function, "name"));
+  return json_node_init_object (json_node_alloc (), o);
 }
 
 static JsonObject *
@@ -280,12 +328,8 @@ response_object (Responses *r, const char *status)
   json_object_set_array_member (o, "output", g_str_equal (status, "in_progress") ? json_array_new ()
                                                                                  : json_array_ref (r->output));
   json_object_set_boolean_member (o, "parallel_tool_calls", TRUE);
-  json_object_set_member (o, "tool_choice", r->request->tool_choice ? json_node_copy (r->request->tool_choice)
-                                                                    : json_node_init_string (json_node_alloc (), "auto"));
-  if (r->request->tools != NULL)
-    json_object_set_member (o, "tools", json_node_copy (r->request->tools));
-  else
-    json_object_set_array_member (o, "tools", json_array_new ());
+  json_object_set_member (o, "tool_choice", tool_choice_echo (r->request->tool_choice));
+  json_object_set_array_member (o, "tools", tools_echo (r->request->tools));
   json_object_set_null_member (o, "error");
   if (g_str_equal (status, "incomplete"))
     {
@@ -372,6 +416,8 @@ close_item (Responses *r)
     return;
   o = event_object (r);
   json_object_set_string_member (o, "text", r->item_text->str);
+  if (r->open_item == ITEM_MESSAGE)
+    json_object_set_array_member (o, "logprobs", json_array_new ());
   send (r, r->open_item == ITEM_REASONING ? "response.reasoning_text.done" : "response.output_text.done", o);
   if (r->open_item == ITEM_MESSAGE)
     {

@@ -184,25 +184,47 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
   route->handler (call, body);
 }
 
-/* Before the body is read: refuse one announced as too large, so that it is never buffered. */
+/* Content-Length given more than once with different values (libsoup 3.2 reads the last one):
+ * where the body ends is ambiguous, the ground of request smuggling behind a proxy. */
+static gboolean
+content_length_conflicts (SoupMessageHeaders *headers)
+{
+  const char *list = soup_message_headers_get_list (headers, "Content-Length");
+  g_auto(GStrv) values = list ? g_strsplit (list, ",", -1) : NULL;
+
+  for (guint i = 1; values != NULL && values[i] != NULL; i++)
+    if (!g_str_equal (g_strstrip (values[i]), g_strstrip (values[0])))
+      return TRUE;
+  return FALSE;
+}
+
+/* Before the body is read: refuse one announced as too large, so that it is never buffered, and
+ * one whose length is ambiguous. */
 static void
 early_handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *query,
               gpointer user_data)
 {
   DcpHttpServer *self = user_data;
-  goffset length = soup_message_headers_get_content_length (soup_server_message_get_request_headers (msg));
+  SoupMessageHeaders *headers = soup_server_message_get_request_headers (msg);
+  goffset length = soup_message_headers_get_content_length (headers);
   g_autoptr(JsonNode) body = NULL;
   g_autofree char *message = NULL;
+  guint status = SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE;
 
-  if (length <= (goffset) self->context.max_body_bytes)
+  if (content_length_conflicts (headers))
+    {
+      status = SOUP_STATUS_BAD_REQUEST;
+      message = g_strdup ("Content-Length: given more than once with different values");
+    }
+  else if (length <= (goffset) self->context.max_body_bytes)
     return;
-  message = g_strdup_printf ("the request body is larger than %" G_GSIZE_FORMAT " bytes", self->context.max_body_bytes);
-  body = dcp_api_error_body (flavor_of (msg, path), SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, message, NULL, NULL);
-  dcp_api_reply_json (msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, body);
+  else
+    message = g_strdup_printf ("the request body is larger than %" G_GSIZE_FORMAT " bytes", self->context.max_body_bytes);
+  body = dcp_api_error_body (flavor_of (msg, path), status, message, NULL, NULL);
+  dcp_api_reply_json (msg, status, body);
   soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Connection", "close");
-  dcp_stats_http_request (self->stats, "other", SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE);
-  g_message ("- %s %s 413 (body of %" G_GOFFSET_FORMAT " bytes refused)", soup_server_message_get_method (msg), path,
-             length);
+  dcp_stats_http_request (self->stats, "other", status);
+  g_message ("- %s %s %u (%s)", soup_server_message_get_method (msg), path, status, message);
 }
 
 DcpHttpServer *

@@ -61,7 +61,7 @@ on_keepalive (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-/* Sends the headers now (status 200, text/event-stream, chunked). */
+/* Sends the headers now (status 200, text/event-stream, chunked; for HTTP/1.0 unframed, closed at the end). */
 DcpSse *
 dcp_sse_new (SoupServerMessage *msg, guint keepalive_seconds, DcpSseKeepalive style)
 {
@@ -84,7 +84,10 @@ dcp_sse_new (SoupServerMessage *msg, guint keepalive_seconds, DcpSseKeepalive st
   /* Clients drop a stream's connection after the last event anyway; closing it here also avoids
    * libsoup 3.2 keeping (leaking) idle connections that the client closed. */
   soup_message_headers_replace (headers, "Connection", "close");
-  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
+  /* HTTP/1.0 has no chunked encoding: the body is sent as it comes and ends when the connection
+   * closes. */
+  soup_message_headers_set_encoding (headers, soup_server_message_get_http_version (msg) == SOUP_HTTP_1_0
+                                              ? SOUP_ENCODING_EOF : SOUP_ENCODING_CHUNKED);
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
   if (keepalive_seconds > 0)
     self->keepalive_id = g_timeout_add_seconds (keepalive_seconds, on_keepalive, self);

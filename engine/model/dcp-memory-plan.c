@@ -84,14 +84,14 @@ dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *c, guint gdn_conv_val
   return gdn_layers * (recurrent + conv);
 }
 
-/* What the CUDA backend allocates for steps (engine/backend/dcp-cuda-prefill.c and
- * dcp-cuda-step.c), FP32 unless said: the prompt path's DCP_PLAN_PROMPT_ROWS rows of residual,
+/* What the CUDA backend allocates for its forward (engine/backend/dcp-cuda-forward.c: decode
+ * and prompt passes share these), FP32 unless said: the prompt path's DCP_PLAN_PROMPT_ROWS rows of residual,
  * normed input and delta (3 x hidden), two of the widest projection (GDN in_proj or MLP gate+up),
  * GDN qkv, z, b and a, the mixer output, attention q+gate, k and v, the MLP activation; its 64
  * output rows of logits and hidden states; the GEMM workspace (the largest layer matrix
  * dequantized to BF16, the rows' widest input in BF16, 32 MiB for cuBLASLt); the chunked GDN's
  * workspace (2048-token segments: per value head the chunk's keys, values and their products);
- * the decode step's 16 rows of logits. */
+ * 16 rows of logits more, a margin (a separate decode step used to have them). */
 static guint64
 activation_bytes (const DcpModelConfig *c)
 {

@@ -6,7 +6,7 @@
 G_BEGIN_DECLS
 
 /* Rows of one pass of the CUDA backend's prompt path: a 2048-token prompt chunk and up to 64
- * decode rows beside it (engine/backend/dcp-cuda-prefill.c); longer chunks take more passes. */
+ * decode rows beside it (engine/backend/dcp-cuda-forward.c); longer chunks take more passes. */
 #define DCP_PLAN_PROMPT_ROWS (2048 + 64)
 
 /* The memory planner: the one formula for VRAM, RAM and disk that the launcher shows before

@@ -38,7 +38,8 @@ struct _DcpEngineState {
   gboolean         model_set;
 
   DcpRequestQueue *queue;      /* borrowed */
-  DcpStats        *stats;      /* borrowed */
+  DcpEngineStatsFunc stats;
+  gpointer        stats_data;  /* borrowed */
   guint            refresh_id;
   Sample           samples[WINDOW_SAMPLES + 1];
   guint            n_samples;
@@ -299,12 +300,14 @@ dcp_engine_state_new (void)
 }
 
 void
-dcp_engine_state_attach (DcpEngineState *self, DcpRequestQueue *queue, DcpStats *stats, const char *address)
+dcp_engine_state_attach (DcpEngineState *self, DcpRequestQueue *queue, DcpEngineStatsFunc stats,
+                         gpointer stats_data, const char *address)
 {
   g_return_if_fail (DCP_IS_ENGINE_STATE (self));
 
   self->queue = queue;
   self->stats = stats;
+  self->stats_data = stats_data;
   set_string (self, &self->address, address, PROP_ADDRESS);
   refresh (self);
 }
@@ -367,8 +370,8 @@ dcp_engine_state_dup_stats_json (DcpEngineState *self)
 
   if (self->stats == NULL || self->queue == NULL)
     return g_strdup ("{}");
-  node = dcp_stats_to_json (self->stats, dcp_request_queue_waiting (self->queue),
-                            dcp_request_queue_running (self->queue));
+  node = self->stats (self->stats_data, dcp_request_queue_waiting (self->queue),
+                      dcp_request_queue_running (self->queue));
   return json_to_string (node, FALSE);
 }
 

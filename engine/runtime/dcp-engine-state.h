@@ -2,9 +2,9 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 #include "dcp-request-queue.h"
-#include "dcp-stats.h"
 
 G_BEGIN_DECLS
 
@@ -57,12 +57,19 @@ DcpEngineState *dcp_engine_state_new           (void);
  * obeys dcp_engine_state_stop; give the result to the queue. */
 DcpExecutor    *dcp_engine_state_watch_executor (DcpEngineState *self,
                                                  DcpExecutor    *executor);
+/* The GET /stats object for the queue's waiting and running counts (the HTTP server's counters,
+ * which live a layer above: main hands them in). */
+typedef JsonNode *(*DcpEngineStatsFunc) (gpointer data,
+                                         guint    waiting,
+                                         guint    running);
 /* The serving parts, borrowed: they must outlive the state's use (main frees them after the
- * main loop). Also takes the model id and context size from the queue's executor. */
-void            dcp_engine_state_attach        (DcpEngineState  *self,
-                                                DcpRequestQueue *queue,
-                                                DcpStats        *stats,
-                                                const char      *address);
+ * main loop). Also takes the model id and context size from the queue's executor. stats may
+ * be NULL (no counters: the stats JSON is empty). */
+void            dcp_engine_state_attach        (DcpEngineState     *self,
+                                                DcpRequestQueue    *queue,
+                                                DcpEngineStatsFunc  stats,
+                                                gpointer            stats_data,
+                                                const char         *address);
 void            dcp_engine_state_set_model     (DcpEngineState *self,
                                                 const char     *model);
 void            dcp_engine_state_set_capacity  (DcpEngineState *self,

@@ -282,31 +282,3 @@ dcp_kv_pager_seq_truncate (DcpKvPager *self, guint seq, guint n_tokens)
     }
   s->n_tokens = n_tokens;
 }
-
-void
-dcp_kv_pager_csr (const DcpKvPager *self, const guint *seqs, guint n_seqs, GArray *indptr,
-                  GArray *indices, GArray *last_page_len)
-{
-  guint32 zero = 0;
-
-  g_return_if_fail (self != NULL && indptr != NULL && indices != NULL && last_page_len != NULL);
-  g_array_set_size (indptr, 0);
-  g_array_set_size (indices, 0);
-  g_array_set_size (last_page_len, 0);
-  g_array_append_val (indptr, zero);
-  for (guint i = 0; i < n_seqs; i++)
-    {
-      Seq *s = get_seq (self, seqs[i]);
-      guint32 end, last;
-
-      for (guint j = 0; j < s->pages->len; j++)
-        {
-          guint32 p = g_array_index (s->pages, guint, j);
-          g_array_append_val (indices, p);
-        }
-      end = indices->len;
-      g_array_append_val (indptr, end);
-      last = s->n_tokens == 0 ? 0 : (s->n_tokens - 1) % self->page_tokens + 1;
-      g_array_append_val (last_page_len, last);
-    }
-}

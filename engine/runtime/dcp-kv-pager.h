@@ -11,7 +11,7 @@ G_BEGIN_DECLS
  * the pages of the common prefix. A shared page that is only partly filled is copied when one of
  * its holders writes into it (copy-on-write): dcp_kv_pager_seq_reserve reports the copies the
  * caller must make. Pure host bookkeeping: the backend stores the data, the pager says where.
- * The page tables come out in the CSR form paged attention kernels read. */
+ * A sequence's page table (seq_get_page) is what a backend's state gets (state_set_pages). */
 
 typedef struct _DcpKvPager DcpKvPager;
 
@@ -63,16 +63,6 @@ void        dcp_kv_pager_seq_truncate    (DcpKvPager       *self,
 guint       dcp_kv_pager_seq_get_page    (const DcpKvPager *self,
                                           guint             seq,
                                           guint             i);
-/* The batch's page tables in CSR form: indptr (n_seqs + 1 guint32), indices (the pages, in
- * order), last_page_len (n_seqs guint32: tokens in each sequence's last page, 0 when empty).
- * The arrays are cleared first. */
-void        dcp_kv_pager_csr             (const DcpKvPager *self,
-                                          const guint      *seqs,
-                                          guint             n_seqs,
-                                          GArray           *indptr,
-                                          GArray           *indices,
-                                          GArray           *last_page_len);
-
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpKvPager, dcp_kv_pager_free)
 
 G_END_DECLS

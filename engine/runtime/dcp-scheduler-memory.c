@@ -21,9 +21,10 @@ dcp_sched_state_new (DcpScheduler *self, GError **error)
   return dcp_backend_state_new (self->backend, error);
 }
 
-/* Makes the pager's copy-on-write copies, then hands the state its page table. */
-void
-dcp_sched_sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
+/* Makes the pager's copy-on-write copies, then hands the state its page table. A backend error
+ * (a copy or the table not made) leaves the state unusable: the caller ends its holder. */
+gboolean
+dcp_sched_sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq, GError **error)
 {
   g_autoptr(GArray) pages = NULL;
   guint n;
@@ -31,12 +32,18 @@ dcp_sched_sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
   if (self->kv_pool == NULL)
     {
       g_array_set_size (self->copies, 0);
-      return;
+      return TRUE;
     }
   for (guint i = 0; i < self->copies->len; i++)
     {
       DcpKvPageCopy *c = &g_array_index (self->copies, DcpKvPageCopy, i);
-      dcp_backend_kv_pool_copy_page (self->backend, self->kv_pool, c->src, c->dst, c->n_tokens);
+
+      if (!dcp_backend_kv_pool_copy_page (self->backend, self->kv_pool, c->src, c->dst,
+                                          c->n_tokens, error))
+        {
+          g_array_set_size (self->copies, 0);
+          return FALSE;
+        }
       self->stats.pages_copied++;
     }
   g_array_set_size (self->copies, 0);
@@ -47,7 +54,18 @@ dcp_sched_sync_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq)
       guint32 p = dcp_kv_pager_seq_get_page (self->pager, pager_seq, i);
       g_array_append_val (pages, p);
     }
-  dcp_backend_state_set_pages (self->backend, state, (const guint32 *) pages->data, n);
+  return dcp_backend_state_set_pages (self->backend, state, (const guint32 *) pages->data, n,
+                                      error);
+}
+
+/* Pager sequence pager_seq grows to n_tokens, then the state gets its pages (sync_pages). Room
+ * was made for the growth before: a pager that still refuses it is reported all the same. */
+gboolean
+dcp_sched_grow_pages (DcpScheduler *self, DcpSeqState *state, guint pager_seq, guint n_tokens,
+                      GError **error)
+{
+  return dcp_kv_pager_seq_reserve (self->pager, pager_seq, n_tokens, self->copies, error) &&
+         dcp_sched_sync_pages (self, state, pager_seq, error);
 }
 
 /* ---- snapshots and tiers ---- */
@@ -196,12 +214,18 @@ evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_w
     return FALSE;
   if (room == ROOM_NOW)
     {
+      g_autoptr(GError) error = NULL;
+
       blob = g_byte_array_new ();
-      dcp_backend_state_save (self->backend, e->state, blob);
-      e->bytes = blob->len;
       room = ROOM_NEVER;
-      if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len)
-        room = dcp_sched_make_ram_room (self, blob->len);
+      if (!dcp_backend_state_save (self->backend, e->state, blob, &error))
+        g_warning ("a %u-token snapshot is dropped: %s", e->n_tokens, error->message);
+      else
+        {
+          e->bytes = blob->len;
+          if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len)
+            room = dcp_sched_make_ram_room (self, blob->len);
+        }
       if (room == ROOM_SOON && may_wait)
         return FALSE;
     }
@@ -286,9 +310,8 @@ dcp_sched_entry_to_device (DcpScheduler *self, DcpPrefixEntry *e, GError **error
   if (state == NULL)
     return FALSE;
   e->pager_seq = dcp_kv_pager_seq_new (self->pager);
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, e->pager_seq, e->n_tokens, NULL, NULL));
-  dcp_sched_sync_pages (self, state, e->pager_seq);
-  if (!dcp_backend_state_load (self->backend, state, blob, size, error))
+  if (!dcp_sched_grow_pages (self, state, e->pager_seq, e->n_tokens, error) ||
+      !dcp_backend_state_load (self->backend, state, blob, size, error))
     {
       dcp_backend_state_free (self->backend, state);
       dcp_kv_pager_seq_free (self->pager, e->pager_seq);
@@ -392,8 +415,8 @@ dcp_sched_take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
       return;
     }
   fork = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
-  dcp_sched_sync_pages (self, state, fork);
-  if (!dcp_backend_state_copy (self->backend, state, s->state, &error))
+  if (!dcp_sched_sync_pages (self, state, fork, &error) ||
+      !dcp_backend_state_copy (self->backend, state, s->state, &error))
     {
       g_warning ("sequence %" G_GUINT64_FORMAT ": snapshot failed: %s", s->id, error->message);
       dcp_backend_state_free (self->backend, state);

@@ -97,9 +97,15 @@ void          dcp_sched_seq_release_device (DcpScheduler           *self,
 /* dcp-scheduler-memory.c */
 DcpSeqState  *dcp_sched_state_new          (DcpScheduler           *self,
                                             GError                **error);
-void          dcp_sched_sync_pages         (DcpScheduler           *self,
+gboolean      dcp_sched_sync_pages         (DcpScheduler           *self,
                                             DcpSeqState            *state,
-                                            guint                   pager_seq);
+                                            guint                   pager_seq,
+                                            GError                **error);
+gboolean      dcp_sched_grow_pages         (DcpScheduler           *self,
+                                            DcpSeqState            *state,
+                                            guint                   pager_seq,
+                                            guint                   n_tokens,
+                                            GError                **error);
 void          dcp_sched_entry_drop         (DcpScheduler           *self,
                                             DcpPrefixEntry         *e);
 GArray       *dcp_sched_candidates         (DcpScheduler           *self,

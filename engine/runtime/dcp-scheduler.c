@@ -105,19 +105,27 @@ seq_finish (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError 
 
 /* ---- admission, preemption ---- */
 
-static void    handle_token (DcpScheduler *self, Seq *s, guint32 token);
-static guint32 choose_token (DcpScheduler *self, Seq *s);
+static void    handle_token   (DcpScheduler *self, Seq *s, guint32 token);
+static guint32 choose_token   (DcpScheduler *self, Seq *s);
+static void    finish_running (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason,
+                               const GError *error);
 
-/* Moves the youngest running sequence to RAM whole; it resumes first. */
+/* Moves the youngest running sequence to RAM whole; it resumes first. One whose state cannot
+ * be saved ends with the error (its room is freed all the same). */
 static void
 preempt_youngest (DcpScheduler *self)
 {
-  Seq *s = g_ptr_array_steal_index (self->running, self->running->len - 1);
+  Seq *s = g_ptr_array_index (self->running, self->running->len - 1);
   g_autoptr(GByteArray) blob = g_byte_array_new ();
-
+  g_autoptr(GError) error = NULL;
   guint size;
 
-  dcp_backend_state_save (self->backend, s->state, blob);
+  if (!dcp_backend_state_save (self->backend, s->state, blob, &error))
+    {
+      finish_running (self, s, DCP_SEQ_FINISH_ERROR, error);
+      return;
+    }
+  g_ptr_array_steal_index (self->running, self->running->len - 1);
   size = blob->len;
   /* The RAM budget is for snapshots: a preempted sequence goes to RAM even beyond it. */
   (void) dcp_sched_make_ram_room (self, size);
@@ -154,9 +162,8 @@ resume_swapped (DcpScheduler *self, Seq *s, GError **error)
   if (s->state == NULL)
     return FALSE;
   s->pager_seq = dcp_kv_pager_seq_new (self->pager);
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, target, self->copies, NULL));
-  dcp_sched_sync_pages (self, s->state, s->pager_seq);
-  if (!dcp_backend_state_load (self->backend, s->state, blob, size, error))
+  if (!dcp_sched_grow_pages (self, s->state, s->pager_seq, target, error) ||
+      !dcp_backend_state_load (self->backend, s->state, blob, size, error))
     {
       dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
       dcp_kv_pager_seq_free (self->pager, s->pager_seq);
@@ -216,17 +223,21 @@ log_divergence (DcpScheduler *self, const Seq *s, guint reuse)
 }
 
 /* The only free GDN block is the snapshot's own: the sequence takes over its state and pages,
- * and the snapshot stays behind in RAM (when the budget allows) for others. */
+ * and the snapshot stays behind in RAM (when the budget allows and its state could be saved)
+ * for others. */
 static void
 adopt_snapshot (DcpScheduler *self, Seq *s, DcpPrefixEntry *e)
 {
   g_autoptr(GByteArray) blob = g_byte_array_new ();
+  g_autoptr(GError) error = NULL;
+  gboolean saved = dcp_backend_state_save (self->backend, e->state, blob, &error);
 
-  dcp_backend_state_save (self->backend, e->state, blob);
+  if (!saved)
+    g_warning ("a %u-token snapshot is dropped: %s", e->n_tokens, error->message);
   s->state = g_steal_pointer (&e->state);
   s->pager_seq = e->pager_seq;
   e->bytes = blob->len;
-  if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
+  if (saved && dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= blob->len &&
       dcp_sched_make_ram_room (self, blob->len) == ROOM_NOW)
     {
       self->stats.bytes_device_to_ram += blob->len;
@@ -290,8 +301,8 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
         return ADMIT_FAILED;
       s->pager_seq = e != NULL ? dcp_kv_pager_seq_fork (self->pager, e->pager_seq, e->n_tokens)
                                : dcp_kv_pager_seq_new (self->pager);
-      dcp_sched_sync_pages (self, s->state, s->pager_seq);
-      if (e != NULL && !dcp_backend_state_copy (self->backend, s->state, e->state, error))
+      if (!dcp_sched_sync_pages (self, s->state, s->pager_seq, error) ||
+          (e != NULL && !dcp_backend_state_copy (self->backend, s->state, e->state, error)))
         {
           dcp_backend_state_free (self->backend, g_steal_pointer (&s->state));
           dcp_kv_pager_seq_free (self->pager, s->pager_seq);
@@ -321,8 +332,9 @@ admit_new (DcpScheduler *self, Seq *s, GError **error)
       s->n_read = s->cached = 0;
       return ADMIT_WAIT;
     }
-  g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_prompt, self->copies, NULL));
-  dcp_sched_sync_pages (self, s->state, s->pager_seq);
+  /* an error: admit ends the sequence and frees what it holds */
+  if (!dcp_sched_grow_pages (self, s->state, s->pager_seq, s->n_prompt, error))
+    return ADMIT_FAILED;
   self->stats.prompt_tokens += s->n_prompt;
   s->phase = DCP_SEQ_PROMPT;
   return ADMIT_OK;
@@ -488,8 +500,8 @@ fork_followers (DcpScheduler *self, Seq *s)
         {
           self->gdn_free--;
           f->pager_seq = dcp_kv_pager_seq_fork (self->pager, s->pager_seq, s->n_read);
-          dcp_sched_sync_pages (self, f->state, f->pager_seq);
-          if (!dcp_backend_state_copy (self->backend, f->state, s->state, &error))
+          if (!dcp_sched_sync_pages (self, f->state, f->pager_seq, &error) ||
+              !dcp_backend_state_copy (self->backend, f->state, s->state, &error))
             {
               dcp_sched_seq_release_device (self, f);
               seq_finish (self, f, DCP_SEQ_FINISH_ERROR, error);
@@ -504,7 +516,14 @@ fork_followers (DcpScheduler *self, Seq *s)
       if (blob == NULL)
         {
           blob = g_byte_array_new ();
-          dcp_backend_state_save (self->backend, s->state, blob);
+          if (!dcp_backend_state_save (self->backend, s->state, blob, &error))
+            {
+              /* this follower ends; the next one tries again */
+              g_clear_pointer (&blob, g_byte_array_unref);
+              seq_finish (self, f, DCP_SEQ_FINISH_ERROR, error);
+              seq_free (f);
+              continue;
+            }
         }
       /* Like a preempted sequence: in RAM even beyond the budget, first in the queue. */
       (void) dcp_sched_make_ram_room (self, blob->len);
@@ -545,9 +564,12 @@ reserve_decode (DcpScheduler *self)
         }
       if (dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_read + 1, FALSE))
         {
-          g_assert (dcp_kv_pager_seq_reserve (self->pager, s->pager_seq, s->n_read + 1, self->copies, NULL));
-          dcp_sched_sync_pages (self, s->state, s->pager_seq);
-          i++;
+          g_autoptr(GError) error = NULL;
+
+          if (dcp_sched_grow_pages (self, s->state, s->pager_seq, s->n_read + 1, &error))
+            i++;
+          else
+            finish_running (self, s, DCP_SEQ_FINISH_ERROR, error);
         }
       else if (self->running->len == 1)
         finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);

@@ -23,6 +23,8 @@ void             dcp_chat_template_set_bos_token  (DcpChatTemplate *tmpl, const 
 void             dcp_chat_template_set_eos_token  (DcpChatTemplate *tmpl, const char *token);
 /* Renders a conversation. messages: a JSON array of message objects; tools: a JSON array or
  * NULL (then `tools` is None, as in transformers); kwargs: extra template variables or NULL.
+ * A content given as a list of text parts is joined with newlines into one string first when
+ * the template takes strings only (found out when it is compiled; docs/CHAT-TEMPLATES.md).
  * Errors: DCP_ERROR_INVALID_ARGUMENT when the request is not something the template accepts:
  * the template's raise_exception() (the message is the template's own text, unchanged), or a
  * runtime error such as using a missing field ("template line N: ..."); DCP_ERROR_TOO_LARGE

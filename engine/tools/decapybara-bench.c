@@ -20,7 +20,7 @@
 #include "dcp-backend-cuda.h"
 #include "dcp-bench-options.h"
 #include "dcp-cuda-error.h"
-#include "dcp-cuda-step.h"
+#include "dcp-cuda-forward.h"
 #include "dcp-kernels.h"
 #include "dcp-model-cost.h"
 #include "dcp-time-share.h"
@@ -472,7 +472,7 @@ plan_pool (Bench *b, guint64 free_bytes)
   fits = (free_bytes - weights - states - RESERVE_BYTES) / b->cost.kv_bytes_per_token;
   want = MIN (want, fits);
   workspace = dcpk_attention_workspace_bytes (&layout, (int) b->config.n_heads, DCP_BENCH_MAX_BATCH,
-                                              (int) dcp_cuda_step_kv_bucket ((guint) want));
+                                              (int) dcp_cuda_forward_kv_bucket ((guint) want));
   want = MIN (want, fits - MIN (fits, workspace / b->cost.kv_bytes_per_token + 1));
   return want / DCPK_KV_PAGE_TOKENS * DCPK_KV_PAGE_TOKENS;
 }

@@ -141,7 +141,7 @@ test_state (void)
   g_setenv ("DECAPYBARA_TEST_DELAY_MS", "10", TRUE);
   queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, dcp_executor_scripted_new ()));
   g_assert_cmpstr (dcp_engine_state_get_state (state), ==, "loading");
-  dcp_engine_state_attach (state, queue, NULL, "http://127.0.0.1:1234/");
+  dcp_engine_state_attach (state, queue, NULL, NULL, "http://127.0.0.1:1234/");
   g_assert_cmpstr (dcp_engine_state_get_state (state), ==, "ready");
   g_assert_cmpstr (dcp_engine_state_get_model (state), ==, "decapybara-test");
   g_assert_cmpstr (dcp_engine_state_get_address (state), ==, "http://127.0.0.1:1234/");

@@ -11,6 +11,11 @@
  *   - a batch: two sequences of different prompt lengths in one forward call, then decode
  *     steps of both in one batch, each against the CPU backend run alone; graphs on and off
  *     give the same logits (as for state copy).
+ *   - draws on the device: three sequences with their own sampling (greedy with a banned token,
+ *     top-k with a presence penalty, top-p with repetition and frequency penalties) through the
+ *     prompt path and the decode step; each drawn token is the one the host sampler (same seed,
+ *     same draw index, same history) draws from the raw logits that came back with it, but for
+ *     draws on a rounding boundary (at most 2 of 96).
  * The step's host-side planning (CSR page table, slots, graph buckets) and the fusing of
  * projection matrices are checked on any machine; the rest needs a CUDA device (without one only that test runs). */
 #include "config.h"
@@ -21,7 +26,7 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-backend-cuda.h"
 #include "dcp-checkpoint.h"
-#include "dcp-cuda-step.h"
+#include "dcp-cuda-forward.h"
 #include "dcp-cuda-weights.h"
 #include "dcp-kernels.h"
 #include "cuda-test-model.h"
@@ -106,7 +111,7 @@ test_prompt_and_decode (gconstpointer data)
   snap = dcp_backend_state_new (gpu, &error);
   g_assert_true (dcp_backend_state_copy (gpu, snap, gs, &error));
   g_assert_no_error (error);
-  dcp_backend_state_save (gpu, gs, saved);
+  g_assert_true (dcp_backend_state_save (gpu, gs, saved, NULL));
 
   cpu_tok = cuda_test_argmax (a + (gsize) (PROMPT - 1) * V, V);
   for (guint t = 0; t < DECODE; t++, positions++)
@@ -272,31 +277,41 @@ test_bad_token (void)
   cuda_test_model_close (&m);
 }
 
-/* Three sequences at page edges: pages listed in order, the last page's length, the slot of
- * the new token, the longest length; buckets are powers of two from 512. */
+/* The one page table builder: three decode rows (one-token sequences) at page edges give
+ * their pages in order, the last page's length, the slot of the new token and the longest
+ * length; a prompt chunk across a page edge gets a position and a slot per row. Buckets are
+ * powers of two from 512. */
 static void
 test_page_table (void)
 {
   const guint32 p0[] = { 7 }, p1[] = { 3, 9 }, p2[] = { 1, 4, 2 };
+  const guint32 tokens[] = { 5, 6, 7, 8 };
   g_autoptr(GArray) a0 = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autoptr(GArray) a1 = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autoptr(GArray) a2 = g_array_new (FALSE, FALSE, sizeof (guint32));
-  DcpCudaStepRow rows[3];
-  gint32 indptr[4], indices[6], last[3], slots[3];
+  DcpCudaSeq rows[3];
+  gint32 positions[4], slots[4], qptr[4], indptr[4], indices[6], last[3];
   const gint32 want_indptr[] = { 0, 1, 3, 6 }, want_indices[] = { 7, 3, 9, 1, 4, 2 };
-  guint longest;
+  const gint32 want_qptr[] = { 0, 1, 2, 3 };
+  guint longest, max_q;
 
   g_array_append_vals (a0, p0, 1);
   g_array_append_vals (a1, p1, 2);
   g_array_append_vals (a2, p2, 3);
   /* 0 tokens before (first token), 512 before (first token of page 2), 1200 before */
-  rows[0] = (DcpCudaStepRow) { 5, 0, a0, NULL, NULL };
-  rows[1] = (DcpCudaStepRow) { 6, 512, a1, NULL, NULL };
-  rows[2] = (DcpCudaStepRow) { 7, 1200, a2, NULL, NULL };
-  longest = dcp_cuda_step_page_table (rows, 3, indptr, indices, last, slots);
+  rows[0] = (DcpCudaSeq) { .tokens = tokens, .n_tokens = 1, .pos = 0, .pages = a0 };
+  rows[1] = (DcpCudaSeq) { .tokens = tokens + 1, .n_tokens = 1, .pos = 512, .pages = a1 };
+  rows[2] = (DcpCudaSeq) { .tokens = tokens + 2, .n_tokens = 1, .pos = 1200, .pages = a2 };
+  longest = dcp_cuda_forward_tables (rows, 3, positions, slots, qptr, indptr, indices, last,
+                                     &max_q);
   g_assert_cmpuint (longest, ==, 1201);
+  g_assert_cmpuint (max_q, ==, 1);
+  g_assert_cmpmem (qptr, sizeof qptr, want_qptr, sizeof want_qptr);
   g_assert_cmpmem (indptr, sizeof indptr, want_indptr, sizeof want_indptr);
   g_assert_cmpmem (indices, sizeof indices, want_indices, sizeof want_indices);
+  g_assert_cmpint (positions[0], ==, 0);
+  g_assert_cmpint (positions[1], ==, 512);
+  g_assert_cmpint (positions[2], ==, 1200);
   g_assert_cmpint (last[0], ==, 1);
   g_assert_cmpint (last[1], ==, 1);
   g_assert_cmpint (last[2], ==, 1201 - 1024);
@@ -305,14 +320,27 @@ test_page_table (void)
   g_assert_cmpint (slots[2], ==, 2 * 512 + 1200 - 1024);
   /* 511 tokens before: the page's last slot */
   rows[0].pos = 511;
-  dcp_cuda_step_page_table (rows, 1, indptr, indices, last, slots);
+  dcp_cuda_forward_tables (rows, 1, positions, slots, qptr, indptr, indices, last, &max_q);
   g_assert_cmpint (last[0], ==, 512);
   g_assert_cmpint (slots[0], ==, 7 * 512 + 511);
+  /* a chunk of 3 tokens from 510 on: two in page 3, one in page 9 */
+  rows[1] = (DcpCudaSeq) { .tokens = tokens, .n_tokens = 3, .pos = 510, .pages = a1 };
+  longest = dcp_cuda_forward_tables (rows + 1, 1, positions, slots, qptr, indptr, indices, last,
+                                     &max_q);
+  g_assert_cmpuint (longest, ==, 513);
+  g_assert_cmpuint (max_q, ==, 3);
+  g_assert_cmpint (qptr[1], ==, 3);
+  g_assert_cmpint (indptr[1], ==, 2);
+  g_assert_cmpint (last[0], ==, 1);
+  g_assert_cmpint (positions[2], ==, 512);
+  g_assert_cmpint (slots[0], ==, 3 * 512 + 510);
+  g_assert_cmpint (slots[1], ==, 3 * 512 + 511);
+  g_assert_cmpint (slots[2], ==, 9 * 512);
 
-  g_assert_cmpuint (dcp_cuda_step_kv_bucket (1), ==, 512);
-  g_assert_cmpuint (dcp_cuda_step_kv_bucket (512), ==, 512);
-  g_assert_cmpuint (dcp_cuda_step_kv_bucket (513), ==, 1024);
-  g_assert_cmpuint (dcp_cuda_step_kv_bucket (1201), ==, 2048);
+  g_assert_cmpuint (dcp_cuda_forward_kv_bucket (1), ==, 512);
+  g_assert_cmpuint (dcp_cuda_forward_kv_bucket (512), ==, 512);
+  g_assert_cmpuint (dcp_cuda_forward_kv_bucket (513), ==, 1024);
+  g_assert_cmpuint (dcp_cuda_forward_kv_bucket (1201), ==, 2048);
 }
 
 /* Fusing rows: quantizing parts and stacking them gives the bytes of quantizing the stacked
@@ -351,6 +379,101 @@ test_fuse (void)
     }
 }
 
+/* Device draws against the host sampler over the same raw logits. */
+static void
+test_draws (gconstpointer data)
+{
+  const Case *k = data;
+  enum { N = 3, STEPS = 32 };
+  const guint lens[N] = { PROMPT, 23, 7 };
+  Model m;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpBackend) gpu = NULL;
+  DcpSeqState *st[N];
+  DcpSeqSampler *dev[N];
+  DcpSampler *ref[N];
+  guint32 ids[N][PROMPT], next[N], banned[N];
+  g_autofree float *raw = NULL;
+  guint V, apart = 0, draws = 0;
+
+  cuda_test_model_open (&m, k);
+  V = m.config->vocab_size;
+  gpu = cuda_new (&m);
+  dcp_backend_cuda_set_prefill (DCP_BACKEND_CUDA (gpu), TRUE);
+  raw = g_new (float, (gsize) N * V);
+  for (guint s = 0; s < N; s++)
+    {
+      DcpSamplerParams p;
+
+      dcp_sampler_params_init (&p);
+      p.seed = 1000 + s;
+      if (s == 0)
+        p.temperature = 0;
+      else if (s == 1)
+        {
+          p.temperature = 0.8;
+          p.top_k = 40;
+          p.presence_penalty = 1.5;
+        }
+      else
+        {
+          p.top_p = 0.9;
+          p.repetition_penalty = 1.3;
+          p.frequency_penalty = 0.4;
+        }
+      cuda_test_random_prompt (7 + s, V, ids[s], lens[s]);
+      st[s] = dcp_backend_state_new (gpu, &error);
+      dev[s] = dcp_backend_sampler_new (gpu, &p, &error);
+      ref[s] = dcp_sampler_new (&p, V, &error);
+      g_assert_no_error (error);
+      dcp_backend_sampler_add_prompt (gpu, dev[s], ids[s], lens[s]);
+      dcp_sampler_add_prompt (ref[s], ids[s], lens[s]);
+    }
+  for (guint step = 0; step < STEPS; step++)
+    {
+      DcpBatchItem items[N];
+
+      for (guint s = 0; s < N; s++)
+        {
+          items[s] = (DcpBatchItem) {
+            .state = st[s], .tokens = step == 0 ? ids[s] : &next[s],
+            .n_tokens = step == 0 ? lens[s] : 1, .logits_mode = DCP_LOGITS_LAST,
+            .logits = raw + (gsize) s * V, .sampler = dev[s],
+          };
+          /* the greedy sequence bans what it drew last */
+          banned[s] = step > 0 ? next[s] : 0;
+          items[s].banned = &banned[s];
+          items[s].n_banned = s == 0 && step > 0;
+        }
+      dcp_backend_forward (gpu, items, N, &error);
+      g_assert_no_error (error);
+      for (guint s = 0; s < N; s++)
+        {
+          guint32 want = dcp_sampler_sample (ref[s], raw + (gsize) s * V, items[s].banned,
+                                             items[s].n_banned);
+
+          g_assert_cmpuint (items[s].token, <, V);
+          if (s == 0 && step > 0)
+            g_assert_cmpuint (items[s].token, !=, banned[s]);
+          apart += items[s].token != want;
+          draws++;
+          next[s] = items[s].token;
+          dcp_backend_sampler_accept (gpu, dev[s], next[s]);
+          dcp_sampler_accept (ref[s], next[s]);
+        }
+    }
+  g_test_message ("%u of %u device draws apart from the host's", apart, draws);
+  g_assert_cmpuint (apart, <=, 2);
+  for (guint s = 0; s < N; s++)
+    {
+      dcp_backend_state_free (gpu, st[s]);
+      dcp_backend_sampler_free (gpu, dev[s]);
+      dcp_sampler_free (ref[s]);
+    }
+  g_clear_object (&gpu);
+  cuda_test_model_close (&m);
+}
+
 static const Case cases[] = {
   { "real-heads", FALSE }, { "real-heads", TRUE }, { "odd-sizes", FALSE }, { "odd-sizes", TRUE },
 };
@@ -378,6 +501,8 @@ main (int argc, char **argv)
       g_test_add_data_func (p1, &cases[i], test_prompt_and_decode);
       g_test_add_data_func (p2, &cases[i], test_batch);
     }
+  g_test_add_data_func ("/gpu/cuda-backend/real-heads/draws", &cases[0], test_draws);
+  g_test_add_data_func ("/gpu/cuda-backend/odd-sizes-mxfp4/draws", &cases[3], test_draws);
   g_test_add_func ("/gpu/cuda-backend/bad-token", test_bad_token);
   return g_test_run ();
 }

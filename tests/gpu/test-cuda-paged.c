@@ -337,7 +337,7 @@ paged_state (DcpBackend *b, DcpKvPool *pool, const guint32 *pages, guint n)
   DcpSeqState *s = dcp_backend_state_new_paged (b, pool, &error);
 
   g_assert_no_error (error);
-  dcp_backend_state_set_pages (b, s, pages, n);
+  g_assert_true (dcp_backend_state_set_pages (b, s, pages, n, NULL));
   return s;
 }
 
@@ -384,7 +384,7 @@ test_save_load (gconstpointer data)
   g_assert_no_error (error);
   a = paged_state (gpu, pool, pages_a, 2);
   forward (gpu, a, prompt, n_prompt, direct);
-  dcp_backend_state_save (gpu, a, blob);
+  g_assert_true (dcp_backend_state_save (gpu, a, blob, NULL));
   decode (gpu, a, next, n_next, V, direct);
 
   /* other pages of the same pool */
@@ -454,8 +454,8 @@ test_copy_page (gconstpointer data)
   f = paged_state (gpu, pool, pages_a, 2);
   g_assert_true (dcp_backend_state_copy (gpu, f, a, &error));
   g_assert_no_error (error);
-  dcp_backend_kv_pool_copy_page (gpu, pool, 1, 3, rows);
-  dcp_backend_state_set_pages (gpu, f, pages_f, 2);
+  g_assert_true (dcp_backend_kv_pool_copy_page (gpu, pool, 1, 3, rows, NULL));
+  g_assert_true (dcp_backend_state_set_pages (gpu, f, pages_f, 2, NULL));
   /* g: shares page 0 with a, its second page copied by state_copy */
   g = paged_state (gpu, pool, pages_g, 2);
   g_assert_true (dcp_backend_state_copy (gpu, g, a, &error));

@@ -2,11 +2,14 @@
 # SPDX-License-Identifier: MIT
 """The official openai and anthropic SDKs (pinned in tests/requirements.txt) drive every route of
 the real engine, run with the scripted test executor (its behaviour is specified in
-engine/runtime/dcp-executor-scripted.h), streaming and not, tools and thinking included, and the
-shapes the SDKs parse are checked. Exit 77 (skip) only when the SDKs cannot be imported."""
+engine/runtime/dcp-executor-scripted.h), streaming and not, tools and thinking included. Every
+answer and every stream event the SDKs receive is validated strictly against the SDKs' own types
+(sdk_types.py). Requests the APIs refuse, and HTTP framing the SDKs cannot produce, are sent raw.
+Exit 77 (skip) only when the SDKs cannot be imported."""
 import base64
 import json
 import os
+import socket
 import struct
 import sys
 import unittest
@@ -22,6 +25,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_fixture import Engine  # noqa: E402
+from sdk_types import StrictnessError, clients, validate  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {
     "name": "lookup", "description": "Look a word up",
@@ -45,13 +49,33 @@ class Base(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.engine = Engine()
-        cls.oai = openai.OpenAI(base_url=cls.engine.url + "/v1", api_key="unused", max_retries=0)
-        cls.ant = anthropic.Anthropic(base_url=cls.engine.url, api_key="unused", max_retries=0)
+        cls.oai, cls.ant, cls.transport = clients(cls.engine.url)
 
     @classmethod
     def tearDownClass(cls):
         status = cls.engine.stop()
         assert status == 0, f"engine exit status {status}\n{cls.engine.log_text()}"
+
+    def raw(self, path, body, headers=None):
+        """POST without an SDK: (status, headers, parsed JSON body)."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request(self.engine.url + path, data=data,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req) as r:
+                return r.status, r.headers, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, json.loads(e.read())
+
+    def socket_exchange(self, request):
+        """Sends bytes on a fresh connection; everything the server sends until it closes."""
+        host, port = self.engine.url.split("//")[1].rstrip("/").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(request)
+            received = b""
+            while chunk := s.recv(65536):
+                received += chunk
+        return received
 
 
 class OpenAIChat(Base):
@@ -306,6 +330,161 @@ class Anthropic(Base):
                 for _ in stream:
                     pass
         self.assertIn("scripted failure", str(e.exception))
+
+
+class StrictTypes(Base):
+    """The validator under every client fails on what a strict client fails on."""
+
+    def test_validator_refuses_wrong_shapes(self):
+        r = self.raw("/v1/responses", {"model": "m", "input": "hi"})[2]
+        validate(openai.types.responses.Response, r)
+        missing = json.loads(json.dumps(r))
+        del missing["usage"]["input_tokens_details"]["cache_write_tokens"]
+        with self.assertRaisesRegex(StrictnessError, "cache_write_tokens"):
+            validate(openai.types.responses.Response, missing)
+        chat_shape = dict(r, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+        with self.assertRaisesRegex(StrictnessError, "name"):
+            validate(openai.types.responses.Response, chat_shape)
+        unknown = dict(r, surprise=1)
+        with self.assertRaisesRegex(StrictnessError, r"\$\.surprise"):
+            validate(openai.types.responses.Response, unknown)
+        wrong_type = dict(r, created_at="yesterday")
+        with self.assertRaises(StrictnessError):
+            validate(openai.types.responses.Response, wrong_type)
+
+    def test_every_answer_was_checked(self):
+        before = self.transport.checked
+        stream = self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "a b"}],
+                                                  stream=True)
+        chunks = list(stream)
+        self.assertEqual(self.transport.checked - before, len(chunks))
+
+    def test_responses_echo_tools_and_choice_in_their_own_shape(self):
+        tools = [{"type": "function", "name": "shell", "description": "run",
+                  "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}},
+                 {"type": "web_search"}]
+        r = self.oai.responses.create(model="m", input="x", tools=tools,
+                                      tool_choice={"type": "function", "name": "shell"})
+        self.assertEqual([(t.type, t.name, t.description) for t in r.tools], [("function", "shell", "run")])
+        self.assertEqual((r.tool_choice.type, r.tool_choice.name), ("function", "shell"))
+        self.assertEqual(r.usage.input_tokens_details.cache_write_tokens, 0)
+
+    def test_output_text_done_has_logprobs(self):
+        with self.oai.responses.stream(model="m", input="hello") as stream:
+            done = [e for e in stream if e.type == "response.output_text.done"]
+        self.assertEqual(len(done), 1)
+        self.assertEqual((done[0].text, done[0].logprobs), ("You said: hello", []))
+
+    def test_anthropic_model_info(self):
+        info = self.ant.models.retrieve("decapybara-test")
+        self.assertEqual((info.lifecycle, info.max_input_tokens), ("active", 4096))
+        listed = self.ant.models.list().data[0]
+        self.assertEqual(listed.lifecycle, "active")
+
+
+class Refusals(Base):
+    """Requests the APIs refuse are refused here too, with the API's error shape."""
+
+    def test_escaped_nul_is_refused_not_cut(self):
+        bodies = {
+            "/v1/chat/completions": b'{"model": "m", "messages": [{"role": "user", "content": "a\\u0000b"}]}',
+            "/v1/completions": b'{"model": "m", "prompt": "a\\u0000b"}',
+            "/v1/responses": b'{"model": "m", "input": "a\\u0000b"}',
+            "/v1/messages": b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "a\\u0000b"}]}',
+        }
+        for path, body in bodies.items():
+            status, _, error = self.raw(path, body)
+            self.assertEqual(status, 400, path)
+            self.assertIn("NUL", json.dumps(error), path)
+        # In tool-call arguments, JSON inside a string: the escape is only seen once they are parsed.
+        arguments = json.dumps({"text": "x\0y"})
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=[
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+                                                      "function": {"name": "lookup", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": "c", "content": "r"}])
+        self.assertEqual(e.exception.body["param"], "messages[1].tool_calls[0].function.arguments")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.responses.create(model="m", input=[
+                {"role": "user", "content": "x"},
+                {"type": "function_call", "call_id": "c", "name": "lookup", "arguments": arguments},
+                {"type": "function_call_output", "call_id": "c", "output": "r"}])
+        self.assertIn("NUL", str(e.exception))
+        # A backslash followed by u0000 is text, not a NUL: kept whole.
+        r = self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "a\\u0000b"}])
+        self.assertEqual(r.choices[0].message.content, "You said: a\\u0000b")
+
+    def test_anthropic_max_tokens_and_budget(self):
+        status, _, error = self.raw("/v1/messages", {"model": "m", "max_tokens": None,
+                                                     "messages": [{"role": "user", "content": "x"}]})
+        self.assertEqual((status, error["error"]["type"]), (400, "invalid_request_error"))
+        self.assertIn("max_tokens", error["error"]["message"])
+        for budget in (10, 11):
+            with self.assertRaises(anthropic.BadRequestError) as e:
+                self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}],
+                                         thinking={"type": "enabled", "budget_tokens": budget})
+            self.assertIn("budget_tokens", str(e.exception))
+        r = self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}],
+                                     thinking={"type": "enabled", "budget_tokens": 9})
+        self.assertEqual(r.content[0].type, "thinking")
+
+    def test_required_tool_choice_needs_tools(self):
+        msgs = [{"role": "user", "content": "x"}]
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.oai.chat.completions.create(model="m", messages=msgs, tool_choice="required")
+        self.assertEqual(e.exception.body["param"], "tool_choice")
+        with self.assertRaises(openai.BadRequestError):
+            self.oai.responses.create(model="m", input="x", tool_choice="required", tools=[{"type": "web_search"}])
+        with self.assertRaises(anthropic.BadRequestError) as e:
+            self.ant.messages.create(model="m", max_tokens=10, messages=msgs, tool_choice={"type": "any"})
+        self.assertIn("tool_choice", str(e.exception))
+        r = self.oai.chat.completions.create(model="m", messages=msgs, tool_choice="required", tools=TOOLS)
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+
+    def test_http_1_0_stream_is_not_chunked(self):
+        body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "a b"}]}).encode()
+        answer = self.socket_exchange(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        head, _, events = answer.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.0 200"), head)
+        self.assertNotIn(b"transfer-encoding", head.lower())
+        self.assertTrue(events.startswith(b"data: {"), events[:40])
+        self.assertTrue(events.endswith(b"data: [DONE]\n\n"), events[-40:])
+        text = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                       for line in events.decode().split("\n\n") if line.startswith("data: {"))
+        self.assertEqual(text, "You said: a b")
+
+    def test_conflicting_content_length(self):
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}).encode()
+        for first, second, status in ((len(body), 5, b"400"), (5, len(body), b"400"), (len(body), len(body), b"200")):
+            answer = self.socket_exchange(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                          b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (first, second)
+                                          + body)
+            self.assertEqual(answer.split(b" ")[1], status, answer[:300])
+            if status == b"400":
+                self.assertIn(b"Content-Length", answer)
+
+
+class Busy(unittest.TestCase):
+    """While the model loads (as when the queue is full) Anthropic's clients get 529
+    overloaded_error, OpenAI's 503; both with Retry-After."""
+
+    def test_overloaded(self):
+        engine = Engine(env={"DECAPYBARA_TEST_LOAD_MS": "5000"})
+        try:
+            oai, ant, _ = clients(engine.url)
+            with self.assertRaises(anthropic.APIStatusError) as e:
+                ant.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+            self.assertEqual(e.exception.status_code, 529)
+            self.assertEqual(e.exception.body["error"]["type"], "overloaded_error")
+            self.assertEqual(e.exception.response.headers["retry-after"], "1")
+            with self.assertRaises(openai.InternalServerError) as e:
+                oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+            self.assertEqual(e.exception.status_code, 503)
+            self.assertEqual(e.exception.response.headers["retry-after"], "1")
+        finally:
+            self.assertEqual(engine.stop(), 0)
 
 
 class Auth(unittest.TestCase):

@@ -21,6 +21,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_fixture import Engine  # noqa: E402
+from sdk_types import clients  # noqa: E402
 
 MODEL = os.environ.get("DECAPYBARA_TINY_MODEL", "build/data/tiny-model/tiny.mcapy")
 TOOLS = [{"type": "function", "function": {
@@ -33,8 +34,7 @@ class TinyModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.engine = Engine("--threads", "1", model=MODEL)
-        cls.oai = openai.OpenAI(base_url=cls.engine.url + "/v1", api_key="unused", max_retries=0)
-        cls.ant = anthropic.Anthropic(base_url=cls.engine.url, api_key="unused", max_retries=0)
+        cls.oai, cls.ant, cls.transport = clients(cls.engine.url)
 
     @classmethod
     def tearDownClass(cls):
@@ -145,6 +145,48 @@ class TinyModel(unittest.TestCase):
                                              temperature=0, logprobs=2)
         self.assertEqual(len(legacy.choices[0].logprobs.tokens), legacy.usage.completion_tokens)
         self.assertTrue(all(len(top) == 2 for top in legacy.choices[0].logprobs.top_logprobs))
+
+    def test_text_parts_on_every_route(self):
+        """Qwen3's template takes content only as a string: text parts (as Codex CLI and many chat
+        clients send them) are joined with newlines, so the prompt and the greedy answer are those
+        of the joined string, on every route and in every role."""
+        def parts(*texts, kind="text"):
+            return [{"type": kind, "text": t} for t in texts]
+        joined = [{"role": "system", "content": "Be brief.\nBe kind."},
+                  {"role": "user", "content": "Hello,\ncapybara!"}]
+        as_parts = [{"role": "system", "content": parts("Be brief.", "Be kind.")},
+                    {"role": "user", "content": parts("Hello,", "capybara!")}]
+        want = self.oai.chat.completions.create(model="tiny", messages=joined, max_tokens=6, temperature=0)
+        got = self.oai.chat.completions.create(model="tiny", messages=as_parts, max_tokens=6, temperature=0)
+        self.assertEqual(got.usage.prompt_tokens, want.usage.prompt_tokens)
+        self.assertEqual(got.choices[0].message.content, want.choices[0].message.content)
+        # Responses, as Codex CLI sends it: a developer message and input_text parts.
+        r = self.oai.responses.create(model="tiny", max_output_tokens=6, temperature=0, input=[
+            {"role": "developer", "content": parts("Be brief.", "Be kind.", kind="input_text")},
+            {"role": "user", "content": parts("Hello,", "capybara!", kind="input_text")}])
+        self.assertEqual(r.usage.input_tokens, want.usage.prompt_tokens)
+        self.assertEqual(r.output_text, want.choices[0].message.content)
+        # Anthropic text blocks (its prompt differs: thinking is off unless asked for).
+        def anthropic_run(system, user):
+            return self.ant.messages.create(model="tiny", max_tokens=6, extra_body={"temperature": 0},
+                                            system=system, messages=[{"role": "user", "content": user}])
+        a_want = anthropic_run("Be brief.\nBe kind.", "Hello,\ncapybara!")
+        a_got = anthropic_run(parts("Be brief.", "Be kind."), parts("Hello,", "capybara!"))
+        def prompt(usage):
+            return usage.input_tokens + (usage.cache_read_input_tokens or 0)
+        self.assertEqual(prompt(a_got.usage), prompt(a_want.usage))
+        self.assertEqual(a_got.content, a_want.content)
+        # Parts in the assistant's and the tool's turns too.
+        history = [{"role": "user", "content": "Weather?"},
+                   {"role": "assistant", "content": parts("Let me look."), "tool_calls": [
+                       {"id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                                     "arguments": '{"city": "Lima"}'}}]},
+                   {"role": "tool", "tool_call_id": "c1", "content": parts("Sunny", "25 C")}]
+        flat = [dict(m, content="\n".join(p["text"] for p in m["content"])) if isinstance(m["content"], list)
+                else m for m in history]
+        want = self.oai.chat.completions.create(model="tiny", messages=flat, tools=TOOLS, max_tokens=4)
+        got = self.oai.chat.completions.create(model="tiny", messages=history, tools=TOOLS, max_tokens=4)
+        self.assertEqual(got.usage.prompt_tokens, want.usage.prompt_tokens)
 
     def test_health(self):
         with urllib.request.urlopen(self.engine.url + "/health") as r:

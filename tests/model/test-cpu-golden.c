@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The CPU backend against the transformers goldens of both test checkpoints
- * (tests/models/make-test-models.py): prompt prefill, cached decode, greedy continuation and one
- * long forward. The error of a position is ||ours - golden|| / ||golden|| over its logit vector
- * (L2 norms); every position must be within 1e-4, have the same argmax, and greedy decoding must
- * pick the same tokens. */
+/* The CPU backend against the transformers goldens of the test checkpoints
+ * (tests/models/make-test-models.py), both initialisations (the scaled one and transformers' own,
+ * whose small activations and near-zero norm weights the other does not reach): prompt prefill,
+ * cached decode, greedy continuation and one long forward. The error of a position is
+ * ||ours - golden|| / ||golden|| over its logit vector (L2 norms); every position must be within
+ * 1e-4, have the same argmax, and greedy decoding must pick the same tokens. */
 #include "config.h"
 
 #include <json-glib/json-glib.h>
@@ -187,7 +188,7 @@ test_full (Fixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  static const char *models[] = { "real-heads", "odd-sizes" };
+  static const char *models[] = { "real-heads", "odd-sizes", "default-init-small", "default-init-real-heads" };
 
   g_test_init (&argc, &argv, NULL);
   for (guint i = 0; i < G_N_ELEMENTS (models); i++)

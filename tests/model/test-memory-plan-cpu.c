@@ -178,7 +178,7 @@ test_paged (gconstpointer data)
   pages = g_new (guint32, seq_pages);
   for (guint i = 0; i < seq_pages; i++)
     pages[i] = dcp_kv_pager_seq_get_page (pager, seq, i);
-  dcp_backend_state_set_pages (f.backend, s, pages, seq_pages);
+  g_assert_true (dcp_backend_state_set_pages (f.backend, s, pages, seq_pages, NULL));
   forward (f.backend, s, ids, n);
   full = dcp_backend_state_get_bytes (f.backend, s);
 

@@ -320,9 +320,10 @@ compare_prob_desc (gconstpointer a, gconstpointer b, gpointer data)
   return i < j ? -1 : (i > j);
 }
 
-/* The reference's draw for u: walk the kept tokens most likely first. */
+/* The reference's draw for u: walk the kept tokens most likely first (in id order without
+ * top-k and top-p, as the sampler does there). */
 static guint32
-reference_draw (const double *probs, guint vocab, double u)
+reference_draw (const double *probs, guint vocab, double u, gboolean by_id)
 {
   g_autofree guint32 *order = g_new (guint32, vocab);
   ByProb by = { probs };
@@ -331,9 +332,16 @@ reference_draw (const double *probs, guint vocab, double u)
 
   for (guint i = 0; i < vocab; i++)
     order[i] = i;
-  g_qsort_with_data (order, vocab, sizeof (guint32), compare_prob_desc, &by);
-  for (guint i = 0; i < vocab && probs[order[i]] > 0; i++)
+  if (!by_id)
+    g_qsort_with_data (order, vocab, sizeof (guint32), compare_prob_desc, &by);
+  for (guint i = 0; i < vocab; i++)
     {
+      if (probs[order[i]] == 0)
+        {
+          if (by_id)
+            continue;
+          break;
+        }
       last = order[i];
       cum += probs[order[i]];
       if (u < cum)
@@ -393,7 +401,8 @@ test_fast_path (void)
 
             dcp_sampler_probabilities (ref, logits, NULL, 0, probs);
             g_assert_cmpfloat (probs[t], >, 0);
-            apart += t != reference_draw (probs, V, dcp_philox_uniform (p.seed, draw));
+            apart += t != reference_draw (probs, V, dcp_philox_uniform (p.seed, draw),
+                                          p.top_k == 0 && p.top_p >= 1);
             total++;
           }
       }

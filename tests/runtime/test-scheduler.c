@@ -236,7 +236,7 @@ test_save_load (void)
 
   fill_random (rand, ids, 41);
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
-  dcp_backend_state_save (backend, s, blob);
+  g_assert_true (dcp_backend_state_save (backend, s, blob, NULL));
   g_assert_true (dcp_backend_state_load (backend, t, blob->data, blob->len, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (dcp_backend_state_get_n_tokens (backend, t), ==, 40);
@@ -288,7 +288,7 @@ test_paged (void)
       order[i] = order[j];
       order[j] = t;
     }
-  dcp_backend_state_set_pages (backend, paged, order, 10);   /* 50 positions */
+  g_assert_true (dcp_backend_state_set_pages (backend, paged, order, 10, NULL));   /* 50 positions */
   item = (DcpBatchItem) { plain, ids, N, DCP_LOGITS_ALL, a, NULL };
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
   item = (DcpBatchItem) { paged, ids, 30, DCP_LOGITS_ALL, b, NULL };
@@ -301,7 +301,7 @@ test_paged (void)
   memcpy (fork_pages, order, 8 * sizeof (guint32));
   fork_pages[8] = order[12];
   fork_pages[9] = order[13];
-  dcp_backend_state_set_pages (backend, copy, fork_pages, 10);
+  g_assert_true (dcp_backend_state_set_pages (backend, copy, fork_pages, 10, NULL));
   g_assert_true (dcp_backend_state_copy (backend, copy, paged, &error));
   item = (DcpBatchItem) { copy, ids + N, 1, DCP_LOGITS_LAST, a, NULL };
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
@@ -309,8 +309,8 @@ test_paged (void)
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
   g_assert_cmpmem (a, vocab * 4, b, vocab * 4);
 
-  dcp_backend_state_save (backend, paged, blob);
-  dcp_backend_state_set_pages (backend, loaded, order + 14, 10);
+  g_assert_true (dcp_backend_state_save (backend, paged, blob, NULL));
+  g_assert_true (dcp_backend_state_set_pages (backend, loaded, order + 14, 10, NULL));
   g_assert_true (dcp_backend_state_load (backend, loaded, blob->data, blob->len, &error));
   item = (DcpBatchItem) { loaded, ids + N + 1, 1, DCP_LOGITS_LAST, a, NULL };
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
@@ -814,7 +814,7 @@ test_slow_disk (void)
   fill_random (rand, ids, 40);
   item = (DcpBatchItem) { probe, ids, 40, DCP_LOGITS_NONE, NULL, NULL };
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
-  dcp_backend_state_save (backend, probe, blob);
+  g_assert_true (dcp_backend_state_save (backend, probe, blob, NULL));
   dcp_backend_state_free (backend, probe);
 
   dcp_scheduler_config_init (&config);
@@ -1179,7 +1179,7 @@ test_disk_expiry (void)
   fill_random (rand, ids, 40);
   item = (DcpBatchItem) { probe, ids, 40, DCP_LOGITS_NONE, NULL, NULL };
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
-  dcp_backend_state_save (backend, probe, blob);
+  g_assert_true (dcp_backend_state_save (backend, probe, blob, NULL));
   dcp_backend_state_free (backend, probe);
 
   dcp_scheduler_config_init (&config);

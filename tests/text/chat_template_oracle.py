@@ -6,6 +6,11 @@ transformers' apply_chat_template sets it up, and by Decapybara's render-chat; t
 byte-identical. Where jinja2 raises, render-chat must fail too, and for the template's own
 raise_exception() with the same message.
 
+One step comes before transformers' rendering, as in Decapybara: for a template that takes
+content only as a string (it renders a user turn given as a string, but not the same turn given
+as one text part the same way), every content that is a list of text parts only is joined with
+newlines. This file decides that with jinja2 on its own, so the C code's decision is checked too.
+
     chat_template_oracle.py RENDER_CHAT DATA_DIR      the test (exit 0 only with zero differences)
     chat_template_oracle.py --render TEMPLATE CASE    print jinja2's rendering of one case
 """
@@ -58,14 +63,43 @@ def environment():
     return env
 
 
+PROBE = "Decapybara content probe 7f3a"
+
+
+def takes_strings(template):
+    def probe(content):
+        try:
+            return template.render(messages=[{"role": "user", "content": content}], tools=None,
+                                   documents=None, add_generation_prompt=True)
+        except Exception:
+            return None
+    as_string = probe(PROBE)
+    return as_string is not None and PROBE in as_string \
+        and probe([{"type": "text", "text": PROBE}]) != as_string
+
+
+def join_text_parts(messages):
+    def joined(content):
+        if not isinstance(content, list) or not all(
+                isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                for p in content):
+            return content
+        return "\n".join(p["text"] for p in content)
+    return [dict(m, content=joined(m["content"])) if isinstance(m, dict) and "content" in m else m
+            for m in messages]
+
+
 def render(source, case):
     """(output, None) or (None, (error message, raised by the template?))."""
     try:
         template = environment().from_string(source)
+        messages = case["messages"]
+        if takes_strings(template):
+            messages = join_text_parts(messages)
         # apply_chat_template: special tokens, then the caller's kwargs, then the named variables
         variables = {"eos_token": "<|im_end|>"}
         variables.update(case.get("kwargs", {}))
-        output = template.render(messages=case["messages"], tools=case.get("tools"), documents=None,
+        output = template.render(messages=messages, tools=case.get("tools"), documents=None,
                                  add_generation_prompt=case.get("add_generation_prompt", False),
                                  **variables)
         return output, None
