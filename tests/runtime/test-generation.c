@@ -21,12 +21,16 @@ typedef struct {
   DcpEventSink sink;
   GPtrArray *events;
   GCancellable *cancel_after_content;   /* cancelled at the first CONTENT event */
-  guint pause_ms;                       /* the text thread sleeps this long at the first CONTENT */
+  DcpExecutor *hold_until;              /* at the first CONTENT the text thread waits until this
+                                           executor's scheduler has generated hold_tokens */
+  gint64 hold_tokens;
   guint n;
   GMutex lock;
   GCond cond;
   gboolean done;
 } Collect;
+
+static gint64 scheduler_stat (DcpExecutor *executor, const char *name);
 
 static void
 collect_emit (DcpEventSink *sink, DcpEvent *event)
@@ -36,10 +40,14 @@ collect_emit (DcpEventSink *sink, DcpEvent *event)
 
   if (event->kind == DCP_EVENT_CONTENT && c->cancel_after_content != NULL)
     g_cancellable_cancel (c->cancel_after_content);
-  if (event->kind == DCP_EVENT_CONTENT && c->pause_ms > 0)
+  if (event->kind == DCP_EVENT_CONTENT && c->hold_until != NULL)
     {
-      g_usleep (c->pause_ms * 1000);
-      c->pause_ms = 0;
+      gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+
+      while (scheduler_stat (c->hold_until, "generated_tokens") < c->hold_tokens &&
+             g_get_monotonic_time () < deadline)
+        g_usleep (1000);
+      c->hold_until = NULL;
     }
   g_mutex_lock (&c->lock);
   g_ptr_array_add (c->events, event);
@@ -129,10 +137,10 @@ chat_request (gint64 max_tokens, double temperature, guint64 seed)
 
 /* Submits the request and waits for its last event; returns its events (every choice's). */
 static GPtrArray *
-run_full (DcpExecutor *executor, DcpRequest *request, gboolean cancel_after_content, guint pause_ms)
+run_full (DcpExecutor *executor, DcpRequest *request, gboolean cancel_after_content, gint64 hold_tokens)
 {
   Collect c = { { collect_emit }, g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_event_free), NULL,
-                pause_ms, request->n };
+                hold_tokens > 0 ? executor : NULL, hold_tokens, request->n };
 
   if (cancel_after_content)
     c.cancel_after_content = request->cancellable;
@@ -286,9 +294,9 @@ test_stop_string (void)
   second->stop = g_new0 (char *, 2);
   second->stop[0] = stop;
   generated = scheduler_stat (executor, "generated_tokens");
-  /* The text thread pauses at the first content while the step thread goes on: the tokens
-   * generated past the stop string are dropped. */
-  stopped = run_full (executor, second, FALSE, 100);
+  /* The text thread waits at the first content until the step thread has generated the whole
+   * answer: the tokens generated past the stop string are dropped. */
+  stopped = run_full (executor, second, FALSE, generated + last_event (events)->usage.completion_tokens);
   cut = answer (stopped);
   finish = last_event (stopped);
   g_assert_cmpint (finish->kind, ==, DCP_EVENT_FINISH);
@@ -895,6 +903,65 @@ test_last_chunk (void)
   g_assert_cmpuint (done2->len, ==, 1);
 }
 
+static DcpRequest *
+chat_of (JsonArray *messages, gint64 max_tokens)
+{
+  DcpRequest *request = dcp_request_new (DCP_REQUEST_CHAT);
+
+  request->id = g_strdup ("chatcmpl-test");
+  request->messages = json_node_init_array (json_node_alloc (), messages);
+  request->max_tokens = max_tokens;
+  request->sampling.temperature = 0;
+  request->cancellable = g_cancellable_new ();
+  return request;
+}
+
+static void
+add_message (JsonArray *messages, const char *role, const char *content)
+{
+  JsonObject *m = json_object_new ();
+
+  json_object_set_string_member (m, "role", role);
+  json_object_set_string_member (m, "content", content);
+  json_array_add_object_element (messages, m);
+}
+
+/* Two conversations on two slots (5 state blocks): a long prompt of the second, read while the
+ * first is idle, takes interval snapshots (every 64 tokens here) only in free blocks or in place
+ * of other interval snapshots: the first conversation's next turn still resumes from its answer. */
+static void
+test_intervals_keep_turns (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", "tiny.mcapy", NULL);
+  g_autoptr(DcpExecutor) executor = open_executor_full (path, NULL, 0, 2, 64);
+  g_autoptr(GString) other = g_string_new (NULL);
+  g_autoptr(JsonArray) mine = json_array_new ();
+  g_autoptr(JsonArray) theirs = json_array_new ();
+  g_autoptr(DcpRequest) first = NULL, long_one = NULL, again = NULL;
+  g_autoptr(GPtrArray) e1 = NULL, e2 = NULL, e3 = NULL;
+  g_autofree char *answer1 = NULL;
+
+  for (guint i = 0; i < 60; i++)
+    g_string_append_printf (other, "Heron %u stands in the reeds and waits. ", i);
+  add_message (mine, "user", "Where do capybaras sleep at night?");
+  first = chat_of (mine, 4);
+  e1 = run (executor, first, FALSE);
+  answer1 = answer (e1);
+  add_message (theirs, "user", other->str);
+  long_one = chat_of (theirs, 2);
+  e2 = run (executor, long_one, FALSE);
+  add_message (mine, "assistant", answer1);
+  add_message (mine, "user", "And in the rain?");
+  again = chat_of (mine, 2);
+  e3 = run (executor, again, FALSE);
+  g_test_message ("first %" G_GINT64_FORMAT " tokens; the other %" G_GINT64_FORMAT "; the next turn %"
+                  G_GINT64_FORMAT ", %" G_GINT64_FORMAT " cached", last_event (e1)->usage.prompt_tokens,
+                  last_event (e2)->usage.prompt_tokens, last_event (e3)->usage.prompt_tokens,
+                  last_event (e3)->usage.cached_prompt_tokens);
+  g_assert_cmpint (last_event (e2)->usage.prompt_tokens, >, 8 * 64);
+  g_assert_cmpint (last_event (e3)->usage.cached_prompt_tokens, >=, last_event (e1)->usage.prompt_tokens);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -914,5 +981,6 @@ main (int argc, char **argv)
   g_test_add_func ("/generation/divergence", test_divergence);
   g_test_add_func ("/generation/turns", test_turns);
   g_test_add_func ("/generation/last-chunk", test_last_chunk);
+  g_test_add_func ("/generation/intervals-keep-turns", test_intervals_keep_turns);
   return g_test_run ();
 }
