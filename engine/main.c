@@ -67,8 +67,7 @@ static int
 run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *capacity)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new_full (dcp_engine_state_watch_executor (state, executor),
-                                                                 capacity->workers);
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
   g_autoptr(DcpHttpServer) server = NULL;
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
   g_autoptr(DcpDashboard) dashboard = NULL;
@@ -115,7 +114,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   if (!cli->test_executor && cli->settings.model != NULL)
     dcp_engine_state_set_model (state, cli->settings.model);
   if (capacity->pool_tokens > 0)
-    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->workers);
+    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->conversations);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
