@@ -131,18 +131,18 @@ dcp_openai_read_params (DcpApiCall *call, JsonObject *body, DcpRequest *request,
 JsonNode *
 dcp_openai_parse_arguments (const char *where, const char *text, GError **error)
 {
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonNode *root;
+  g_autoptr(JsonNode) root = NULL;
 
   if (text == NULL || *text == '\0')
     text = "{}";
-  if (!json_parser_load_from_data (parser, text, -1, NULL)
-      || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+  if ((root = dcp_api_parse_json (where, text, strlen (text), error)) == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: must be a JSON object as text", where);
       return NULL;
     }
-  return json_node_copy (root);
+  return g_steal_pointer (&root);
 }
 
 /* content: a string, or parts (text; image_url with a base64 data URL). */
