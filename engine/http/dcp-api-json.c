@@ -32,8 +32,8 @@ dcp_api_parse_json (const char *what, const char *data, gsize length, GError **e
   if (!dcp_json_check (data, length, MAX_DEPTH, &offset, &problem))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "%s is not valid JSON at byte %" G_GSIZE_FORMAT ": %s (JSON here is strict RFC 8259, "
-                   "with at most %d levels of arrays and objects)", what, offset, problem, MAX_DEPTH);
+                   "%s is not valid JSON at byte %" G_GSIZE_FORMAT ": %s (expected strict RFC 8259 JSON, "
+                   "arrays and objects nested no deeper than %d levels)", what, offset, problem, MAX_DEPTH);
       return NULL;
     }
   if (!json_parser_load_from_data (parser, data, (gssize) length, &local))

@@ -241,7 +241,25 @@ test_malformed (void)
     memset (deep + 5 + depth, ']', depth);
     deep[5 + 2 * depth] = '}';
     g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", deep, 6 + 2 * depth, NULL, &reply, NULL), ==, 400);
-    g_assert_nonnull (strstr (openai_error (reply, NULL), "deeper than 128 levels"));
+    g_assert_nonnull (strstr (openai_error (reply, NULL), "nested too deep"));
+  }
+  {
+    /* Issue #23: json-glib also takes single-quoted strings, which hid this nesting from the old
+     * depth count, and the server died; and comments. Both are refused as not JSON. */
+    gsize depth = 100000;
+    g_autoptr(GString) hostile = g_string_new ("{'x': '\"', 'y': ");
+    g_autoptr(JsonNode) r1 = NULL, r2 = NULL;
+
+    for (gsize i = 0; i < depth; i++)
+      g_string_append_c (hostile, '[');
+    for (gsize i = 0; i < depth; i++)
+      g_string_append_c (hostile, ']');
+    g_string_append_c (hostile, '}');
+    g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", hostile->str, hostile->len, NULL, &r1, NULL), ==, 400);
+    g_assert_nonnull (strstr (openai_error (r1, NULL), "not valid JSON at byte 1"));
+    g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", "{\"model\": \"m\" /* c */}", 22, NULL, &r2, NULL),
+                      ==, 400);
+    g_assert_nonnull (strstr (openai_error (r2, NULL), "not valid JSON at byte 14"));
   }
   assert_serving (&e);
   engine_stop (&e);
