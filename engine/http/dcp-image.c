@@ -17,13 +17,26 @@ is_base64 (const char *text)
   return TRUE;
 }
 
+/* Only the header is read: the loader is told to make a 0x0 image once it knows the size, which
+ * every gdk-pixbuf loader takes as "stop here" (as gdk_pixbuf_get_file_info does), so no pixel
+ * memory is allocated, whatever size the header claims. */
+static void
+on_size_prepared (GdkPixbufLoader *loader, gint width, gint height, gpointer user_data)
+{
+  gint *size = user_data;
+
+  size[0] = width;
+  size[1] = height;
+  gdk_pixbuf_loader_set_size (loader, 0, 0);
+}
+
 gboolean
 dcp_image_check (const char *where, const char *media_type, const char *base64, GError **error)
 {
   g_autoptr(GdkPixbufLoader) loader = NULL;
-  g_autoptr(GError) local = NULL;
   g_autofree guchar *bytes = NULL;
   gsize length = 0;
+  gint size[2] = { 0, 0 };
 
   g_return_val_if_fail (where != NULL && base64 != NULL, FALSE);
 
@@ -39,19 +52,29 @@ dcp_image_check (const char *where, const char *media_type, const char *base64, 
       return FALSE;
     }
   loader = gdk_pixbuf_loader_new ();
-  if (!gdk_pixbuf_loader_write (loader, bytes, length, &local) || !gdk_pixbuf_loader_close (loader, &local)
-      || gdk_pixbuf_loader_get_pixbuf (loader) == NULL)
+  g_signal_connect (loader, "size-prepared", G_CALLBACK (on_size_prepared), size);
+  /* In pieces, so that nothing past the header is looked at once the size is known. */
+  for (gsize at = 0; at < length && size[0] == 0; at += 4096)
+    if (!gdk_pixbuf_loader_write (loader, bytes + at, MIN (4096, length - at), NULL))
+      break;
+  gdk_pixbuf_loader_close (loader, NULL);
+  if (size[0] <= 0 || size[1] <= 0)
     {
-      gdk_pixbuf_loader_close (loader, NULL);
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: the image could not be decoded: %s", where,
-                   local ? local->message : "unknown format");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image could not be read (not a known image format, or damaged)", where);
+      return FALSE;
+    }
+  if (size[0] > DCP_IMAGE_MAX_SIDE || size[1] > DCP_IMAGE_MAX_SIDE
+      || (gint64) size[0] * size[1] > DCP_IMAGE_MAX_PIXELS)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image is %dx%d pixels; at most %d pixels a side and %d pixels in all are accepted",
+                   where, size[0], size[1], DCP_IMAGE_MAX_SIDE, DCP_IMAGE_MAX_PIXELS);
       return FALSE;
     }
   g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                "%s: images are not supported yet (the vision tower is not implemented); the %dx%d %s "
-               "image was read but cannot be used", where,
-               gdk_pixbuf_get_width (gdk_pixbuf_loader_get_pixbuf (loader)),
-               gdk_pixbuf_get_height (gdk_pixbuf_loader_get_pixbuf (loader)), media_type);
+               "image was read but cannot be used", where, size[0], size[1], media_type);
   return FALSE;
 }
 
