@@ -61,7 +61,7 @@ dcp_image_check (const char *where, const char *media_type, const char *base64, 
   if (size[0] <= 0 || size[1] <= 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "%s: the image could not be read (not a known image format, or damaged)", where);
+                   "%s: the image could not be decoded (not a known image format, or damaged)", where);
       return FALSE;
     }
   if (size[0] > DCP_IMAGE_MAX_SIDE || size[1] > DCP_IMAGE_MAX_SIDE
