@@ -8,6 +8,7 @@
 #include "dcp-error.h"
 #include "dcp-http-connections.h"
 #include "dcp-http-server.h"
+#include "dcp-image.h"
 
 /* A body refused as too large while it arrives (chunked): the client gets this long to finish
  * sending it (and then read the 413) before its connection is shut. */
@@ -201,7 +202,8 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
 }
 
 /* An answer given before the body is read. libsoup 3.2 would still read the whole body before
- * sending it, so when a body is announced the answer is written on the socket at once, the
+ * sending it (unless the client asked "Expect: 100-continue" and waits to send it), so when a
+ * body is announced the answer is written on the socket at once, the
  * socket's sending side shut, and the body read and dropped as it comes for DRAIN_SECONDS at
  * most (libsoup's own late write of the response then fails, which is fine). */
 static void
@@ -218,8 +220,9 @@ reply_early (DcpHttpServer *self, SoupServerMessage *msg, const char *path, guin
     soup_message_headers_replace (headers, "Retry-After", "1");
   dcp_stats_http_request (self->stats, "other", status);
   g_message ("- %s %s %u (%s)", soup_server_message_get_method (msg), path, status, message);
-  if (socket != NULL && (soup_message_headers_get_encoding (request_headers) == SOUP_ENCODING_CHUNKED
-                         || soup_message_headers_get_content_length (request_headers) > 0))
+  if (socket != NULL && !(soup_message_headers_get_expectations (request_headers) & SOUP_EXPECTATION_CONTINUE)
+      && (soup_message_headers_get_encoding (request_headers) == SOUP_ENCODING_CHUNKED
+          || soup_message_headers_get_content_length (request_headers) > 0))
     {
       g_autofree char *json = json_to_string (body, FALSE);
       g_autofree char *raw = g_strdup_printf ("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
@@ -236,14 +239,29 @@ reply_early (DcpHttpServer *self, SoupServerMessage *msg, const char *path, guin
 }
 
 /* Counts a body as it arrives (a chunked one announces no length): past the limit, the rest is
- * dropped as it comes, the handler answers 413, and the client has DRAIN_SECONDS to finish. */
+ * dropped as it comes, the handler answers 413, and the client has DRAIN_SECONDS to finish.
+ * libsoup reads a body for as long as bytes are there without returning to the main loop: every
+ * YIELD_BYTES the message is paused and resumed from an idle callback, so that a client sending
+ * tens of megabytes does not hold up every other connection. */
+#define YIELD_BYTES (256 * 1024)
+
 static void
 on_got_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
 {
   DcpHttpServer *self = user_data;
   SoupMessageBody *body = soup_server_message_get_request_body (msg);
+  gsize since_yield = GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (msg), "dcp-since-yield"))
+                      + g_bytes_get_size (chunk);
 
-  if (g_object_get_data (G_OBJECT (msg), "dcp-body-too-large") != NULL
+  if (since_yield >= YIELD_BYTES)
+    {
+      since_yield = 0;
+      soup_server_message_pause (msg);
+      soup_server_message_unpause (msg);
+    }
+  g_object_set_data (G_OBJECT (msg), "dcp-since-yield", GSIZE_TO_POINTER (since_yield));
+  if (soup_server_message_get_status (msg) != 0
+      || g_object_get_data (G_OBJECT (msg), "dcp-body-too-large") != NULL
       || (gsize) body->length <= self->context.max_body_bytes)
     return;
   g_object_set_data (G_OBJECT (msg), "dcp-body-too-large", GINT_TO_POINTER (TRUE));
@@ -264,6 +282,7 @@ early_handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashT
   const Route *route = find_route (soup_server_message_get_method (msg), path, &allowed);
   g_autofree char *message = NULL;
 
+  g_signal_connect (msg, "got-chunk", G_CALLBACK (on_got_chunk), self);
   if (!dcp_http_connections_head_read (self->connections, msg))
     {
       reply_early (self, msg, path, SOUP_STATUS_SERVICE_UNAVAILABLE,
@@ -283,7 +302,6 @@ early_handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashT
       reply_early (self, msg, path, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, message);
       return;
     }
-  g_signal_connect (msg, "got-chunk", G_CALLBACK (on_got_chunk), self);
 }
 
 DcpHttpServer *
@@ -317,6 +335,7 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
   };
   if (options->api_key != NULL && options->api_key[0] != '\0')
     self->key_digest = digest (options->api_key);
+  dcp_image_init ();
   self->soup = soup_server_new ("server-header", "decapybara/" PACKAGE_VERSION " ", NULL);
   soup_server_add_early_handler (self->soup, NULL, early_handle, self, NULL);
   soup_server_add_handler (self->soup, NULL, handle, self, NULL);

@@ -15,6 +15,9 @@ G_BEGIN_DECLS
 
 gboolean dcp_image_check (const char *where, const char *media_type, const char *base64, GError **error);
 
+/* Reads gdk-pixbuf's and GIO's tables now (main thread, at start). */
+void     dcp_image_init  (void);
+
 /* Splits "data:image/png;base64,AAAA" into a media type and the base64 text (both new). */
 gboolean dcp_image_parse_data_url (const char *where, const char *url, char **media_type, char **base64,
                                    GError **error);
