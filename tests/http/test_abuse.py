@@ -358,6 +358,36 @@ def slow_and_idle(abuse, port):
     abuse.counts["idle/half-open closed"] = len(idle) + len(half_open)
 
 
+def connection_cap():
+    """Past --http-max-connections, a new connection gets 503 with Retry-After at once; once the
+    others close, it is served again."""
+    engine = Engine("--http-max-connections", "8")
+    port = Port(engine.url)
+    refused = 0
+    try:
+        held = [port.connect() for _ in range(8)]
+        time.sleep(0.2)
+        for _ in range(20):
+            s = port.connect()
+            start = time.monotonic()
+            s.sendall(post("/v1/chat/completions", json.dumps(VALID["/v1/chat/completions"]), auth=False))
+            status, data = read_reply(s, 5)
+            s.close()
+            assert status == 503 and b"Retry-After: 1" in data, data[:300]
+            assert time.monotonic() - start < 1, "the excess connection waited"
+            refused += 1
+        for s in held:
+            s.close()
+        time.sleep(0.3)
+        conn = http.client.HTTPConnection("127.0.0.1", port.port, timeout=5)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+    finally:
+        status = engine.stop()
+    assert status == 0, engine.log_text()[-2000:]
+    return refused
+
+
 def exhaust_descriptors():
     """An engine limited to 64 descriptors: far more connections than that, three times over; it
     must answer /health again once they are gone (libsoup's own listener stops for good)."""
@@ -451,8 +481,9 @@ def main():
     finally:
         status = engine.stop()
     assert status == 0, f"engine exit status {status}: {engine.log_text()[-3000:]}"
+    abuse.counts["over the connection cap 503"] = connection_cap()
     fds, answered, closed = exhaust_descriptors()
-    abuse.total += fds
+    abuse.total += fds + abuse.counts["over the connection cap 503"]
 
     print(f"{abuse.total} hostile requests and connections; /health {health.samples} times, slowest "
           f"{health.worst_ms:.1f} ms; RSS {start_rss // 1024} MiB at start, {health.max_rss // 1024} at most, "
