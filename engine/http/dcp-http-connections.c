@@ -13,7 +13,7 @@
 
 typedef struct {
   gint64      deadline_us;      /* 0: none */
-  const char *waiting_for;      /* what the deadline is for, for the log */
+  const char *waiting_for;      /* what the deadline is for, for the log (NULL: nothing to say) */
   gboolean    over_cap;
   gboolean    shut;
 } Conn;
@@ -141,7 +141,10 @@ dcp_http_connections_close_within (DcpHttpConnections *self, SoupServerMessage *
 
   g_return_if_fail (self != NULL);
   if ((conn = lookup (self, msg)) != NULL && (conn->deadline_us == 0 || conn->deadline_us > deadline))
-    conn->deadline_us = deadline;
+    {
+      conn->deadline_us = deadline;
+      conn->waiting_for = NULL;   /* already answered: closed quietly */
+    }
 }
 
 guint
@@ -170,8 +173,8 @@ sweep (gpointer data)
       if (conn->shut || conn->deadline_us == 0 || now < conn->deadline_us)
         continue;
       conn->shut = TRUE;
-      if (g_str_equal (conn->waiting_for, "the next request"))
-        g_debug ("closing an idle connection");
+      if (conn->waiting_for == NULL || g_str_equal (conn->waiting_for, "the next request"))
+        g_debug ("closing a connection: %s", conn->waiting_for ? "idle" : "answered");
       else
         {
           g_message ("- closing a connection that did not send %s in time", conn->waiting_for);
