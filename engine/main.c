@@ -65,8 +65,8 @@ raise_descriptor_limit (guint max_connections)
         getrlimit (RLIMIT_NOFILE, &limit);
     }
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < (rlim_t) max_connections + 64)
-    g_message ("at most %llu file descriptors: fewer than --http-max-connections %u needs; connections "
-               "past that are closed at once", (unsigned long long) limit.rlim_cur, max_connections);
+    g_message ("at most %llu file descriptors: fewer than --http-max-connections %u needs; when they run "
+               "out, new connections get 503", (unsigned long long) limit.rlim_cur, max_connections);
 }
 
 static gboolean

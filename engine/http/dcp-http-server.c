@@ -203,9 +203,9 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
 
 /* An answer given before the body is read. libsoup 3.2 would still read the whole body before
  * sending it (unless the client asked "Expect: 100-continue" and waits to send it), so when a
- * body is announced the answer is written on the socket at once, the
- * socket's sending side shut, and the body read and dropped as it comes for DRAIN_SECONDS at
- * most (libsoup's own late write of the response then fails, which is fine). */
+ * body is announced the answer is written on the socket at once, the socket's sending side shut,
+ * and the body read and dropped as it comes for DRAIN_SECONDS at most (libsoup's own late write
+ * of the response then fails, which is fine). */
 static void
 reply_early (DcpHttpServer *self, SoupServerMessage *msg, const char *path, guint status, const char *message)
 {
