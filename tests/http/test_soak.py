@@ -8,7 +8,12 @@ engine's RSS flat once warm, and /stats and /metrics counting exactly what was s
     python3 tests/http/test_soak.py --seconds 600   # the 10-minute soak
 
 Each client keeps its connection for a few requests, then opens a new one, and sometimes closes it
-right after the end of a stream; all stop at the deadline (bounded)."""
+right after the end of a stream; all stop at the deadline (bounded).
+
+With libsoup 3.2 (Debian 12) the RSS grows by about 450 bytes per connection: libsoup never
+finalizes a closed connection's last message (heaptrack; the engine at a75a6cd does the same).
+The 100 s run stays within the 16 MiB bound; the 10-minute run (53,000 streams) grows about
+22 MiB and fails that check, with no error and every counter exact."""
 import argparse
 import http.client
 import json
