@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/resource.h>
+
 #include <glib-unix.h>
 
 #include "dcp-batch-snapshots.h"
@@ -56,6 +58,25 @@ run_probe (const DcpCli *cli)
   return 0;
 }
 
+/* Every client connection takes a file descriptor: use all the system lets us have. */
+static void
+raise_descriptor_limit (guint max_connections)
+{
+  struct rlimit limit;
+
+  if (getrlimit (RLIMIT_NOFILE, &limit) != 0)
+    return;
+  if (limit.rlim_cur < limit.rlim_max)
+    {
+      limit.rlim_cur = limit.rlim_max;
+      if (setrlimit (RLIMIT_NOFILE, &limit) != 0)
+        getrlimit (RLIMIT_NOFILE, &limit);
+    }
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < (rlim_t) max_connections + 64)
+    g_message ("at most %llu file descriptors: fewer than --http-max-connections %u needs; when they run "
+               "out, new connections get 503", (unsigned long long) limit.rlim_cur, max_connections);
+}
+
 static gboolean
 on_stop_signal (gpointer user_data)
 {
@@ -89,6 +110,11 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   options.port = cli->settings.port;
   options.keepalive_seconds = cli->keepalive;
   options.api_key = cli->settings.api_key;
+  options.max_connections = cli->settings.http_max_connections;
+  options.header_timeout = cli->settings.http_header_timeout;
+  options.idle_timeout = cli->settings.http_idle_timeout;
+  options.body_timeout = cli->settings.http_body_timeout;
+  raise_descriptor_limit (options.max_connections);
   if (cli->api_key_file != NULL)
     {
       if (!g_file_get_contents (cli->api_key_file, &key_from_file, NULL, &error))
