@@ -73,10 +73,10 @@ dcp_backend_sampler_accept (DcpBackend *self, DcpSeqSampler *sampler, guint32 to
 
 guint32
 dcp_backend_sampler_draw_host (DcpBackend *self, DcpSeqSampler *sampler, const float *logits,
-                               const guint32 *banned, guint n_banned)
+                               const guint32 *allowed, const guint32 *banned, guint n_banned)
 {
   g_return_val_if_fail (DCP_IS_BACKEND (self) && sampler != NULL && logits != NULL, 0);
-  return dcp_sampler_sample (sampler->host, logits, banned, n_banned);
+  return dcp_sampler_sample (sampler->host, logits, allowed, banned, n_banned);
 }
 
 DcpSampler *
@@ -122,7 +122,7 @@ dcp_backend_forward_host_draws (DcpBackend *self, DcpBatchItem *items, guint n_i
 
       if (ok && item->sampler != NULL)
         item->token = dcp_sampler_sample (item->sampler->host, item->logits + last * vocab,
-                                          item->banned, item->n_banned);
+                                          item->allowed, item->banned, item->n_banned);
       if (borrowed[i])
         {
           item->logits_mode = DCP_LOGITS_NONE;

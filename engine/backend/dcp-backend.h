@@ -53,6 +53,9 @@ typedef struct {
                              says; logits_mode says only what comes back besides, raw) */
   const guint32 *banned;  /* with sampler: tokens never drawn in this step */
   guint n_banned;
+  const guint32 *allowed; /* with sampler, optional: the only tokens that may be drawn, a
+                             bitmask of (vocab_size + 31) / 32 words (bit id % 32 of word
+                             id / 32; a grammar's mask); NULL: no constraint */
   guint32 token;          /* out, with sampler */
 } DcpBatchItem;
 
@@ -236,6 +239,7 @@ void         dcp_backend_sampler_accept     (DcpBackend         *self,
 guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
                                              DcpSeqSampler      *sampler,
                                              const float        *logits,
+                                             const guint32      *allowed,
                                              const guint32      *banned,
                                              guint               n_banned);
 

@@ -147,12 +147,28 @@ dcp_sampler_accept (DcpSampler *self, guint32 token)
   self->seen[token] = 1;
 }
 
-/* work = logits with banned tokens at -inf and the penalties applied. */
+static inline gboolean
+is_allowed (const guint32 *allowed, guint32 id)
+{
+  return allowed == NULL || (allowed[id / 32] >> (id % 32)) & 1;
+}
+
+static gboolean
+any_left (const float *work, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    if (work[i] > -INFINITY)
+      return TRUE;
+  return FALSE;
+}
+
+/* work = logits with disallowed and banned tokens at -inf and the penalties applied. A ban
+ * that would leave nothing is dropped, then the mask if it still leaves nothing. */
 static void
-penalize (DcpSampler *self, const float *logits, const guint32 *banned, guint n_banned)
+penalize (DcpSampler *self, const float *logits, const guint32 *allowed, const guint32 *banned,
+          guint n_banned)
 {
   const DcpSamplerParams *p = &self->params;
-  gboolean any_allowed = FALSE;
 
   if (self->work == NULL)
     self->work = g_new (float, self->vocab_size);
@@ -169,14 +185,25 @@ penalize (DcpSampler *self, const float *logits, const guint32 *banned, guint n_
           l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
         self->work[i] = (float) l;
       }
-  if (n_banned == 0)
+  if (n_banned == 0 && allowed == NULL)
     return;
+  if (allowed != NULL)
+    for (guint i = 0; i < self->vocab_size; i++)
+      if (!is_allowed (allowed, i))
+        self->work[i] = -INFINITY;
   for (guint i = 0; i < n_banned; i++)
     if (banned[i] < self->vocab_size)
-      self->work[banned[i]] = -INFINITY;
-  for (guint i = 0; i < self->vocab_size && !any_allowed; i++)
-    any_allowed = self->work[i] > -INFINITY;
-  if (!any_allowed)   /* everything banned: the ban cannot hold */
+      {
+        float keep = self->work[banned[i]];
+
+        self->work[banned[i]] = -INFINITY;
+        if (keep > -INFINITY && !any_left (self->work, self->vocab_size))
+          {
+            self->work[banned[i]] = keep;   /* the ban cannot hold */
+            break;
+          }
+      }
+  if (!any_left (self->work, self->vocab_size))   /* nothing allowed at all: nothing holds */
     memcpy (self->work, logits, self->vocab_size * sizeof (float));
 }
 
@@ -281,11 +308,11 @@ distribution (DcpSampler *self, double *probs)
 }
 
 void
-dcp_sampler_probabilities (DcpSampler *self, const float *logits, const guint32 *banned,
-                           guint n_banned, double *probs)
+dcp_sampler_probabilities (DcpSampler *self, const float *logits, const guint32 *allowed,
+                           const guint32 *banned, guint n_banned, double *probs)
 {
   g_return_if_fail (self != NULL && logits != NULL && probs != NULL);
-  penalize (self, logits, banned, n_banned);
+  penalize (self, logits, allowed, banned, n_banned);
   distribution (self, probs);
 }
 
@@ -489,7 +516,8 @@ draw_from_vocabulary (DcpSampler *self, guint64 lower, float max, float inv_t, d
 #define MAX_LIST 4096
 
 guint32
-dcp_sampler_sample (DcpSampler *self, const float *logits, const guint32 *banned, guint n_banned)
+dcp_sampler_sample (DcpSampler *self, const float *logits, const guint32 *allowed,
+                    const guint32 *banned, guint n_banned)
 {
   const DcpSamplerParams *p;
   guint V;
@@ -499,7 +527,7 @@ dcp_sampler_sample (DcpSampler *self, const float *logits, const guint32 *banned
   g_return_val_if_fail (self != NULL && logits != NULL, 0);
   p = &self->params;
   V = self->vocab_size;
-  penalize (self, logits, banned, n_banned);
+  penalize (self, logits, allowed, banned, n_banned);
   if (p->temperature == 0)
     return argmax (self->work, V);
   u = dcp_philox_uniform (p->seed, self->draws++);

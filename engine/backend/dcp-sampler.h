@@ -24,9 +24,9 @@ typedef struct {
 void dcp_sampler_params_init (DcpSamplerParams *params);
 
 /* One sequence's sampler on the host: its random stream and the token counts the penalties use.
- * Order of operations on the logits: banned tokens removed; presence and frequency penalties
- * (generated tokens) and the repetition penalty (prompt and generated tokens); then greedy if
- * temperature is 0; else divide by temperature, softmax, top-k, top-p, min-p (each on the
+ * Order of operations on the logits: tokens outside the allowed mask and banned ones removed;
+ * presence and frequency penalties (generated tokens) and the repetition penalty (prompt and
+ * generated tokens); then greedy if temperature is 0; else divide by temperature, softmax, top-k, top-p, min-p (each on the
  * distribution the previous one left, renormalised), draw. The k-th draw of a sequence takes
  * u = dcp_philox_uniform (seed, k) (dcp-philox.h), the u the GPU sampler takes for the same
  * (seed, k), so a sequence's draws do not depend on what else runs or where it is sampled.
@@ -54,15 +54,19 @@ void        dcp_sampler_add_prompt (DcpSampler             *self,
 /* A token that was generated (whoever chose it): counts for every penalty. */
 void        dcp_sampler_accept     (DcpSampler             *self,
                                     guint32                 token);
-/* The next token from vocab_size logits; banned tokens (may be NULL) are never drawn unless
- * every token is banned. Takes a draw unless greedy; does not accept the token. */
+/* The next token from vocab_size logits. allowed (NULL: every token) is a bitmask of
+ * (vocab_size + 31) / 32 words, bit id % 32 of word id / 32: a token outside it is never drawn
+ * (a grammar's mask, DcpTokenMatcher); banned tokens (may be NULL) are never drawn unless that
+ * leaves nothing. Takes a draw unless greedy; does not accept the token. */
 guint32     dcp_sampler_sample     (DcpSampler             *self,
                                     const float            *logits,
+                                    const guint32          *allowed,
                                     const guint32          *banned,
                                     guint                   n_banned);
 /* The distribution dcp_sampler_sample draws from (one-hot when greedy) into probs. */
 void        dcp_sampler_probabilities (DcpSampler          *self,
                                        const float         *logits,
+                                       const guint32       *allowed,
                                        const guint32       *banned,
                                        guint                n_banned,
                                        double              *probs);

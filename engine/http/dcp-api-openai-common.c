@@ -115,16 +115,6 @@ dcp_openai_read_params (DcpApiCall *call, JsonObject *body, DcpRequest *request,
   return format == NULL || dcp_openai_read_format (format, "response_format", TRUE, request, error);
 }
 
-/* The grammar is not applied in decoding until the backends take an allowed-token mask
- * (DcpBatchItem): until then a format is checked, then refused rather than answered unheld. */
-static gboolean
-refuse_unenforced (const char *where, GError **error)
-{
-  g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-               "%s: structured output is not enforced by this engine yet", where);
-  return FALSE;
-}
-
 /* A structured-output format: {"type": "text" | "json_object" | "json_schema", ...}. The schema is
  * in "json_schema": {"name", "schema", "strict"} when nested (Chat Completions), else beside
  * "type" (the Responses API's text.format, Anthropic's output_config.format). */
@@ -148,7 +138,7 @@ dcp_openai_read_format (JsonObject  *format,
   if (g_str_equal (type, "json_object"))
     {
       request->output_format = DCP_OUTPUT_FORMAT_JSON_OBJECT;
-      return refuse_unenforced (where, error);
+      return TRUE;
     }
   if (!g_str_equal (type, "json_schema"))
     {
@@ -173,11 +163,11 @@ dcp_openai_read_format (JsonObject  *format,
   request->output_format = DCP_OUTPUT_FORMAT_JSON_SCHEMA;
   g_clear_pointer (&request->output_schema, json_node_unref);
   request->output_schema = json_node_copy (schema);
-  return refuse_unenforced (where, error);
+  return TRUE;
 }
 
 /* A tool_choice that forces a call needs grammars for the tools' arguments: a schema outside the
- * supported subset is refused now rather than left unenforced. */
+ * supported subset is refused now, before the request is queued. */
 gboolean
 dcp_openai_check_tool_choice (DcpRequest *request, GError **error)
 {

@@ -160,6 +160,15 @@ on_pick (gpointer data, guint32 *token)
   return dcp_generation_pick (c->generation, token);
 }
 
+/* The grammar's mask of a constrained answer (NULL: free). */
+static const guint32 *
+on_allowed (gpointer data)
+{
+  Choice *c = data;
+
+  return c->guard_stopped ? NULL : dcp_generation_get_allowed (c->generation);
+}
+
 /* The last call for the sequence. */
 static void
 on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage, const GError *error)
@@ -177,8 +186,9 @@ on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
   push_item (c->job->exec, item);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
-static const DcpSeqCallbacks logprobs_callbacks = { on_progress, on_token, on_finished, on_logits, on_pick };
+static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, NULL, on_pick, on_allowed };
+static const DcpSeqCallbacks logprobs_callbacks = { on_progress, on_token, on_finished, on_logits, on_pick,
+                                                    on_allowed };
 
 /* ---- the main thread ---- */
 

@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "dcp-chat-template.h"
+#include "dcp-grammar.h"
 #include "dcp-loop-guard.h"
 #include "dcp-model-executor.h"
 #include "dcp-output-parser.h"
 #include "dcp-sampler.h"
+#include "dcp-token-matcher.h"
 #include "dcp-token-stream.h"
 #include "dcp-tokenizer.h"
 
@@ -27,6 +29,9 @@ struct _DcpModelExecutor {
   gint64 think_start;          /* <think>, -1 when the vocabulary has none */
   gint64 think_end;
   DcpSamplerParams defaults;   /* the model's generation defaults */
+  DcpToolCallForm tool_form;   /* the template's tool-call syntax */
+  GMutex trie_lock;
+  DcpTokenTrie *trie;          /* the vocabulary for grammars, built at the first one */
 };
 typedef DcpModelExecutor Executor;
 
@@ -52,6 +57,10 @@ struct _DcpGeneration {
   gboolean pick_thinking;
   gint64 pick_reasoning;
   gboolean budget_spent;
+  DcpTokenMatcher *matcher;    /* a constrained answer's grammar; NULL: free */
+  guint32 *allowed;            /* the mask over the model's vocabulary */
+  guint32 *stops_only;         /* the mask once the grammar is complete: the stop tokens */
+  guint n_words;
   /* Text thread: the answer's text. */
   DcpTokenStream *detok;
   DcpOutputParser *parser;
@@ -347,6 +356,9 @@ generation_clear (Generation *g)
   g_clear_pointer (&g->events, g_array_unref);
   g_clear_pointer (&g->forced, g_array_unref);
   g_clear_pointer (&g->budget_close, g_array_unref);
+  g_clear_pointer (&g->matcher, dcp_token_matcher_free);
+  g_clear_pointer (&g->allowed, g_free);
+  g_clear_pointer (&g->stops_only, g_free);
   g_clear_pointer (&g->logprobs, json_array_unref);
   if (g->text != NULL)
     g_string_free (g->text, TRUE);
@@ -397,6 +409,86 @@ opening_length (Executor *self, DcpRequest *request, GArray *prompt)
   return ids->len;
 }
 
+/* The vocabulary trie, built once per tokenizer at the first constrained request. */
+static DcpTokenTrie *
+get_trie (Executor *self)
+{
+  DcpTokenTrie *trie;
+
+  g_mutex_lock (&self->trie_lock);
+  if (self->trie == NULL)
+    self->trie = dcp_token_trie_new (self->tokenizer);
+  trie = dcp_token_trie_ref (self->trie);
+  g_mutex_unlock (&self->trie_lock);
+  return trie;
+}
+
+/* The grammar a request's answer must follow: a forced tool call (tool_choice "required" or a
+ * named function), else its output format; NULL with no error when the answer is free. */
+static DcpGrammar *
+request_grammar (Executor *self, DcpRequest *request, DcpGrammarFlags flags, GError **error)
+{
+  JsonNode *choice = request->tool_choice;
+
+  if (request->kind != DCP_REQUEST_CHAT)
+    return NULL;
+  if (choice != NULL && request->tools != NULL && JSON_NODE_HOLDS_ARRAY (request->tools))
+    {
+      JsonArray *tools = json_node_get_array (request->tools);
+
+      if (JSON_NODE_HOLDS_VALUE (choice) && g_strcmp0 (json_node_get_string (choice), "required") == 0)
+        return dcp_grammar_new_tool_call (tools, NULL, self->tool_form, flags, error);
+      if (JSON_NODE_HOLDS_OBJECT (choice))
+        {
+          JsonObject *function = json_object_get_object_member (json_node_get_object (choice), "function");
+          const char *name = function != NULL ? json_object_get_string_member_with_default (function, "name", NULL)
+                                              : NULL;
+
+          if (name != NULL)
+            return dcp_grammar_new_tool_call (tools, name, self->tool_form, flags, error);
+        }
+    }
+  if (request->output_format == DCP_OUTPUT_FORMAT_JSON_OBJECT)
+    return dcp_grammar_new_json_object (flags);
+  if (request->output_format == DCP_OUTPUT_FORMAT_JSON_SCHEMA && request->output_schema != NULL)
+    return dcp_grammar_new_json_schema (request->output_schema, flags, error);
+  return NULL;
+}
+
+/* A constrained answer's matcher and masks (the trie is built at the first one). */
+static gboolean
+constrain (Generation *g, GError **error)
+{
+  Executor *self = g->exec;
+  g_autoptr(GError) local = NULL;
+  g_autoptr(DcpGrammar) grammar = NULL;
+  g_autoptr(DcpTokenTrie) trie = NULL;
+  guint vocab = dcp_backend_get_config (self->backend)->vocab_size;
+
+  grammar = request_grammar (self, g->request, g->in_thinking ? DCP_GRAMMAR_THINKING_FIRST : DCP_GRAMMAR_DEFAULT,
+                             &local);
+  if (grammar == NULL)
+    {
+      if (local == NULL)
+        return TRUE;
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  trie = get_trie (self);
+  g->matcher = dcp_token_matcher_new (grammar, trie, (const guint32 *) self->eos->data, self->eos->len);
+  g->n_words = (vocab + 31) / 32;
+  g->allowed = g_new0 (guint32, g->n_words);
+  g->stops_only = g_new0 (guint32, g->n_words);
+  for (guint i = 0; i < self->eos->len; i++)
+    {
+      guint32 id = g_array_index (self->eos, guint32, i);
+
+      if (id < vocab)
+        g->stops_only[id / 32] |= 1u << (id % 32);
+    }
+  return TRUE;
+}
+
 /* Renders and encodes the prompt and makes the per-sequence parts. */
 static gboolean
 generation_start (Generation *g, GError **error)
@@ -439,8 +531,14 @@ generation_start (Generation *g, GError **error)
   sampler_params (self, &request->sampling, g->choice, &g->params);
 
   g->in_thinking = g->pick_thinking = chat && self->think_start >= 0 && prompt_opens_thinking (text);
+  if (!constrain (g, error))
+    return FALSE;
   dcp_loop_guard_params_init (&guard);
   guard.mode = self->loop_guard;
+  /* Ending a constrained answer in a loop would leave its JSON unfinished: the guard bans the
+   * token that continues the loop instead. */
+  if (g->matcher != NULL && guard.mode != DCP_LOOP_GUARD_OFF)
+    guard.mode = DCP_LOOP_GUARD_ESCAPE;
   guard.think_start_token = self->think_start;
   guard.think_end_token = self->think_end;
   guard.in_thinking = g->in_thinking;
@@ -554,7 +652,41 @@ dcp_generation_accept_id (DcpGeneration *g, guint32 token)
       g->budget_spent = TRUE;
       g_array_append_vals (g->forced, g->budget_close->data, g->budget_close->len);
     }
+  if (g->matcher != NULL)
+    {
+      g_autoptr(GError) error = NULL;
+
+      /* Only a token outside the grammar could fail, and none is drawn or forced (pick). */
+      if (!dcp_token_matcher_accept (g->matcher, token, &error))
+        {
+          g_warning ("%s: %s; the rest of the answer is not constrained", g->request->id, error->message);
+          g_clear_pointer (&g->matcher, dcp_token_matcher_free);
+        }
+    }
   return FALSE;
+}
+
+static gboolean
+mask_has (const guint32 *mask, guint n_words, guint32 id)
+{
+  return id / 32 < n_words && (mask[id / 32] >> (id % 32)) & 1;
+}
+
+/* The tokens the grammar allows next over the model's vocabulary (NULL: unconstrained). Once
+ * the grammar holds a whole value, only the stop tokens. */
+const guint32 *
+dcp_generation_get_allowed (DcpGeneration *g)
+{
+  guint n;
+
+  g_return_val_if_fail (g != NULL, NULL);
+  if (g->matcher == NULL)
+    return NULL;
+  if (dcp_token_matcher_is_complete (g->matcher))
+    return g->stops_only;
+  n = MIN (g->n_words, dcp_token_matcher_get_n_words (g->matcher));
+  memcpy (g->allowed, dcp_token_matcher_get_mask (g->matcher), n * sizeof (guint32));
+  return g->allowed;
 }
 
 /* Before the next token: the first queued forced token ("</think>\n\n" of a spent thinking
@@ -565,6 +697,20 @@ dcp_generation_pick (DcpGeneration *g, guint32 *token)
   DcpSeqPick pick = DCP_SEQ_PICK_SAMPLE;
 
   g_return_val_if_fail (g != NULL && token != NULL, DCP_SEQ_PICK_SAMPLE);
+  /* A grammar outranks the thinking budget and the loop guard: a forced token it does not allow
+   * is dropped (with what was queued after it), a ban of the only token it allows too. */
+  if (g->matcher != NULL && (g->forced->len > 0 || g->has_banned))
+    {
+      const guint32 *mask = dcp_generation_get_allowed (g);
+      guint n_allowed = 0;
+
+      if (g->forced->len > 0 && !mask_has (mask, g->n_words, g_array_index (g->forced, guint32, 0)))
+        g_array_set_size (g->forced, 0);
+      for (guint i = 0; g->has_banned && i < g->n_words && n_allowed < 2; i++)
+        n_allowed += __builtin_popcount (mask[i]);
+      if (n_allowed < 2)
+        g->has_banned = FALSE;
+    }
   if (g->forced->len > 0)
     {
       *token = g_array_index (g->forced, guint32, 0);
@@ -702,11 +848,13 @@ dcp_model_executor_free (DcpModelExecutor *self)
   if (self == NULL)
     return;
   g_clear_pointer (&self->template, dcp_chat_template_free);
+  g_clear_pointer (&self->trie, dcp_token_trie_unref);
   g_clear_pointer (&self->tokenizer, dcp_tokenizer_unref);
   g_clear_object (&self->backend);
   g_clear_pointer (&self->model, dcp_model_source_free);
   g_clear_pointer (&self->eos, g_array_unref);
   g_mutex_clear (&self->template_lock);
+  g_mutex_clear (&self->trie_lock);
   g_free (self->name);
   g_free (self);
 }
@@ -737,6 +885,7 @@ dcp_model_executor_new (DcpModelSource                *model,
   g_return_val_if_fail (model != NULL && DCP_IS_BACKEND (backend) && options != NULL, NULL);
   self = g_new0 (DcpModelExecutor, 1);
   g_mutex_init (&self->template_lock);
+  g_mutex_init (&self->trie_lock);
   self->model = model;
   self->backend = g_object_ref (backend);
   self->eos = g_array_new (FALSE, FALSE, sizeof (guint32));
@@ -776,6 +925,9 @@ dcp_model_executor_new (DcpModelSource                *model,
       dcp_chat_template_set_bos_token (self->template, special_token (tokenizer_config, "bos_token"));
       dcp_chat_template_set_eos_token (self->template, special_token (tokenizer_config, "eos_token"));
     }
+  /* Qwen3.5's templates write tool calls as <function=NAME>, Qwen3's as JSON. */
+  self->tool_form = template != NULL && strstr (template, "<function=") != NULL ? DCP_TOOL_CALL_FORM_XML
+                                                                               : DCP_TOOL_CALL_FORM_JSON;
   self->think_start = dcp_tokenizer_token_to_id (self->tokenizer, "<think>", &id) ? (gint64) id : -1;
   self->think_end = dcp_tokenizer_token_to_id (self->tokenizer, "</think>", &id) ? (gint64) id : -1;
   collect_eos (self, dcp_model_source_get_generation (model), special_token (tokenizer_config, "eos_token"));

@@ -84,7 +84,10 @@ typedef struct {
  *   whether the loop guard stops the answer; pick, asked before each next token, gives the
  *   token to force (the thinking budget's "</think>\n\n", the loop guard's end-thinking) or to
  *   ban for that step (the loop guard's escape); logprobs takes the numbers a request with
- *   logprobs asks for from the raw logits (NULL without).
+ *   logprobs asks for from the raw logits (NULL without). With a grammar (a forced tool call,
+ *   an output format: DcpRequest), get_allowed gives the tokens it allows next (the scheduler's
+ *   allowed callback; NULL without one, so a free answer pays nothing) and accept_id advances
+ *   it; pick then drops a forced token or ban the grammar would not hold with.
  * The request and sink must outlive the generation. */
 typedef struct _DcpGeneration DcpGeneration;
 
@@ -106,6 +109,7 @@ gboolean                dcp_generation_accept_id      (DcpGeneration   *generati
                                                        guint32          token);
 DcpSeqPick              dcp_generation_pick           (DcpGeneration   *generation,
                                                        guint32         *token);
+const guint32          *dcp_generation_get_allowed    (DcpGeneration   *generation);
 DcpTokenLogprobs       *dcp_generation_logprobs       (DcpGeneration   *generation,
                                                        guint32          token,
                                                        const float     *logits);

@@ -432,6 +432,13 @@ pick (DcpScheduler *self, Seq *s)
   s->picked = token;
 }
 
+/* The submitter's mask for a drawn token (NULL: none, the unconstrained case costs nothing). */
+static const guint32 *
+allowed (Seq *s)
+{
+  return s->cb.allowed != NULL ? s->cb.allowed (s->user_data) : NULL;
+}
+
 /* The next token from the logits s holds on the host (a follower's first token). */
 static guint32
 choose_token (DcpScheduler *self, Seq *s)
@@ -439,7 +446,8 @@ choose_token (DcpScheduler *self, Seq *s)
   pick (self, s);
   if (s->forced)
     return s->picked;
-  return dcp_backend_sampler_draw_host (self->backend, s->sampler, s->logits, &s->picked, s->ban);
+  return dcp_backend_sampler_draw_host (self->backend, s->sampler, s->logits, allowed (s),
+                                        &s->picked, s->ban);
 }
 
 /* item reads s's last new token this step: the pick callback first, then the backend draws
@@ -453,6 +461,7 @@ plan_draw (DcpScheduler *self, Seq *s, DcpBatchItem *item)
       item->sampler = s->sampler;
       item->banned = &s->picked;
       item->n_banned = s->ban;
+      item->allowed = allowed (s);
     }
   if (s->logits != NULL)
     {

@@ -81,6 +81,10 @@ typedef struct {
    * (a thinking budget's "</think>") or ban one (the loop guard's escape). A forced token is
    * then reported through token like a sampled one; one outside the vocabulary is ignored. */
   DcpSeqPick (*pick) (gpointer user_data, guint32 *token);
+  /* Optional, after pick when the token is drawn: the only tokens the draw may take (a
+   * grammar's mask, DcpBatchItem.allowed: (vocab + 31) / 32 words), valid until the token is
+   * reported; NULL: any. The submitter advances its grammar in token, before the next ask. */
+  const guint32 *(*allowed) (gpointer user_data);
 } DcpSeqCallbacks;
 
 typedef struct {

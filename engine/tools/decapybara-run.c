@@ -302,9 +302,9 @@ generate (Run *run, GArray *prompt, GArray *stop, float *logits, GError **error)
       if (v.action == DCP_LOOP_ACTION_FORCE)
         token = v.token;
       else if (v.action == DCP_LOOP_ACTION_BAN)
-        token = dcp_sampler_sample (sampler, logits, &v.token, 1);
+        token = dcp_sampler_sample (sampler, logits, NULL, &v.token, 1);
       else
-        token = dcp_sampler_sample (sampler, logits, NULL, 0);
+        token = dcp_sampler_sample (sampler, logits, NULL, NULL, 0);
       dcp_sampler_accept (sampler, token);
       g_string_append_printf (out, "%s%u", out->len > 0 ? "," : "", token);
       v = dcp_loop_guard_push (guard, token);

@@ -449,7 +449,7 @@ test_draws (gconstpointer data)
       g_assert_no_error (error);
       for (guint s = 0; s < N; s++)
         {
-          guint32 want = dcp_sampler_sample (ref[s], raw + (gsize) s * V, items[s].banned,
+          guint32 want = dcp_sampler_sample (ref[s], raw + (gsize) s * V, NULL, items[s].banned,
                                              items[s].n_banned);
 
           g_assert_cmpuint (items[s].token, <, V);

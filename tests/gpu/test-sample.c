@@ -155,10 +155,10 @@ test_harness (void)
   random_counts (rng, counts, SMALL_VOCAB);
   s = cpu_sampler (&param_sets[4], SMALL_VOCAB, counts, 1.0);
   w = cpu_sampler (&param_sets[4], SMALL_VOCAB, counts, 1.2);
-  dcp_sampler_probabilities (s, logits, NULL, 0, probs);
-  dcp_sampler_probabilities (w, logits, NULL, 0, wrong);
+  dcp_sampler_probabilities (s, logits, NULL, NULL, 0, probs);
+  dcp_sampler_probabilities (w, logits, NULL, NULL, 0, wrong);
   for (guint64 i = 0; i < n; i++)
-    hist[dcp_sampler_sample (s, logits, NULL, 0)]++;
+    hist[dcp_sampler_sample (s, logits, NULL, NULL, 0)]++;
   g_assert_true (chi_square_ok (hist, probs, SMALL_VOCAB, n, &chi2, &df));
   g_test_message ("CPU draws vs CPU probabilities: chi2 %.1f df %d", chi2, df);
   g_assert_false (chi_square_ok (hist, wrong, SMALL_VOCAB, n, &chi2, &df));
@@ -206,7 +206,7 @@ test_greedy (void)
   for (int r = 0; r < rows; r++)
     {
       g_autoptr (DcpSampler) s = cpu_sampler (&greedy, BIG_VOCAB, counts + (gsize) r * BIG_VOCAB, 1);
-      guint32 want = dcp_sampler_sample (s, logits + (gsize) r * BIG_VOCAB, NULL, 0);
+      guint32 want = dcp_sampler_sample (s, logits + (gsize) r * BIG_VOCAB, NULL, NULL, 0);
 
       g_test_message ("row %d: greedy %d, CPU %u", r, tokens[r], want);
       g_assert_cmpint (tokens[r], ==, (gint32) want);
@@ -257,7 +257,7 @@ test_distribution (void)
       random_logits (rng, logits, SMALL_VOCAB);
       random_counts (rng, counts, SMALL_VOCAB);
       s = cpu_sampler (p, SMALL_VOCAB, counts, 1.0);
-      dcp_sampler_probabilities (s, logits, NULL, 0, probs);
+      dcp_sampler_probabilities (s, logits, NULL, NULL, 0, probs);
       for (int t = 0; t < SMALL_VOCAB; t++)
         support += probs[t] > 0;
       CHECK_CUDA (dcpk_memcpy_h2d (d_counts, counts, SMALL_VOCAB * sizeof (guint32)));
@@ -327,7 +327,7 @@ test_big_vocab_support (void)
       random_logits (rng, logits, BIG_VOCAB);
       random_counts (rng, counts, BIG_VOCAB);
       s = cpu_sampler (&sets[set], BIG_VOCAB, counts, 1.0);
-      dcp_sampler_probabilities (s, logits, NULL, 0, probs);
+      dcp_sampler_probabilities (s, logits, NULL, NULL, 0, probs);
       for (int t = 0; t < BIG_VOCAB; t++)
         support += probs[t] > 0;
       for (int r = 0; r < rows; r++)
@@ -399,7 +399,7 @@ test_big_vocab_nucleus (void)
       int df, support = 0;
       gboolean ok;
 
-      dcp_sampler_probabilities (s, logits, NULL, 0, probs);
+      dcp_sampler_probabilities (s, logits, NULL, NULL, 0, probs);
       for (int t = 0; t < BIG_VOCAB; t++)
         support += probs[t] > 0;
       memset (hist, 0, BIG_VOCAB * sizeof (guint64));

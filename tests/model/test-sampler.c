@@ -58,14 +58,14 @@ test_greedy (void)
       for (guint i = 1; i < 1000; i++)
         if (logits[i] > logits[best])
           best = i;
-      g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, 0), ==, best);
+      g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, NULL, 0), ==, best);
     }
   /* ties go to the lowest id */
   {
     g_autoptr(DcpSampler) s = sampler_new (&p, 4);
     float tied[4] = { 1, 3, 3, 2 };
 
-    g_assert_cmpuint (dcp_sampler_sample (s, tied, NULL, 0), ==, 1);
+    g_assert_cmpuint (dcp_sampler_sample (s, tied, NULL, NULL, 0), ==, 1);
   }
   /* top_k 1 at any temperature is greedy too */
   p.temperature = 1.5;
@@ -81,7 +81,7 @@ test_greedy (void)
         for (guint j = 1; j < 1000; j++)
           if (logits[j] > logits[best])
             best = j;
-        g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, 0), ==, best);
+        g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, NULL, 0), ==, best);
       }
   }
 }
@@ -102,7 +102,7 @@ sample_stream (guint64 seed, guint32 *out, guint n)
   for (guint i = 0; i < n; i++)
     {
       random_logits (rand, logits, 300);
-      out[i] = dcp_sampler_sample (s, logits, NULL, 0);
+      out[i] = dcp_sampler_sample (s, logits, NULL, NULL, 0);
       dcp_sampler_accept (s, out[i]);
     }
 }
@@ -130,7 +130,7 @@ check_probs (const DcpSamplerParams *p, const double *expected)
   double probs[N_KNOWN];
 
   known_logits (logits);
-  dcp_sampler_probabilities (s, logits, NULL, 0, probs);
+  dcp_sampler_probabilities (s, logits, NULL, NULL, 0, probs);
   for (guint i = 0; i < N_KNOWN; i++)
     g_assert_cmpfloat_with_epsilon (probs[i], expected[i], 1e-6);
 }
@@ -191,7 +191,7 @@ test_draws (void)
   s = sampler_new (&p, N_KNOWN);
   known_logits (logits);
   for (guint i = 0; i < 20000; i++)
-    counts[dcp_sampler_sample (s, logits, NULL, 0)]++;
+    counts[dcp_sampler_sample (s, logits, NULL, NULL, 0)]++;
   for (guint i = 0; i < 3; i++)
     g_assert_cmpfloat_with_epsilon (counts[i] / 20000.0, expected[i], 0.015);
   for (guint i = 3; i < N_KNOWN; i++)
@@ -227,7 +227,7 @@ test_penalties (void)
   adjusted[5] = 1.0;
   for (guint i = 0; i < 6; i++)
     sum += exp (adjusted[i]);
-  dcp_sampler_probabilities (s, logits, NULL, 0, probs);
+  dcp_sampler_probabilities (s, logits, NULL, NULL, 0, probs);
   for (guint i = 0; i < 6; i++)
     g_assert_cmpfloat_with_epsilon (probs[i], exp (adjusted[i]) / sum, 1e-6);
 }
@@ -244,9 +244,9 @@ test_temperature_zero (void)
   p.temperature = 0;
   p.frequency_penalty = 1.0;
   s = sampler_new (&p, 3);
-  g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, 0), ==, 0);
+  g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, NULL, 0), ==, 0);
   dcp_sampler_accept (s, 0);
-  g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, 0), ==, 1);   /* 3 - 1 < 2.5 */
+  g_assert_cmpuint (dcp_sampler_sample (s, logits, NULL, NULL, 0), ==, 1);   /* 3 - 1 < 2.5 */
 }
 
 static void
@@ -263,14 +263,14 @@ test_banned (void)
   known_logits (logits);
   for (guint i = 0; i < 2000; i++)
     {
-      guint32 t = dcp_sampler_sample (s, logits, banned, 2);
+      guint32 t = dcp_sampler_sample (s, logits, NULL, banned, 2);
       g_assert_true (t != 0 && t != 2);
     }
   p.temperature = 0;
   {
     g_autoptr(DcpSampler) greedy = sampler_new (&p, N_KNOWN);
 
-    g_assert_cmpuint (dcp_sampler_sample (greedy, logits, banned, 2), ==, 1);
+    g_assert_cmpuint (dcp_sampler_sample (greedy, logits, NULL, banned, 2), ==, 1);
   }
 }
 
@@ -397,9 +397,9 @@ test_fast_path (void)
           }
         for (guint draw = 0; draw < 4; draw++)
           {
-            guint32 t = dcp_sampler_sample (fast, logits, NULL, 0);
+            guint32 t = dcp_sampler_sample (fast, logits, NULL, NULL, 0);
 
-            dcp_sampler_probabilities (ref, logits, NULL, 0, probs);
+            dcp_sampler_probabilities (ref, logits, NULL, NULL, 0, probs);
             g_assert_cmpfloat (probs[t], >, 0);
             apart += t != reference_draw (probs, V, dcp_philox_uniform (p.seed, draw),
                                           p.top_k == 0 && p.top_p >= 1);

@@ -84,7 +84,7 @@ run_alone_seeded (const guint32 *prompt, guint n_prompt, guint max_tokens, guint
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
   while (out->len < max_tokens)
     {
-      tok = seed != 0 ? dcp_sampler_sample (sampler, logits, NULL, 0) : argmax (logits, vocab);
+      tok = seed != 0 ? dcp_sampler_sample (sampler, logits, NULL, NULL, 0) : argmax (logits, vocab);
       if (tok == stop)
         break;
       dcp_sampler_accept (sampler, tok);
