@@ -212,6 +212,12 @@ typedef struct {
 int dcpk_sample (float *d_logits, int n_rows, int vocab, const DcpkSampleParams *d_params,
                  const uint32_t *const *d_counts, int32_t *d_tokens, void *stream);
 
+/* Before dcpk_sample: in each row r of d_logits [n_rows, vocab], the tokens whose bit is clear in
+ * d_masks[r] (a device pointer to (vocab + 31) / 32 words, bit id % 32 of word id / 32: a
+ * grammar's allowed tokens) get -inf; a NULL entry leaves its row untouched. */
+int dcpk_apply_allowed_mask (float *d_logits, int n_rows, int vocab, const uint32_t *const *d_masks,
+                             void *stream);
+
 /* Adds n tokens to a token table of dcpk_sample: d_entries [n] are token ids, with
  * DCPK_COUNT_SEEN set for a generated token (counted and marked seen) and clear for a prompt
  * token (marked seen only). */

@@ -530,7 +530,35 @@ counts_add_kernel (uint32_t *__restrict__ counts, const uint32_t *__restrict__ e
     }
 }
 
+/* Row blockIdx.y: a token whose bit is clear in the row's mask gets -inf. */
+__global__ void
+allowed_mask_kernel (float *__restrict__ logits, int vocab, const uint32_t *const *__restrict__ masks)
+{
+  const uint32_t *mask = masks[blockIdx.y];
+  float *row = logits + (size_t) blockIdx.y * vocab;
+
+  if (mask == nullptr)
+    return;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < vocab; i += gridDim.x * blockDim.x)
+    if (!((mask[i >> 5] >> (i & 31)) & 1u))
+      row[i] = -INFINITY;
+}
+
 } // namespace
+
+extern "C" int
+dcpk_apply_allowed_mask (float *d_logits, int n_rows, int vocab, const uint32_t *const *d_masks,
+                         void *stream)
+{
+  if (n_rows < 0 || vocab <= 0 || !d_logits || !d_masks)
+    return (int) cudaErrorInvalidValue;
+  if (n_rows == 0)
+    return 0;
+  allowed_mask_kernel<<<dim3 ((vocab + 255) / 256 < 64 ? (vocab + 255) / 256 : 64, n_rows), 256, 0,
+                        (cudaStream_t) stream>>> (d_logits, vocab, d_masks);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}
 
 extern "C" int
 dcpk_token_counts_add (uint32_t *d_counts, const uint32_t *d_entries, int n, void *stream)

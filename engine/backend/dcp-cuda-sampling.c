@@ -20,6 +20,9 @@ struct _DcpCudaSampling {
   const uint32_t **h_tables, **d_tables;     /* [MAX_ROWS] token tables or NULL */
   int32_t *h_tokens, *d_tokens;              /* [MAX_ROWS] */
   float *h_neg_inf;                          /* a banned token's logit */
+  guint n_words;                             /* words of an allowed-token mask */
+  uint32_t *h_masks, *d_masks;               /* [MAX_ROWS][n_words] rows' masks */
+  const uint32_t **h_mask_ptrs, **d_mask_ptrs; /* [MAX_ROWS] into d_masks, or NULL */
   uint32_t *h_entries, *d_entries;           /* history not yet in the tables */
   gsize entries_cap;
 };
@@ -43,6 +46,10 @@ dcp_cuda_sampling_free (DcpCudaSampling *self)
   dcpk_free_host (self->h_tokens);
   dcpk_free (self->d_tokens);
   dcpk_free_host (self->h_neg_inf);
+  dcpk_free_host (self->h_masks);
+  dcpk_free (self->d_masks);
+  dcpk_free_host (self->h_mask_ptrs);
+  dcpk_free (self->d_mask_ptrs);
   dcpk_free_host (self->h_entries);
   dcpk_free (self->d_entries);
   g_free (self);
@@ -62,7 +69,12 @@ dcp_cuda_sampling_new (guint vocab, void *stream, GError **error)
 
   self->vocab = vocab;
   self->stream = stream;
-  if (!both ((void **) &self->h_params, (void **) &self->d_params,
+  self->n_words = (vocab + 31) / 32;
+  if (!both ((void **) &self->h_masks, (void **) &self->d_masks,
+             (gsize) MAX_ROWS * self->n_words * sizeof (uint32_t), error) ||
+      !both ((void **) &self->h_mask_ptrs, (void **) &self->d_mask_ptrs,
+             MAX_ROWS * sizeof (uint32_t *), error) ||
+      !both ((void **) &self->h_params, (void **) &self->d_params,
              MAX_ROWS * sizeof (DcpkSampleParams), error) ||
       !both ((void **) &self->h_tables, (void **) &self->d_tables,
              MAX_ROWS * sizeof (uint32_t *), error) ||
@@ -181,12 +193,43 @@ flush_history (DcpCudaSampling *self, DcpBatchItem **items, guint n, GError **er
   return TRUE;
 }
 
+/* Rows with an allowed-token mask: each mask up (vocab / 8 bytes), then one launch sets the
+ * others' logits to -inf. Nothing when no row has one. */
+static gboolean
+apply_masks (DcpCudaSampling *self, float *d_logits, DcpBatchItem **items, guint n, GError **error)
+{
+  gboolean any = FALSE;
+  gsize bytes = (gsize) self->n_words * sizeof (uint32_t);
+
+  for (guint j = 0; j < n; j++)
+    {
+      self->h_mask_ptrs[j] = NULL;
+      if (items[j] == NULL || items[j]->allowed == NULL)
+        continue;
+      memcpy (self->h_masks + (gsize) j * self->n_words, items[j]->allowed, bytes);
+      if (!dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_masks + (gsize) j * self->n_words,
+                                                  self->h_masks + (gsize) j * self->n_words, bytes,
+                                                  self->stream),
+                           "allowed tokens", error))
+        return FALSE;
+      self->h_mask_ptrs[j] = self->d_masks + (gsize) j * self->n_words;
+      any = TRUE;
+    }
+  return !any ||
+         (dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_mask_ptrs, self->h_mask_ptrs,
+                                                 n * sizeof (uint32_t *), self->stream),
+                          "allowed tokens", error) &&
+          dcp_cuda_check (dcpk_apply_allowed_mask (d_logits, (int) n, (int) self->vocab,
+                                                   self->d_mask_ptrs, self->stream),
+                          "allowed tokens", error));
+}
+
 gboolean
 dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, DcpBatchItem **items, guint n,
                         GError **error)
 {
   g_return_val_if_fail (n <= MAX_ROWS, FALSE);
-  if (!flush_history (self, items, n, error))
+  if (!flush_history (self, items, n, error) || !apply_masks (self, d_logits, items, n, error))
     return FALSE;
   for (guint j = 0; j < n; j++)
     {

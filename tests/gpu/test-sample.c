@@ -223,6 +223,84 @@ test_greedy (void)
   CHECK_CUDA (dcpk_free (d_tokens));
 }
 
+/* dcpk_apply_allowed_mask over rows of the big vocabulary: a masked row keeps exactly its allowed
+ * logits (the rest -inf), a row with a NULL mask is untouched; then sampling at temperature 1
+ * draws only allowed tokens, the token dcp_sampler_sample draws with the same mask. */
+static void
+test_allowed_mask (void)
+{
+  const int rows = 3, words = (BIG_VOCAB + 31) / 32;
+  g_autoptr (GRand) rng = g_rand_new_with_seed (41);
+  gsize n = (gsize) rows * BIG_VOCAB;
+  g_autofree float *logits = g_new (float, n), *after = g_new (float, n);
+  g_autofree guint32 *masks = g_new0 (guint32, (gsize) rows * words);
+  g_autofree void **d_mask_ptrs = g_new0 (void *, rows);
+  g_autofree DcpkSampleParams *params = g_new (DcpkSampleParams, rows);
+  const Params plain = { 1, 0, 1, 0, 0, 0, 1 };
+  gint32 tokens[3];
+  void *d_logits, *d_ptrs, *d_params, *d_tokens;
+
+  for (int r = 0; r < rows; r++)
+    {
+      random_logits (rng, logits + (gsize) r * BIG_VOCAB, BIG_VOCAB);
+      params[r] = gpu_params (&plain, 100 + r, 3);
+    }
+  /* row 0: a few hundred scattered tokens and the last id; row 2: one token */
+  for (int k = 0; k < 300; k++)
+    {
+      guint32 id = g_rand_int_range (rng, 0, BIG_VOCAB);
+      masks[id / 32] |= 1u << (id % 32);
+    }
+  masks[(BIG_VOCAB - 1) / 32] |= 1u << ((BIG_VOCAB - 1) % 32);
+  masks[(gsize) 2 * words + 12345 / 32] |= 1u << (12345 % 32);
+  d_mask_ptrs[0] = dcpk_test_to_device (masks, words * sizeof (guint32));
+  d_mask_ptrs[2] = dcpk_test_to_device (masks + (gsize) 2 * words, words * sizeof (guint32));
+  g_assert_cmpint (dcpk_apply_allowed_mask ((float *) 16, 1, 0, (const uint32_t *const *) 16, NULL), !=, 0);
+  d_logits = dcpk_test_to_device (logits, n * sizeof (float));
+  d_ptrs = dcpk_test_to_device (d_mask_ptrs, rows * sizeof (void *));
+  CHECK_CUDA (dcpk_apply_allowed_mask (d_logits, rows, BIG_VOCAB, d_ptrs, NULL));
+  CHECK_CUDA (dcpk_memcpy_d2h (after, d_logits, n * sizeof (float)));
+  for (int r = 0; r < rows; r++)
+    for (gsize i = 0; i < BIG_VOCAB; i++)
+      {
+        gsize at = (gsize) r * BIG_VOCAB + i;
+        gboolean keep = r == 1 || ((masks[(gsize) r * words + i / 32] >> (i % 32)) & 1);
+
+        if (keep)
+          g_assert_cmpfloat (after[at], ==, logits[at]);
+        else
+          g_assert_true (isinf (after[at]) && after[at] < 0);
+      }
+  d_params = dcpk_test_to_device (params, rows * sizeof (DcpkSampleParams));
+  CHECK_CUDA (dcpk_malloc (&d_tokens, rows * sizeof (gint32)));
+  CHECK_CUDA (dcpk_sample (d_logits, rows, BIG_VOCAB, d_params, NULL, d_tokens, NULL));
+  CHECK_CUDA (dcpk_memcpy_d2h (tokens, d_tokens, sizeof tokens));
+  g_assert_cmpint (tokens[2], ==, 12345);
+  for (int r = 0; r < rows; r += 2)
+    {
+      g_autoptr (DcpSampler) s = NULL;
+      DcpSamplerParams sp;
+      guint32 want;
+
+      dcp_sampler_params_init (&sp);
+      sp.seed = 100 + r;
+      s = dcp_sampler_new (&sp, BIG_VOCAB, NULL);
+      /* the CPU sampler's draw 3 of seed 100 + r */
+      for (int k = 0; k < 3; k++)
+        dcp_sampler_take_draw (s);
+      want = dcp_sampler_sample (s, logits + (gsize) r * BIG_VOCAB, masks + (gsize) r * words, NULL, 0);
+      g_test_message ("row %d: GPU %d, CPU %u", r, tokens[r], want);
+      g_assert_true ((masks[(gsize) r * words + tokens[r] / 32] >> (tokens[r] % 32)) & 1);
+      g_assert_cmpint (tokens[r], ==, (gint32) want);
+    }
+  CHECK_CUDA (dcpk_free (d_mask_ptrs[0]));
+  CHECK_CUDA (dcpk_free (d_mask_ptrs[2]));
+  CHECK_CUDA (dcpk_free (d_logits));
+  CHECK_CUDA (dcpk_free (d_ptrs));
+  CHECK_CUDA (dcpk_free (d_params));
+  CHECK_CUDA (dcpk_free (d_tokens));
+}
+
 static void
 test_distribution (void)
 {
@@ -441,6 +519,7 @@ main (int argc, char **argv)
   if (gpu)
     {
       g_test_add_func ("/gpu/sample/greedy", test_greedy);
+      g_test_add_func ("/gpu/sample/allowed-mask", test_allowed_mask);
       g_test_add_func ("/gpu/sample/distribution", test_distribution);
       g_test_add_func ("/gpu/sample/big-vocab-support", test_big_vocab_support);
       g_test_add_func ("/gpu/sample/big-vocab-nucleus", test_big_vocab_nucleus);

@@ -274,6 +274,52 @@ test_banned (void)
   }
 }
 
+/* A mask over a 70-token vocabulary (three words, the last partial): every path (sampling with
+ * top-k, top-p, plain, greedy; the reference distribution) draws only allowed tokens and gives
+ * the others no mass; a ban of the only allowed token yields to the mask. */
+static void
+test_allowed (void)
+{
+  const guint V = 70;
+  guint32 allowed[3] = { 0 };
+  guint32 only[3] = { 0 };
+  float logits[70];
+  double probs[70];
+  DcpSamplerParams p;
+  struct { guint top_k; double top_p, temperature; } runs[] = {
+    { 0, 1, 1 }, { 5, 1, 1 }, { 0, 0.5, 1 }, { 0, 1, 0 },
+  };
+
+  for (guint i = 0; i < V; i++)
+    logits[i] = (float) (i % 7) - (i == 3 ? -10.f : 0.f);   /* 3 is by far the likeliest */
+  for (guint32 id = 5; id < V; id += 16)
+    allowed[id / 32] |= 1u << (id % 32);
+  allowed[69 / 32] |= 1u << (69 % 32);
+  only[40 / 32] |= 1u << (40 % 32);
+  for (guint r = 0; r < G_N_ELEMENTS (runs); r++)
+    {
+      g_autoptr(DcpSampler) s = NULL;
+
+      dcp_sampler_params_init (&p);
+      p.seed = 7 + r;
+      p.top_k = runs[r].top_k;
+      p.top_p = runs[r].top_p;
+      p.temperature = runs[r].temperature;
+      s = sampler_new (&p, V);
+      for (guint i = 0; i < 500; i++)
+        {
+          guint32 t = dcp_sampler_sample (s, logits, allowed, NULL, 0);
+
+          g_assert_true ((allowed[t / 32] >> (t % 32)) & 1);
+        }
+      dcp_sampler_probabilities (s, logits, allowed, NULL, 0, probs);
+      for (guint i = 0; i < V; i++)
+        if (!((allowed[i / 32] >> (i % 32)) & 1))
+          g_assert_cmpfloat (probs[i], ==, 0);
+      g_assert_cmpuint (dcp_sampler_sample (s, logits, only, (guint32[]) { 40 }, 1), ==, 40);
+    }
+}
+
 /* Random123's known-answer vectors for philox4x32-10. */
 static void
 test_philox (void)
@@ -454,6 +500,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sampler/penalties", test_penalties);
   g_test_add_func ("/sampler/temperature-zero", test_temperature_zero);
   g_test_add_func ("/sampler/banned", test_banned);
+  g_test_add_func ("/sampler/allowed", test_allowed);
   g_test_add_func ("/sampler/bad-params", test_bad_params);
   g_test_add_func ("/sampler/philox", test_philox);
   g_test_add_func ("/sampler/fast-path", test_fast_path);
