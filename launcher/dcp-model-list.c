@@ -319,6 +319,13 @@ dcp_model_list_set_token (DcpModelList *self, const char *token)
   self->token = token && *token ? g_strdup (token) : NULL;
 }
 
+GPtrArray *
+dcp_model_list_get_entries (DcpModelList *self)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self), NULL);
+  return self->entries;
+}
+
 const DcpModelEntry *
 dcp_model_list_get_selected (DcpModelList *self)
 {

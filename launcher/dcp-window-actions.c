@@ -102,6 +102,32 @@ preset_selected (AdwComboRow *row, GParamSpec *pspec, DcpWindow *self)
   dcp_window_apply_preset (self, ((DcpPreset *) self->presets->pdata[i])->id);
 }
 
+/* The built-in presets, or one message when their folder is missing. */
+static void
+load_builtin_presets (DcpWindow *self)
+{
+  const char *dir = dcp_presets_dir ();
+
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      /* Translators: %s is a folder */
+      g_autofree char *text = g_strdup_printf (_("The built-in presets are missing (no folder %s). From the build tree, "
+                                                 "run build/launcher/run; or set DECAPYBARA_PRESETS_DIR"), dir);
+      dcp_window_toast (self, text);
+      return;
+    }
+  for (guint i = 0; dcp_preset_builtin_ids[i] != NULL; i++)
+    {
+      g_autoptr(GError) error = NULL;
+      DcpPreset *preset = dcp_preset_load (dir, dcp_preset_builtin_ids[i], &error);
+
+      if (preset == NULL)
+        dcp_window_toast (self, error->message);
+      else
+        g_ptr_array_add (self->presets, preset);
+    }
+}
+
 void
 dcp_window_load_presets (DcpWindow *self)
 {
@@ -111,16 +137,7 @@ dcp_window_load_presets (DcpWindow *self)
 
   g_clear_pointer (&self->presets, g_ptr_array_unref);
   self->presets = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_preset_free);
-  for (guint i = 0; dcp_preset_builtin_ids[i] != NULL; i++)
-    {
-      g_autoptr(GError) error = NULL;
-      DcpPreset *preset = dcp_preset_load (dcp_presets_dir (), dcp_preset_builtin_ids[i], &error);
-
-      if (preset == NULL)
-        dcp_window_toast (self, error->message);
-      else
-        g_ptr_array_add (self->presets, preset);
-    }
+  load_builtin_presets (self);
   g_variant_iter_init (&iter, user);
   while (g_variant_iter_next (&iter, "{&s&s}", &name, &json))
     {
@@ -248,6 +265,7 @@ dcp_window_show_engine_state (DcpWindow *self)
 static void
 engine_state_changed (DcpEngineProcess *engine, GParamSpec *pspec, DcpWindow *self)
 {
+  g_debug ("engine %s", dcp_engine_state_to_string (dcp_engine_process_get_state (engine)));
   dcp_window_show_engine_state (self);
   if (dcp_engine_process_get_state (engine) == DCP_ENGINE_FAILED)
     {
@@ -318,7 +336,8 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   DcpWindow *self = DCP_WINDOW (widget);
   g_autofree char *line = dcp_window_get_command_line (self);
   g_autofree char *health = NULL;
-  g_auto(GStrv) argv = NULL;
+  g_autofree char *settings_path = dcp_engine_command_default_settings_path ();
+  g_auto(DcpEngineCommand) command = { 0 };
   g_auto(GStrv) envp = g_get_environ ();
   g_autoptr(GError) error = NULL;
   const char *host = self->settings.host;
@@ -328,26 +347,25 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
       dcp_window_toast (self, _("Choose a model file on this PC first (download it if it is only in the repository)"));
       return;
     }
-  if (!g_shell_parse_argv (line, NULL, &argv, &error))
+  /* The engine runs exactly these settings: all of them in a file it reads with --settings. */
+  if (!dcp_engine_command_build (&command, &self->settings, self->engine_path, settings_path, envp, &error))
     {
       dcp_window_toast (self, error->message);
       return;
     }
-  g_free (argv[0]);
-  argv[0] = g_strdup (self->engine_path);
-  /* The key goes through the environment, not the command line other users can read. */
-  envp = self->settings.api_key ? g_environ_setenv (envp, "DECAPYBARA_API_KEY", self->settings.api_key, TRUE)
-                                : g_environ_unsetenv (envp, "DECAPYBARA_API_KEY");
   if (g_str_equal (host, "0.0.0.0") || g_str_equal (host, "::"))
     host = "127.0.0.1";
   health = strchr (host, ':') ? g_strdup_printf ("http://[%s]:%u/health", host, self->settings.port)
                               : g_strdup_printf ("http://%s:%u/health", host, self->settings.port);
   gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->log_view), "", 0);
   {
-    g_autofree char *shown = g_strconcat ("$ ", line, NULL);
+    /* Translators: the engine's command line, then the equivalent options it reads from the file */
+    g_autofree char *shown = g_strdup_printf (_("$ %s --settings %s\n(the same as: %s)"),
+                                              self->engine_path, settings_path, line);
     engine_log_line (self->engine, shown, self);
   }
-  if (!dcp_engine_process_start (self->engine, (const char *const *) argv, (const char *const *) envp, health, &error))
+  if (!dcp_engine_process_start (self->engine, (const char *const *) command.argv,
+                                 (const char *const *) command.envp, health, &error))
     dcp_window_toast (self, error->message);
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-costs-view.h"
+#include "dcp-engine-command.h"
 #include "dcp-engine-process.h"
 #include "dcp-model-list.h"
 #include "dcp-monitor-view.h"
@@ -54,6 +55,9 @@ struct _DcpWindow
   DcpDeviceReport device;
   gboolean have_device;           /* the engine answered the probe */
   DcpEngineProcess *engine;
+  GPtrArray *remote;              /* DcpModelEntry *: the repository's last listing, or NULL */
+  GFileMonitor *folder_monitor;   /* the models folder */
+  guint rescan_source;
 };
 
 /* dcp-window.c */

@@ -16,6 +16,7 @@ dcp_window_toast (DcpWindow *self, const char *text)
 {
   AdwToast *toast = adw_toast_new (text);
 
+  g_debug ("toast: %s", text);
   adw_toast_set_timeout (toast, 8);
   adw_toast_overlay_add_toast (self->toasts, toast);
 }
@@ -28,6 +29,20 @@ models_dir (DcpWindow *self)
   if (*dir == '\0')
     return g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
   return g_steal_pointer (&dir);
+}
+
+/* The chosen folder, then decapybara/models of each system data folder (where an install puts
+ * the demo model; /app/share in a Flatpak). */
+static GStrv
+model_dirs (DcpWindow *self)
+{
+  const char *const *system = g_get_system_data_dirs ();
+  GStrv dirs = g_new0 (char *, g_strv_length ((GStrv) system) + 2);
+
+  dirs[0] = models_dir (self);
+  for (guint i = 0; system[i] != NULL; i++)
+    dirs[i + 1] = g_build_filename (system[i], "decapybara", "models", NULL);
+  return dirs;
 }
 
 /* ---- costs ---- */
@@ -164,6 +179,17 @@ dcp_window_set_device_json (DcpWindow *self, const char *probe_json)
   self->have_device = dcp_device_report_parse (&self->device, probe_json, &error);
   if (!self->have_device)
     dcp_window_toast (self, error->message);
+  else if (!self->device.available && self->settings.backend == DCP_SETTING_BACKEND_CUDA)
+    {
+      /* The CUDA backend cannot start here: the CPU preset is what this PC can run. */
+      if (!dcp_window_apply_preset (self, "cpu"))
+        {
+          dcp_settings_set (&self->settings, "backend", "cpu", NULL);
+          dcp_settings_page_sync (self->settings_page);
+          dcp_window_settings_changed (self);
+        }
+      dcp_window_toast (self, _("No NVIDIA GPU on this PC: the engine will run on the CPU (the CPU preset is chosen)"));
+    }
   dcp_window_update_costs (self);
 }
 
@@ -243,6 +269,7 @@ model_selected (DcpModelList *list, DcpWindow *self)
   if (entry == NULL)
     return;
   path = entry->local_path ? g_strdup (entry->local_path) : g_build_filename (dir, entry->name, NULL);
+  g_debug ("chosen model: %s", path);
   dcp_settings_set (&self->settings, "model", path, NULL);
   g_settings_set_string (self->gsettings, "model", entry->name);
   g_cancellable_cancel (self->meta_cancellable);
@@ -264,34 +291,117 @@ model_selected (DcpModelList *list, DcpWindow *self)
   dcp_window_settings_changed (self);
 }
 
+/* Forgets the chosen model when the list no longer holds it, so Load server cannot run a file
+ * the window does not show. */
+static void
+forget_model (DcpWindow *self)
+{
+  if (self->settings.model == NULL && self->meta == NULL)
+    return;
+  g_cancellable_cancel (self->meta_cancellable);
+  g_clear_pointer (&self->settings.model, g_free);
+  dcp_window_set_model_meta (self, NULL);
+  dcp_window_settings_changed (self);
+}
+
+/* The local files of every models folder joined with the repository's last listing. */
+static void
+show_models (DcpWindow *self)
+{
+  g_autofree char *dir = models_dir (self);
+  g_auto(GStrv) dirs = model_dirs (self);
+  g_autofree char *model = g_settings_get_string (self->gsettings, "model");
+  g_autoptr(GError) error = NULL;
+  GPtrArray *local = dcp_model_catalog_list_local_dirs ((const char *const *) dirs, &error);
+  GPtrArray *remote = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  GPtrArray *all;
+
+  if (local == NULL)
+    {
+      dcp_window_toast (self, error->message);
+      local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+    }
+  for (guint i = 0; self->remote != NULL && i < self->remote->len; i++)
+    g_ptr_array_add (remote, dcp_model_entry_copy (self->remote->pdata[i]));
+  all = dcp_model_catalog_merge (local, remote);
+  dcp_model_list_set_entries (self->model_list, all, dir);
+  if (*model)
+    dcp_model_list_select (self->model_list, model);
+  /* One model and none chosen: that one. */
+  if (dcp_model_list_get_selected (self->model_list) == NULL && all->len == 1)
+    dcp_model_list_select (self->model_list, ((DcpModelEntry *) all->pdata[0])->name);
+  if (dcp_model_list_get_selected (self->model_list) == NULL)
+    forget_model (self);
+}
+
 static void
 catalog_ready (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(DcpWindow) self = user_data;
   g_autoptr(GError) error = NULL;
-  g_autofree char *dir = models_dir (self);
   g_autoptr(GPtrArray) remote = dcp_model_catalog_list_remote_finish (result, &error);
-  g_autofree char *model = NULL;
-  GPtrArray *local;
 
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return;
-  model = g_settings_get_string (self->gsettings, "model");
-  local = dcp_model_catalog_list_local (dir, NULL);
-  if (local == NULL)
-    local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  g_clear_pointer (&self->remote, g_ptr_array_unref);
   if (remote == NULL)
     {
       /* Translators: %s is why the repository's file list could not be read */
       g_autofree char *note = g_strdup_printf (_("The repository's files could not be listed: %s"), error->message);
       dcp_model_list_set_note (self->model_list, note);
-      remote = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
     }
   else
-    dcp_model_list_set_note (self->model_list, NULL);
-  dcp_model_list_set_entries (self->model_list, dcp_model_catalog_merge (local, g_steal_pointer (&remote)), dir);
-  if (*model)
-    dcp_model_list_select (self->model_list, model);
+    {
+      dcp_model_list_set_note (self->model_list, NULL);
+      self->remote = g_steal_pointer (&remote);
+    }
+  show_models (self);
+}
+
+static gboolean
+rescan_tick (gpointer user_data)
+{
+  DcpWindow *self = user_data;
+
+  self->rescan_source = 0;
+  show_models (self);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+is_model_file (GFile *file)
+{
+  g_autofree char *name = file ? g_file_get_basename (file) : NULL;
+
+  return name != NULL && g_str_has_suffix (name, ".mcapy");
+}
+
+/* A model file came, went or finished being written: list again (once for a burst of events). */
+static void
+folder_changed (GFileMonitor *monitor, GFile *file, GFile *other, GFileMonitorEvent event, DcpWindow *self)
+{
+  if (event == G_FILE_MONITOR_EVENT_CHANGED || event == G_FILE_MONITOR_EVENT_ATTRIBUTE_CHANGED)
+    return;
+  if (!is_model_file (file) && !is_model_file (other))
+    return;
+  if (self->rescan_source == 0)
+    self->rescan_source = g_timeout_add (200, rescan_tick, self);
+}
+
+static void
+watch_folder (DcpWindow *self, const char *dir)
+{
+  g_autoptr(GFile) file = g_file_new_for_path (dir);
+
+  if (self->folder_monitor != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->folder_monitor, self);
+      g_file_monitor_cancel (self->folder_monitor);
+      g_clear_object (&self->folder_monitor);
+    }
+  self->folder_monitor = g_file_monitor_directory (file, G_FILE_MONITOR_WATCH_MOVES, NULL, NULL);
+  if (self->folder_monitor != NULL)
+    g_signal_connect (self->folder_monitor, "changed", G_CALLBACK (folder_changed), self);
 }
 
 static void
@@ -299,31 +409,22 @@ refresh_models (DcpWindow *self)
 {
   g_autofree char *dir = models_dir (self);
   g_autofree char *repo = g_settings_get_string (self->gsettings, "model-repository");
-  g_autofree char *model = g_settings_get_string (self->gsettings, "model");
-  g_autoptr(GError) error = NULL;
-  GPtrArray *local;
 
   gtk_editable_set_text (GTK_EDITABLE (self->folder_row), dir);
   gtk_editable_set_text (GTK_EDITABLE (self->repo_row), repo);
+  watch_folder (self, dir);
   if (*repo)
     {
       dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main",
                                            self->cancellable, catalog_ready, g_object_ref (self));
       return;
     }
-  local = dcp_model_catalog_list_local (dir, &error);
-  if (local == NULL)
-    {
-      dcp_window_toast (self, error->message);
-      local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
-    }
+  g_clear_pointer (&self->remote, g_ptr_array_unref);
   dcp_model_list_set_note (self->model_list,
                            _("No model repository is set, so only the .mcapy files in the models folder are listed. "
                              "Enter a Hugging Face repository above (owner/name) to list and download its files; "
                              "the HF_ENDPOINT environment variable points it at a mirror."));
-  dcp_model_list_set_entries (self->model_list, local, dir);
-  if (*model)
-    dcp_model_list_select (self->model_list, model);
+  show_models (self);
 }
 
 static void
@@ -376,6 +477,13 @@ dcp_window_dispose (GObject *object)
 
   g_cancellable_cancel (self->cancellable);
   g_cancellable_cancel (self->meta_cancellable);
+  g_clear_handle_id (&self->rescan_source, g_source_remove);
+  if (self->folder_monitor != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->folder_monitor, self);
+      g_file_monitor_cancel (self->folder_monitor);
+      g_clear_object (&self->folder_monitor);
+    }
   g_clear_object (&self->engine);
   gtk_widget_dispose_template (GTK_WIDGET (self), DCP_TYPE_WINDOW);
   G_OBJECT_CLASS (dcp_window_parent_class)->dispose (object);
@@ -393,6 +501,7 @@ dcp_window_finalize (GObject *object)
   g_clear_pointer (&self->presets, g_ptr_array_unref);
   g_clear_object (&self->preset_names);
   g_clear_pointer (&self->meta, dcp_model_meta_free);
+  g_clear_pointer (&self->remote, g_ptr_array_unref);
   g_free (self->engine_path);
   dcp_settings_clear (&self->settings);
   dcp_device_report_clear (&self->device);

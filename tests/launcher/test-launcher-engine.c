@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <libsoup/soup.h>
 #include <string.h>
 
@@ -165,6 +166,7 @@ test_load_chat_stop (void)
   g_assert_true (dcp_settings_set (&f.window->settings, "port", port_text, &error));
   g_assert_true (dcp_settings_set (&f.window->settings, "host", "127.0.0.1", &error));
   g_assert_no_error (error);
+  g_assert_null (f.window->settings.api_key);
 
   g_action_group_activate_action (G_ACTION_GROUP (app), "load-server", NULL);
   g_assert_false (gtk_widget_get_visible (f.window->load_button));
@@ -175,6 +177,7 @@ test_load_chat_stop (void)
 
     g_assert_nonnull (strstr (dcp_dbus_engine1_get_address (proxy), expected));
     g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), >, 0);
+    g_assert_cmpuint (dcp_dbus_engine1_get_max_conversations (proxy), ==, f.window->settings.conversations);
   }
   chat (port);
   iterate_until (monitor_sampled, &f, "the monitor's samples");
@@ -211,6 +214,19 @@ test_load_chat_stop (void)
 int
 main (int argc, char **argv)
 {
+  g_autofree char *home = g_dir_make_tmp ("dcp-launcher-engine-XXXXXX", NULL);
+  g_autofree char *config = g_build_filename (home, "decapybara", NULL);
+  g_autofree char *user_settings = g_build_filename (config, "settings.json", NULL);
+  int status;
+
+  /* What a user's shell and config may hold; the engine the window starts must run the
+   * window's settings all the same (an open port the window chose, no key). */
+  g_assert_cmpint (g_mkdir_with_parents (config, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (user_settings, "{\"port\": \"28990\", \"api-key\": \"sk-user-file\"}", -1, NULL));
+  g_setenv ("XDG_CONFIG_HOME", home, TRUE);
+  g_setenv ("XDG_RUNTIME_DIR", home, TRUE);
+  g_setenv ("DECAPYBARA_PORT", "28991", TRUE);
+  g_setenv ("DECAPYBARA_CONVERSATIONS", "7", TRUE);
   g_setenv ("GSK_RENDERER", "cairo", TRUE);
   g_test_init (&argc, &argv, NULL);
   if (!gtk_init_check ())
@@ -219,5 +235,14 @@ main (int argc, char **argv)
       return 77;
     }
   g_test_add_func ("/launcher/load-chat-stop", test_load_chat_stop);
-  return g_test_run ();
+  status = g_test_run ();
+  {
+    g_autofree char *written = g_build_filename (config, "launcher-settings.json", NULL);
+
+    g_unlink (written);
+    g_unlink (user_settings);
+    g_rmdir (config);
+    g_rmdir (home);
+  }
+  return status;
 }
