@@ -10,6 +10,7 @@ typedef struct {
   guint   workers;       /* requests the queue should run at once (dcp_request_queue_new_full) */
   guint64 pool_tokens;   /* tokens the KV pool holds */
   gboolean batching;     /* the executor is a batch executor (dcp_batch_state_watch) */
+  guint64 memory_bytes;  /* the plan's total: VRAM (CUDA) or RAM (CPU) the engine holds */
 } DcpEngineCapacity;
 
 /* Turns the engine's settings into the executor that serves the model: checks the settings

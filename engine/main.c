@@ -108,6 +108,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
     dcp_engine_state_set_model (state, cli->settings.model);
   if (capacity->pool_tokens > 0)
     dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->workers);
+  dcp_engine_state_set_memory (state, capacity->memory_bytes, 0, 0);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
@@ -135,7 +136,7 @@ main (int argc, char **argv)
   g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpExecutor) executor = NULL;
-  DcpEngineCapacity capacity = { 1, 0, FALSE };
+  DcpEngineCapacity capacity = { 1, 0, FALSE, 0 };
 
   setlocale (LC_ALL, "");
   if (!dcp_cli_parse (&cli, &argc, &argv, &error))

@@ -39,6 +39,7 @@ struct _DcpCostsView
   GHashTable *rows;               /* line name -> AdwActionRow */
   AdwActionRow *plan_row;
   GtkSpinButton *plan_vram;
+  GtkLabel *heading;
   GtkDrawingArea *bar;
   guint64 values[G_N_ELEMENTS (parts)];
   guint64 free_bytes, budget;     /* the bar's marks; 0 = no plan */
@@ -178,6 +179,11 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
 
   g_return_if_fail (DCP_IS_COSTS_VIEW (self) && c != NULL);
   show_device (self, device);
+  /* The CPU backend's "VRAM" is this PC's RAM, planned as the engine plans it. */
+  gtk_label_set_text (self->heading, c->cpu_backend ? _("RAM for these settings (CPU backend)") : _("VRAM for these settings"));
+  adw_preferences_row_set_title (g_hash_table_lookup (self->rows, "vram"), c->cpu_backend ? _("RAM (CPU backend)") : _("VRAM"));
+  if (c->cpu_backend)
+    gtk_widget_set_visible (GTK_WIDGET (self->plan_row), FALSE);
   adw_preferences_group_set_description (self->costs_group, model_name ? model_name : _("No model chosen"));
   memset (self->values, 0, sizeof self->values);
   self->free_bytes = self->budget = 0;
@@ -200,8 +206,7 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   self->values[5] = p->activations;
   self->values[6] = p->cuda_context;
   self->budget = p->vram_budget;
-  self->free_bytes = c->have_device ? device->free_bytes
-                                    : (guint64) (gtk_spin_button_get_value (self->plan_vram) * GIB);
+  self->free_bytes = c->free_bytes;
   gtk_widget_queue_draw (GTK_WIDGET (self->bar));
 
   if (p->fits)
@@ -231,6 +236,8 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
                              c->tokens_per_s_short, DCP_COSTS_SHORT_CONTEXT, c->tokens_per_s_full,
                              MAX (p->context_per_conversation, (guint64) DCP_COSTS_SHORT_CONTEXT),
                              c->tokens_per_s_all, c->conversations);
+  else if (c->cpu_backend)
+    speed = g_strdup (_("unknown on the CPU backend (slow: for testing)"));
   else
     speed = g_strdup (_("unknown: no GPU bandwidth was measured"));
 
@@ -296,6 +303,7 @@ dcp_costs_view_init (DcpCostsView *self)
   gtk_box_append (GTK_BOX (self), GTK_WIDGET (self->pc_group));
 
   heading = gtk_label_new (_("VRAM for these settings"));
+  self->heading = GTK_LABEL (heading);
   gtk_widget_add_css_class (heading, "heading");
   gtk_label_set_xalign (GTK_LABEL (heading), 0);
   gtk_widget_set_margin_top (heading, 12);

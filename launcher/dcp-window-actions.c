@@ -205,6 +205,26 @@ copy_action (GtkWidget *widget, const char *action, GVariant *param)
 
 /* ---- Load server and Stop ---- */
 
+/* Every setting and the key, as one string to compare. */
+static char *
+settings_fingerprint (DcpWindow *self)
+{
+  g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+
+  return g_strconcat (json, "\n", self->settings.api_key ? self->settings.api_key : "", NULL);
+}
+
+gboolean
+dcp_window_settings_differ (DcpWindow *self)
+{
+  g_autofree char *now = NULL;
+
+  if (self->running_settings == NULL)
+    return FALSE;
+  now = settings_fingerprint (self);
+  return !g_str_equal (now, self->running_settings);
+}
+
 void
 dcp_window_show_engine_state (DcpWindow *self)
 {
@@ -253,6 +273,17 @@ dcp_window_show_engine_state (DcpWindow *self)
       }
       break;
     }
+  if (state == DCP_ENGINE_STOPPED || state == DCP_ENGINE_FAILED)
+    g_clear_pointer (&self->running_settings, g_free);
+  gtk_widget_set_visible (self->restart_button, (state == DCP_ENGINE_STARTING || state == DCP_ENGINE_RUNNING) &&
+                                                dcp_window_settings_differ (self));
+  if (gtk_widget_get_visible (self->restart_button))
+    {
+      char *note = g_strconcat (_("The settings changed since Load server: restart to apply them"), "\n", subtitle, NULL);
+
+      g_free (subtitle);
+      subtitle = note;
+    }
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->engine_row), title);
   adw_action_row_set_subtitle (self->engine_row, subtitle);
   adw_view_switcher_title_set_subtitle (self->title, title);
@@ -267,6 +298,12 @@ engine_state_changed (DcpEngineProcess *engine, GParamSpec *pspec, DcpWindow *se
 {
   g_debug ("engine %s", dcp_engine_state_to_string (dcp_engine_process_get_state (engine)));
   dcp_window_show_engine_state (self);
+  if (self->restart_pending && dcp_engine_process_get_state (engine) == DCP_ENGINE_STOPPED)
+    {
+      self->restart_pending = FALSE;
+      gtk_widget_activate_action (GTK_WIDGET (self), "win.load", NULL);
+      return;
+    }
   if (dcp_engine_process_get_state (engine) == DCP_ENGINE_FAILED)
     {
       g_autofree char *lines = dcp_engine_process_get_last_lines (engine, CRASH_LINES);
@@ -364,6 +401,8 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
                                               self->engine_path, settings_path, line);
     engine_log_line (self->engine, shown, self);
   }
+  g_free (self->running_settings);
+  self->running_settings = settings_fingerprint (self);
   if (!dcp_engine_process_start (self->engine, (const char *const *) command.argv,
                                  (const char *const *) command.envp, health, &error))
     dcp_window_toast (self, error->message);
@@ -372,7 +411,18 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
 static void
 stop_action (GtkWidget *widget, const char *action, GVariant *param)
 {
+  DCP_WINDOW (widget)->restart_pending = FALSE;
   dcp_engine_process_stop (DCP_WINDOW (widget)->engine);
+}
+
+/* Stop, then Load server with the settings shown now. */
+static void
+restart_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  DcpWindow *self = DCP_WINDOW (widget);
+
+  self->restart_pending = TRUE;
+  dcp_engine_process_stop (self->engine);
 }
 
 static void
@@ -392,12 +442,19 @@ dcp_window_class_init_actions (GtkWidgetClass *widget_class)
   gtk_widget_class_install_action (widget_class, "win.copy-command", NULL, copy_action);
   gtk_widget_class_install_action (widget_class, "win.load", NULL, load_action);
   gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);
+  gtk_widget_class_install_action (widget_class, "win.restart", NULL, restart_action);
   gtk_widget_class_install_action (widget_class, "win.save-preset", NULL, save_preset_action);
 }
 
 void
 dcp_window_init_actions (DcpWindow *self)
 {
+  self->restart_button = gtk_button_new_with_mnemonic (_("_Restart to Apply"));
+  gtk_widget_set_valign (self->restart_button, GTK_ALIGN_CENTER);
+  gtk_actionable_set_action_name (GTK_ACTIONABLE (self->restart_button), "win.restart");
+  gtk_widget_add_css_class (self->restart_button, "suggested-action");
+  gtk_widget_set_visible (self->restart_button, FALSE);
+  adw_action_row_add_suffix (self->engine_row, self->restart_button);
   g_signal_connect (self->preset_row, "notify::selected", G_CALLBACK (preset_selected), self);
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (engine_state_changed), self);
   g_signal_connect (self->engine, "log-line", G_CALLBACK (engine_log_line), self);

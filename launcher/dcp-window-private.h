@@ -58,6 +58,10 @@ struct _DcpWindow
   GPtrArray *remote;              /* DcpModelEntry *: the repository's last listing, or NULL */
   GFileMonitor *folder_monitor;   /* the models folder */
   guint rescan_source;
+  GtkFileChooserNative *folder_dialog;  /* while the folder chooser is open */
+  char *running_settings;         /* what the engine was started with (JSON, then the key) */
+  GtkWidget *restart_button;      /* "Restart to Apply" on the Engine row */
+  gboolean restart_pending;       /* start again once the engine has stopped */
 };
 
 /* dcp-window.c */
@@ -69,6 +73,10 @@ void         dcp_window_set_model_meta    (DcpWindow          *self,
                                            DcpModelMeta       *meta);
 void         dcp_window_toast             (DcpWindow          *self,
                                            const char         *text);
+/* The absolute folder for what the user typed as the models folder (~ expanded, created when
+ * missing), or NULL and an error saying why it cannot be one. */
+char        *dcp_window_check_models_folder (const char       *text,
+                                           GError            **error);
 /* dcp-window-actions.c */
 void         dcp_window_class_init_actions (GtkWidgetClass    *widget_class);
 void         dcp_window_init_actions      (DcpWindow          *self);
@@ -81,5 +89,7 @@ void         dcp_window_show_preset       (DcpWindow          *self);
 /* What Copy puts on the clipboard. */
 char        *dcp_window_get_command_line  (DcpWindow          *self);
 void         dcp_window_show_engine_state (DcpWindow          *self);
+/* Whether the engine runs with other settings than the window shows now. */
+gboolean     dcp_window_settings_differ   (DcpWindow          *self);
 
 G_END_DECLS

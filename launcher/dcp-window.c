@@ -3,8 +3,10 @@
 
 #include "config.h"
 
+#include <errno.h>
 #include <glib/gi18n.h>
 
+#include "dcp-error.h"
 #include "dcp-window-private.h"
 
 #define GIB 1073741824.0
@@ -121,6 +123,8 @@ dcp_window_settings_changed (DcpWindow *self)
 
   adw_action_row_set_subtitle (self->command_row, line);
   show_address (self);
+  if (self->engine != NULL)
+    dcp_window_show_engine_state (self);
   dcp_window_show_preset (self);
   dcp_window_update_costs (self);
   g_settings_set_string (self->gsettings, "last-settings", json);
@@ -427,14 +431,100 @@ refresh_models (DcpWindow *self)
   show_models (self);
 }
 
+/* A models folder the user gave: absolute (a leading ~ is the home folder), a folder or
+ * nothing yet (it is created). NULL and an error that says why otherwise. */
+char *
+dcp_window_check_models_folder (const char *text, GError **error)
+{
+  g_autofree char *path = NULL;
+
+  g_return_val_if_fail (text != NULL, NULL);
+  if (g_str_has_prefix (text, "~/") || g_str_equal (text, "~"))
+    path = g_build_filename (g_get_home_dir (), text + 1, NULL);
+  else
+    path = g_strdup (text);
+  g_strstrip (path);
+  if (!g_path_is_absolute (path))
+    {
+      /* Translators: %s is what the user typed as the models folder */
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   _("The models folder must be a full path such as /home/me/models, not “%s”"), text);
+      return NULL;
+    }
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && !g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, _("%s is a file, not a folder"), path);
+      return NULL;
+    }
+  if (g_mkdir_with_parents (path, 0755) != 0)
+    {
+      int saved = errno;
+      /* Translators: a folder, then the system's reason */
+      g_set_error (error, DCP_ERROR, DCP_ERROR_IO, _("The models folder %s cannot be created: %s"), path,
+                   g_strerror (saved));
+      return NULL;
+    }
+  return g_canonicalize_filename (path, NULL);
+}
+
+static void
+set_models_folder (DcpWindow *self, const char *text)
+{
+  g_autofree char *default_dir = g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = dcp_window_check_models_folder (text, &error);
+
+  if (path == NULL)
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (self->folder_row), "error");
+      dcp_window_toast (self, error->message);
+      return;
+    }
+  gtk_widget_remove_css_class (GTK_WIDGET (self->folder_row), "error");
+  g_settings_set_string (self->gsettings, "models-folder", g_strcmp0 (path, default_dir) == 0 ? "" : path);
+  refresh_models (self);
+}
+
 static void
 folder_applied (AdwEntryRow *row, DcpWindow *self)
 {
-  g_autofree char *default_dir = g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
-  const char *text = gtk_editable_get_text (GTK_EDITABLE (row));
+  set_models_folder (self, gtk_editable_get_text (GTK_EDITABLE (row)));
+}
 
-  g_settings_set_string (self->gsettings, "models-folder", g_strcmp0 (text, default_dir) == 0 ? "" : text);
-  refresh_models (self);
+static void
+folder_chosen (GtkNativeDialog *dialog, int response, DcpWindow *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr(GFile) folder = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
+      g_autofree char *path = folder ? g_file_get_path (folder) : NULL;
+
+      if (path != NULL)
+        set_models_folder (self, path);
+    }
+  self->folder_dialog = NULL;
+  gtk_native_dialog_destroy (dialog);
+  g_object_unref (dialog);
+}
+
+/* GtkFileChooserNative: inside a Flatpak it goes through the file chooser portal, which also
+ * grants the sandbox the folder chosen. */
+static void
+choose_folder_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  DcpWindow *self = DCP_WINDOW (widget);
+  g_autofree char *dir = models_dir (self);
+  g_autoptr(GFile) current = g_file_new_for_path (dir);
+  GtkFileChooserNative *dialog = gtk_file_chooser_native_new (_("Choose the Models Folder"), GTK_WINDOW (self),
+                                                              GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER,
+                                                              _("_Choose"), _("_Cancel"));
+
+  if (g_file_query_exists (current, NULL))
+    gtk_file_chooser_set_file (GTK_FILE_CHOOSER (dialog), current, NULL);
+  gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (dialog), TRUE);
+  g_signal_connect_object (dialog, "response", G_CALLBACK (folder_chosen), self, 0);
+  self->folder_dialog = dialog;
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
 }
 
 static void
@@ -502,6 +592,7 @@ dcp_window_finalize (GObject *object)
   g_clear_object (&self->preset_names);
   g_clear_pointer (&self->meta, dcp_model_meta_free);
   g_clear_pointer (&self->remote, g_ptr_array_unref);
+  g_free (self->running_settings);
   g_free (self->engine_path);
   dcp_settings_clear (&self->settings);
   dcp_device_report_clear (&self->device);
@@ -540,6 +631,7 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_view);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_scroll);
   gtk_widget_class_install_action (widget_class, "win.refresh", NULL, refresh_action);
+  gtk_widget_class_install_action (widget_class, "win.choose-folder", NULL, choose_folder_action);
   dcp_window_class_init_actions (widget_class);
 }
 

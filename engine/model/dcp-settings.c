@@ -465,4 +465,13 @@ dcp_settings_to_plan (const DcpSettings *s, DcpPlanSettings *plan)
   /* "auto" caches are sized by the engine at start from the machine's free RAM and disk. */
   plan->ram_cache_bytes = s->ram_cache_bytes == DCP_SIZE_AUTO ? 0 : s->ram_cache_bytes;
   plan->disk_cache_bytes = s->disk_cache_bytes == DCP_SIZE_AUTO ? 0 : s->disk_cache_bytes;
+  /* How the backend stores state (docs/MEMORY.md): both keep the GDN conv state in FP32; the CPU
+   * backend also its KV, and it has no CUDA runtime. The launcher's costs and the engine's
+   * allocation both come from here. */
+  plan->gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+  if (s->backend == DCP_SETTING_BACKEND_CPU)
+    {
+      plan->kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+      plan->cpu_backend = TRUE;
+    }
 }

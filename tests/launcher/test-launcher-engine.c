@@ -82,6 +82,15 @@ engine_stopped (Fixture *f)
   return dcp_engine_process_get_state (f->window->engine) == DCP_ENGINE_STOPPED;
 }
 
+/* The restart began: the first engine stopping, or already the second one starting. */
+static gboolean
+engine_stopping_or_restarted (Fixture *f)
+{
+  DcpEngineState state = dcp_engine_process_get_state (f->window->engine);
+
+  return state == DCP_ENGINE_STOPPING || state == DCP_ENGINE_STARTING;
+}
+
 /* A free port: bind port 0, read it, let it go. */
 static guint
 free_port (void)
@@ -178,6 +187,18 @@ test_load_chat_stop (void)
     g_assert_nonnull (strstr (dcp_dbus_engine1_get_address (proxy), expected));
     g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), >, 0);
     g_assert_cmpuint (dcp_dbus_engine1_get_max_conversations (proxy), ==, f.window->settings.conversations);
+    /* One plan: what the window showed for the CPU backend is what the engine holds. */
+    {
+      g_auto(DcpCosts) costs = { 0 };
+
+      dcp_costs_compute (&costs, f.window->meta, &f.window->settings, &f.window->device, 0);
+      g_assert_true (costs.plan_ok);
+      g_assert_true (costs.cpu_backend);
+      g_assert_cmpuint (costs.plan.cuda_context, ==, 0);
+      g_assert_cmpuint (dcp_dbus_engine1_get_vram_bytes (proxy), >, 0);
+      g_assert_cmpuint (dcp_dbus_engine1_get_vram_bytes (proxy), ==, costs.plan.vram_total);
+      g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), ==, costs.plan.context_per_conversation);
+    }
   }
   chat (port);
   iterate_until (monitor_sampled, &f, "the monitor's samples");
@@ -195,6 +216,26 @@ test_load_chat_stop (void)
     g_assert_nonnull (strstr (log, port_text));
     g_assert_nonnull (strstr (log, " dcp-"));
   }
+
+  /* A setting changed while it runs: "restart to apply", and Restart runs the new one. */
+  g_assert_false (gtk_widget_get_visible (f.window->restart_button));
+  port = free_port ();
+  g_free (port_text);
+  port_text = g_strdup_printf ("%u", port);
+  gtk_spin_button_set_value (f.window->port_spin, port);
+  g_assert_true (gtk_widget_get_visible (f.window->restart_button));
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f.window->engine_row), "restart to apply"));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f.window), "win.restart", NULL));
+  iterate_until (engine_stopping_or_restarted, &f, "the restart");
+  iterate_until (engine_ready, &f, "State \"ready\" after the restart");
+  {
+    DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (f.window->engine);
+    g_autofree char *expected = g_strdup_printf (":%u", port);
+
+    g_assert_nonnull (strstr (dcp_dbus_engine1_get_address (proxy), expected));
+  }
+  g_assert_false (gtk_widget_get_visible (f.window->restart_button));
+  chat (port);
 
   g_action_group_activate_action (G_ACTION_GROUP (app), "stop-server", NULL);
   g_assert_cmpint (dcp_engine_process_get_state (f.window->engine), ==, DCP_ENGINE_STOPPING);

@@ -4,6 +4,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "dcp-error.h"
 #include "dcp-window-private.h"
 #include "launcher-test-util.h"
 
@@ -526,6 +527,94 @@ test_first_start (Fixture *f, gconstpointer data)
   g_assert_cmpint (dcp_engine_process_get_state (f->window->engine), ==, DCP_ENGINE_STOPPED);
 }
 
+static GtkWidget *shown_chooser;
+
+static gboolean
+chooser_shown (Fixture *f)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr(GObject) window = g_list_model_get_item (toplevels, i);
+
+      if (GTK_IS_FILE_CHOOSER_DIALOG (window) && gtk_widget_get_visible (GTK_WIDGET (window)))
+        {
+          shown_chooser = GTK_WIDGET (window);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static GFile *wanted_folder;
+
+static gboolean
+chooser_has_selection (Fixture *f)
+{
+  g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (shown_chooser));
+
+  return file != NULL && g_file_equal (file, wanted_folder);
+}
+
+/* The models folder: relative paths and files refused (nothing saved, the row marked), a
+ * missing folder created, ~ expanded; the folder chooser (GtkFileChooserNative) sets it. */
+static void
+test_models_folder (Fixture *f, gconstpointer data)
+{
+  g_autofree char *before = g_settings_get_string (f->gsettings, "models-folder");
+  g_autofree char *file = g_build_filename (f->dir, "qwen-test.mcapy", NULL);
+  g_autofree char *fresh = g_build_filename (f->dir, "new", "models", NULL);
+  g_autofree char *chosen = g_build_filename (f->dir, "chosen", NULL);
+  g_autofree char *home = NULL, *expected_home = NULL;
+  g_autoptr(GFile) chosen_file = g_file_new_for_path (chosen);
+  g_autoptr(GError) error = NULL;
+  const char *bad[] = { "models", "./models", "relative/dir", file };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *now = NULL;
+
+      gtk_editable_set_text (GTK_EDITABLE (f->window->folder_row), bad[i]);
+      g_signal_emit_by_name (f->window->folder_row, "apply");
+      now = g_settings_get_string (f->gsettings, "models-folder");
+      g_assert_cmpstr (now, ==, before);
+      g_assert_true (gtk_widget_has_css_class (GTK_WIDGET (f->window->folder_row), "error"));
+    }
+  g_assert_null (dcp_window_check_models_folder ("relative", &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  home = dcp_window_check_models_folder ("~", NULL);
+  expected_home = g_canonicalize_filename (g_get_home_dir (), NULL);
+  g_assert_cmpstr (home, ==, expected_home);
+
+  gtk_editable_set_text (GTK_EDITABLE (f->window->folder_row), fresh);
+  g_signal_emit_by_name (f->window->folder_row, "apply");
+  g_assert_true (g_file_test (fresh, G_FILE_TEST_IS_DIR));
+  g_assert_false (gtk_widget_has_css_class (GTK_WIDGET (f->window->folder_row), "error"));
+  {
+    g_autofree char *now = g_settings_get_string (f->gsettings, "models-folder");
+    g_assert_cmpstr (now, ==, fresh);
+  }
+
+  g_assert_cmpint (g_mkdir (chosen, 0755), ==, 0);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.choose-folder", NULL));
+  g_assert_nonnull (f->window->folder_dialog);
+  g_assert_cmpint (gtk_file_chooser_get_action (GTK_FILE_CHOOSER (f->window->folder_dialog)), ==,
+                   GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  /* Without a portal the native chooser shows GTK's own dialog: answer it as a user would. */
+  iterate_until (chooser_shown, f);
+  g_assert_true (gtk_file_chooser_set_file (GTK_FILE_CHOOSER (shown_chooser), chosen_file, NULL));
+  wanted_folder = chosen_file;
+  iterate_until (chooser_has_selection, f);
+  gtk_dialog_response (GTK_DIALOG (shown_chooser), GTK_RESPONSE_ACCEPT);
+  g_assert_null (f->window->folder_dialog);
+  {
+    g_autofree char *now = g_settings_get_string (f->gsettings, "models-folder");
+    g_assert_cmpstr (now, ==, chosen);
+  }
+  g_assert_cmpstr (gtk_editable_get_text (GTK_EDITABLE (f->window->folder_row)), ==, chosen);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -560,6 +649,7 @@ main (int argc, char **argv)
   g_test_add ("/window/engine-crash", Fixture, NULL, setup, test_engine_crash, teardown);
   g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);
   g_test_add ("/window/first-start", Fixture, "no-gpu", setup, test_first_start, teardown);
+  g_test_add ("/window/models-folder", Fixture, NULL, setup, test_models_folder, teardown);
   status = g_test_run ();
   remove_tree (share);
   return status;
