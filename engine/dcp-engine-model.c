@@ -119,7 +119,8 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
 }
 
 DcpExecutor *
-dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **error)
+dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, DcpLoadProgressFunc progress,
+                       gpointer user_data, GError **error)
 {
   const DcpSettings *settings = &cli->settings;
   g_autoptr(DcpModelSource) model = NULL;
@@ -147,15 +148,22 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   if (model == NULL)
     return NULL;
   g_message ("model %s", dcp_model_source_get_path (model));
+  /* The stages' shares are rough: reading and uploading the weights is most of the time. */
+  if (progress != NULL)
+    progress (0.1, user_data);
   backend_name = dcp_settings_get (settings, "backend");
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
   capacity->memory_bytes = plan.vram_total;
+  if (progress != NULL)
+    progress (0.15, user_data);
   source = dcp_model_source_get_tensors (model);
   backend = dcp_backend_open (backend_name, dcp_model_source_get_config (model), &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;
+  if (progress != NULL)
+    progress (0.9, user_data);
   dcp_model_executor_options_init (&options);
   options.context_length = (gint64) plan.context_per_conversation;
   options.prefill_chunk = settings->prefill_chunk;

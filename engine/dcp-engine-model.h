@@ -18,8 +18,13 @@ typedef struct {
  * context size clients should use), makes the backend, the model executor and the batch
  * executor over it: up to --conversations requests generate at once through the scheduler,
  * its KV pool sized from the plan. */
+/* How far the loading is, 0..1, by stages; called on the thread that loads. */
+typedef void (*DcpLoadProgressFunc) (double fraction, gpointer user_data);
+
 DcpExecutor *dcp_engine_open_model (const DcpCli        *cli,
                                     DcpEngineCapacity   *capacity,
+                                    DcpLoadProgressFunc  progress,
+                                    gpointer             user_data,
                                     GError             **error);
 
 G_END_DECLS

@@ -243,12 +243,28 @@ dcp_window_show_engine_state (DcpWindow *self)
       break;
     case DCP_ENGINE_STARTING:
       title = _("Starting");
-      /* Translators: %s is the server's address */
-      subtitle = g_strdup_printf (_("Loading the model; waiting for %s/health to answer"), address);
+      if (proxy != NULL && g_strcmp0 (dcp_dbus_engine1_get_state (proxy), "loading") == 0)
+        /* Translators: how much of the model is loaded, in percent */
+        subtitle = g_strdup_printf (_("Loading the model: %.0f %%"), 100 * dcp_dbus_engine1_get_load_progress (proxy));
+      else
+        /* Translators: %s is the server's address */
+        subtitle = g_strdup_printf (_("Loading the model; waiting for %s/health to answer"), address);
       break;
     case DCP_ENGINE_RUNNING:
       title = _("Running");
-      if (proxy != NULL)
+      if (proxy != NULL && dcp_dbus_engine1_get_pid (proxy) != 0)
+        {
+          g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+          /* Translators: the address twice, then the engine's state, memory in GiB, speed, and its D-Bus name */
+          subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)\n"
+                                        "%s · memory %.2f GiB · RAM cache %.2f GiB · %.1f tokens/s\n"
+                                        "Scripts: D-Bus name %s"),
+                                      address, address, dcp_dbus_engine1_get_state (proxy),
+                                      dcp_dbus_engine1_get_vram_bytes (proxy) / 1073741824.0,
+                                      dcp_dbus_engine1_get_ram_bytes (proxy) / 1073741824.0,
+                                      dcp_dbus_engine1_get_tokens_per_second (proxy), bus_name);
+        }
+      else if (proxy != NULL)
         /* Translators: the address twice, then the engine's state, memory in GiB and speed */
         subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)\n"
                                       "%s · VRAM %.2f GiB · RAM %.2f GiB · %.1f tokens/s"),

@@ -652,6 +652,10 @@ dcp_window_init (DcpWindow *self)
   gtk_box_prepend (self->right_box, GTK_WIDGET (self->costs_view));
   self->engine = dcp_engine_process_new ();
   dcp_engine_process_set_dbus (self->engine, TRUE);
+  {
+    g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+    dcp_engine_process_set_bus_name (self->engine, bus_name);
+  }
   self->monitor_view = dcp_monitor_view_new ();
   {
     GtkWidget *scroll = gtk_scrolled_window_new ();

@@ -46,6 +46,7 @@ struct _DcpEngineState {
   GMutex           lock;
   GArray          *conversations;   /* DcpConversation, by id */
   GPtrArray       *running;         /* DcpRequest being run by the watched executor */
+  GHashTable      *running_by_id;   /* conversation id -> its DcpRequest in running */
   guint            next_id;
   guint64          prompt_tokens;
   guint64          generated_tokens;
@@ -242,6 +243,7 @@ dcp_engine_state_finalize (GObject *object)
   g_free (self->address);
   g_array_unref (self->conversations);
   g_ptr_array_unref (self->running);
+  g_hash_table_unref (self->running_by_id);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (dcp_engine_state_parent_class)->finalize (object);
 }
@@ -286,6 +288,7 @@ dcp_engine_state_init (DcpEngineState *self)
   self->next_id = 1;
   self->conversations = g_array_new (FALSE, FALSE, sizeof (DcpConversation));
   self->running = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_request_unref);
+  self->running_by_id = g_hash_table_new (NULL, NULL);
   g_mutex_init (&self->lock);
   self->refresh_id = g_timeout_add (REFRESH_MS, refresh, self);
 }
@@ -436,6 +439,24 @@ dcp_engine_state_count_tokens (DcpEngineState *self, guint64 prompt_tokens, guin
   self->prompt_tokens += prompt_tokens;
   self->generated_tokens += generated_tokens;
   g_mutex_unlock (&self->lock);
+}
+
+gboolean
+dcp_engine_state_cancel_conversation (DcpEngineState *self, guint id)
+{
+  DcpRequest *request;
+  gboolean found;
+
+  g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), FALSE);
+  g_mutex_lock (&self->lock);
+  request = g_hash_table_lookup (self->running_by_id, GUINT_TO_POINTER (id));
+  found = request != NULL && request->cancellable != NULL;
+  if (found)
+    g_cancellable_cancel (request->cancellable);
+  g_mutex_unlock (&self->lock);
+  if (found)
+    g_message ("[conv %u] cancelled over D-Bus", id);
+  return found;
 }
 
 gboolean
@@ -624,6 +645,7 @@ watch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
 
   g_mutex_lock (&state->lock);
   g_ptr_array_add (state->running, dcp_request_ref (request));
+  g_hash_table_insert (state->running_by_id, GUINT_TO_POINTER (watch.conversation.id), request);
   g_mutex_unlock (&state->lock);
   /* A stop that came between the check above and now has missed this request. */
   if (dcp_engine_state_is_stopping (state) && request->cancellable != NULL)
@@ -632,6 +654,7 @@ watch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSin
   dcp_executor_run (self->inner, request, choice, &watch.parent);
 
   g_mutex_lock (&state->lock);
+  g_hash_table_remove (state->running_by_id, GUINT_TO_POINTER (watch.conversation.id));
   g_ptr_array_remove_fast (state->running, request);
   g_mutex_unlock (&state->lock);
   dcp_engine_state_conversation_end (state, watch.conversation.id);

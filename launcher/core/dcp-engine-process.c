@@ -39,6 +39,7 @@ struct _DcpEngineProcess
   gboolean exited, output_done;  /* the run ends when both have happened */
   gboolean health_in_flight;
   gboolean use_dbus;
+  char *bus_name;
   GDBusConnection *connection;
   DcpDbusEngine1 *proxy;
   guint term_source;
@@ -366,6 +367,11 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
         }
       g_ptr_array_add (args, (gpointer) "--dbus-fd");
       g_ptr_array_add (args, (gpointer) G_STRINGIFY (DBUS_CHILD_FD));
+      if (self->bus_name != NULL)
+        {
+          g_ptr_array_add (args, (gpointer) "--dbus-name");
+          g_ptr_array_add (args, self->bus_name);
+        }
     }
   g_ptr_array_add (args, NULL);
   self->proc = g_subprocess_launcher_spawnv (launcher, (const char *const *) args->pdata, &local);
@@ -459,6 +465,21 @@ dcp_engine_process_set_dbus (DcpEngineProcess *self, gboolean use_dbus)
   self->use_dbus = use_dbus;
 }
 
+void
+dcp_engine_process_set_bus_name (DcpEngineProcess *self, const char *bus_name)
+{
+  g_return_if_fail (DCP_IS_ENGINE_PROCESS (self));
+  g_return_if_fail (bus_name == NULL || g_dbus_is_name (bus_name));
+  g_free (self->bus_name);
+  self->bus_name = g_strdup (bus_name);
+}
+
+char *
+dcp_engine_process_launcher_bus_name (void)
+{
+  return g_strdup_printf ("io.github.decapybara.Engine.Launcher.p%d", (int) getpid ());
+}
+
 DcpDbusEngine1 *
 dcp_engine_process_get_proxy (DcpEngineProcess *self)
 {
@@ -535,6 +556,7 @@ dcp_engine_process_finalize (GObject *object)
   g_queue_clear_full (&self->lines, g_free);
   g_free (self->health_url);
   g_free (self->error);
+  g_free (self->bus_name);
   G_OBJECT_CLASS (dcp_engine_process_parent_class)->finalize (object);
 }
 

@@ -260,25 +260,3 @@ dcp_preset_matches (const DcpPreset *preset, const DcpSettings *settings)
   return TRUE;
 }
 
-char *
-dcp_settings_to_json_data (const DcpSettings *settings)
-{
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonNode) root = NULL;
-
-  g_return_val_if_fail (settings != NULL, NULL);
-  json_builder_begin_object (b);
-  for (guint i = 0; i < dcp_settings_count (); i++)
-    {
-      const char *key = dcp_settings_info (i)->key;
-      g_autofree char *value = dcp_settings_get (settings, key);
-
-      if (value == NULL || g_str_equal (key, "api-key"))
-        continue;
-      json_builder_set_member_name (b, key);
-      json_builder_add_string_value (b, value);
-    }
-  json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  return json_to_string (root, FALSE);
-}

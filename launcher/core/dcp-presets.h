@@ -44,8 +44,6 @@ gboolean    dcp_preset_matches     (const DcpPreset   *preset,
 
 /* Whether the address and model keys, which presets leave alone. */
 gboolean    dcp_preset_key_is_personal (const char    *key);
-/* Every setting but the API key, as a JSON object of strings (the last used settings). */
-char       *dcp_settings_to_json_data (const DcpSettings *settings);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpPreset, dcp_preset_free)
 

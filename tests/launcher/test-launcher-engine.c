@@ -201,6 +201,22 @@ test_load_chat_stop (void)
     }
   }
   chat (port);
+  /* What the window started is on the session bus too, under the name the launcher publishes. */
+  {
+    g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+    g_autoptr(GVariant) state = g_action_group_get_action_state (G_ACTION_GROUP (app), "engine-bus-name");
+    g_autoptr(DcpDbusEngine1) script = NULL;
+    DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (f.window->engine);
+
+    g_assert_cmpstr (g_variant_get_string (state, NULL), ==, bus_name);
+    script = dcp_dbus_engine1_proxy_new_for_bus_sync (G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START,
+                                                      bus_name, "/io/github/decapybara/Engine", NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (dcp_dbus_engine1_get_state (script), ==, "ready");
+    g_assert_cmpstr (dcp_dbus_engine1_get_address (script), ==, dcp_dbus_engine1_get_address (proxy));
+    g_assert_cmpuint (dcp_dbus_engine1_get_pid (script), ==, dcp_dbus_engine1_get_pid (proxy));
+    g_assert_false (g_str_has_suffix (dcp_dbus_engine1_get_address (proxy), "/"));
+  }
   iterate_until (monitor_sampled, &f, "the monitor's samples");
   g_assert_nonnull (strstr (dcp_monitor_view_get_queue_text (f.window->monitor_view), "waiting"));
 
