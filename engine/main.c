@@ -4,6 +4,7 @@
 
 #include "config.h"
 
+#include <errno.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -47,6 +48,28 @@ run_probe (const DcpCli *cli)
 
       g_print ("%s\n", text);
     }
+  return 0;
+}
+
+/* --write-settings: what a headless engine (the systemd unit) then reads at every start. */
+static int
+write_settings (const DcpCli *cli)
+{
+  g_autofree char *path = cli->settings_file != NULL
+                          ? g_strdup (cli->settings_file)
+                          : g_build_filename (g_get_user_config_dir (), "decapybara", "settings.json", NULL);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *json = dcp_settings_to_json_data (&cli->settings);
+  g_autoptr(GError) error = NULL;
+
+  if (g_mkdir_with_parents (dir, 0700) != 0 ||
+      !g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+    {
+      g_printerr ("decapybara: cannot write %s: %s\n", path, error != NULL ? error->message : g_strerror (errno));
+      return 1;
+    }
+  g_print ("wrote %s%s\n", path,
+           cli->settings.api_key != NULL ? " (without the API key: give it with --api-key-file or DECAPYBARA_API_KEY)" : "");
   return 0;
 }
 
@@ -341,6 +364,8 @@ main (int argc, char **argv)
     }
   if (cli.probe)
     return run_probe (&cli);
+  if (cli.write_settings)
+    return write_settings (&cli);
 
   return run_engine (&cli);
 }
