@@ -183,7 +183,10 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   gtk_label_set_text (self->heading, c->cpu_backend ? _("RAM for these settings (CPU backend)") : _("VRAM for these settings"));
   adw_preferences_row_set_title (g_hash_table_lookup (self->rows, "vram"), c->cpu_backend ? _("RAM (CPU backend)") : _("VRAM"));
   if (c->cpu_backend)
-    gtk_widget_set_visible (GTK_WIDGET (self->plan_row), FALSE);
+    {
+      gtk_widget_set_visible (GTK_WIDGET (self->plan_row), FALSE);
+      set_line (self, "vram-free", _("not used: the CPU backend is planned against this PC's RAM"));
+    }
   adw_preferences_group_set_description (self->costs_group, model_name ? model_name : _("No model chosen"));
   memset (self->values, 0, sizeof self->values);
   self->free_bytes = self->budget = 0;
@@ -296,6 +299,8 @@ dcp_costs_view_init (DcpCostsView *self)
   self->plan_row = ADW_ACTION_ROW (adw_action_row_new ());
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->plan_row), _("Plan for a GPU with (GiB free)"));
   self->plan_vram = GTK_SPIN_BUTTON (gtk_spin_button_new_with_range (4, 1024, 1));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->plan_vram), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Plan for a GPU with (GiB free)"), -1);
   gtk_widget_set_valign (GTK_WIDGET (self->plan_vram), GTK_ALIGN_CENTER);
   adw_action_row_add_suffix (self->plan_row, GTK_WIDGET (self->plan_vram));
   gtk_widget_set_visible (GTK_WIDGET (self->plan_row), FALSE);

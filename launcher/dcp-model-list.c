@@ -212,6 +212,15 @@ add_item (DcpModelList *self, DcpModelEntry *entry)
   gtk_widget_set_tooltip_text (item->cancel_button, _("Stop the download (it resumes where it stopped)"));
   item->download_button = gtk_button_new_from_icon_name ("folder-download-symbolic");
   gtk_widget_set_tooltip_text (item->download_button, _("Download into the models folder (resumable, SHA-256 checked)"));
+  {
+    /* Translators: an icon button's name for screen readers; %s is a file name */
+    g_autofree char *download = g_strdup_printf (_("Download %s"), entry->name);
+    /* Translators: an icon button's name for screen readers; %s is a file name */
+    g_autofree char *cancel = g_strdup_printf (_("Stop downloading %s"), entry->name);
+
+    gtk_accessible_update_property (GTK_ACCESSIBLE (item->download_button), GTK_ACCESSIBLE_PROPERTY_LABEL, download, -1);
+    gtk_accessible_update_property (GTK_ACCESSIBLE (item->cancel_button), GTK_ACCESSIBLE_PROPERTY_LABEL, cancel, -1);
+  }
   gtk_widget_set_valign (item->download_button, GTK_ALIGN_CENTER);
   gtk_widget_add_css_class (item->download_button, "flat");
   gtk_widget_set_valign (item->cancel_button, GTK_ALIGN_CENTER);

@@ -22,7 +22,9 @@ struct _DcpWindow
   AdwViewSwitcherTitle *title;
   AdwViewStack *view_stack;
   GtkWidget *load_button, *stop_button;
-  GtkBox *left_box, *right_box;
+  GtkBox *left_box, *right_box, *setup_box;
+  GtkWidget *right_scroll, *columns_separator;
+  gboolean narrow;                /* one column: the right column's parts under the left's */
   AdwEntryRow *folder_row, *repo_row;
   AdwPasswordEntryRow *token_row;
   AdwActionRow *address_row, *command_row, *engine_row;
@@ -77,6 +79,10 @@ void         dcp_window_toast             (DcpWindow          *self,
  * missing), or NULL and an error saying why it cannot be one. */
 char        *dcp_window_check_models_folder (const char       *text,
                                            GError            **error);
+/* Below this width the Set up page is one column. */
+#define DCP_WINDOW_NARROW_WIDTH 860
+void         dcp_window_set_narrow        (DcpWindow          *self,
+                                           gboolean            narrow);
 /* dcp-window-actions.c */
 void         dcp_window_class_init_actions (GtkWidgetClass    *widget_class);
 void         dcp_window_init_actions      (DcpWindow          *self);

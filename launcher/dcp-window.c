@@ -558,6 +558,80 @@ refresh_action (GtkWidget *widget, const char *action, GVariant *param)
   refresh_models (DCP_WINDOW (widget));
 }
 
+/* ---- accessibility ---- */
+
+/* AdwPasswordEntryRow 1.2's show/hide button has no name of its own: give it one. */
+static void
+name_unnamed_buttons (GtkWidget *widget, const char *name)
+{
+  for (GtkWidget *child = gtk_widget_get_first_child (widget); child != NULL; child = gtk_widget_get_next_sibling (child))
+    {
+      if (GTK_IS_BUTTON (child) && gtk_button_get_label (GTK_BUTTON (child)) == NULL)
+        gtk_accessible_update_property (GTK_ACCESSIBLE (child), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
+      name_unnamed_buttons (child, name);
+    }
+}
+
+/* ---- the layout ---- */
+
+/* libadwaita 1.2 has no breakpoints: below DCP_WINDOW_NARROW_WIDTH the right column (This PC,
+ * costs, Engine, log) moves under the left one, in its scrolled window, down to 360 px. */
+void
+dcp_window_set_narrow (DcpWindow *self, gboolean narrow)
+{
+  GtkWidget *right = GTK_WIDGET (self->right_box);
+
+  if (self->narrow == narrow)
+    return;
+  self->narrow = narrow;
+  g_object_ref (right);
+  if (narrow)
+    {
+      /* The scrolled window holds the box through a GtkViewport. */
+      GtkWidget *parent = gtk_widget_get_parent (right);
+
+      if (GTK_IS_VIEWPORT (parent))
+        gtk_viewport_set_child (GTK_VIEWPORT (parent), NULL);
+      gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (self->right_scroll), NULL);
+      gtk_box_append (self->left_box, right);
+      gtk_widget_set_margin_start (right, 0);
+      gtk_widget_set_margin_end (right, 0);
+    }
+  else
+    {
+      gtk_box_remove (self->left_box, right);
+      gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (self->right_scroll), right);
+      gtk_widget_set_margin_start (right, 18);
+      gtk_widget_set_margin_end (right, 18);
+    }
+  g_object_unref (right);
+  gtk_widget_set_visible (self->right_scroll, !narrow);
+  gtk_widget_set_visible (self->columns_separator, !narrow);
+  gtk_widget_set_margin_start (GTK_WIDGET (self->left_box), narrow ? 4 : 18);
+  gtk_widget_set_margin_end (GTK_WIDGET (self->left_box), narrow ? 4 : 18);
+  gtk_editable_set_width_chars (GTK_EDITABLE (self->host_entry), narrow ? 8 : 12);
+  /* The header bar's buttons as icons (named for screen readers in the template). */
+  if (narrow)
+    {
+      gtk_button_set_icon_name (GTK_BUTTON (self->load_button), "media-playback-start-symbolic");
+      gtk_button_set_icon_name (GTK_BUTTON (self->stop_button), "media-playback-stop-symbolic");
+    }
+  else
+    {
+      gtk_button_set_label (GTK_BUTTON (self->load_button), _("_Load server"));
+      gtk_button_set_label (GTK_BUTTON (self->stop_button), _("_Stop"));
+    }
+}
+
+static void
+width_changed (DcpWindow *self)
+{
+  int width = 0, height = 0;
+
+  gtk_window_get_default_size (GTK_WINDOW (self), &width, &height);
+  dcp_window_set_narrow (self, width > 0 && width < DCP_WINDOW_NARROW_WIDTH);
+}
+
 /* ---- the window ---- */
 
 static void
@@ -615,6 +689,9 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, stop_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, left_box);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_box);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, setup_box);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_scroll);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, columns_separator);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, token_row);
@@ -678,6 +755,7 @@ dcp_window_init (DcpWindow *self)
   g_signal_connect (self->folder_row, "apply", G_CALLBACK (folder_applied), self);
   g_signal_connect (self->repo_row, "apply", G_CALLBACK (repo_applied), self);
   dcp_window_init_actions (self);
+  name_unnamed_buttons (GTK_WIDGET (self->token_row), _("Show or hide the token"));
 }
 
 /* The last used settings, then the widgets that show them. */
@@ -732,6 +810,8 @@ dcp_window_new (GtkApplication *application, GSettings *settings, const char *en
   g_settings_bind (settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_swapped (self, "notify::default-width", G_CALLBACK (width_changed), self);
+  width_changed (self);
   g_settings_bind (settings, "hf-token", self->token_row, "text", G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_object (settings, "changed::hf-token", G_CALLBACK (token_changed), self, 0);
   token_changed (settings, "hf-token", self);

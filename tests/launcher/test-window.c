@@ -615,6 +615,38 @@ test_models_folder (Fixture *f, gconstpointer data)
   g_assert_cmpstr (gtk_editable_get_text (GTK_EDITABLE (f->window->folder_row)), ==, chosen);
 }
 
+static gboolean
+is_narrow (Fixture *f)
+{
+  return f->window->narrow;
+}
+
+/* Down to 360 px (the metainfo's display_length): one column, and nothing asks for more width. */
+static void
+test_narrow (Fixture *f, gconstpointer data)
+{
+  int min = 0, nat = 0;
+
+  gtk_window_set_default_size (GTK_WINDOW (f->window), 360, 720);
+  iterate_until (is_narrow, f);
+  g_assert_false (gtk_widget_get_visible (f->window->right_scroll));
+  g_assert_true (gtk_widget_get_parent (GTK_WIDGET (f->window->right_box)) == GTK_WIDGET (f->window->left_box));
+  gtk_widget_measure (GTK_WIDGET (f->window), GTK_ORIENTATION_HORIZONTAL, -1, &min, &nat, NULL, NULL);
+  g_test_message ("narrow: minimum width %d, natural %d", min, nat);
+  g_assert_cmpint (min, <=, 360);
+  /* The Monitor page too. */
+  adw_view_stack_set_visible_child_name (f->window->view_stack, "monitor");
+  gtk_widget_measure (GTK_WIDGET (f->window), GTK_ORIENTATION_HORIZONTAL, -1, &min, &nat, NULL, NULL);
+  g_assert_cmpint (min, <=, 360);
+  adw_view_stack_set_visible_child_name (f->window->view_stack, "setup");
+
+  /* Wide again: two columns. */
+  gtk_window_set_default_size (GTK_WINDOW (f->window), 1300, 800);
+  g_assert_false (f->window->narrow);
+  g_assert_true (gtk_widget_get_visible (f->window->right_scroll));
+  g_assert_true (gtk_widget_get_parent (GTK_WIDGET (f->window->right_box)) != GTK_WIDGET (f->window->left_box));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -650,6 +682,7 @@ main (int argc, char **argv)
   g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);
   g_test_add ("/window/first-start", Fixture, "no-gpu", setup, test_first_start, teardown);
   g_test_add ("/window/models-folder", Fixture, NULL, setup, test_models_folder, teardown);
+  g_test_add ("/window/narrow", Fixture, NULL, setup, test_narrow, teardown);
   status = g_test_run ();
   remove_tree (share);
   return status;
