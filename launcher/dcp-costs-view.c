@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "dcp-costs-view.h"
@@ -224,10 +225,10 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
                                            : _("%.2f GiB pinned (RAM cache and staging)"), p->ram_pinned / GIB);
   disk = g_strdup_printf (c->disk_cache_auto ? _("%.2f GiB for the model file, plus the disk cache the engine sizes at start")
                                              : _("%.2f GiB (model file and disk cache)"), p->disk / GIB);
-  context = g_strdup_printf (_("%" G_GUINT64_FORMAT " tokens per conversation (pool of %" G_GUINT64_FORMAT
-                               " tokens, %" G_GUINT64_FORMAT " bytes per token)"),
+  context = g_strdup_printf (_("%" PRIu64 " tokens per conversation (pool of %" PRIu64
+                               " tokens, %" PRIu64 " bytes per token)"),
                              p->context_per_conversation, p->pool_tokens, p->kv_bytes_per_token);
-  client = g_strdup_printf (_("Set your client's context size to %" G_GUINT64_FORMAT), p->context_per_conversation);
+  client = g_strdup_printf (_("Set your client's context size to %" PRIu64), p->context_per_conversation);
   if (c->have_accuracy)
     accuracy = g_strdup_printf (c->accuracy.for_kv ? _("KL divergence %.4f, top-1 agreement %.1f %% (measured with this KV setting)")
                                                    : _("KL divergence %.4f, top-1 agreement %.1f %% (weights only: this KV setting was not measured)"),
@@ -235,7 +236,7 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   else
     accuracy = g_strdup (_("unknown: the model file has no accuracy measurements"));
   if (c->tokens_per_s_short > 0)
-    speed = g_strdup_printf (_("≈ %.0f tokens/s at %u tokens, %.0f at %" G_GUINT64_FORMAT " (one conversation); %.0f in all with %u"),
+    speed = g_strdup_printf (_("≈ %.0f tokens/s at %u tokens, %.0f at %" PRIu64 " (one conversation); %.0f in all with %u"),
                              c->tokens_per_s_short, DCP_COSTS_SHORT_CONTEXT, c->tokens_per_s_full,
                              MAX (p->context_per_conversation, (guint64) DCP_COSTS_SHORT_CONTEXT),
                              c->tokens_per_s_all, c->conversations);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <glib/gi18n.h>
+#include <inttypes.h>
 
 #include "dcp-error.h"
 #include "dcp-window-private.h"
@@ -91,7 +92,7 @@ compare_choices (const char *key, gpointer user_data)
       else
         {
           /* Translators: a compact comparison line: VRAM in GiB, then the context in tokens */
-          g_string_append_printf (s, _("%5.1f GiB%s  %7" G_GUINT64_FORMAT " tokens"),
+          g_string_append_printf (s, _("%5.1f GiB%s  %7" PRIu64 " tokens"),
                                   costs.plan.vram_total / GIB, costs.plan.fits ? "" : _(" (too much)"),
                                   costs.plan.context_per_conversation);
           if (costs.have_accuracy)
