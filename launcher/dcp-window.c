@@ -289,9 +289,12 @@ model_selected (DcpModelList *list, DcpWindow *self)
     }
   else
     {
+      g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
+
       dcp_window_set_model_meta (self, NULL);
       self->meta_cancellable = g_cancellable_new ();
-      dcp_model_meta_fetch_async (self->session, entry->url, self->meta_cancellable, meta_fetched, g_object_ref (self));
+      dcp_model_meta_fetch_async (self->session, entry->url, dcp_model_catalog_default_endpoint (), token,
+                                  self->meta_cancellable, meta_fetched, g_object_ref (self));
     }
   dcp_window_settings_changed (self);
 }
@@ -420,7 +423,9 @@ refresh_models (DcpWindow *self)
   watch_folder (self, dir);
   if (*repo)
     {
-      dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main",
+      g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
+
+      dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main", token,
                                            self->cancellable, catalog_ready, g_object_ref (self));
       return;
     }

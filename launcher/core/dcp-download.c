@@ -9,6 +9,7 @@
 
 #include "dcp-download.h"
 #include "dcp-error.h"
+#include "dcp-hf-auth.h"
 
 #define PART_MIN_BYTES (G_GUINT64_CONSTANT (8) << 20)
 #define READ_BYTES (256 * 1024)
@@ -44,8 +45,8 @@ struct _DcpDownload
   GCancellable *cancellable;   /* the caller's, or cancelled on the first failure */
   GError *error;               /* the first failure, reported when every part has stopped */
   gulong cancel_handler;       /* on the caller's cancellable */
-  char *token;                 /* sent to token_host only */
-  char *token_host;
+  char *token;                 /* sent to the endpoint's host only (dcp_hf_authorize) */
+  char *endpoint;
   DcpFreeBytesFunc free_bytes_func;
   gint64 speed_time;           /* the last speed sample: when, and received then */
   guint64 speed_received;
@@ -71,7 +72,7 @@ dcp_download_finalize (GObject *object)
   g_free (self->state_path);
   g_free (self->sha256);
   g_free (self->token);
-  g_free (self->token_host);
+  g_free (self->endpoint);
   g_clear_pointer (&self->parts, g_array_unref);
   g_clear_object (&self->cancellable);
   g_clear_error (&self->error);
@@ -189,18 +190,12 @@ update_speed (DcpDownload *self)
 void
 dcp_download_set_token (DcpDownload *self, const char *endpoint, const char *token)
 {
-  g_autoptr(GUri) uri = NULL;
 
   g_return_if_fail (DCP_IS_DOWNLOAD (self));
   g_clear_pointer (&self->token, g_free);
-  g_clear_pointer (&self->token_host, g_free);
-  if (token == NULL || *token == '\0' || endpoint == NULL)
-    return;
-  uri = g_uri_parse (endpoint, G_URI_FLAGS_NONE, NULL);
-  if (uri == NULL || g_uri_get_host (uri) == NULL)
-    return;
+  g_clear_pointer (&self->endpoint, g_free);
   self->token = g_strdup (token);
-  self->token_host = g_ascii_strdown (g_uri_get_host (uri), -1);
+  self->endpoint = g_strdup (endpoint);
 }
 
 void
@@ -210,32 +205,10 @@ dcp_download_set_free_bytes_func (DcpDownload *self, DcpFreeBytesFunc func)
   self->free_bytes_func = func;
 }
 
-/* The token goes with a request only while it is for the endpoint's host: a redirect to another
- * host (Hugging Face sends files to a CDN) loses it before the request is sent again. */
-static void
-authorize_uri (SoupMessage *msg, DcpDownload *self)
-{
-  GUri *uri = soup_message_get_uri (msg);
-  SoupMessageHeaders *headers = soup_message_get_request_headers (msg);
-  g_autofree char *auth = NULL;
-
-  if (self->token == NULL || g_uri_get_host (uri) == NULL ||
-      g_ascii_strcasecmp (g_uri_get_host (uri), self->token_host) != 0)
-    {
-      soup_message_headers_remove (headers, "Authorization");
-      return;
-    }
-  auth = g_strconcat ("Bearer ", self->token, NULL);
-  soup_message_headers_replace (headers, "Authorization", auth);
-}
-
 static void
 authorize (DcpDownload *self, SoupMessage *msg)
 {
-  if (self->token == NULL)
-    return;
-  authorize_uri (msg, self);
-  g_signal_connect (msg, "restarted", G_CALLBACK (authorize_uri), self);
+  dcp_hf_authorize (msg, self->endpoint, self->token);
 }
 
 static gboolean

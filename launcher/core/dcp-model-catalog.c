@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dcp-error.h"
+#include "dcp-hf-auth.h"
 #include "dcp-model-catalog.h"
 
 #define MAX_LISTING_BYTES (16u << 20)
@@ -232,7 +233,7 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
 
 void
 dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint, const char *repo,
-                                     const char *revision, GCancellable *cancellable,
+                                     const char *revision, const char *token, GCancellable *cancellable,
                                      GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
@@ -252,6 +253,7 @@ dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint,
                                "“%s” on “%s” is not a model repository address", repo ? repo : "", endpoint);
       return;
     }
+  dcp_hf_authorize (d->msg, endpoint, token);
   soup_session_send_and_read_async (session, d->msg, G_PRIORITY_DEFAULT, cancellable, listed,
                                     g_steal_pointer (&task));
 }
