@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-costs-view.h"
+#include "dcp-download.h"
 #include "dcp-engine-command.h"
 #include "dcp-engine-process.h"
 #include "dcp-model-list.h"
@@ -73,8 +74,11 @@ void         dcp_window_set_device_json   (DcpWindow          *self,
                                            const char         *probe_json);
 void         dcp_window_set_model_meta    (DcpWindow          *self,
                                            DcpModelMeta       *meta);
+/* Characters a toast shows in one line; longer messages get a Details button. */
+#define DCP_WINDOW_TOAST_CHARS 64
 void         dcp_window_toast             (DcpWindow          *self,
                                            const char         *text);
+char        *dcp_window_toast_title       (const char         *text);
 /* The absolute folder for what the user typed as the models folder (~ expanded, created when
  * missing), or NULL and an error saying why it cannot be one. */
 char        *dcp_window_check_models_folder (const char       *text,

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <glib/gi18n.h>
 #include <inttypes.h>
+#include <string.h>
 
 #include "dcp-error.h"
 #include "dcp-window-private.h"
@@ -14,14 +15,49 @@
 
 G_DEFINE_FINAL_TYPE (DcpWindow, dcp_window, ADW_TYPE_APPLICATION_WINDOW)
 
+/* A toast is one line: a longer message gets a short title (up to its first ": ") and a
+ * Details button that shows all of it. NULL: the text fits as it is. */
+char *
+dcp_window_toast_title (const char *text)
+{
+  const char *colon;
+
+  g_return_val_if_fail (text != NULL, NULL);
+  if (g_utf8_strlen (text, -1) <= DCP_WINDOW_TOAST_CHARS)
+    return NULL;
+  colon = strstr (text, ": ");
+  if (colon != NULL && g_utf8_strlen (text, colon - text) <= DCP_WINDOW_TOAST_CHARS)
+    return g_strndup (text, colon - text);
+  {
+    g_autofree char *cut = g_utf8_substring (text, 0, DCP_WINDOW_TOAST_CHARS - 1);
+    return g_strconcat (cut, "…", NULL);
+  }
+}
+
 void
 dcp_window_toast (DcpWindow *self, const char *text)
 {
-  AdwToast *toast = adw_toast_new (text);
+  g_autofree char *title = dcp_window_toast_title (text);
+  AdwToast *toast = adw_toast_new (title != NULL ? title : text);
 
   g_debug ("toast: %s", text);
   adw_toast_set_timeout (toast, 8);
+  if (title != NULL)
+    {
+      adw_toast_set_button_label (toast, _("_Details"));
+      adw_toast_set_action_name (toast, "win.show-message");
+      adw_toast_set_action_target_value (toast, g_variant_new_string (text));
+    }
   adw_toast_overlay_add_toast (self->toasts, toast);
+}
+
+static void
+show_message_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  GtkWidget *dialog = adw_message_dialog_new (GTK_WINDOW (widget), _("Details"), g_variant_get_string (param, NULL));
+
+  adw_message_dialog_add_response (ADW_MESSAGE_DIALOG (dialog), "close", _("_Close"));
+  gtk_window_present (GTK_WINDOW (dialog));
 }
 
 static char *
@@ -715,6 +751,7 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_scroll);
   gtk_widget_class_install_action (widget_class, "win.refresh", NULL, refresh_action);
   gtk_widget_class_install_action (widget_class, "win.choose-folder", NULL, choose_folder_action);
+  gtk_widget_class_install_action (widget_class, "win.show-message", "s", show_message_action);
   dcp_window_class_init_actions (widget_class);
 }
 
@@ -724,7 +761,7 @@ dcp_window_init (DcpWindow *self)
   g_type_ensure (DCP_TYPE_COSTS_VIEW);
   gtk_widget_init_template (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
-  self->session = soup_session_new_with_options ("user-agent", "decapybara-launcher/" PACKAGE_VERSION, NULL);
+  self->session = dcp_download_session_new ();
   dcp_settings_init_default (&self->settings);
 
   self->model_list = dcp_model_list_new (self->session);

@@ -615,6 +615,69 @@ test_models_folder (Fixture *f, gconstpointer data)
   g_assert_cmpstr (gtk_editable_get_text (GTK_EDITABLE (f->window->folder_row)), ==, chosen);
 }
 
+static GtkWidget *
+find_widget (GtkWidget *root, gboolean (*match) (GtkWidget *w))
+{
+  if (match (root))
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child != NULL; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_widget (child, match);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static gboolean
+is_resume_button (GtkWidget *w)
+{
+  return GTK_IS_BUTTON (w) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (w)), "_Resume") == 0 &&
+         gtk_widget_get_visible (w);
+}
+
+static gboolean
+is_kept_row (GtkWidget *w)
+{
+  return ADW_IS_ACTION_ROW (w) && adw_action_row_get_subtitle (ADW_ACTION_ROW (w)) != NULL &&
+         strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (w)), "kept (42 %)") != NULL;
+}
+
+/* An interrupted download's kept part is shown with Resume, not as "not downloaded yet"; a
+ * message too long for a toast gets a short title and its Details. */
+static void
+test_kept_part (Fixture *f, gconstpointer data)
+{
+  g_autofree char *state = g_build_filename (f->dir, "remote.mcapy.part.json", NULL);
+  g_autofree char *title = NULL;
+  GPtrArray *entries = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  DcpModelEntry *e = g_new0 (DcpModelEntry, 1);
+  const char *checksum = "Downloading qwen3.8-27b-medium.mcapy failed: the SHA-256 of the file is "
+                         "0123456789abcdef, not fedcba9876543210 as the repository says";
+
+  /* 42 of 100 MiB kept, in two parts. */
+  g_assert_true (g_file_set_contents (state, "{\"url\": \"http://127.0.0.1:9/remote.mcapy\", \"size\": 104857600,"
+                                      " \"parts\": [[0, 52428799, 22020096], [52428800, 104857599, 22020096]]}", -1, NULL));
+  e->name = g_strdup ("remote.mcapy");
+  e->url = g_strdup ("http://127.0.0.1:9/remote.mcapy");
+  e->size = 104857600;
+  g_ptr_array_add (entries, e);
+  dcp_model_list_set_entries (f->window->model_list, entries, f->dir);
+  g_assert_nonnull (find_widget (GTK_WIDGET (f->window->model_list), is_resume_button));
+  g_assert_nonnull (find_widget (GTK_WIDGET (f->window->model_list), is_kept_row));
+  g_unlink (state);
+
+  g_assert_null (dcp_window_toast_title ("Command line copied"));
+  title = dcp_window_toast_title (checksum);
+  g_assert_cmpstr (title, ==, "Downloading qwen3.8-27b-medium.mcapy failed");
+  g_free (title);
+  title = dcp_window_toast_title ("An unusually long message without any colon in it that goes on and on past the width");
+  g_assert_cmpint (g_utf8_strlen (title, -1), ==, DCP_WINDOW_TOAST_CHARS);
+  dcp_window_toast (f->window, checksum);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.show-message", "s", checksum));
+}
+
 static gboolean
 is_narrow (Fixture *f)
 {
@@ -683,6 +746,7 @@ main (int argc, char **argv)
   g_test_add ("/window/first-start", Fixture, "no-gpu", setup, test_first_start, teardown);
   g_test_add ("/window/models-folder", Fixture, NULL, setup, test_models_folder, teardown);
   g_test_add ("/window/narrow", Fixture, NULL, setup, test_narrow, teardown);
+  g_test_add ("/window/kept-part", Fixture, NULL, setup, test_kept_part, teardown);
   status = g_test_run ();
   remove_tree (share);
   return status;
