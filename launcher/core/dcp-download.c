@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <glib/gi18n.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
@@ -297,7 +298,7 @@ check_space (DcpDownload *self, GError **error)
       g_autofree char *n = g_format_size (needed), *f = g_format_size (free_bytes);
 
       g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE,
-                   "Not enough disk space in %s: the download needs %s more, %s are free", dir, n, f);
+                   _("Not enough disk space in %s: the download needs %s more, %s are free"), dir, n, f);
       return FALSE;
     }
   return TRUE;
@@ -448,14 +449,14 @@ hashed (GObject *source, GAsyncResult *result, gpointer user_data)
       g_unlink (self->part_path);
       g_unlink (self->state_path);
       finish (self, g_error_new (DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                                 "%s: SHA-256 is %s, expected %s; the download was deleted",
+                                 _("%s: SHA-256 is %s, expected %s; the download was deleted"),
                                  self->dest, digest, self->sha256));
       return;
     }
   if (g_rename (self->part_path, self->dest) != 0)
     {
       int saved = errno;
-      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, "Cannot rename %s to %s: %s",
+      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, _("Cannot rename %s to %s: %s"),
                                  self->part_path, self->dest, g_strerror (saved)));
       return;
     }
@@ -546,7 +547,7 @@ read_done (GObject *source, GAsyncResult *result, gpointer user_data)
   if (n == 0)
     {
       if (part->start + part->done <= part->end)
-        error = g_error_new (DCP_ERROR, DCP_ERROR_IO, "the connection closed early");
+        error = g_error_new (DCP_ERROR, DCP_ERROR_IO, _("the connection closed early"));
       part_finished (part, error);
       return;
     }
@@ -599,7 +600,7 @@ sent (GObject *source, GAsyncResult *result, gpointer user_data)
   if (status != (self->ranges ? SOUP_STATUS_PARTIAL_CONTENT : SOUP_STATUS_OK))
     {
       error = g_error_new (DCP_ERROR, status == 404 ? DCP_ERROR_NOT_FOUND : DCP_ERROR_IO,
-                           "%s: the server answered %u %s", self->url, status,
+                           _("%s: the server answered %u %s"), self->url, status,
                            soup_message_get_reason_phrase (part->msg));
       part->no_retry = status < 500;   /* 4xx will not change */
       part_finished (part, error);
@@ -704,7 +705,7 @@ head_done (GObject *source, GAsyncResult *result, gpointer user_data)
     {
       guint status = soup_message_get_status (msg);
       finish (self, g_error_new (DCP_ERROR, status == 404 ? DCP_ERROR_NOT_FOUND : DCP_ERROR_IO,
-                                 "%s: the server answered %u %s", self->url, status,
+                                 _("%s: the server answered %u %s"), self->url, status,
                                  soup_message_get_reason_phrase (msg)));
       return;
     }
@@ -712,7 +713,7 @@ head_done (GObject *source, GAsyncResult *result, gpointer user_data)
   length = soup_message_headers_get_content_length (headers);
   if (length <= 0)
     {
-      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, "%s: the server did not say how large the file is",
+      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, _("%s: the server did not say how large the file is"),
                                  self->url));
       return;
     }
@@ -745,7 +746,7 @@ dcp_download_run_async (DcpDownload *self, GCancellable *cancellable,
   head = soup_message_new (SOUP_METHOD_HEAD, self->url);
   if (head == NULL)
     {
-      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "“%s” is not a valid URL", self->url));
+      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, _("“%s” is not a valid URL"), self->url));
       return;
     }
   authorize (self, head);

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <glib/gi18n.h>
 #include <libsoup/soup.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -114,13 +115,13 @@ finish_run (DcpEngineProcess *self)
       /* Our own SIGTERM or SIGKILL after Stop is not a crash. */
       if (!(self->stop_requested && (sig == SIGTERM || sig == SIGKILL)))
         {
-          self->error = g_strdup_printf ("The engine was killed by signal %d (%s)", sig, g_strsignal (sig));
+          self->error = g_strdup_printf (_("The engine was killed by signal %d (%s)"), sig, g_strsignal (sig));
           end = DCP_ENGINE_FAILED;
         }
     }
   else if (g_subprocess_get_exit_status (proc) != 0 && !self->stop_requested)
     {
-      self->error = g_strdup_printf ("The engine exited with status %d", g_subprocess_get_exit_status (proc));
+      self->error = g_strdup_printf (_("The engine exited with status %d"), g_subprocess_get_exit_status (proc));
       end = DCP_ENGINE_FAILED;
     }
   g_clear_object (&self->proc);
@@ -192,7 +193,7 @@ proxy_ready (GObject *source, GAsyncResult *result, gpointer user_data)
   if (proxy == NULL)
     {
       if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        add_line (self, g_strdup_printf ("(the engine's D-Bus interface is not there: %s)", error->message));
+        add_line (self, g_strdup_printf (_("(the engine's D-Bus interface is not there: %s)"), error->message));
       return;
     }
   if (self->connection == NULL)
@@ -246,14 +247,14 @@ read_line_done (GObject *source, GAsyncResult *result, gpointer user_data)
       if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
         return;
       if (error != NULL && !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
-        add_line (self, g_strdup_printf ("(reading the engine's output failed: %s)", error->message));
+        add_line (self, g_strdup_printf (_("(reading the engine's output failed: %s)"), error->message));
       if (error == NULL || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
         {
           self->output_done = TRUE;
           finish_run (self);
           return;
         }
-      line = g_strdup ("(a line that is not UTF-8)");
+      line = g_strdup (_("(a line that is not UTF-8)"));
     }
   add_output_line (self, line);
   if (self->output != NULL)
@@ -341,7 +342,7 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
 
   if (self->proc != NULL)
     {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "The engine is already running");
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, _("The engine is already running"));
       return FALSE;
     }
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
@@ -353,7 +354,7 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
     {
       if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "No socket pair for the engine's D-Bus: %s", g_strerror (errno));
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, _("No socket pair for the engine's D-Bus: %s"), g_strerror (errno));
           return FALSE;
         }
       /* The launcher closes the child's end in this process when it is freed. */
@@ -362,7 +363,7 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
       if (socket == NULL)
         {
           close (pair[0]);
-          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "No socket for the engine's D-Bus: %s", local->message);
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, _("No socket for the engine's D-Bus: %s"), local->message);
           return FALSE;
         }
       g_ptr_array_add (args, (gpointer) "--dbus-fd");
@@ -377,7 +378,7 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
   self->proc = g_subprocess_launcher_spawnv (launcher, (const char *const *) args->pdata, &local);
   if (self->proc == NULL)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_FAILED, "The engine could not start: %s", local->message);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_FAILED, _("The engine could not start: %s"), local->message);
       g_clear_pointer (&self->error, g_free);
       self->error = g_strdup ((*error)->message);
       set_state (self, DCP_ENGINE_FAILED);
@@ -418,7 +419,7 @@ kill_tick (gpointer user_data)
   self->kill_source = 0;
   if (self->proc != NULL && !self->exited)
     {
-      add_line (self, g_strdup ("(the engine did not stop in time: killing it)"));
+      add_line (self, g_strdup (_("(the engine did not stop in time: killing it)")));
       g_subprocess_force_exit (self->proc);
     }
   return G_SOURCE_REMOVE;
@@ -432,7 +433,7 @@ term_tick (gpointer user_data)
   self->term_source = 0;
   if (self->proc != NULL && !self->exited)
     {
-      add_line (self, g_strdup ("(the engine did not stop on D-Bus Stop: sending SIGTERM)"));
+      add_line (self, g_strdup (_("(the engine did not stop on D-Bus Stop: sending SIGTERM)")));
       g_subprocess_send_signal (self->proc, SIGTERM);
     }
   return G_SOURCE_REMOVE;
