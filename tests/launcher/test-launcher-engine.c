@@ -159,6 +159,9 @@ test_load_chat_stop (void)
   g_application_activate (G_APPLICATION (app));
   f.window = DCP_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
   g_assert_nonnull (f.window);
+  /* A loaded CI machine can take seconds to stop the engine: the SIGTERM fallback this test
+   * checks is not used must not come first for that alone. */
+  dcp_engine_process_set_stop_timeout (f.window->engine, 30000);
   iterate_until (have_device, &f, "the probe");
   iterate_until (have_meta, &f, "the model's head");
   g_assert_nonnull (strstr (f.window->settings.model, name));

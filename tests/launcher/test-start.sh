@@ -45,7 +45,7 @@ run_launcher () {   # run_launcher WHAT COMMAND...
   : > "$tmp/out"
   G_MESSAGES_DEBUG=dcp-window GSETTINGS_BACKEND=keyfile "$@" > "$tmp/out" 2>&1 &
   pid=$!
-  wait_for "chosen model: .*tiny.mcapy"
+  wait_for "chosen model: .*demo.mcapy"
   wait_for "toast: No NVIDIA GPU"
   call load-server
   wait_for "engine running"
