@@ -122,7 +122,7 @@ round_up_pages (guint64 tokens)
 static gboolean
 rope_context (DcpMemoryPlan *p, const DcpModelConfig *c, const DcpPlanSettings *s, GError **error)
 {
-  guint64 native = c->max_position_embeddings;
+  guint64 native = dcp_model_config_native_context (c);
   guint64 stretched = (guint64) (native * DCP_ROPE_YARN_FACTOR);
 
   if (c->rope_type == DCP_ROPE_YARN)
