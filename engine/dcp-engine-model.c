@@ -19,11 +19,11 @@
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
-static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, TRUE };
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only); tiers go through state_save and state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, TRUE };
 
 /* The memory plan for the settings; logs it. The CPU backend keeps KV and GDN conv state in
  * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). */
@@ -130,6 +130,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, DcpLoadPr
   g_autofree char *disk_dir = NULL;
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
+  DcpModelConfig model_config;
   DcpTensorSource source;
   DcpMemoryPlan plan;
 
@@ -158,7 +159,10 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, DcpLoadPr
   if (progress != NULL)
     progress (0.15, user_data);
   source = dcp_model_source_get_tensors (model);
-  backend = dcp_backend_open (backend_name, dcp_model_source_get_config (model), &source,
+  /* With YaRN on (rope scaling), the backend runs the stretched config. */
+  model_config = *dcp_model_source_get_config (model);
+  dcp_memory_plan_apply_rope (&plan, &model_config);
+  backend = dcp_backend_open (backend_name, &model_config, &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;

@@ -147,6 +147,48 @@ round_up_pages (guint64 tokens)
   return (tokens + DCP_PAGE_TOKENS - 1) / DCP_PAGE_TOKENS * DCP_PAGE_TOKENS;
 }
 
+/* The longest context and whether YaRN runs: a YaRN config's own; for default RoPE, x4 over the
+ * native length with rope scaling 1m, or auto and a context asked for past the native length. */
+static gboolean
+rope_context (DcpMemoryPlan *p, const DcpModelConfig *c, const DcpPlanSettings *s, GError **error)
+{
+  guint64 native = dcp_model_config_native_context (c);
+  guint64 stretched = (guint64) (native * DCP_ROPE_YARN_FACTOR);
+
+  if (c->rope_type == DCP_ROPE_YARN)
+    {
+      p->yarn = TRUE;
+      p->model_max_context = dcp_model_config_max_context (c);
+    }
+  else
+    {
+      p->yarn = s->rope_scaling == DCP_ROPE_SCALING_1M ||
+                (s->rope_scaling == DCP_ROPE_SCALING_AUTO && s->context_tokens > native);
+      p->model_max_context = p->yarn ? stretched : native;
+    }
+  if (s->context_tokens > p->model_max_context)
+    {
+      g_autofree char *hint = NULL;
+
+      if (c->rope_type != DCP_ROPE_YARN && !p->yarn)
+        hint = g_strdup_printf (" (--rope-scaling auto or 1m stretches it to %" G_GUINT64_FORMAT
+                                " with YaRN)", stretched);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "a context of %" G_GUINT64_FORMAT " tokens is past the model's %" G_GUINT64_FORMAT "%s",
+                   s->context_tokens, p->model_max_context, hint != NULL ? hint : "");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+dcp_memory_plan_apply_rope (const DcpMemoryPlan *p, DcpModelConfig *config)
+{
+  g_return_if_fail (p != NULL && config != NULL);
+  if (p->yarn)
+    dcp_model_config_enable_yarn (config, DCP_ROPE_YARN_FACTOR);
+}
+
 gboolean
 dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanSettings *s,
                          const DcpPlanDevice *d, GError **error)
@@ -190,17 +232,8 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
       return FALSE;
     }
 
-  p->model_max_context = c->max_position_embeddings;
-  if (s->rope_scaling == DCP_ROPE_SCALING_1M)
-    p->model_max_context = MAX (p->model_max_context, G_GUINT64_CONSTANT (1) << 20);
-  if (s->context_tokens > p->model_max_context)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "a context of %" G_GUINT64_FORMAT " tokens is past the model's %" G_GUINT64_FORMAT
-                   "%s", s->context_tokens, p->model_max_context,
-                   s->rope_scaling == DCP_ROPE_SCALING_1M ? "" : " (rope scaling 1m raises it to 1,048,576)");
-      return FALSE;
-    }
+  if (!rope_context (p, c, s, error))
+    return FALSE;
 
   p->weights_text = m->text_weight_bytes;
   p->weights_embedding = m->embedding_bytes;
@@ -278,6 +311,8 @@ dcp_memory_plan_describe (const DcpMemoryPlan *p)
   g_string_append_printf (s, "KV: %" G_GUINT64_FORMAT " bytes per token; pool of %" G_GUINT64_FORMAT
                           " tokens; GDN state %.1f MiB per conversation\n",
                           p->kv_bytes_per_token, p->pool_tokens, p->gdn_bytes_per_conversation / (double) MIB);
+  if (p->yarn)
+    g_string_append_printf (s, "RoPE: YaRN, positions up to %" G_GUINT64_FORMAT "\n", p->model_max_context);
   g_string_append_printf (s, "Set your client's context size to %" G_GUINT64_FORMAT, p->context_per_conversation);
   return g_string_free (s, FALSE);
 }

@@ -88,7 +88,8 @@ static const Setting settings_table[] = {
     KIND_KV, 0 },
   { { "rope-scaling", "auto|off|1m", "Position scaling: 1m = YaRN x4, one conversation up to 1M tokens",
       "The model reads 262,144 tokens natively. 1m stretches positions four times (YaRN) for "
-      "contexts up to 1,048,576 tokens, at some cost on short ones." },
+      "contexts up to 1,048,576 tokens, at some cost on short ones; auto does so only when the "
+      "context asked for is longer than the native one, off never." },
     KIND_CHOICE, OFF (rope_scaling), 0, 0, rope_modes },
   { { "activations", "fp8|bf16", "Precision of activations in matrix products",
       "fp8 reads prompts faster; bf16 is a little more accurate." },
