@@ -19,11 +19,11 @@
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
-static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, TRUE, FALSE, TRUE, FALSE };
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only); tiers go through state_save and state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, TRUE, FALSE, TRUE, FALSE };
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
 static void
@@ -129,6 +129,27 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
   return TRUE;
 }
 
+/* The speculator that runs: mtp falls back to off, with a warning, where the MTP head cannot
+ * draft (the CUDA backend does not run it yet; a model file without one). */
+static DcpSpeculator
+effective_speculator (const DcpSettings *settings, const char *backend_name, DcpModelSource *model)
+{
+  if (settings->speculator != DCP_SPECULATOR_MTP)
+    return settings->speculator;
+  if (g_strcmp0 (backend_name, "cpu") != 0)
+    {
+      g_warning ("--speculator mtp: the %s backend does not run the MTP head yet; speculation is off",
+                 backend_name);
+      return DCP_SPECULATOR_OFF;
+    }
+  if (dcp_model_source_get_config (model)->mtp_n_layers == 0)
+    {
+      g_warning ("--speculator mtp: the model file has no MTP head; speculation is off");
+      return DCP_SPECULATOR_OFF;
+    }
+  return DCP_SPECULATOR_MTP;
+}
+
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
  * conversation and the snapshots': dcp_plan_gdn_blocks). */
@@ -143,6 +164,8 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->page_tokens = DCP_PAGE_TOKENS;
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
+  c->speculator = settings->speculator;
+  c->draft_length = settings->draft_length > 0 ? settings->draft_length : DCP_DRAFT_DEFAULT;
 }
 
 DcpExecutor *
@@ -158,6 +181,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   DcpSchedulerConfig config;
   DcpTensorSource source;
   DcpMemoryPlan plan;
+  DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_settings_validate (settings,
@@ -175,6 +199,9 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
     return NULL;
   g_message ("model %s", dcp_model_source_get_path (model));
   backend_name = dcp_settings_get (settings, "backend");
+  effective = *settings;
+  effective.speculator = effective_speculator (settings, backend_name, model);
+  settings = &effective;
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
   source = dcp_model_source_get_tensors (model);

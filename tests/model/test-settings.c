@@ -81,7 +81,7 @@ test_bad_values (void)
   static const struct { const char *key, *value; } cases[] = {
     { "port", "-1" }, { "port", "65536" }, { "port", "80x" }, { "conversations", "0" },
     { "context", "0" }, { "context", "-5" }, { "kv-bits", "5/5" }, { "kv-bits", "16" },
-    { "rope-scaling", "2m" }, { "draft-length", "9" }, { "keep-free", "lots" },
+    { "rope-scaling", "2m" }, { "draft-length", "16" }, { "keep-free", "lots" },
     { "keep-free", "-1" }, { "ram-cache", "" }, { "model", "" }, { "backend", "rocm" },
     { "no-such-key", "1" },
   };
