@@ -129,25 +129,16 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
   return TRUE;
 }
 
-/* The speculator that runs: mtp falls back to off, with a warning, where the MTP head cannot
- * draft (the CUDA backend does not run it yet; a model file without one). */
+/* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
+ * drafter yet (and the CUDA backend does not run the MTP head). */
 static DcpSpeculator
-effective_speculator (const DcpSettings *settings, const char *backend_name, DcpModelSource *model)
+effective_speculator (const DcpSettings *settings)
 {
   if (settings->speculator != DCP_SPECULATOR_MTP)
     return settings->speculator;
-  if (g_strcmp0 (backend_name, "cpu") != 0)
-    {
-      g_warning ("--speculator mtp: the %s backend does not run the MTP head yet; speculation is off",
-                 backend_name);
-      return DCP_SPECULATOR_OFF;
-    }
-  if (dcp_model_source_get_config (model)->mtp_n_layers == 0)
-    {
-      g_warning ("--speculator mtp: the model file has no MTP head; speculation is off");
-      return DCP_SPECULATOR_OFF;
-    }
-  return DCP_SPECULATOR_MTP;
+  g_warning ("--speculator mtp: the MTP drafter is not built yet; speculation is off "
+             "(--speculator ngram drafts from the conversation)");
+  return DCP_SPECULATOR_OFF;
 }
 
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
@@ -200,7 +191,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   g_message ("model %s", dcp_model_source_get_path (model));
   backend_name = dcp_settings_get (settings, "backend");
   effective = *settings;
-  effective.speculator = effective_speculator (settings, backend_name, model);
+  effective.speculator = effective_speculator (settings);
   settings = &effective;
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;

@@ -155,6 +155,16 @@ test_validate (void)
   g_clear_error (&error);
   g_assert_true (dcp_settings_validate (&s, &everything, &error));
 
+  /* speculators run on both backends; the DFlash drafter is refused, saying so */
+  dcp_settings_set (&s, "speculator", "ngram", NULL);
+  g_assert_true (dcp_settings_validate (&s, &everything, &error));
+  g_assert_true (dcp_settings_set (&s, "speculator", "dflash", NULL));
+  g_assert_false (dcp_settings_validate (&s, &everything, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "dflash"));
+  g_clear_error (&error);
+  dcp_settings_set (&s, "speculator", "off", NULL);
+
   dcp_settings_set (&s, "context-mode", "fixed", NULL);
   dcp_settings_set (&s, "disk-cache", "10", NULL);
   g_assert_false (dcp_settings_validate (&s, &everything, &error));
