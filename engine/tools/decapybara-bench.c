@@ -269,8 +269,7 @@ run_verify (Bench *b, guint context, GError **error)
   g_autofree float *logits = g_new (float, (gsize) 4 * DCP_BENCH_VERIFY_ROWS * b->config.vocab_size);
 
   if (!b->opt->json)
-    g_print ("  %-7s %-9s %5s %9s %9s %10s
-", "batch", "context", "rows", "ms/step", "x 1-row",
+    g_print ("  %-7s %-9s %5s %9s %9s %10s\n", "batch", "context", "rows", "ms/step", "x 1-row",
              "rows/s");
   for (guint i = 0; i < G_N_ELEMENTS (batches); i++)
     {
