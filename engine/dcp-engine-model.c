@@ -19,11 +19,14 @@
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
-static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, TRUE };
+static const DcpEngineCaps cpu_caps = { .speculators = TRUE, .tiers = TRUE, .rope_yarn = TRUE };
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only); tiers go through state_save and state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, TRUE };
+static const DcpEngineCaps cuda_caps = {
+  .cuda = TRUE, .kv_quantized = TRUE, .fp8_activations = TRUE, .speculators = TRUE, .tiers = TRUE,
+  .rope_yarn = TRUE,
+};
 
 /* The memory plan for the settings; logs it. The CPU backend keeps KV and GDN conv state in
  * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). */
@@ -102,6 +105,18 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
   return TRUE;
 }
 
+/* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
+ * drafter yet (and the CUDA backend does not run the MTP head). */
+static DcpSpeculator
+effective_speculator (const DcpSettings *settings)
+{
+  if (settings->speculator != DCP_SPECULATOR_MTP)
+    return settings->speculator;
+  g_warning ("--speculator mtp: the MTP drafter is not built yet; speculation is off "
+             "(--speculator ngram drafts from the conversation)");
+  return DCP_SPECULATOR_OFF;
+}
+
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
  * conversation and the snapshots': dcp_plan_gdn_blocks). */
@@ -116,6 +131,8 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->page_tokens = DCP_PAGE_TOKENS;
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
+  c->speculator = settings->speculator;
+  c->draft_length = settings->draft_length > 0 ? settings->draft_length : DCP_DRAFT_DEFAULT;
 }
 
 DcpExecutor *
@@ -133,6 +150,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, DcpLoadPr
   DcpModelConfig model_config;
   DcpTensorSource source;
   DcpMemoryPlan plan;
+  DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_settings_validate (settings,
@@ -153,6 +171,9 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, DcpLoadPr
   if (progress != NULL)
     progress (0.1, user_data);
   backend_name = dcp_settings_get (settings, "backend");
+  effective = *settings;
+  effective.speculator = effective_speculator (settings);
+  settings = &effective;
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
   capacity->memory_bytes = plan.vram_total;

@@ -32,7 +32,7 @@ typedef struct {
 static const char *const context_modes[] = { "pool", "fixed", NULL };
 static const char *const rope_modes[] = { "auto", "off", "1m", NULL };
 static const char *const activation_modes[] = { "fp8", "bf16", NULL };
-static const char *const speculators[] = { "off", "mtp", "ngram", NULL };
+static const char *const speculators[] = { "off", "mtp", "ngram", "dflash", NULL };
 static const char *const prefill_policies[] = { "balanced", "decode-priority", "prefill-priority", NULL };
 static const char *const loop_guards[] = { "stop", "end-thinking", "escape", "off", NULL };
 static const char *const vision_modes[] = { "off", "bf16", "fp8", NULL };
@@ -94,13 +94,14 @@ static const Setting settings_table[] = {
   { { "activations", "fp8|bf16", "Precision of activations in matrix products",
       "fp8 reads prompts faster; bf16 is a little more accurate." },
     KIND_CHOICE, OFF (activations), 0, 0, activation_modes },
-  { { "speculator", "off|mtp|ngram", "Draft tokens to verify in one step (speculative decoding)",
-      "mtp: the model's own next-token head drafts; ngram: drafts copied from the prompt. Output is "
-      "the same as without; speed rises when drafts are accepted." },
+  { { "speculator", "off|mtp|ngram|dflash", "Draft tokens to verify in one step (speculative decoding)",
+      "mtp: the model's own next-token head drafts; ngram: drafts copied from the conversation. "
+      "Output is the same as without; speed rises when drafts are accepted. Greedy requests "
+      "(temperature 0) only; dflash is not built yet." },
     KIND_CHOICE, OFF (speculator), 0, 0, speculators },
-  { { "draft-length", "0..8", "Draft tokens per step (0 = adapt to the drafter's confidence)",
+  { { "draft-length", "0..15", "Draft tokens per step (0 = the default, 4)",
       "Longer drafts pay off when most are accepted (code, repeated text)." },
-    KIND_UINT, OFF (draft_length), 0, 8 },
+    KIND_UINT, OFF (draft_length), 0, DCP_DRAFT_MAX },
   { { "prefill-policy", "balanced|decode-priority|prefill-priority",
       "How prompt reading shares the GPU with conversations that are writing",
       "balanced: while others write, steps that read a prompt take at most half of the time. "
@@ -435,6 +436,13 @@ dcp_settings_validate (const DcpSettings *s, const DcpEngineCaps *caps, GError *
     return refuse (error, "a quantized KV cache (--kv-bits below 16/16)");
   if (s->activations == DCP_ACTIVATIONS_FP8 && !caps->fp8_activations)
     return refuse (error, "--activations fp8");
+  if (s->speculator == DCP_SPECULATOR_DFLASH)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                           "--speculator dflash: the DFlash block drafter is not built yet; "
+                           "use mtp or ngram");
+      return FALSE;
+    }
   if (s->speculator != DCP_SPECULATOR_OFF && !caps->speculators)
     return refuse (error, "speculative decoding (--speculator)");
   if (s->vision != DCP_VISION_OFF && !caps->vision)

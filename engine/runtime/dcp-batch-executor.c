@@ -604,6 +604,10 @@ dcp_batch_executor_stats_json (gpointer executor)
   add_uint (b, "reuse_hits", st.reuse_hits);
   add_uint (b, "reuse_misses", st.reuse_misses);
   add_uint (b, "generated_tokens", st.generated_tokens);
+  add_uint (b, "verify_steps", st.verify_steps);
+  add_uint (b, "drafted_tokens", st.drafted_tokens);
+  add_uint (b, "accepted_tokens", st.accepted_tokens);
+  add_uint (b, "draft_replays", st.replays);
   add_uint (b, "snapshots_taken", st.snapshots_taken);
   add_uint (b, "snapshots_dropped", st.dropped_snapshots);
   add_uint (b, "pages_copied", st.pages_copied);
