@@ -9,7 +9,7 @@ G_BEGIN_DECLS
 typedef struct {
   guint   conversations; /* sequences the scheduler runs at once */
   guint64 pool_tokens;   /* tokens the KV pool holds */
-  gboolean batching;     /* the executor is a batch executor (dcp_batch_state_watch) */
+  gboolean batching;     /* the executor is a batch executor (dcp_batch_state_mirror) */
 } DcpEngineCapacity;
 
 /* Turns the engine's settings into the executor that serves the model: checks the settings

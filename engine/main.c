@@ -97,7 +97,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   g_autofree char *url = NULL;
   g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
-  guint sigint, sigterm, batch_watch = 0;
+  guint sigint, sigterm, batch_mirror = 0;
 
   dcp_http_options_init (&options);
   if (cli->settings.host != NULL)
@@ -150,13 +150,13 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
   if (capacity->batching)
     {
-      batch_watch = dcp_batch_state_watch (executor, state);
+      batch_mirror = dcp_batch_state_mirror (executor, state);
       dcp_stats_set_extra (dcp_http_server_get_stats (server), dcp_batch_executor_stats_json, executor);
     }
 
   g_main_loop_run (loop);
-  if (batch_watch != 0)
-    g_source_remove (batch_watch);
+  if (batch_mirror != 0)
+    g_source_remove (batch_mirror);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   return 0;
