@@ -19,11 +19,27 @@
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
-static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cpu_caps = {
+  .cuda = FALSE,
+  .kv_quantized = FALSE,
+  .fp8_activations = FALSE,
+  .speculators = FALSE,
+  .vision = FALSE,
+  .tiers = TRUE,
+  .rope_yarn = FALSE,
+};
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only); tiers go through state_save and state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cuda_caps = {
+  .cuda = TRUE,
+  .kv_quantized = TRUE,
+  .fp8_activations = TRUE,
+  .speculators = FALSE,
+  .vision = FALSE,
+  .tiers = TRUE,
+  .rope_yarn = FALSE,
+};
 
 /* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
 static void

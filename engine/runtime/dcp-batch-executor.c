@@ -177,8 +177,19 @@ on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
   push_item (c->job->exec, item);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
-static const DcpSeqCallbacks logprobs_callbacks = { on_progress, on_token, on_finished, on_logits, on_pick };
+static const DcpSeqCallbacks choice_callbacks = {
+  .progress = on_progress,
+  .token = on_token,
+  .finished = on_finished,
+  .pick = on_pick,
+};
+static const DcpSeqCallbacks logprobs_callbacks = {
+  .progress = on_progress,
+  .token = on_token,
+  .finished = on_finished,
+  .logits = on_logits,
+  .pick = on_pick,
+};
 
 /* ---- the main thread ---- */
 
@@ -515,7 +526,10 @@ batch_free (DcpExecutor *executor)
 }
 
 static const DcpExecutorFuncs batch_funcs = {
-  batch_get_info, batch_count_tokens, batch_submit, batch_free,
+  .get_info = batch_get_info,
+  .count_tokens = batch_count_tokens,
+  .submit = batch_submit,
+  .free = batch_free,
 };
 
 DcpExecutor *

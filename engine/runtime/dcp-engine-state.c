@@ -685,10 +685,10 @@ watch_free (DcpExecutor *executor)
 }
 
 static const DcpExecutorFuncs watch_funcs = {
-  watch_get_info,
-  watch_count_tokens,
-  watch_submit,
-  watch_free,
+  .get_info = watch_get_info,
+  .count_tokens = watch_count_tokens,
+  .submit = watch_submit,
+  .free = watch_free,
 };
 
 DcpExecutor *

@@ -43,7 +43,7 @@ test_round_trip (void)
 {
   g_autoptr(GRand) rand = g_rand_new_with_seed (7);
   g_autofree char *dir = g_dir_make_tmp ("dcp-tier-XXXXXX", NULL);
-  DcpHostAllocator alloc = { counting_alloc, counting_free, NULL };
+  DcpHostAllocator alloc = { .alloc = counting_alloc, .free = counting_free };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpTierStore) store = dcp_tier_store_new (1000, 5000, dir, &alloc, &error);
   g_autofree guint8 *a = random_blob (rand, 300);
@@ -170,7 +170,7 @@ test_async (void)
 {
   g_autoptr(GRand) rand = g_rand_new_with_seed (5);
   g_autofree char *dir = g_dir_make_tmp ("dcp-tier-XXXXXX", NULL);
-  DcpHostAllocator alloc = { counting_alloc, counting_free, NULL };
+  DcpHostAllocator alloc = { .alloc = counting_alloc, .free = counting_free };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpTierStore) store = dcp_tier_store_new (10000, 10000, dir, &alloc, &error);
   g_autofree guint8 *a = random_blob (rand, 3000);
