@@ -16,7 +16,7 @@
 #include "dcp-batch-state.h"
 #include "dcp-cli.h"
 #include "dcp-dashboard.h"
-#include "dcp-engine-model.h"
+#include "dcp-engine-executor.h"
 #include "dcp-engine-service.h"
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
@@ -190,7 +190,7 @@ main (int argc, char **argv)
   if (cli.test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
     executor = dcp_executor_scripted_new ();
   else
-    executor = dcp_engine_open_model (&cli, &capacity, &error);
+    executor = dcp_engine_executor_open (&cli, &capacity, &error);
   if (executor == NULL)
     {
       g_printerr ("decapybara: %s\n", error->message);

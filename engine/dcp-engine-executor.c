@@ -10,7 +10,7 @@
 #include "dcp-backend-cuda.h"
 #endif
 #include "dcp-batch-executor.h"
-#include "dcp-engine-model.h"
+#include "dcp-engine-executor.h"
 #include "dcp-gpu.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
@@ -162,7 +162,7 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
 }
 
 DcpExecutor *
-dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **error)
+dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity, GError **error)
 {
   const DcpSettings *settings = &cli->settings;
   g_autoptr(DcpModelSource) model = NULL;
