@@ -17,8 +17,7 @@ typedef struct {
  * context size clients should use), makes the backend, the model executor and the batch
  * executor over it: every request goes through the scheduler, up to --conversations at once,
  * its KV pool and state blocks sized from the plan. */
-DcpExecutor *dcp_engine_executor_open (const DcpCli        *cli,
-                                       DcpEngineCapacity   *capacity,
-                                       GError             **error);
+DcpExecutor *dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
+                                       GError **error);
 
 G_END_DECLS

@@ -16,10 +16,9 @@ constexpr int kSimpleMaxDim = 256;
 
 __global__ void
 attention_simple_kernel (const unsigned char *__restrict__ pages, size_t page_bytes, int n_kv,
-                         int n_heads, int head_dim, float scale,
-                         const int32_t *__restrict__ indptr, const int32_t *__restrict__ indices,
-                         const int32_t *__restrict__ last_len, const float *__restrict__ qg,
-                         float *__restrict__ out)
+                         int n_heads, int head_dim, float scale, const int32_t *__restrict__ indptr,
+                         const int32_t *__restrict__ indices, const int32_t *__restrict__ last_len,
+                         const float *__restrict__ qg, float *__restrict__ out)
 {
   __shared__ float sm_m[kSimpleWarps], sm_l[kSimpleWarps];
   __shared__ float sm_acc[kSimpleWarps][kSimpleMaxDim];
@@ -33,7 +32,8 @@ attention_simple_kernel (const unsigned char *__restrict__ pages, size_t page_by
     acc[i] = 0.f;
   for (int j = warp; j < kv_len; j += kSimpleWarps)
     {
-      const unsigned char *page = pages + (size_t) indices[indptr[s] + j / DCPK_KV_PAGE_TOKENS] * page_bytes;
+      const unsigned char *page =
+          pages + (size_t) indices[indptr[s] + j / DCPK_KV_PAGE_TOKENS] * page_bytes;
       size_t row = ((size_t) kvh * DCPK_KV_PAGE_TOKENS + j % DCPK_KV_PAGE_TOKENS) * head_dim;
       const uint16_t *k = (const uint16_t *) page + row;
       const uint16_t *v = (const uint16_t *) (page + page_bytes / 2) + row;
@@ -72,11 +72,12 @@ attention_simple_kernel (const unsigned char *__restrict__ pages, size_t page_by
             num += sm_acc[w][d] * f;
             den += sm_l[w] * f;
           }
-      out[((size_t) s * n_heads + h) * head_dim + d] = den > 0.f ? num / den / (1.f + expf (-gate)) : 0.f;
+      out[((size_t) s * n_heads + h) * head_dim + d] =
+          den > 0.f ? num / den / (1.f + expf (-gate)) : 0.f;
     }
 }
 
-} // namespace
+}   // namespace
 
 extern "C" int
 dcpk_attention_decode_simple (const DcpkKvLayout *layout, int n_heads, float scale,

@@ -645,7 +645,8 @@ watch_get_info (DcpExecutor *executor, DcpModelInfo *info)
 static gboolean
 watch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
 {
-  return dcp_executor_count_tokens (((WatchedExecutor *) executor)->inner, request, n_tokens, error);
+  return dcp_executor_count_tokens (((WatchedExecutor *) executor)->inner, request, n_tokens,
+                                    error);
 }
 
 static void

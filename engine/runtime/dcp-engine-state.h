@@ -44,7 +44,7 @@ typedef struct {
   DcpTier              tier;
 } DcpConversation;
 
-const char     *dcp_conversation_state_to_string (DcpConversationState state);
+const char *dcp_conversation_state_to_string (DcpConversationState state);
 
 DcpEngineState *dcp_engine_state_new           (void);
 /* Wraps executor (taking it) so that every run reports its conversation and tokens here and

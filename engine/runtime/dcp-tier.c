@@ -10,9 +10,12 @@ dcp_tier_to_string (DcpTier tier)
 {
   switch (tier)
     {
-    case DCP_TIER_DEVICE: return "vram";
-    case DCP_TIER_RAM:    return "ram";
-    case DCP_TIER_DISK:   return "disk";
+    case DCP_TIER_DEVICE:
+      return "vram";
+    case DCP_TIER_RAM:
+      return "ram";
+    case DCP_TIER_DISK:
+      return "disk";
     }
   return "vram";
 }
