@@ -41,27 +41,6 @@ static const DcpEngineCaps cuda_caps = {
   .rope_yarn = FALSE,
 };
 
-/* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
-static void
-read_ram (DcpPlanDevice *device)
-{
-  g_autofree char *text = NULL;
-  g_auto(GStrv) lines = NULL;
-
-  if (!g_file_get_contents ("/proc/meminfo", &text, NULL, NULL))
-    return;
-  lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    {
-      guint64 kib;
-
-      if (sscanf (lines[i], "MemTotal: %" G_GUINT64_FORMAT " kB", &kib) == 1)
-        device->vram_total_bytes = kib * 1024;
-      else if (sscanf (lines[i], "MemAvailable: %" G_GUINT64_FORMAT " kB", &kib) == 1)
-        device->vram_free_bytes = kib * 1024;
-    }
-}
-
 /* The memory plan for the settings; logs it. The CPU backend keeps KV and GDN conv state in
  * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). */
 static gboolean
@@ -75,14 +54,10 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
   g_autofree char *text = NULL;
 
   dcp_model_source_get_plan_model (model, &plan_model);
+  /* The backend's storage is in dcp_settings_to_plan, which the launcher's costs use too. */
   dcp_settings_to_plan (settings, &plan_settings);
   if (cpu)
-    {
-      plan_settings.kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
-      plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
-    }
-  if (cpu)
-    read_ram (&device);
+    dcp_plan_device_read_ram (&device);
   else
     {
       g_auto(DcpGpuInfo) gpu = { 0 };
@@ -91,8 +66,6 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
         return FALSE;
       device.vram_total_bytes = gpu.total_bytes;
       device.vram_free_bytes = gpu.free_bytes;
-      /* The CUDA backend keeps the GDN conv state in FP32 too. */
-      plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
     }
   if (!dcp_memory_plan_compute (plan, &plan_model, &plan_settings, &device, error))
     return FALSE;
@@ -162,7 +135,8 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
 }
 
 DcpExecutor *
-dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity, GError **error)
+dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
+                          DcpLoadProgressFunc progress, gpointer user_data, GError **error)
 {
   const DcpSettings *settings = &cli->settings;
   g_autoptr(DcpModelSource) model = NULL;
@@ -190,14 +164,22 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity, GError
   if (model == NULL)
     return NULL;
   g_message ("model %s", dcp_model_source_get_path (model));
+  /* The stages' shares are rough: reading and uploading the weights is most of the time. */
+  if (progress != NULL)
+    progress (0.1, user_data);
   backend_name = dcp_settings_get (settings, "backend");
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
+  capacity->memory_bytes = plan.vram_total;
+  if (progress != NULL)
+    progress (0.15, user_data);
   source = dcp_model_source_get_tensors (model);
   backend = dcp_backend_open (backend_name, dcp_model_source_get_config (model), &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;
+  if (progress != NULL)
+    progress (0.9, user_data);
   dcp_model_executor_options_init (&options);
   options.context_length = (gint64) plan.context_per_conversation;
   loop_guard = dcp_settings_get (settings, "loop-guard");

@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dcp-error.h"
@@ -32,6 +33,29 @@ dcp_plan_settings_init_default (DcpPlanSettings *s)
     .rope_scaling = DCP_ROPE_SCALING_AUTO,
     .keep_free_bytes = 512 * MIB,
   };
+}
+
+gboolean
+dcp_plan_device_read_ram (DcpPlanDevice *device)
+{
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  g_return_val_if_fail (device != NULL, FALSE);
+  device->vram_total_bytes = device->vram_free_bytes = 0;
+  if (!g_file_get_contents ("/proc/meminfo", &text, NULL, NULL))
+    return FALSE;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      guint64 kib;
+
+      if (sscanf (lines[i], "MemTotal: %" G_GUINT64_FORMAT " kB", &kib) == 1)
+        device->vram_total_bytes = kib * 1024;
+      else if (sscanf (lines[i], "MemAvailable: %" G_GUINT64_FORMAT " kB", &kib) == 1)
+        device->vram_free_bytes = kib * 1024;
+    }
+  return device->vram_total_bytes > 0;
 }
 
 gboolean
@@ -188,7 +212,7 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
   p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
   p->gdn_states = p->gdn_bytes_per_conversation * dcp_plan_gdn_blocks (s->conversations);
   p->activations = activation_bytes (c);
-  p->cuda_context = CUDA_CONTEXT_BYTES;
+  p->cuda_context = s->cpu_backend ? 0 : CUDA_CONTEXT_BYTES;
 
   fixed = p->weights_text + p->weights_embedding + p->weights_lm_head + p->weights_mtp +
           p->weights_vision + p->gdn_states + p->activations + p->cuda_context;

@@ -49,6 +49,7 @@ typedef struct {
    * (the CPU backend, the FP32 reference: DCP_PLAN_CPU_VALUE_BYTES for both). */
   guint kv_value_bytes;
   guint gdn_conv_value_bytes;
+  gboolean cpu_backend;         /* no CUDA runtime (no CUDA context); the "VRAM" is RAM */
   DcpRopeScaling rope_scaling;
   gboolean speculator_mtp;      /* the MTP head drafts: its weights and KV are resident */
   gboolean vision;              /* the vision tower is loaded */
@@ -86,6 +87,9 @@ typedef struct {
 } DcpMemoryPlan;
 
 void     dcp_plan_settings_init_default (DcpPlanSettings *settings);
+/* This machine's RAM as the device the CPU backend plans against: MemTotal and MemAvailable of
+ * /proc/meminfo. FALSE (and zeros) when they cannot be read. */
+gboolean dcp_plan_device_read_ram      (DcpPlanDevice   *device);
 guint64  dcp_plan_kv_bytes_per_token    (const DcpModelConfig *config,
                                          guint                  kv_bits_k,
                                          guint                  kv_bits_v,

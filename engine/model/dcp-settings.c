@@ -469,6 +469,29 @@ dcp_settings_to_command_line (const DcpSettings *s, gboolean include_secrets)
   return g_string_free (line, FALSE);
 }
 
+char *
+dcp_settings_to_json_data (const DcpSettings *settings)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) root = NULL;
+
+  g_return_val_if_fail (settings != NULL, NULL);
+  json_builder_begin_object (b);
+  for (guint i = 0; i < dcp_settings_count (); i++)
+    {
+      const char *key = dcp_settings_info (i)->key;
+      g_autofree char *value = dcp_settings_get (settings, key);
+
+      if (value == NULL || g_str_equal (key, "api-key"))
+        continue;
+      json_builder_set_member_name (b, key);
+      json_builder_add_string_value (b, value);
+    }
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  return json_to_string (root, FALSE);
+}
+
 void
 dcp_settings_to_plan (const DcpSettings *s, DcpPlanSettings *plan)
 {
@@ -485,4 +508,13 @@ dcp_settings_to_plan (const DcpSettings *s, DcpPlanSettings *plan)
   /* "auto" caches are sized by the engine at start from the machine's free RAM and disk. */
   plan->ram_cache_bytes = s->ram_cache_bytes == DCP_SIZE_AUTO ? 0 : s->ram_cache_bytes;
   plan->disk_cache_bytes = s->disk_cache_bytes == DCP_SIZE_AUTO ? 0 : s->disk_cache_bytes;
+  /* How the backend stores state (docs/MEMORY.md): both keep the GDN conv state in FP32; the CPU
+   * backend also its KV, and it has no CUDA runtime. The launcher's costs and the engine's
+   * allocation both come from here. */
+  plan->gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+  if (s->backend == DCP_SETTING_BACKEND_CPU)
+    {
+      plan->kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+      plan->cpu_backend = TRUE;
+    }
 }

@@ -100,6 +100,9 @@ gboolean               dcp_settings_validate     (const DcpSettings   *settings,
  * the API key is left out unless include_secrets. */
 char                  *dcp_settings_to_command_line (const DcpSettings *settings,
                                                      gboolean           include_secrets);
+/* Every setting but the API key (and those unset), as a settings.json object of strings: what
+ * --write-settings writes, the D-Bus Settings property, the launcher's saved settings. */
+char                  *dcp_settings_to_json_data (const DcpSettings *settings);
 void                   dcp_settings_to_plan      (const DcpSettings *settings,
                                                   DcpPlanSettings   *plan);
 

@@ -49,6 +49,7 @@ struct _DcpEngineState {
   GMutex           lock;
   GArray          *conversations;   /* DcpConversation, by id */
   GPtrArray       *running;         /* DcpRequest being run by the watched executor */
+  GHashTable      *running_by_id;   /* conversation id -> its DcpRequest in running */
   guint            next_id;
   guint64          prompt_tokens;
   guint64          generated_tokens;
@@ -233,6 +234,7 @@ dcp_engine_state_finalize (GObject *object)
   g_free (self->address);
   g_array_unref (self->conversations);
   g_ptr_array_unref (self->running);
+  g_hash_table_unref (self->running_by_id);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (dcp_engine_state_parent_class)->finalize (object);
 }
@@ -277,6 +279,7 @@ dcp_engine_state_init (DcpEngineState *self)
   self->next_id = 1;
   self->conversations = g_array_new (FALSE, FALSE, sizeof (DcpConversation));
   self->running = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_request_unref);
+  self->running_by_id = g_hash_table_new (NULL, NULL);
   g_mutex_init (&self->lock);
   self->refresh_id = g_timeout_add (REFRESH_MS, refresh, self);
 }
@@ -432,6 +435,24 @@ dcp_engine_state_count_tokens (DcpEngineState *self, guint64 prompt_tokens, guin
 }
 
 gboolean
+dcp_engine_state_cancel_conversation (DcpEngineState *self, guint id)
+{
+  DcpRequest *request;
+  gboolean found;
+
+  g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), FALSE);
+  g_mutex_lock (&self->lock);
+  request = g_hash_table_lookup (self->running_by_id, GUINT_TO_POINTER (id));
+  found = request != NULL && request->cancellable != NULL;
+  if (found)
+    g_cancellable_cancel (request->cancellable);
+  g_mutex_unlock (&self->lock);
+  if (found)
+    g_message ("[conv %u] cancelled over D-Bus", id);
+  return found;
+}
+
+gboolean
 dcp_engine_state_is_stopping (DcpEngineState *self)
 {
   g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), FALSE);
@@ -539,6 +560,9 @@ watch_job_end_conversation (WatchJob *self)
   if (!self->begun)
     return;
   self->begun = FALSE;
+  g_mutex_lock (&self->state->lock);
+  g_hash_table_remove (self->state->running_by_id, GUINT_TO_POINTER (self->conversation.id));
+  g_mutex_unlock (&self->state->lock);
   dcp_engine_state_conversation_end (self->state, self->conversation.id);
 }
 
@@ -554,6 +578,10 @@ watch_job_begin_conversation (WatchJob *self, guint choice)
   memset (c, 0, sizeof *c);
   self->prompt_counted = self->generated = 0;
   c->id = dcp_engine_state_conversation_begin (self->state);
+  /* CancelConversation finds the request by the conversation's id */
+  g_mutex_lock (&self->state->lock);
+  g_hash_table_insert (self->state->running_by_id, GUINT_TO_POINTER (c->id), self->request);
+  g_mutex_unlock (&self->state->lock);
   c->state = DCP_CONVERSATION_READING;
   c->tier = DCP_TIER_DEVICE;
   g_message ("[conv %u] started: request %s, choice %u", c->id,

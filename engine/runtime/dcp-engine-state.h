@@ -74,6 +74,10 @@ void            dcp_engine_state_set_memory    (DcpEngineState *self,
                                                 guint64         ram_bytes,
                                                 guint64         disk_bytes);
 void            dcp_engine_state_stop          (DcpEngineState *self);
+/* Ends the request conversation id runs (its cancellable, as when the client leaves); FALSE
+ * when no running request has that id. */
+gboolean        dcp_engine_state_cancel_conversation (DcpEngineState *self,
+                                                      guint           id);
 gboolean        dcp_engine_state_is_stopping   (DcpEngineState *self);
 
 const char     *dcp_engine_state_get_state     (DcpEngineState *self);
