@@ -22,10 +22,8 @@ typedef void (*DcpLoadProgressFunc) (double fraction, gpointer user_data);
  * executor over it: every request goes through the scheduler, up to --conversations at once,
  * its KV pool and state blocks sized from the plan. progress (may be NULL) hears how far the
  * loading is. */
-DcpExecutor *dcp_engine_executor_open (const DcpCli        *cli,
-                                       DcpEngineCapacity   *capacity,
-                                       DcpLoadProgressFunc  progress,
-                                       gpointer             user_data,
-                                       GError             **error);
+DcpExecutor *dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
+                                       DcpLoadProgressFunc progress, gpointer user_data,
+                                       GError **error);
 
 G_END_DECLS
