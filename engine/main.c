@@ -18,7 +18,7 @@
 #include "dcp-batch-state.h"
 #include "dcp-cli.h"
 #include "dcp-dashboard.h"
-#include "dcp-engine-model.h"
+#include "dcp-engine-executor.h"
 #include "dcp-engine-service.h"
 #include "dcp-error.h"
 #include "dcp-executor-scripted.h"
@@ -121,7 +121,7 @@ typedef struct {
   GMainLoop *loop;
   DcpHttpOptions options;
   char *key_from_file;
-  guint batch_watch;
+  guint batch_mirror;
   gboolean loading;
   int status;
 } Engine;
@@ -191,7 +191,7 @@ serve (Engine *engine, DcpExecutor *executor, const DcpEngineCapacity *capacity,
   engine->dashboard = dcp_dashboard_new (engine->state, cli->no_dashboard);
   if (capacity->batching)
     {
-      engine->batch_watch = dcp_batch_state_watch (executor, engine->state);
+      engine->batch_mirror = dcp_batch_state_mirror (executor, engine->state);
       dcp_stats_set_extra (dcp_http_server_get_stats (engine->server), dcp_batch_executor_stats_json, executor);
     }
   return TRUE;
@@ -232,8 +232,8 @@ load_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *can
 {
   Load *load = task_data;
   GError *error = NULL;
-  DcpExecutor *executor = dcp_engine_open_model (load->engine->cli, &load->capacity, load_progress,
-                                                 load->engine, &error);
+  DcpExecutor *executor = dcp_engine_executor_open (load->engine->cli, &load->capacity,
+                                                    load_progress, load->engine, &error);
 
   if (executor == NULL)
     g_task_return_error (task, error);
@@ -364,8 +364,8 @@ run_engine (const DcpCli *cli)
       g_message ("stopped while loading the model");
       exit (0);
     }
-  if (engine.batch_watch != 0)
-    g_source_remove (engine.batch_watch);
+  if (engine.batch_mirror != 0)
+    g_source_remove (engine.batch_mirror);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   g_clear_pointer (&engine.dashboard, dcp_dashboard_free);

@@ -243,6 +243,8 @@ int dcpk_fill_random_bytes (void *d_dst, size_t bytes, uint8_t mask, uint64_t se
 int dcpk_fill_random_bf16 (uint16_t *d_dst, size_t n, float lo, float hi, uint64_t seed);
 int dcpk_fill_random_f32 (float *d_dst, size_t n, float lo, float hi, uint64_t seed);
 
+/* ---- decode attention for other head sizes (attention-decode-simple.cu) ---- */
+
 /* Decode attention as dcpk_attention_decode with one query row per sequence (d_q_indptr NULL),
  * BF16 K and V, for any head_dim that dcpk_kv_page_bytes takes (a multiple of 32, <= 256):
  * the CUDA backend's fallback for the head sizes dcpk_attention_decode does not read (the

@@ -99,18 +99,6 @@ dcp_conversation_state_to_string (DcpConversationState state)
   return "idle";
 }
 
-const char *
-dcp_tier_to_string (DcpTier tier)
-{
-  switch (tier)
-    {
-    case DCP_TIER_VRAM: return "vram";
-    case DCP_TIER_RAM:  return "ram";
-    case DCP_TIER_DISK: return "disk";
-    }
-  return "vram";
-}
-
 /* Setters that notify only on change (main thread). */
 static void
 set_string (DcpEngineState *self, char **field, const char *value, guint prop)
@@ -526,7 +514,7 @@ typedef struct {
   DcpExecutor     parent;
   DcpExecutor    *inner;
   DcpEngineState *state;
-} Watch;
+} WatchedExecutor;
 
 /* One request on its way through: the inner executor's sink until its last event. */
 typedef struct {
@@ -595,7 +583,7 @@ watch_job_begin_conversation (WatchJob *self, guint choice)
   g_hash_table_insert (self->state->running_by_id, GUINT_TO_POINTER (c->id), self->request);
   g_mutex_unlock (&self->state->lock);
   c->state = DCP_CONVERSATION_READING;
-  c->tier = DCP_TIER_VRAM;
+  c->tier = DCP_TIER_DEVICE;
   g_message ("[conv %u] started: request %s, choice %u", c->id,
              self->request->id != NULL ? self->request->id : "(no id)", choice);
 }
@@ -679,19 +667,20 @@ watch_job_emit (DcpEventSink *sink, DcpEvent *event)
 static void
 watch_get_info (DcpExecutor *executor, DcpModelInfo *info)
 {
-  dcp_executor_get_info (((Watch *) executor)->inner, info);
+  dcp_executor_get_info (((WatchedExecutor *) executor)->inner, info);
 }
 
 static gboolean
 watch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
 {
-  return dcp_executor_count_tokens (((Watch *) executor)->inner, request, n_tokens, error);
+  return dcp_executor_count_tokens (((WatchedExecutor *) executor)->inner, request, n_tokens,
+                                    error);
 }
 
 static void
 watch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
 {
-  Watch *self = (Watch *) executor;
+  WatchedExecutor *self = (WatchedExecutor *) executor;
   DcpEngineState *state = self->state;
   WatchJob *job;
 
@@ -717,7 +706,7 @@ watch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
 static void
 watch_free (DcpExecutor *executor)
 {
-  Watch *self = (Watch *) executor;
+  WatchedExecutor *self = (WatchedExecutor *) executor;
 
   dcp_executor_free (self->inner);
   g_object_unref (self->state);
@@ -725,21 +714,21 @@ watch_free (DcpExecutor *executor)
 }
 
 static const DcpExecutorFuncs watch_funcs = {
-  watch_get_info,
-  watch_count_tokens,
-  watch_submit,
-  watch_free,
+  .get_info = watch_get_info,
+  .count_tokens = watch_count_tokens,
+  .submit = watch_submit,
+  .free = watch_free,
 };
 
 DcpExecutor *
 dcp_engine_state_watch_executor (DcpEngineState *self, DcpExecutor *executor)
 {
-  Watch *watch;
+  WatchedExecutor *watch;
 
   g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), NULL);
   g_return_val_if_fail (executor != NULL, NULL);
 
-  watch = g_new0 (Watch, 1);
+  watch = g_new0 (WatchedExecutor, 1);
   watch->parent.funcs = &watch_funcs;
   watch->inner = executor;
   watch->state = g_object_ref (self);

@@ -137,7 +137,15 @@ static void
 test_validate (void)
 {
   DcpEngineCaps cpu_only = { 0 };
-  DcpEngineCaps everything = { TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE };
+  DcpEngineCaps everything = {
+    .cuda = TRUE,
+    .kv_quantized = TRUE,
+    .fp8_activations = TRUE,
+    .speculators = TRUE,
+    .vision = TRUE,
+    .tiers = TRUE,
+    .rope_yarn = TRUE,
+  };
   g_auto(DcpSettings) s = { 0 };
   g_autoptr(GError) error = NULL;
 

@@ -10,7 +10,7 @@
 #include "dcp-backend-cuda.h"
 #endif
 #include "dcp-batch-executor.h"
-#include "dcp-engine-model.h"
+#include "dcp-engine-executor.h"
 #include "dcp-gpu.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
@@ -19,12 +19,25 @@
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
-static const DcpEngineCaps cpu_caps = { .speculators = TRUE, .tiers = TRUE, .rope_yarn = TRUE };
+static const DcpEngineCaps cpu_caps = {
+  .cuda = FALSE,
+  .kv_quantized = FALSE,
+  .fp8_activations = FALSE,
+  .speculators = TRUE,
+  .vision = FALSE,
+  .tiers = TRUE,
+  .rope_yarn = TRUE,
+};
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only); tiers go through state_save and state_load. */
 static const DcpEngineCaps cuda_caps = {
-  .cuda = TRUE, .kv_quantized = TRUE, .fp8_activations = TRUE, .speculators = TRUE, .tiers = TRUE,
+  .cuda = TRUE,
+  .kv_quantized = TRUE,
+  .fp8_activations = TRUE,
+  .speculators = TRUE,
+  .vision = FALSE,
+  .tiers = TRUE,
   .rope_yarn = TRUE,
 };
 
@@ -136,8 +149,8 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
 }
 
 DcpExecutor *
-dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, DcpLoadProgressFunc progress,
-                       gpointer user_data, GError **error)
+dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
+                          DcpLoadProgressFunc progress, gpointer user_data, GError **error)
 {
   const DcpSettings *settings = &cli->settings;
   g_autoptr(DcpModelSource) model = NULL;

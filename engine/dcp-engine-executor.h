@@ -9,7 +9,7 @@ G_BEGIN_DECLS
 typedef struct {
   guint   conversations; /* sequences the scheduler runs at once */
   guint64 pool_tokens;   /* tokens the KV pool holds */
-  gboolean batching;     /* the executor is a batch executor (dcp_batch_state_watch) */
+  gboolean batching;     /* the executor is a batch executor (dcp_batch_state_mirror) */
   guint64 memory_bytes;  /* the plan's total: VRAM (CUDA) or RAM (CPU) the engine holds */
 } DcpEngineCapacity;
 
@@ -22,10 +22,8 @@ typedef void (*DcpLoadProgressFunc) (double fraction, gpointer user_data);
  * executor over it: every request goes through the scheduler, up to --conversations at once,
  * its KV pool and state blocks sized from the plan. progress (may be NULL) hears how far the
  * loading is. */
-DcpExecutor *dcp_engine_open_model (const DcpCli        *cli,
-                                    DcpEngineCapacity   *capacity,
-                                    DcpLoadProgressFunc  progress,
-                                    gpointer             user_data,
-                                    GError             **error);
+DcpExecutor *dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
+                                       DcpLoadProgressFunc progress, gpointer user_data,
+                                       GError **error);
 
 G_END_DECLS
