@@ -132,6 +132,30 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool, and a GDN block per conversation for its
  * answer's snapshot besides its running one. */
+/* The integrity monitor of --integrity-interval (NULL when 0, or when the model or backend
+ * has nothing to check: said in the log). */
+static DcpIntegrityMonitor *
+open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *settings)
+{
+  g_autoptr(GError) local = NULL;
+  DcpIntegrityMonitor *monitor;
+  DcpIntegrityStats stats;
+
+  if (settings->integrity_interval == 0)
+    return NULL;
+  monitor = dcp_integrity_monitor_new (backend, model, settings->integrity_interval, &local);
+  if (monitor == NULL)
+    {
+      g_message ("integrity: no weight checks while serving: %s", local->message);
+      return NULL;
+    }
+  dcp_integrity_monitor_get_stats (monitor, &stats);
+  g_message ("integrity: %u weight tensors (%.2f GiB) checked against the model file once every "
+             "%u s while serving", stats.n_tensors, stats.sweep_bytes / (double) (1 << 30),
+             stats.interval_s);
+  return monitor;
+}
+
 static void
 scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSchedulerConfig *c)
 {
@@ -158,6 +182,9 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   DcpSchedulerConfig config;
   DcpTensorSource source;
   DcpMemoryPlan plan;
+  g_autoptr(DcpIntegrityMonitor) monitor = NULL;
+  DcpStepHook hook = { NULL, NULL };
+  DcpExecutor *batch;
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_settings_validate (settings,
@@ -182,11 +209,15 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;
+  monitor = open_monitor (backend, model, settings);
+  if (monitor != NULL)
+    hook = dcp_integrity_monitor_get_hook (monitor);
   dcp_model_executor_options_init (&options);
   options.context_length = (gint64) plan.context_per_conversation;
   options.prefill_chunk = settings->prefill_chunk;
   loop_guard = dcp_settings_get (settings, "loop-guard");
   options.loop_guard = loop_guard;
+  options.step_hook = hook;
   executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
   if (executor == NULL)
     return NULL;
@@ -197,9 +228,11 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
       capacity->workers = 1;
       capacity->batching = FALSE;
       capacity->pool_tokens = plan.pool_tokens;
+      capacity->integrity = g_steal_pointer (&monitor);
       return g_steal_pointer (&executor);
     }
   scheduler_config (settings, &plan, &config);
+  config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))
     return NULL;
@@ -209,5 +242,8 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   capacity->pool_tokens = (guint64) config.kv_pages * config.page_tokens;
   g_message ("batching: %u conversations at once, a pool of %u pages of %u tokens",
              config.max_running, config.kv_pages, config.page_tokens);
-  return dcp_batch_executor_new (g_steal_pointer (&executor), &config, error);
+  batch = dcp_batch_executor_new (g_steal_pointer (&executor), &config, error);
+  if (batch != NULL)
+    capacity->integrity = g_steal_pointer (&monitor);
+  return batch;
 }

@@ -19,6 +19,7 @@
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
+#include "dcp-integrity-state.h"
 #include "dcp-log.h"
 #include "dcp-stats.h"
 
@@ -67,8 +68,7 @@ static int
 run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *capacity)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new_full (dcp_engine_state_watch_executor (state, executor),
-                                                                 capacity->workers);
+  g_autoptr(DcpRequestQueue) queue = NULL;
   g_autoptr(DcpHttpServer) server = NULL;
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
   g_autoptr(DcpDashboard) dashboard = NULL;
@@ -77,7 +77,19 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   g_autofree char *url = NULL;
   g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
-  guint sigint, sigterm, batch_watch = 0;
+  guint sigint, sigterm, batch_watch = 0, integrity_watch = 0;
+  DcpExecutor *watched;
+
+  watched = dcp_engine_state_watch_executor (state, executor);
+  if (capacity->integrity != NULL && !capacity->batching)
+    {
+      /* One conversation: the queue's worker is the engine thread; it checks while idle. */
+      DcpStepHook hook = dcp_integrity_monitor_get_hook (capacity->integrity);
+
+      queue = dcp_request_queue_new_with_idle (watched, &hook);
+    }
+  else
+    queue = dcp_request_queue_new_full (watched, capacity->workers);
 
   dcp_http_options_init (&options);
   if (cli->settings.host != NULL)
@@ -128,10 +140,17 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
       batch_watch = dcp_batch_state_watch (executor, state);
       dcp_stats_set_extra (dcp_http_server_get_stats (server), dcp_batch_executor_stats_json, executor);
     }
+  if (capacity->integrity != NULL)
+    {
+      integrity_watch = dcp_integrity_state_watch (capacity->integrity, state);
+      dcp_stats_set_integrity (dcp_http_server_get_stats (server), capacity->integrity);
+    }
 
   g_main_loop_run (loop);
   if (batch_watch != 0)
     g_source_remove (batch_watch);
+  if (integrity_watch != 0)
+    g_source_remove (integrity_watch);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   return 0;
@@ -143,7 +162,8 @@ main (int argc, char **argv)
   g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpExecutor) executor = NULL;
-  DcpEngineCapacity capacity = { 1, 0, FALSE };
+  DcpEngineCapacity capacity = { 1, 0, FALSE, NULL };
+  int status;
 
   setlocale (LC_ALL, "");
   if (!dcp_cli_parse (&cli, &argc, &argv, &error))
@@ -171,5 +191,8 @@ main (int argc, char **argv)
       g_printerr ("decapybara: %s\n", error->message);
       return 1;
     }
-  return run_server (&cli, g_steal_pointer (&executor), &capacity);
+  status = run_server (&cli, g_steal_pointer (&executor), &capacity);
+  /* After the executor, whose engine thread called it. */
+  g_clear_pointer (&capacity.integrity, dcp_integrity_monitor_free);
+  return status;
 }

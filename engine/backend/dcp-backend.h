@@ -159,6 +159,30 @@ struct _DcpBackendClass {
                                       const guint32      *tokens,
                                       guint               n_tokens,
                                       gboolean            generated);
+
+  /* Optional, for the integrity monitor (engine/runtime/dcp-integrity-monitor.h): the weight
+   * tensors the backend holds, by index 0 .. weights_count - 1, each with its canonical name
+   * and its size as the model file stores it. */
+  guint        (*weights_count)      (DcpBackend         *self);
+  const char  *(*weight_name)        (DcpBackend         *self,
+                                      guint               index,
+                                      guint64            *nbytes);
+  /* Whether the backend's copy of tensor index still holds what it was given: its bytes in the
+   * file's format summed (dcp-checksum.h) where they lie (VRAM, RAM) against file_sum, the
+   * index's checksum; a copy converted when loaded against its own sum taken then. An error
+   * only when the check could not run (a device error). */
+  gboolean     (*weight_check)       (DcpBackend         *self,
+                                      guint               index,
+                                      guint64             file_sum,
+                                      gboolean           *intact,
+                                      GError            **error);
+  /* Rewrites the backend's copy of tensor index from bytes, the tensor as the model file stores
+   * it (checked against the index by the caller), and checks it again. */
+  gboolean     (*weight_restore)     (DcpBackend         *self,
+                                      guint               index,
+                                      const guint8       *bytes,
+                                      gsize               nbytes,
+                                      GError            **error);
 };
 
 const char           *dcp_backend_get_name   (DcpBackend        *self);
@@ -238,6 +262,22 @@ guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
                                              const float        *logits,
                                              const guint32      *banned,
                                              guint               n_banned);
+
+/* The weight tensors the backend can check and restore (0: it cannot); the vfuncs above. */
+guint        dcp_backend_weights_count      (DcpBackend         *self);
+const char  *dcp_backend_weight_name        (DcpBackend         *self,
+                                             guint               index,
+                                             guint64            *nbytes);
+gboolean     dcp_backend_weight_check       (DcpBackend         *self,
+                                             guint               index,
+                                             guint64             file_sum,
+                                             gboolean           *intact,
+                                             GError            **error);
+gboolean     dcp_backend_weight_restore     (DcpBackend         *self,
+                                             guint               index,
+                                             const guint8       *bytes,
+                                             gsize               nbytes,
+                                             GError            **error);
 
 /* For implementations: the sampler's host half and the backend's data. */
 DcpSampler  *dcp_seq_sampler_get_host       (DcpSeqSampler      *sampler);

@@ -37,6 +37,19 @@ typedef struct {
   DcpCpuLayer layer;             /* a full-attention decoder layer */
 } DcpCpuMtpWeights;
 
+/* A weight tensor as the weights hold it, for the integrity monitor: a matrix in the file's
+ * format, where the slots point (two when the embedding is also the LM head), or a small vector
+ * dequantized to FP32 at load (its layout in the file, its FP32 copy and that copy's sum then). */
+typedef struct {
+  char *name;
+  guint64 nbytes;                /* as the file stores it */
+  const guint8 **slots[2];       /* a matrix: the data fields that point at its bytes */
+  guint8 *restored;              /* a matrix read again from the file: its bytes now */
+  DcpCpuMatrix layout;           /* a vector: its dtype and shape in the file */
+  float *fp32;                   /* a vector: its FP32 copy (in owned) */
+  guint64 fp32_sum;
+} DcpCpuStoredTensor;
+
 typedef struct {
   DcpModelConfig config;
   DcpCpuMatrix embed, lm_head;
@@ -45,6 +58,7 @@ typedef struct {
   gboolean has_mtp;
   DcpCpuMtpWeights mtp;
   GPtrArray *owned;              /* the FP32 vectors above */
+  GArray *stored;                /* DcpCpuStoredTensor, in load order */
 } DcpCpuWeights;
 
 /* Looks up and checks the shape of every tensor the text model (and the MTP head, when the
@@ -53,6 +67,18 @@ DcpCpuWeights *dcp_cpu_weights_load (const DcpModelConfig  *config,
                                      const DcpTensorSource *source,
                                      GError               **error);
 void           dcp_cpu_weights_free (DcpCpuWeights         *self);
+/* Whether stored tensor index is intact: a matrix's bytes against file_sum (the file's
+ * checksum), a vector's FP32 copy against its sum at load. */
+gboolean       dcp_cpu_weights_check   (DcpCpuWeights   *self,
+                                        guint            index,
+                                        guint64          file_sum);
+/* Stored tensor index from bytes (the tensor as the file stores it): a matrix's slots point at
+ * a copy of them, a vector is dequantized again. CORRUPT_FILE when the size is not the file's. */
+gboolean       dcp_cpu_weights_restore (DcpCpuWeights   *self,
+                                        guint            index,
+                                        const guint8    *bytes,
+                                        gsize            nbytes,
+                                        GError         **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpCpuWeights, dcp_cpu_weights_free)
 

@@ -24,6 +24,7 @@ typedef struct {
   char *name;
   gint64 context_length;
   guint prefill_chunk;
+  DcpStepHook step_hook;
   DcpLoopGuardMode loop_guard;
   GArray *eos;                 /* guint32: ids that end the answer */
   gint64 think_start;          /* <think>, -1 when the vocabulary has none */
@@ -527,6 +528,7 @@ generation_prefill (Generation *g, GError **error)
         return TRUE;
       if (!dcp_backend_forward (g->exec->backend, &item, 1, error))
         return FALSE;
+      dcp_step_hook_call (&g->exec->step_hook, TRUE);
       event = dcp_event_new (DCP_EVENT_PROGRESS);
       event->prompt_done = done + n;
       event->prompt_total = g->prompt->len;
@@ -734,6 +736,7 @@ generation_step (Generation *g, DcpFinishReason *reason, GError **error)
   item.tokens = &token;
   if (!dcp_backend_forward (self->backend, &item, 1, error))
     return FALSE;
+  dcp_step_hook_call (&self->step_hook, TRUE);
   if (cancelled (g))
     {
       *reason = DCP_FINISH_CANCELLED;
@@ -897,6 +900,7 @@ dcp_model_executor_new (DcpModelSource                *model,
   self->context_length = options->context_length > 0 ? options->context_length
                                                      : (gint64) config->max_position_embeddings;
   self->prefill_chunk = options->prefill_chunk > 0 ? options->prefill_chunk : 512;
+  self->step_hook = options->step_hook;
   if (options->loop_guard != NULL)
     {
       g_autofree char *mode = g_strdelimit (g_strdup (options->loop_guard), "-", '_');

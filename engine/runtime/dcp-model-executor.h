@@ -6,6 +6,7 @@
 #include "dcp-model-source.h"
 #include "dcp-sampler.h"
 #include "dcp-scheduler.h"
+#include "dcp-step-hook.h"
 
 G_BEGIN_DECLS
 
@@ -23,6 +24,7 @@ typedef struct {
   gint64           context_length;   /* tokens; 0: the model's max_position_embeddings */
   guint            prefill_chunk;    /* prompt tokens per backend step; 0: 512 */
   const char      *loop_guard;       /* "stop", "end-thinking", "escape", "off" (NULL: off) */
+  DcpStepHook      step_hook;        /* called after each step of run (none by default) */
 } DcpModelExecutorOptions;
 
 void         dcp_model_executor_options_init (DcpModelExecutorOptions       *options);

@@ -12,6 +12,7 @@ struct _DcpRequestQueue {
   GPtrArray    *threads;
   gint          waiting;
   gint          running;
+  DcpStepHook   idle_hook;     /* one worker only: called while no request waits */
 };
 
 typedef struct {
@@ -141,10 +142,18 @@ engine_thread (gpointer data)
 {
   DcpRequestQueue *self = data;
 
+  gint64 wait = 0;
+
   for (;;)
     {
-      Job *job = g_async_queue_pop (self->jobs);
+      Job *job = self->idle_hook.func == NULL ? g_async_queue_pop (self->jobs)
+                 : g_async_queue_timeout_pop (self->jobs, (guint64) MIN (wait, G_TIME_SPAN_MINUTE));
 
+      if (job == NULL)
+        {
+          wait = dcp_step_hook_call (&self->idle_hook, FALSE);
+          continue;
+        }
       if (job == &stop_job)
         break;
       g_atomic_int_dec_and_test (&self->waiting);
@@ -177,6 +186,23 @@ dcp_request_queue_new_full (DcpExecutor *executor, guint n_workers)
   self->threads = g_ptr_array_new ();
   for (guint i = 0; i < n_workers; i++)
     g_ptr_array_add (self->threads, g_thread_new ("dcp-engine", engine_thread, self));
+  return self;
+}
+
+/* Takes ownership of executor. */
+DcpRequestQueue *
+dcp_request_queue_new_with_idle (DcpExecutor *executor, const DcpStepHook *idle_hook)
+{
+  DcpRequestQueue *self;
+
+  g_return_val_if_fail (executor != NULL && idle_hook != NULL, NULL);
+
+  self = g_new0 (DcpRequestQueue, 1);
+  self->executor = executor;
+  self->jobs = g_async_queue_new ();
+  self->threads = g_ptr_array_new ();
+  self->idle_hook = *idle_hook;
+  g_ptr_array_add (self->threads, g_thread_new ("dcp-engine", engine_thread, self));
   return self;
 }
 

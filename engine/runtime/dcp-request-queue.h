@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-executor.h"
+#include "dcp-step-hook.h"
 
 G_BEGIN_DECLS
 
@@ -20,6 +21,10 @@ typedef void (*DcpEventFunc) (const DcpEvent *event, gpointer user_data);
 DcpRequestQueue *dcp_request_queue_new     (DcpExecutor *executor);
 DcpRequestQueue *dcp_request_queue_new_full (DcpExecutor *executor,
                                              guint        n_workers);
+/* One worker that, while no request waits, calls idle_hook (busy FALSE) as often as it asks:
+ * the single-conversation engine's idle work (the integrity monitor). */
+DcpRequestQueue *dcp_request_queue_new_with_idle (DcpExecutor       *executor,
+                                                  const DcpStepHook *idle_hook);
 void             dcp_request_queue_free    (DcpRequestQueue *self);
 void             dcp_request_queue_submit  (DcpRequestQueue *self,
                                             DcpRequest      *request,

@@ -4,6 +4,7 @@
 #include "dcp-backend.h"
 #include "dcp-eviction.h"
 #include "dcp-memory-plan.h"
+#include "dcp-step-hook.h"
 #include "dcp-tier-store.h"
 
 G_BEGIN_DECLS
@@ -34,6 +35,7 @@ typedef struct {
   char *disk_dir;              /* NULL: no disk tier */
   DcpEvictionPolicy eviction;
   const DcpHostAllocator *host_allocator;   /* NULL: g_malloc */
+  DcpStepHook step_hook;       /* called between steps by dcp_scheduler_run (none by default) */
 } DcpSchedulerConfig;
 
 /* Defaults: one sequence, chunks of 2048, balanced, 256 pages of DCP_PAGE_TOKENS, pool mode,
