@@ -25,7 +25,7 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (DcpEngineService, dcp_engine_service, DCP_DBUS_TY
 static const char *const bound_properties[] = {
   "state", "model", "address", "context-size", "pool-tokens", "max-conversations",
   "active-conversations", "queue-length", "vram-bytes", "ram-bytes", "disk-bytes",
-  "tokens-per-second", "prompt-tokens-per-second",
+  "tokens-per-second", "prompt-tokens-per-second", "integrity-errors",
 };
 
 static gboolean
@@ -81,6 +81,15 @@ on_log (GLogLevelFlags level, const char *domain, const char *message, gpointer 
 }
 
 static void
+on_integrity_error (DcpEngineState *state, const char *tensor, gboolean healed, gpointer user_data)
+{
+  DcpEngineService *self = user_data;
+
+  if (self->connection != NULL && !g_dbus_connection_is_closed (self->connection))
+    dcp_dbus_engine1_emit_integrity_error (DCP_DBUS_ENGINE1 (self), tensor, healed);
+}
+
+static void
 dcp_engine_service_dispose (GObject *object)
 {
   DcpEngineService *self = DCP_ENGINE_SERVICE (object);
@@ -98,6 +107,8 @@ dcp_engine_service_dispose (GObject *object)
       g_dbus_connection_flush_sync (self->connection, NULL, NULL);
       g_clear_object (&self->connection);
     }
+  if (self->state != NULL)
+    g_signal_handlers_disconnect_by_func (self->state, on_integrity_error, self);
   g_clear_object (&self->state);
   G_OBJECT_CLASS (dcp_engine_service_parent_class)->dispose (object);
 }
@@ -132,6 +143,7 @@ dcp_engine_service_new (DcpEngineState *state)
   self->state = g_object_ref (state);
   for (guint i = 0; i < G_N_ELEMENTS (bound_properties); i++)
     g_object_bind_property (state, bound_properties[i], self, bound_properties[i], G_BINDING_SYNC_CREATE);
+  g_signal_connect (state, "integrity-error", G_CALLBACK (on_integrity_error), self);
   return self;
 }
 

@@ -1057,7 +1057,7 @@ void
 dcp_scheduler_run (DcpScheduler *self)
 {
   gboolean busy = FALSE;
-  gint64 hook_wait = G_MAXINT64;
+  gint64 hook_wait = 0;          /* the step hook's first call comes at once */
 
   g_return_if_fail (self != NULL);
   for (;;)
