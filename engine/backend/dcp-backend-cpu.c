@@ -505,10 +505,9 @@ cpu_weight_name (DcpBackend *backend, guint index, guint64 *nbytes)
 }
 
 static gboolean
-cpu_weight_check (DcpBackend *backend, guint index, guint64 file_sum, gboolean *intact,
-                  GError **error)
+cpu_weight_sum (DcpBackend *backend, guint index, guint64 *sum, GError **error)
 {
-  *intact = dcp_cpu_weights_check (DCP_BACKEND_CPU (backend)->weights, index, file_sum);
+  *sum = dcp_cpu_weights_sum (DCP_BACKEND_CPU (backend)->weights, index);
   return TRUE;
 }
 
@@ -542,7 +541,7 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->kv_pool_copy_page = cpu_kv_pool_copy_page;
   backend_class->weights_count = cpu_weights_count;
   backend_class->weight_name = cpu_weight_name;
-  backend_class->weight_check = cpu_weight_check;
+  backend_class->weight_sum = cpu_weight_sum;
   backend_class->weight_restore = cpu_weight_restore;
 }
 

@@ -273,11 +273,10 @@ dcp_backend_weight_name (DcpBackend *self, guint index, guint64 *nbytes)
 }
 
 gboolean
-dcp_backend_weight_check (DcpBackend *self, guint index, guint64 file_sum, gboolean *intact,
-                          GError **error)
+dcp_backend_weight_sum (DcpBackend *self, guint index, guint64 *sum, GError **error)
 {
-  g_return_val_if_fail (index < dcp_backend_weights_count (self) && intact != NULL, FALSE);
-  return DCP_BACKEND_GET_CLASS (self)->weight_check (self, index, file_sum, intact, error);
+  g_return_val_if_fail (index < dcp_backend_weights_count (self) && sum != NULL, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->weight_sum (self, index, sum, error);
 }
 
 gboolean

@@ -162,22 +162,22 @@ struct _DcpBackendClass {
 
   /* Optional, for the integrity monitor (engine/runtime/dcp-integrity-monitor.h): the weight
    * tensors the backend holds, by index 0 .. weights_count - 1, each with its canonical name
-   * and its size as the model file stores it. */
+   * and the bytes a check of it reads. */
   guint        (*weights_count)      (DcpBackend         *self);
   const char  *(*weight_name)        (DcpBackend         *self,
                                       guint               index,
                                       guint64            *nbytes);
-  /* Whether the backend's copy of tensor index still holds what it was given: its bytes in the
-   * file's format summed (dcp-checksum.h) where they lie (VRAM, RAM) against file_sum, the
-   * index's checksum; a copy converted when loaded against its own sum taken then. An error
-   * only when the check could not run (a device error). */
-  gboolean     (*weight_check)       (DcpBackend         *self,
+  /* The checksum (dcp-checksum.h) of tensor index as the backend holds it, in the file's
+   * format, summed where it lies (VRAM, RAM). A copy converted when loaded is not in the file's
+   * format: its file bytes' sum taken then, or, where the backend can tell that the copy has
+   * changed since, a sum that differs from it. An error only when the sum could not be taken
+   * (a device error). */
+  gboolean     (*weight_sum)         (DcpBackend         *self,
                                       guint               index,
-                                      guint64             file_sum,
-                                      gboolean           *intact,
+                                      guint64            *sum,
                                       GError            **error);
   /* Rewrites the backend's copy of tensor index from bytes, the tensor as the model file stores
-   * it (checked against the index by the caller), and checks it again. */
+   * it (checked against the index by the caller). */
   gboolean     (*weight_restore)     (DcpBackend         *self,
                                       guint               index,
                                       const guint8       *bytes,
@@ -268,10 +268,9 @@ guint        dcp_backend_weights_count      (DcpBackend         *self);
 const char  *dcp_backend_weight_name        (DcpBackend         *self,
                                              guint               index,
                                              guint64            *nbytes);
-gboolean     dcp_backend_weight_check       (DcpBackend         *self,
+gboolean     dcp_backend_weight_sum         (DcpBackend         *self,
                                              guint               index,
-                                             guint64             file_sum,
-                                             gboolean           *intact,
+                                             guint64            *sum,
                                              GError            **error);
 gboolean     dcp_backend_weight_restore     (DcpBackend         *self,
                                              guint               index,

@@ -47,6 +47,7 @@ record_vector (Loader *l, const DcpTensorView *view, const DcpCpuMatrix *m, floa
   t.layout.data = NULL;
   t.fp32 = v;
   t.fp32_sum = dcp_checksum64 (v, view->n_elements * sizeof (float));
+  t.file_sum = dcp_checksum64 (view->data, view->nbytes);
   g_array_append_val (l->stored, t);
 }
 
@@ -228,16 +229,17 @@ dcp_cpu_weights_free (DcpCpuWeights *self)
   g_free (self);
 }
 
-gboolean
-dcp_cpu_weights_check (DcpCpuWeights *self, guint index, guint64 file_sum)
+guint64
+dcp_cpu_weights_sum (DcpCpuWeights *self, guint index)
 {
   const DcpCpuStoredTensor *t;
 
-  g_return_val_if_fail (self != NULL && index < self->stored->len, FALSE);
+  g_return_val_if_fail (self != NULL && index < self->stored->len, 0);
   t = &g_array_index (self->stored, DcpCpuStoredTensor, index);
   if (t->fp32 != NULL)
-    return dcp_checksum64 (t->fp32, t->layout.rows * t->layout.cols * sizeof (float)) == t->fp32_sum;
-  return dcp_checksum64 (*t->slots[0], t->nbytes) == file_sum;
+    return t->file_sum +
+           (dcp_checksum64 (t->fp32, t->layout.rows * t->layout.cols * sizeof (float)) != t->fp32_sum);
+  return dcp_checksum64 (*t->slots[0], t->nbytes);
 }
 
 gboolean
@@ -262,6 +264,7 @@ dcp_cpu_weights_restore (DcpCpuWeights *self, guint index, const guint8 *bytes, 
       m.data = bytes;
       dcp_cpu_matrix_rows (&m, 0, m.rows, t->fp32);
       t->fp32_sum = dcp_checksum64 (t->fp32, m.rows * m.cols * sizeof (float));
+      t->file_sum = dcp_checksum64 (bytes, nbytes);
       return TRUE;
     }
   /* The damaged bytes may be the model file's read-only mapping: the slots move to a copy. */

@@ -39,7 +39,8 @@ typedef struct {
 
 /* A weight tensor as the weights hold it, for the integrity monitor: a matrix in the file's
  * format, where the slots point (two when the embedding is also the LM head), or a small vector
- * dequantized to FP32 at load (its layout in the file, its FP32 copy and that copy's sum then). */
+ * dequantized to FP32 at load (its layout in the file, its FP32 copy, that copy's sum and its
+ * file bytes' sum then). */
 typedef struct {
   char *name;
   guint64 nbytes;                /* as the file stores it */
@@ -48,6 +49,7 @@ typedef struct {
   DcpCpuMatrix layout;           /* a vector: its dtype and shape in the file */
   float *fp32;                   /* a vector: its FP32 copy (in owned) */
   guint64 fp32_sum;
+  guint64 file_sum;
 } DcpCpuStoredTensor;
 
 typedef struct {
@@ -67,11 +69,10 @@ DcpCpuWeights *dcp_cpu_weights_load (const DcpModelConfig  *config,
                                      const DcpTensorSource *source,
                                      GError               **error);
 void           dcp_cpu_weights_free (DcpCpuWeights         *self);
-/* Whether stored tensor index is intact: a matrix's bytes against file_sum (the file's
- * checksum), a vector's FP32 copy against its sum at load. */
-gboolean       dcp_cpu_weights_check   (DcpCpuWeights   *self,
-                                        guint            index,
-                                        guint64          file_sum);
+/* The checksum of stored tensor index: a matrix's bytes summed; a vector's file bytes' sum
+ * at load while its FP32 copy is as it was, that sum plus one once the copy has changed. */
+guint64        dcp_cpu_weights_sum     (DcpCpuWeights   *self,
+                                        guint            index);
 /* Stored tensor index from bytes (the tensor as the file stores it): a matrix's slots point at
  * a copy of them, a vector is dequantized again. CORRUPT_FILE when the size is not the file's. */
 gboolean       dcp_cpu_weights_restore (DcpCpuWeights   *self,

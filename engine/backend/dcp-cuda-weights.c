@@ -142,6 +142,7 @@ record_matrix (DcpCudaWeights *w, const HostMatrix *h, const guint8 *d, gsize el
   t.nbytes[0] = l.row_bytes * h->rows;
   t.data[1] = d + scales_at + scale_offset;
   t.nbytes[1] = l.blocks_per_row * h->rows;
+  t.file_offset[1] = l.scales_offset;
   g_array_append_val (w->stored, t);
 }
 

@@ -23,7 +23,7 @@ typedef struct {
 
 struct _DcpIntegrityMonitor {
   DcpBackend *backend;
-  DcpModelSource *model;
+  DcpIntegrityReference reference;
   GArray *tensors;          /* Tensor */
   gint64 period_us;
 
@@ -58,17 +58,44 @@ dcp_integrity_event_free (DcpIntegrityEvent *event)
   g_free (event);
 }
 
+static gboolean
+model_checksum (gpointer model, const char *name, guint64 *sum)
+{
+  return dcp_model_source_get_checksum (model, name, sum);
+}
+
+static GBytes *
+model_read (gpointer model, const char *name, GError **error)
+{
+  GBytes *bytes = dcp_model_source_read_tensor (model, name, error);
+
+  if (bytes == NULL)
+    g_prefix_error (error, "%s: ", dcp_model_source_get_path (model));
+  return bytes;
+}
+
 DcpIntegrityMonitor *
 dcp_integrity_monitor_new (DcpBackend *backend, DcpModelSource *model, guint interval_s,
                            GError **error)
 {
+  DcpIntegrityReference reference = { model_checksum, model_read, model };
+
+  g_return_val_if_fail (model != NULL, NULL);
+  return dcp_integrity_monitor_new_full (backend, &reference, interval_s, error);
+}
+
+DcpIntegrityMonitor *
+dcp_integrity_monitor_new_full (DcpBackend *backend, const DcpIntegrityReference *reference,
+                                guint interval_s, GError **error)
+{
   g_autoptr(DcpIntegrityMonitor) self = NULL;
   guint n = 0;
 
-  g_return_val_if_fail (DCP_IS_BACKEND (backend) && model != NULL && interval_s > 0, NULL);
+  g_return_val_if_fail (DCP_IS_BACKEND (backend) && reference != NULL && interval_s > 0, NULL);
+  g_return_val_if_fail (reference->get_checksum != NULL && reference->read_tensor != NULL, NULL);
   self = g_new0 (DcpIntegrityMonitor, 1);
   self->backend = g_object_ref (backend);
-  self->model = model;
+  self->reference = *reference;
   self->tensors = g_array_new (FALSE, FALSE, sizeof (Tensor));
   self->events = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_integrity_event_free);
   self->period_us = (gint64) interval_s * G_TIME_SPAN_SECOND;
@@ -82,7 +109,7 @@ dcp_integrity_monitor_new (DcpBackend *backend, DcpModelSource *model, guint int
 
       t.name = dcp_backend_weight_name (backend, i, &t.nbytes);
       /* A tensor the file has no checksum for is not checked (none in a .mcapy file). */
-      if (!dcp_model_source_get_checksum (model, t.name, &t.file_sum))
+      if (!reference->get_checksum (reference->data, t.name, &t.file_sum))
         continue;
       g_array_append_val (self->tensors, t);
       self->stats.sweep_bytes += t.nbytes;
@@ -131,8 +158,8 @@ dcp_integrity_monitor_get_hook (DcpIntegrityMonitor *self)
 static gboolean
 heal (DcpIntegrityMonitor *self, const Tensor *t, GError **error)
 {
-  g_autoptr(GBytes) bytes = dcp_model_source_read_tensor (self->model, t->name, error);
-  gboolean intact = FALSE;
+  g_autoptr(GBytes) bytes = self->reference.read_tensor (self->reference.data, t->name, error);
+  guint64 sum = 0;
   gsize n;
   const guint8 *data;
 
@@ -141,15 +168,15 @@ heal (DcpIntegrityMonitor *self, const Tensor *t, GError **error)
   data = g_bytes_get_data (bytes, &n);
   if (dcp_checksum64 (data, n) != t->file_sum)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "its bytes read again from %s do not match the file's checksum either: the "
-                   "file is damaged", dcp_model_source_get_path (self->model));
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                           "its bytes read again from the model file do not match the file's "
+                           "checksum either: the file is damaged");
       return FALSE;
     }
   if (!dcp_backend_weight_restore (self->backend, t->index, data, n, error) ||
-      !dcp_backend_weight_check (self->backend, t->index, t->file_sum, &intact, error))
+      !dcp_backend_weight_sum (self->backend, t->index, &sum, error))
     return FALSE;
-  if (!intact)
+  if (sum != t->file_sum)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_DEVICE,
                            "the restored copy does not match the file's checksum");
@@ -166,8 +193,10 @@ check_next (DcpIntegrityMonitor *self, GError **error)
   g_autoptr(GError) heal_error = NULL;
   gint64 start = g_get_monotonic_time (), took;
   gboolean intact = TRUE, ok, healed = FALSE;
+  guint64 sum = 0;
 
-  ok = dcp_backend_weight_check (self->backend, t->index, t->file_sum, &intact, error);
+  ok = dcp_backend_weight_sum (self->backend, t->index, &sum, error);
+  intact = !ok || sum == t->file_sum;
   if (ok && !intact)
     {
       g_warning ("integrity: weight tensor “%s” does not match the model file's checksum; "

@@ -45,6 +45,17 @@ typedef struct {
 
 void dcp_integrity_event_free (DcpIntegrityEvent *event);
 
+/* What the weights are checked against and restored from: the model file, or what a benchmark
+ * supplies. */
+typedef struct {
+  /* The checksum tensor name should have; FALSE: it is not checked. */
+  gboolean (*get_checksum) (gpointer data, const char *name, guint64 *sum);
+  /* The tensor's bytes as the file stores them, read again (the monitor checks them against
+   * the checksum); NULL with an error when they cannot be. */
+  GBytes  *(*read_tensor)  (gpointer data, const char *name, GError **error);
+  gpointer data;
+} DcpIntegrityReference;
+
 /* A monitor over backend's weights (a reference is taken) against model's checksums (borrowed:
  * it must outlive the monitor's use on the engine thread). interval_s > 0. NOT_SUPPORTED when
  * the backend cannot check its weights or the model has no checksums (a checkpoint folder). */
@@ -52,6 +63,11 @@ DcpIntegrityMonitor *dcp_integrity_monitor_new       (DcpBackend          *backe
                                                       DcpModelSource      *model,
                                                       guint                interval_s,
                                                       GError             **error);
+/* The same against another reference (copied; its data borrowed likewise). */
+DcpIntegrityMonitor *dcp_integrity_monitor_new_full  (DcpBackend                  *backend,
+                                                      const DcpIntegrityReference *reference,
+                                                      guint                        interval_s,
+                                                      GError                     **error);
 void                 dcp_integrity_monitor_free      (DcpIntegrityMonitor *self);
 /* The hook the step loop calls (dcp-step-hook.h). */
 DcpStepHook          dcp_integrity_monitor_get_hook  (DcpIntegrityMonitor *self);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dcp-backend-open.h"
+#include "dcp-error.h"
 #include "dcp-integrity-monitor.h"
 #include "dcp-model-source.h"
 #include "dcp-scheduler.h"
@@ -144,6 +145,49 @@ test_flip_found_and_healed (void)
   g_assert_no_error (error);
   dcp_integrity_monitor_get_stats (monitor, &stats);
   g_assert_cmpuint (stats.mismatches, ==, 1);
+}
+
+static gboolean
+file_checksum (gpointer data, const char *name, guint64 *sum)
+{
+  return dcp_model_source_get_checksum (data, name, sum);
+}
+
+static GBytes *
+unreadable (gpointer data, const char *name, GError **error)
+{
+  g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "the disk is gone");
+  return NULL;
+}
+
+/* A tensor that cannot be read again is reported as not healed, with the reason. */
+static void
+test_heal_fails (void)
+{
+  DcpIntegrityReference reference = { file_checksum, unreadable, model };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpIntegrityMonitor) monitor = dcp_integrity_monitor_new_full (backend, &reference, 1,
+                                                                           &error);
+  g_autoptr(GPtrArray) events = NULL;
+  DcpIntegrityStats stats;
+
+  g_assert_no_error (error);
+  weight_fault_flip_bit (model, "layers.0.mlp.gate_proj.weight", 5);
+  g_test_expect_message ("dcp-integrity", G_LOG_LEVEL_WARNING, "*“layers.0.mlp.gate_proj.weight” does not match*");
+  g_test_expect_message ("dcp-integrity", G_LOG_LEVEL_WARNING,
+                         "*“layers.0.mlp.gate_proj.weight” could not be restored: the disk is gone*");
+  dcp_integrity_monitor_sweep (monitor, &error);
+  g_assert_no_error (error);
+  g_test_assert_expected_messages ();
+  dcp_integrity_monitor_get_stats (monitor, &stats);
+  g_assert_cmpuint (stats.mismatches, ==, 1);
+  g_assert_cmpuint (stats.healed, ==, 0);
+  g_assert_cmpuint (stats.heal_failures, ==, 1);
+  events = dcp_integrity_monitor_take_events (monitor);
+  g_assert_cmpuint (events->len, ==, 1);
+  g_assert_false (((DcpIntegrityEvent *) g_ptr_array_index (events, 0))->healed);
+  /* Put right for the tests that follow. */
+  weight_fault_flip_bit (model, "layers.0.mlp.gate_proj.weight", 5);
 }
 
 /* While steps run, checking takes at most 1% of the time (one tensor's worth of overshoot). */
@@ -286,6 +330,7 @@ main (int argc, char **argv)
   g_assert_no_error (error);
   vocab = dcp_backend_get_config (backend)->vocab_size;
   g_test_add_func ("/integrity/cpu/flip-found-and-healed", test_flip_found_and_healed);
+  g_test_add_func ("/integrity/cpu/heal-fails", test_heal_fails);
   g_test_add_func ("/integrity/cpu/busy-share", test_busy_share);
   g_test_add_func ("/integrity/cpu/scheduler-hook", test_scheduler_hook);
   status = g_test_run ();
