@@ -77,7 +77,7 @@ typedef struct {
   guint16 *norm;
   DcpCudaLayer *layers;
   GPtrArray *allocations;        /* device pointers, freed with the weights */
-  GArray *stored;                /* DcpCudaStoredTensor, uploads from a source only */
+  GArray *stored;                /* DcpCudaStoredTensor (random weights: random.N) */
   guint64 device_bytes;          /* all of it */
   guint64 gemv_bytes;            /* what one decode step's GEMVs read */
 } DcpCudaWeights;

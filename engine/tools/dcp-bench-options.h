@@ -20,6 +20,7 @@ typedef struct {
   double tflops;                 /* the BF16 matrix rate of the prefill limit */
   gboolean fp8;                  /* FP8 activations in the prompt path's matrix products */
   gboolean json;
+  gboolean integrity;            /* also the integrity monitor: a full sweep, decode with it on */
 } DcpBenchOptions;
 
 #define DCP_BENCH_MAX_BATCH 16
