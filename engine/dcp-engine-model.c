@@ -129,9 +129,6 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
   return TRUE;
 }
 
-/* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
- * conversations and prefill, the plan's KV pool, and a GDN block per conversation for its
- * answer's snapshot besides its running one. */
 /* The integrity monitor of --integrity-interval (NULL when 0, or when the model or backend
  * has nothing to check: said in the log). */
 static DcpIntegrityMonitor *
@@ -156,6 +153,9 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
   return monitor;
 }
 
+/* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
+ * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
+ * conversation and the snapshots': dcp_plan_gdn_blocks). */
 static void
 scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSchedulerConfig *c)
 {
@@ -166,7 +166,7 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->context_mode = settings->context_mode;
   c->page_tokens = DCP_PAGE_TOKENS;
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
-  c->gdn_blocks = 2 * settings->conversations + 1;
+  c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
 }
 
 DcpExecutor *
@@ -176,7 +176,7 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   g_autoptr(DcpModelSource) model = NULL;
   g_autoptr(DcpBackend) backend = NULL;
   g_autofree char *loop_guard = NULL, *backend_name = NULL;
-  g_autoptr(DcpExecutor) executor = NULL;
+  g_autoptr(DcpModelExecutor) executor = NULL;
   g_autofree char *disk_dir = NULL;
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
@@ -214,34 +214,24 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
     hook = dcp_integrity_monitor_get_hook (monitor);
   dcp_model_executor_options_init (&options);
   options.context_length = (gint64) plan.context_per_conversation;
-  options.prefill_chunk = settings->prefill_chunk;
   loop_guard = dcp_settings_get (settings, "loop-guard");
   options.loop_guard = loop_guard;
-  options.step_hook = hook;
   executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
   if (executor == NULL)
     return NULL;
-  if (settings->conversations == 1 && settings->ram_cache_bytes == 0 && settings->disk_cache_bytes == 0)
-    {
-      /* One conversation: the executor's own loop, which also lets n > 1 choices read the
-       * prompt once. */
-      capacity->workers = 1;
-      capacity->batching = FALSE;
-      capacity->pool_tokens = plan.pool_tokens;
-      capacity->integrity = g_steal_pointer (&monitor);
-      return g_steal_pointer (&executor);
-    }
   scheduler_config (settings, &plan, &config);
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))
     return NULL;
   disk_dir = config.disk_dir;
-  capacity->workers = config.max_running;
+  capacity->conversations = config.max_running;
   capacity->batching = TRUE;
   capacity->pool_tokens = (guint64) config.kv_pages * config.page_tokens;
-  g_message ("batching: %u conversations at once, a pool of %u pages of %u tokens",
-             config.max_running, config.kv_pages, config.page_tokens);
+  g_message ("scheduler: %u conversation%s at once, a pool of %u pages of %u tokens, %u state "
+             "blocks, a snapshot every %u tokens of a prompt", config.max_running,
+             config.max_running == 1 ? "" : "s", config.kv_pages, config.page_tokens,
+             config.gdn_blocks, config.snapshot_pages * config.page_tokens);
   batch = dcp_batch_executor_new (g_steal_pointer (&executor), &config, error);
   if (batch != NULL)
     capacity->integrity = g_steal_pointer (&monitor);

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/resource.h>
+
 #include <glib-unix.h>
 
 #include "dcp-batch-snapshots.h"
@@ -57,6 +59,25 @@ run_probe (const DcpCli *cli)
   return 0;
 }
 
+/* Every client connection takes a file descriptor: use all the system lets us have. */
+static void
+raise_descriptor_limit (guint max_connections)
+{
+  struct rlimit limit;
+
+  if (getrlimit (RLIMIT_NOFILE, &limit) != 0)
+    return;
+  if (limit.rlim_cur < limit.rlim_max)
+    {
+      limit.rlim_cur = limit.rlim_max;
+      if (setrlimit (RLIMIT_NOFILE, &limit) != 0)
+        getrlimit (RLIMIT_NOFILE, &limit);
+    }
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < (rlim_t) max_connections + 64)
+    g_message ("at most %llu file descriptors: fewer than --http-max-connections %u needs; when they run "
+               "out, new connections get 503", (unsigned long long) limit.rlim_cur, max_connections);
+}
+
 static gboolean
 on_stop_signal (gpointer user_data)
 {
@@ -68,7 +89,7 @@ static int
 run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *capacity)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = NULL;
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
   g_autoptr(DcpHttpServer) server = NULL;
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
   g_autoptr(DcpDashboard) dashboard = NULL;
@@ -78,18 +99,6 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   g_autofree char *key_from_file = NULL;
   DcpHttpOptions options;
   guint sigint, sigterm, batch_watch = 0, integrity_watch = 0;
-  DcpExecutor *watched;
-
-  watched = dcp_engine_state_watch_executor (state, executor);
-  if (capacity->integrity != NULL && !capacity->batching)
-    {
-      /* One conversation: the queue's worker is the engine thread; it checks while idle. */
-      DcpStepHook hook = dcp_integrity_monitor_get_hook (capacity->integrity);
-
-      queue = dcp_request_queue_new_with_idle (watched, &hook);
-    }
-  else
-    queue = dcp_request_queue_new_full (watched, capacity->workers);
 
   dcp_http_options_init (&options);
   if (cli->settings.host != NULL)
@@ -102,6 +111,11 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   options.port = cli->settings.port;
   options.keepalive_seconds = cli->keepalive;
   options.api_key = cli->settings.api_key;
+  options.max_connections = cli->settings.http_max_connections;
+  options.header_timeout = cli->settings.http_header_timeout;
+  options.idle_timeout = cli->settings.http_idle_timeout;
+  options.body_timeout = cli->settings.http_body_timeout;
+  raise_descriptor_limit (options.max_connections);
   if (cli->api_key_file != NULL)
     {
       if (!g_file_get_contents (cli->api_key_file, &key_from_file, NULL, &error))
@@ -127,7 +141,7 @@ run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *c
   if (!cli->test_executor && cli->settings.model != NULL)
     dcp_engine_state_set_model (state, cli->settings.model);
   if (capacity->pool_tokens > 0)
-    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->workers);
+    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->conversations);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);

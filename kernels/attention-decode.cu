@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Decode attention over a paged KV cache (shared/MODEL.md §2.2 steps 6-7): for each query row
+// Decode attention over a paged KV cache (docs/MODEL.md §2.2 steps 6-7): for each query row
 // (one token of a sequence, or up to DCPK_ATTN_MAX_QUERIES tokens of a draft to verify), every
 // query head h attends causally to its sequence's keys of kv head h / group (GQA), scale given
 // (1/16 for head_dim 256), and the result is multiplied by sigmoid(gate).

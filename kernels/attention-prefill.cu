@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Prefill attention over the paged KV cache (shared/MODEL.md §2.2 steps 6-7) for prompt chunks:
+// Prefill attention over the paged KV cache (docs/MODEL.md §2.2 steps 6-7) for prompt chunks:
 // the contract of dcpk_attention_decode (dcpk-attention-prefill.h) for any number of query
 // tokens per sequence, FlashAttention-2 style on tensor cores (mma.sync m16n8k16 BF16, FP32
 // accumulators: sm_80 instructions, so the same code runs on sm_90a and sm_120).

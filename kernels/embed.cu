@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Token embedding (shared/MODEL.md §2.5): out[t] = embed_tokens[tokens[t]] as FP32, no scaling.
+// Token embedding (docs/MODEL.md §2.5): out[t] = embed_tokens[tokens[t]] as FP32, no scaling.
 // table: vocab x width BF16 row-major; tokens: n_tokens int32; out: n_tokens x width FP32.
 // A token id outside [0, vocab) gives a row of zeros (the host validates ids; a kernel cannot
 // report). A thread per pair of values, 4-byte loads (width must be even).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gated DeltaNet decode step: one token for each of n_seqs sequences (shared/MODEL.md §2.3
+// Gated DeltaNet decode step: one token for each of n_seqs sequences (docs/MODEL.md §2.3
 // steps 2-8), after the projections and before out_proj.
 //
 // Shapes (H_k k-heads, H_v v-heads, d_k, d_v, conv width K, conv_dim = 2 H_k d_k + H_v d_v):

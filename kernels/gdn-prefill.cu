@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Gated DeltaNet prefill: T tokens of one sequence through shared/MODEL.md §2.3 steps 2-8 with
+// Gated DeltaNet prefill: T tokens of one sequence through docs/MODEL.md §2.3 steps 2-8 with
 // the chunked gated delta rule of §5 (chunk C = 64), continuing from and updating the sequence's
 // conv and recurrent states. The layouts are gdn-decode.cu's (dcp-kernels.h).
 //

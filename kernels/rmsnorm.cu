@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Zero-centred RMSNorm (shared/MODEL.md §2.1.1): y = x / sqrt(mean(x²) + eps) · (1 + w), FP32
+// Zero-centred RMSNorm (docs/MODEL.md §2.1.1): y = x / sqrt(mean(x²) + eps) · (1 + w), FP32
 // activations, BF16 weights stored around 0, FP32 arithmetic.
 //
 // dcpk_add_rms_norm: rows of a batch, n_rows x width row-major FP32. With d_add the residual

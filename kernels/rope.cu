@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Partial rotary embedding, NeoX rotate-half layout (shared/MODEL.md §2.2 step 4), in place on q
+// Partial rotary embedding, NeoX rotate-half layout (docs/MODEL.md §2.2 step 4), in place on q
 // and k after their head norms. For a head x at position p and i < rotary_dim / 2:
 //   inv_freq_i = theta^(-2i / rotary_dim) (double, rounded to FP32 as transformers does),
 //   angle = (float) p · inv_freq_i in FP32, (a, b) = (x[i], x[i + rotary_dim/2]),

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SwiGLU of the MLP (shared/MODEL.md §2.4) over the fused gate‖up GEMV output:
+// SwiGLU of the MLP (docs/MODEL.md §2.4) over the fused gate‖up GEMV output:
 // gate_up is n_rows x (2·width) FP32, each row [gate (width) | up (width)];
 // out is n_rows x width FP32, out = silu(gate) · up, silu(g) = g / (1 + e^-g). A thread per output.
 

@@ -438,7 +438,7 @@ cpu_has_mtp (DcpBackend *backend)
   return DCP_BACKEND_CPU (backend)->weights->has_mtp;
 }
 
-/* ../shared/MODEL.md §4.1: fc over [norm(embedding) | norm(hidden)], one full-attention
+/* docs/MODEL.md §4.1: fc over [norm(embedding) | norm(hidden)], one full-attention
  * decoder layer with its own KV cache, the MTP norm, the shared lm_head. */
 static gboolean
 cpu_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError **error)

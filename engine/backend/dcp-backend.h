@@ -56,7 +56,7 @@ typedef struct {
   guint32 token;          /* out, with sampler */
 } DcpBatchItem;
 
-/* One sequence's rows for the MTP head (../shared/MODEL.md §4): row i combines token
+/* One sequence's rows for the MTP head (docs/MODEL.md §4): row i combines token
  * tokens[i] (the token after the one at position p_i) with hidden[i] (the main model's
  * final-normed hidden state at p_i, or the MTP's own output when chaining draft steps). Rows are
  * appended to the MTP head's own KV cache in the state, at its next positions. */

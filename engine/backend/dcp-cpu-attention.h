@@ -52,7 +52,7 @@ void dcp_cpu_kv_round       (DcpDType             format,
 void dcp_cpu_kv_cache_copy  (DcpCpuKvCache       *dst,
                              const DcpCpuKvCache *src);
 
-/* Gated full attention (../shared/MODEL.md §2.2) of n_tokens normed hidden states h
+/* Gated full attention (docs/MODEL.md §2.2) of n_tokens normed hidden states h
  * [n_tokens, hidden] at positions cache->n_tokens ...; appends their keys and values to the
  * cache and writes the layer's output (after o_proj) to out [n_tokens, hidden]. */
 void dcp_cpu_attention_forward (DcpCpuPool                   *pool,

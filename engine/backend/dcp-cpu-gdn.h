@@ -19,7 +19,7 @@ void  dcp_cpu_gdn_state_clear (DcpCpuGdnState       *state);
 void  dcp_cpu_gdn_state_copy  (DcpCpuGdnState       *dst,
                                const DcpCpuGdnState *src);
 
-/* The gated delta rule over n_tokens (../shared/MODEL.md §2.3 step 7 and §5), on inputs that
+/* The gated delta rule over n_tokens (docs/MODEL.md §2.3 step 7 and §5), on inputs that
  * are already convolved, L2-normed and (q) scaled. Value head j reads key head
  * j / (n_value_heads / n_key_heads). */
 typedef struct {

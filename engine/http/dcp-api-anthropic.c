@@ -441,6 +441,7 @@ stop_reason (const DcpChoiceResult *choice)
     {
     case DCP_FINISH_LENGTH:     return "max_tokens";
     case DCP_FINISH_TOOL_CALLS: return "tool_use";
+    case DCP_FINISH_CANCELLED:  return NULL;  /* cut short: no stop reason, never "end_turn" */
     default:                    return choice->stop != NULL ? "stop_sequence" : "end_turn";
     }
 }

@@ -54,11 +54,39 @@ watch_idle_socket (SoupServerMessage *msg)
   g_source_attach (source, NULL);
 }
 
+/* libsoup says 500 for a response it could not finish writing. Whose fault: a client that left
+ * before the answer was whole (or was seen gone) counts as 499, as nginx counts it; one that
+ * closed once the answer was whole (right after [DONE], before the last chunk's end was
+ * written) as the answer's own status. */
+static gboolean
+answer_whole (DcpApiCall *call)
+{
+  return call->replied || (call->sse != NULL && dcp_sse_is_complete (call->sse));
+}
+
+static guint
+final_status (DcpApiCall *call, guint status)
+{
+  if (call->client_left || (!call->wrote_all && !answer_whole (call)))
+    return DCP_HTTP_CLIENT_CLOSED;
+  if (!call->wrote_all && call->status != 0)
+    return call->status;
+  return status;
+}
+
+static void
+on_wrote_body (SoupServerMessage *msg, gpointer user_data)
+{
+  DcpApiCall *call = user_data;
+
+  call->wrote_all = TRUE;
+}
+
 static void
 on_finished (SoupServerMessage *msg, gpointer user_data)
 {
   DcpApiCall *call = user_data;
-  guint status = soup_server_message_get_status (msg);
+  guint status = final_status (call, soup_server_message_get_status (msg));
 
   watch_idle_socket (msg);
   call->gone = TRUE;
@@ -69,6 +97,7 @@ on_finished (SoupServerMessage *msg, gpointer user_data)
              g_uri_get_path (soup_server_message_get_uri (msg)), status,
              (g_get_monotonic_time () - call->start_us) / 1000.0);
   g_clear_signal_handler (&call->finished_id, msg);
+  g_clear_signal_handler (&call->wrote_body_id, msg);
   dcp_api_call_unref (call);
 }
 
@@ -88,6 +117,7 @@ dcp_api_call_new (DcpApiContext *context, SoupServerMessage *msg, DcpApiFlavor f
   call->start_us = g_get_monotonic_time ();
   call->cancellable = g_cancellable_new ();
   call->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (on_finished), call);
+  call->wrote_body_id = g_signal_connect (msg, "wrote-body", G_CALLBACK (on_wrote_body), call);
   return call;
 }
 
@@ -107,6 +137,7 @@ dcp_api_call_unref (DcpApiCall *call)
     return;
   stop_hangup_watch (call);
   g_clear_signal_handler (&call->finished_id, call->msg);
+  g_clear_signal_handler (&call->wrote_body_id, call->msg);
   g_clear_pointer (&call->sse, dcp_sse_free);
   g_object_unref (call->msg);
   g_object_unref (call->cancellable);
@@ -115,8 +146,50 @@ dcp_api_call_unref (DcpApiCall *call)
   g_free (call);
 }
 
-/* Readable while we are not reading: either the peer closed (recv gives 0 or an error) or it
- * pipelined another request (then we cannot tell, and stop watching). */
+static void
+client_gone (DcpApiCall *call)
+{
+  g_debug ("%s: the client hung up", call->request_id);
+  call->client_left = !answer_whole (call);
+  g_cancellable_cancel (call->cancellable);
+}
+
+/* After a probe: the socket fails or hangs up only if the client had closed it (its system
+ * answers the probe with a reset); a client that only shut its sending side reads on. */
+static gboolean
+on_probe_answer (GSocket *socket, GIOCondition condition, gpointer user_data)
+{
+  DcpApiCall *call = user_data;
+
+  if ((condition & (G_IO_HUP | G_IO_ERR)) == 0)
+    return G_SOURCE_CONTINUE;
+  client_gone (call);
+  g_clear_pointer (&call->hangup_watch, g_source_unref);
+  return G_SOURCE_REMOVE;
+}
+
+/* The end of the client's stream: it closed its socket, or only shut its sending side (a
+ * half-close, which is no hang-up: it still reads). TCP does not tell the two apart until we
+ * send something, so something harmless is sent: an SSE keep-alive in a stream, or an interim
+ * "100 Continue" before the response (which HTTP/1.1 clients must skip; HTTP/1.0 ones cannot
+ * take it, and their end of stream counts as a hang-up). */
+static gboolean
+probe (DcpApiCall *call, GSocket *socket)
+{
+  static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+  if (call->sse != NULL)
+    {
+      dcp_sse_keepalive_now (call->sse);
+      return TRUE;
+    }
+  if (soup_server_message_get_http_version (call->msg) != SOUP_HTTP_1_1)
+    return FALSE;
+  return g_socket_send (socket, interim, sizeof interim - 1, NULL, NULL) == sizeof interim - 1;
+}
+
+/* Readable while we are not reading: the end of the client's stream (recv gives 0), a failed
+ * socket (an error), or a pipelined request (then we cannot tell, and stop watching). */
 static gboolean
 on_hangup_watch (GSocket *socket, GIOCondition condition, gpointer user_data)
 {
@@ -126,12 +199,15 @@ on_hangup_watch (GSocket *socket, GIOCondition condition, gpointer user_data)
 
   if (n < 0 && (errno == EAGAIN || errno == EINTR))
     return G_SOURCE_CONTINUE;
-  if (n <= 0)
-    {
-      g_debug ("%s: the client hung up", call->request_id);
-      g_cancellable_cancel (call->cancellable);
-    }
   g_clear_pointer (&call->hangup_watch, g_source_unref);
+  if (n < 0 || (n == 0 && !probe (call, socket)))
+    client_gone (call);
+  else if (n == 0)
+    {
+      call->hangup_watch = g_socket_create_source (socket, G_IO_HUP | G_IO_ERR, NULL);
+      g_source_set_callback (call->hangup_watch, G_SOURCE_FUNC (on_probe_answer), call, NULL);
+      g_source_attach (call->hangup_watch, NULL);
+    }
   return G_SOURCE_REMOVE;
 }
 
@@ -170,6 +246,8 @@ dcp_api_call_reply_json (DcpApiCall *call, guint status, JsonNode *body)
       return;
     }
   dcp_api_reply_json (call->msg, status, body);
+  call->status = status;
+  call->replied = TRUE;
   if (call->deferred)
     {
       call->deferred = FALSE;
@@ -220,6 +298,7 @@ dcp_api_call_start_sse (DcpApiCall *call)
   call->sse = dcp_sse_new (call->msg, call->context->keepalive_seconds,
                            call->flavor == DCP_API_ANTHROPIC ? DCP_SSE_KEEPALIVE_PING
                                                              : DCP_SSE_KEEPALIVE_COMMENT);
+  call->status = SOUP_STATUS_OK;
   watch_hangup (call);
   return call->sse;
 }

@@ -41,7 +41,16 @@ typedef struct {
   DcpSse            *sse;
   GSource           *hangup_watch;
   gulong             finished_id;
+  gulong             wrote_body_id;
+  guint              status;        /* of the answer given (0: none yet) */
+  gboolean           replied;       /* a whole JSON answer was given */
+  gboolean           wrote_all;     /* libsoup wrote all of the answer */
+  gboolean           client_left;   /* seen gone before the answer was whole */
 } DcpApiCall;
+
+/* What the log, /stats and /metrics count for a client that left before its answer was whole
+ * (nginx's "client closed request"). */
+#define DCP_HTTP_CLIENT_CLOSED 499
 
 DcpApiCall *dcp_api_call_new         (DcpApiContext     *context,
                                       SoupServerMessage *msg,

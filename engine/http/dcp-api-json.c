@@ -7,78 +7,65 @@
 #include "dcp-api-json-nul.h"
 #include "dcp-error.h"
 
+#include "dcp-json-check.h"
+
+/* Deep enough for any real request (tool schemas nest a few levels); shallow enough for
+ * json-glib's recursion and for ours over the parsed tree. */
 #define MAX_DEPTH 128
 
-/* json-glib parses recursively: a body of a million '[' would overflow the stack. So the depth
- * of arrays and objects is measured first (outside strings). */
-static gboolean
-nesting_ok (const char *data, gsize length)
+/* Every JSON text the server parses comes through here: request bodies and the JSON carried in
+ * strings (tool-call arguments). */
+JsonNode *
+dcp_api_parse_json (const char *what, const char *data, gsize length, GError **error)
 {
-  gboolean in_string = FALSE;
-  guint depth = 0;
+  g_autoptr(JsonParser) parser = json_parser_new_immutable ();
+  g_autoptr(GError) local = NULL;
+  const char *problem = NULL;
+  gsize offset = 0;
 
-  for (gsize i = 0; i < length; i++)
+  g_return_val_if_fail (what != NULL && (data != NULL || length == 0), NULL);
+
+  if (!g_utf8_validate_len (data, length, NULL))
     {
-      char c = data[i];
-
-      if (in_string)
-        {
-          if (c == '\\')
-            i++;
-          else if (c == '"')
-            in_string = FALSE;
-        }
-      else if (c == '"')
-        in_string = TRUE;
-      else if (c == '[' || c == '{')
-        {
-          if (++depth > MAX_DEPTH)
-            return FALSE;
-        }
-      else if ((c == ']' || c == '}') && depth > 0)
-        depth--;
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s is not valid UTF-8", what);
+      return NULL;
     }
-  return TRUE;
+  if (!dcp_json_check (data, length, MAX_DEPTH, &offset, &problem))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s is not valid JSON at byte %" G_GSIZE_FORMAT ": %s (expected strict RFC 8259 JSON, "
+                   "arrays and objects nested no deeper than %d levels)", what, offset, problem, MAX_DEPTH);
+      return NULL;
+    }
+  /* json-glib keeps strings NUL-terminated: refuse what it would cut */
+  if (!dcp_json_check_no_nul (what, data, length, error))
+    return NULL;
+  if (!json_parser_load_from_data (parser, data, (gssize) length, &local))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s is not valid JSON: %s", what, local->message);
+      return NULL;
+    }
+  return json_parser_steal_root (parser);
 }
 
-/* The body must be UTF-8 JSON with an object at the top (json-glib would accept other roots). */
+/* The body must be JSON with an object at the top. */
 JsonObject *
 dcp_api_parse_body (SoupServerMessage *msg, GError **error)
 {
   SoupMessageBody *body = soup_server_message_get_request_body (msg);
   g_autoptr(GBytes) bytes = soup_message_body_flatten (body);
-  g_autoptr(JsonParser) parser = json_parser_new_immutable ();
-  g_autoptr(GError) local = NULL;
+  g_autoptr(JsonNode) root = NULL;
   gsize length;
   const char *data = g_bytes_get_data (bytes, &length);
-  JsonNode *root;
 
   if (length == 0)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "the request body is empty; expected a JSON object");
       return NULL;
     }
-  if (!g_utf8_validate_len (data, length, NULL))
-    {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "the request body is not valid UTF-8");
-      return NULL;
-    }
-  if (!nesting_ok (data, length))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "the request body nests arrays and objects deeper than %d levels", MAX_DEPTH);
-      return NULL;
-    }
-  if (!dcp_json_check_no_nul ("the request body", data, length, error))
+  if ((root = dcp_api_parse_json ("the request body", data, length, error)) == NULL)
     return NULL;
-  if (!json_parser_load_from_data (parser, data, length, &local))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "the request body is not valid JSON: %s",
-                   local->message);
-      return NULL;
-    }
-  root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+  if (!JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "the request body must be a JSON object");
       return NULL;

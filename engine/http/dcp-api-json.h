@@ -11,6 +11,9 @@ G_BEGIN_DECLS
  * `where` is the path of the object ("" for the body). A member that is absent or null leaves
  * *out as it was, unless required. */
 
+/* Strict RFC 8259 JSON, depth-limited (dcp-json-check.h), of any type at the top; what names the
+ * text in errors ("the request body", "messages[1].tool_calls[0].function.arguments"). */
+JsonNode   *dcp_api_parse_json (const char *what, const char *data, gsize length, GError **error);
 JsonObject *dcp_api_parse_body (SoupServerMessage *msg, GError **error);
 
 char     *dcp_json_path    (const char *where, const char *name);

@@ -32,8 +32,8 @@ chat_free (gpointer data)
 static const char *
 finish_reason (DcpFinishReason reason)
 {
-  /* A cancelled request has nobody to read it; "stop" keeps the shape valid. */
-  return reason == DCP_FINISH_CANCELLED ? "stop" : dcp_finish_reason_to_string (reason);
+  /* A cancelled answer was cut short: it has no finish reason (null), never "stop". */
+  return reason == DCP_FINISH_CANCELLED ? NULL : dcp_finish_reason_to_string (reason);
 }
 
 static JsonObject *

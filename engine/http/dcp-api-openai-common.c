@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include "dcp-api-json.h"
-#include "dcp-api-json-nul.h"
 #include "dcp-api-openai-common.h"
 #include "dcp-error.h"
 #include "dcp-grammar.h"
@@ -207,20 +206,18 @@ dcp_openai_check_tool_choice (DcpRequest *request, GError **error)
 JsonNode *
 dcp_openai_parse_arguments (const char *where, const char *text, GError **error)
 {
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonNode *root;
+  g_autoptr(JsonNode) root = NULL;
 
   if (text == NULL || *text == '\0')
     text = "{}";
-  if (!dcp_json_check_no_nul (where, text, strlen (text), error))
+  if ((root = dcp_api_parse_json (where, text, strlen (text), error)) == NULL)
     return NULL;
-  if (!json_parser_load_from_data (parser, text, -1, NULL)
-      || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+  if (!JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: must be a JSON object as text", where);
       return NULL;
     }
-  return json_node_copy (root);
+  return g_steal_pointer (&root);
 }
 
 /* content: a string, or parts (text; image_url with a base64 data URL). */

@@ -105,6 +105,8 @@ choice_object (guint index, const char *text, JsonArray *logprobs, const char *f
 static const char *
 finish_reason (DcpFinishReason reason)
 {
+  if (reason == DCP_FINISH_CANCELLED)
+    return NULL;  /* cut short: no finish reason, never "stop" */
   return reason == DCP_FINISH_LENGTH ? "length" : "stop";
 }
 

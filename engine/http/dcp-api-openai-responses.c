@@ -565,7 +565,8 @@ on_event (const DcpEvent *event, gpointer data)
       return;
     }
   {
-    const char *status = r->result->choices[0].reason == DCP_FINISH_LENGTH ? "incomplete" : "completed";
+    DcpFinishReason reason = r->result->choices[0].reason;
+    const char *status = reason == DCP_FINISH_LENGTH || reason == DCP_FINISH_CANCELLED ? "incomplete" : "completed";
     JsonObject *response = response_object (r, status);
 
     if (r->sse != NULL)

@@ -6,10 +6,18 @@
 #include "dcp-api-call.h"
 #include "dcp-api-json.h"
 #include "dcp-error.h"
+#include "dcp-http-connections.h"
 #include "dcp-http-server.h"
+#include "dcp-image.h"
+
+/* A body refused as too large while it arrives (chunked): the client gets this long to finish
+ * sending it (and then read the 413) before its connection is shut. */
+#define DRAIN_SECONDS 5
 
 struct _DcpHttpServer {
   SoupServer   *soup;
+  DcpHttpConnections *connections;
+  char         *url;
   DcpApiContext context;
   DcpStats     *stats;
   GBytes       *key_digest;     /* SHA-256 of the API key, or NULL */
@@ -48,6 +56,10 @@ dcp_http_options_init (DcpHttpOptions *options)
     .max_messages = 4096,
     .max_tokens = 1024 * 1024,
     .keepalive_seconds = 10,
+    .max_connections = 512,
+    .header_timeout = 10,
+    .idle_timeout = 30,
+    .body_timeout = 60,
   };
 }
 
@@ -116,27 +128,37 @@ authorized (DcpHttpServer *self, SoupServerMessage *msg)
   return key_matches (self, x_api_key);
 }
 
+/* The route of a request, or NULL; *allowed: the method of a route on that path, if any. */
+static const Route *
+find_route (const char *method, const char *path, const char **allowed)
+{
+  const Route *route = NULL;
+
+  *allowed = NULL;
+  for (guint i = 0; i < G_N_ELEMENTS (routes); i++)
+    if (path_matches (&routes[i], path))
+      {
+        *allowed = routes[i].method;
+        if (g_str_equal (routes[i].method, method)
+            || (g_str_equal (method, "HEAD") && g_str_equal (routes[i].method, "GET")))
+          route = &routes[i];
+      }
+  return route;
+}
+
 static void
 handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
 {
   DcpHttpServer *self = user_data;
   const char *method = soup_server_message_get_method (msg);
-  const Route *route = NULL;
   const char *allowed = NULL;
+  const Route *route = find_route (method, path, &allowed);
   g_autofree char *id = g_strdup_printf ("req_%" G_GUINT64_FORMAT, ++self->next_id);
   g_autoptr(DcpApiCall) call = NULL;
   g_autoptr(JsonObject) body = NULL;
   g_autoptr(GError) error = NULL;
   DcpApiFlavor flavor = flavor_of (msg, path);
 
-  for (guint i = 0; i < G_N_ELEMENTS (routes); i++)
-    if (path_matches (&routes[i], path))
-      {
-        allowed = routes[i].method;
-        if (g_str_equal (routes[i].method, method)
-            || (g_str_equal (method, "HEAD") && g_str_equal (routes[i].method, "GET")))
-          route = &routes[i];
-      }
   if (route != NULL && route->handler != dcp_api_models_list && route->handler != dcp_api_models_get)
     flavor = route->flavor;
 
@@ -159,19 +181,14 @@ handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *
         }
       return;
     }
-  if (!route->open && !authorized (self, msg))
-    {
-      g_set_error_literal (&error, DCP_ERROR, DCP_ERROR_UNAUTHORIZED,
-                           "invalid or missing API key: send Authorization: Bearer KEY or x-api-key: KEY");
-      dcp_api_call_reply_error (call, 0, error);
-      return;
-    }
   if (g_str_equal (route->method, "POST"))
     {
-      if ((gsize) soup_server_message_get_request_body (msg)->length > self->context.max_body_bytes)
+      if (g_object_get_data (G_OBJECT (msg), "dcp-body-too-large") != NULL
+          || (gsize) soup_server_message_get_request_body (msg)->length > self->context.max_body_bytes)
         {
           g_set_error (&error, DCP_ERROR, DCP_ERROR_TOO_LARGE, "the request body is larger than %" G_GSIZE_FORMAT " bytes",
                        self->context.max_body_bytes);
+          soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Connection", "close");
           dcp_api_call_reply_error (call, 0, error);
           return;
         }
@@ -198,33 +215,113 @@ content_length_conflicts (SoupMessageHeaders *headers)
   return FALSE;
 }
 
-/* Before the body is read: refuse one announced as too large, so that it is never buffered, and
- * one whose length is ambiguous. */
+/* An answer given before the body is read. libsoup 3.2 would still read the whole body before
+ * sending it (unless the client asked "Expect: 100-continue" and waits to send it), so when a
+ * body is announced the answer is written on the socket at once, the socket's sending side shut,
+ * and the body read and dropped as it comes for DRAIN_SECONDS at most (libsoup's own late write
+ * of the response then fails, which is fine). */
+static void
+reply_early (DcpHttpServer *self, SoupServerMessage *msg, const char *path, guint status, const char *message)
+{
+  SoupMessageHeaders *request_headers = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+  g_autoptr(JsonNode) body = dcp_api_error_body (flavor_of (msg, path), status, message, NULL, NULL);
+  GSocket *socket = soup_server_message_get_socket (msg);
+
+  dcp_api_reply_json (msg, status, body);
+  soup_message_headers_replace (headers, "Connection", "close");
+  if (status == SOUP_STATUS_SERVICE_UNAVAILABLE)
+    soup_message_headers_replace (headers, "Retry-After", "1");
+  dcp_stats_http_request (self->stats, "other", status);
+  g_message ("- %s %s %u (%s)", soup_server_message_get_method (msg), path, status, message);
+  if (socket != NULL && !(soup_message_headers_get_expectations (request_headers) & SOUP_EXPECTATION_CONTINUE)
+      && (soup_message_headers_get_encoding (request_headers) == SOUP_ENCODING_CHUNKED
+          || soup_message_headers_get_content_length (request_headers) > 0))
+    {
+      g_autofree char *json = json_to_string (body, FALSE);
+      g_autofree char *raw = g_strdup_printf ("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+                                              "Content-Length: %zu\r\nConnection: close\r\n%s\r\n%s",
+                                              status, soup_status_get_phrase (status), strlen (json),
+                                              status == SOUP_STATUS_SERVICE_UNAVAILABLE ? "Retry-After: 1\r\n" : "",
+                                              json);
+
+      if (g_socket_send (socket, raw, strlen (raw), NULL, NULL) >= 0)
+        g_socket_shutdown (socket, FALSE, TRUE, NULL);
+      soup_message_body_set_accumulate (soup_server_message_get_request_body (msg), FALSE);
+      dcp_http_connections_close_within (self->connections, msg, DRAIN_SECONDS);
+    }
+}
+
+/* Counts a body as it arrives (a chunked one announces no length): past the limit, the rest is
+ * dropped as it comes, the handler answers 413, and the client has DRAIN_SECONDS to finish.
+ * libsoup reads a body for as long as bytes are there without returning to the main loop: every
+ * YIELD_BYTES the message is paused and resumed from an idle callback, so that a client sending
+ * tens of megabytes does not hold up every other connection. */
+#define YIELD_BYTES (256 * 1024)
+
+static void
+on_got_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
+{
+  DcpHttpServer *self = user_data;
+  SoupMessageBody *body = soup_server_message_get_request_body (msg);
+  gsize since_yield = GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (msg), "dcp-since-yield"))
+                      + g_bytes_get_size (chunk);
+
+  if (since_yield >= YIELD_BYTES)
+    {
+      since_yield = 0;
+      soup_server_message_pause (msg);
+      soup_server_message_unpause (msg);
+    }
+  g_object_set_data (G_OBJECT (msg), "dcp-since-yield", GSIZE_TO_POINTER (since_yield));
+  if (soup_server_message_get_status (msg) != 0
+      || g_object_get_data (G_OBJECT (msg), "dcp-body-too-large") != NULL
+      || (gsize) body->length <= self->context.max_body_bytes)
+    return;
+  g_object_set_data (G_OBJECT (msg), "dcp-body-too-large", GINT_TO_POINTER (TRUE));
+  soup_message_body_truncate (body);
+  soup_message_body_set_accumulate (body, FALSE);
+  dcp_http_connections_close_within (self->connections, msg, DRAIN_SECONDS);
+}
+
+/* Once the head is read, before any of the body: the connection cap, the API key and an
+ * announced length are checked here, so that a refused body is never read. */
 static void
 early_handle (SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *query,
               gpointer user_data)
 {
   DcpHttpServer *self = user_data;
-  SoupMessageHeaders *headers = soup_server_message_get_request_headers (msg);
-  goffset length = soup_message_headers_get_content_length (headers);
-  g_autoptr(JsonNode) body = NULL;
+  goffset length = soup_message_headers_get_content_length (soup_server_message_get_request_headers (msg));
+  const char *allowed = NULL;
+  const Route *route = find_route (soup_server_message_get_method (msg), path, &allowed);
   g_autofree char *message = NULL;
-  guint status = SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE;
 
-  if (content_length_conflicts (headers))
+  g_signal_connect (msg, "got-chunk", G_CALLBACK (on_got_chunk), self);
+  if (!dcp_http_connections_head_read (self->connections, msg))
     {
-      status = SOUP_STATUS_BAD_REQUEST;
-      message = g_strdup ("Content-Length: given more than once with different values");
+      reply_early (self, msg, path, SOUP_STATUS_SERVICE_UNAVAILABLE,
+                   "the server has too many connections open; try again shortly");
+      return;
     }
-  else if (length <= (goffset) self->context.max_body_bytes)
-    return;
-  else
-    message = g_strdup_printf ("the request body is larger than %" G_GSIZE_FORMAT " bytes", self->context.max_body_bytes);
-  body = dcp_api_error_body (flavor_of (msg, path), status, message, NULL, NULL);
-  dcp_api_reply_json (msg, status, body);
-  soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Connection", "close");
-  dcp_stats_http_request (self->stats, "other", status);
-  g_message ("- %s %s %u (%s)", soup_server_message_get_method (msg), path, status, message);
+  if (route != NULL && !route->open && !authorized (self, msg))
+    {
+      reply_early (self, msg, path, SOUP_STATUS_UNAUTHORIZED,
+                   "invalid or missing API key: send Authorization: Bearer KEY or x-api-key: KEY");
+      return;
+    }
+  if (content_length_conflicts (soup_server_message_get_request_headers (msg)))
+    {
+      reply_early (self, msg, path, SOUP_STATUS_BAD_REQUEST,
+                   "Content-Length: given more than once with different values");
+      return;
+    }
+  if (length > (goffset) self->context.max_body_bytes)
+    {
+      message = g_strdup_printf ("the request body is larger than %" G_GSIZE_FORMAT " bytes",
+                                 self->context.max_body_bytes);
+      reply_early (self, msg, path, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, message);
+      return;
+    }
 }
 
 DcpHttpServer *
@@ -258,6 +355,7 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
   };
   if (options->api_key != NULL && options->api_key[0] != '\0')
     self->key_digest = digest (options->api_key);
+  dcp_image_init ();
   self->soup = soup_server_new ("server-header", "decapybara/" PACKAGE_VERSION " ", NULL);
   soup_server_add_early_handler (self->soup, NULL, early_handle, self, NULL);
   soup_server_add_handler (self->soup, NULL, handle, self, NULL);
@@ -279,6 +377,19 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
       dcp_http_server_free (self);
       return NULL;
     }
+  {
+    GSList *uris = soup_server_get_uris (self->soup);
+    DcpHttpLimits limits = {
+      .max_connections = options->max_connections,
+      .header_timeout = options->header_timeout,
+      .idle_timeout = options->idle_timeout,
+      .body_timeout = options->body_timeout,
+    };
+
+    self->url = g_uri_to_string (uris->data);
+    g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+    self->connections = dcp_http_connections_new (self->soup, listener, &limits, self->stats);
+  }
   return self;
 }
 
@@ -287,24 +398,23 @@ dcp_http_server_free (DcpHttpServer *self)
 {
   if (self == NULL)
     return;
+  g_clear_pointer (&self->connections, dcp_http_connections_free);
   if (self->soup != NULL)
     soup_server_disconnect (self->soup);
+  g_free (self->url);
   g_clear_object (&self->soup);
   g_clear_pointer (&self->key_digest, g_bytes_unref);
   dcp_stats_free (self->stats);
   g_free (self);
 }
 
+/* The address as it was when listening started (libsoup lists the socket again for each listener
+ * put back after descriptors ran out). */
 char *
 dcp_http_server_get_url (DcpHttpServer *self)
 {
-  GSList *uris = soup_server_get_uris (self->soup);
-  char *url = NULL;
-
-  if (uris != NULL)
-    url = g_uri_to_string (uris->data);
-  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
-  return url;
+  g_return_val_if_fail (self != NULL, NULL);
+  return g_strdup (self->url);
 }
 
 /* The counters behind GET /stats, for the D-Bus GetStats. */

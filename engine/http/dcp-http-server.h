@@ -17,6 +17,10 @@ typedef struct {
   guint       max_messages;      /* default 4096 */
   gint64      max_tokens;        /* default 1048576 */
   guint       keepalive_seconds; /* SSE keep-alive interval, default 10 */
+  guint       max_connections;   /* default 512 (dcp-http-connections.h) */
+  guint       header_timeout;    /* seconds, default 10 */
+  guint       idle_timeout;      /* seconds, default 30 */
+  guint       body_timeout;      /* seconds, default 60 */
 } DcpHttpOptions;
 
 typedef struct _DcpHttpServer DcpHttpServer;

@@ -5,11 +5,18 @@
 
 G_BEGIN_DECLS
 
-/* Images in requests (base64, as OpenAI data: URLs and Anthropic base64 sources). The image is
- * decoded with gdk-pixbuf, so that a broken one gets its own clear 400; then, while the vision
- * tower is not implemented, it is refused with DCP_ERROR_NOT_SUPPORTED. So this returns FALSE
- * today, always with an error naming `where`. */
+/* Images in requests (base64, as OpenAI data: URLs and Anthropic base64 sources). Only the
+ * image's header is read (gdk-pixbuf, no pixels decoded): one that is not an image, or larger
+ * than DCP_IMAGE_MAX_SIDE a side or DCP_IMAGE_MAX_PIXELS in all, gets its own clear 400; then,
+ * while the vision tower is not implemented, it is refused with DCP_ERROR_NOT_SUPPORTED. So this
+ * returns FALSE today, always with an error naming `where`. */
+#define DCP_IMAGE_MAX_SIDE   16384
+#define DCP_IMAGE_MAX_PIXELS (32 * 1024 * 1024)
+
 gboolean dcp_image_check (const char *where, const char *media_type, const char *base64, GError **error);
+
+/* Reads gdk-pixbuf's and GIO's tables now (main thread, at start). */
+void     dcp_image_init  (void);
 
 /* Splits "data:image/png;base64,AAAA" into a media type and the base64 text (both new). */
 gboolean dcp_image_parse_data_url (const char *where, const char *url, char **media_type, char **base64,

@@ -11,6 +11,7 @@ struct _DcpSse {
   guint              keepalive_id;
   gulong             finished_id;
   gboolean           open;
+  gboolean           complete;      /* closed by dcp_sse_close: every event was given */
   gboolean           sent_since_tick;
 };
 
@@ -45,18 +46,23 @@ append (DcpSse *self, char *text)
   self->sent_since_tick = TRUE;
 }
 
+void
+dcp_sse_keepalive_now (DcpSse *self)
+{
+  g_return_if_fail (self != NULL);
+  if (self->style == DCP_SSE_KEEPALIVE_PING)
+    append (self, g_strdup ("event: ping\ndata: {\"type\": \"ping\"}\n\n"));
+  else
+    append (self, g_strdup (": keep-alive\n\n"));
+}
+
 static gboolean
 on_keepalive (gpointer user_data)
 {
   DcpSse *self = user_data;
 
   if (!self->sent_since_tick)
-    {
-      if (self->style == DCP_SSE_KEEPALIVE_PING)
-        append (self, g_strdup ("event: ping\ndata: {\"type\": \"ping\"}\n\n"));
-      else
-        append (self, g_strdup (": keep-alive\n\n"));
-    }
+    dcp_sse_keepalive_now (self);
   self->sent_since_tick = FALSE;
   return G_SOURCE_CONTINUE;
 }
@@ -138,6 +144,14 @@ dcp_sse_close (DcpSse *self)
   if (!self->open)
     return;
   self->open = FALSE;
+  self->complete = TRUE;
   soup_message_body_complete (soup_server_message_get_response_body (self->msg));
   soup_server_message_unpause (self->msg);
+}
+
+gboolean
+dcp_sse_is_complete (DcpSse *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->complete;
 }

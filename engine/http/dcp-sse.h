@@ -25,6 +25,10 @@ void      dcp_sse_free     (DcpSse *self);
 void      dcp_sse_send     (DcpSse *self, const char *event, JsonNode *data);
 void      dcp_sse_send_raw (DcpSse *self, const char *data);
 void      dcp_sse_close    (DcpSse *self);
+/* A keep-alive now (a harmless write, to learn whether the client is still there). */
+void      dcp_sse_keepalive_now (DcpSse *self);
+/* Whether dcp_sse_close was called: the stream's every event was given. */
+gboolean  dcp_sse_is_complete (DcpSse *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpSse, dcp_sse_free)
 

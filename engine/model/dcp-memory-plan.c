@@ -64,6 +64,12 @@ dcp_plan_kv_bytes_per_token (const DcpModelConfig *c, guint kv_bits_k, guint kv_
           kv_vector_bytes (c->head_dim, kv_bits_v, kv_value_bytes));
 }
 
+guint
+dcp_plan_gdn_blocks (guint conversations)
+{
+  return 2 * conversations + 1;
+}
+
 guint64
 dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *c, guint gdn_conv_value_bytes)
 {
@@ -180,7 +186,7 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
   p->kv_bytes_per_token = dcp_plan_kv_bytes_per_token (c, s->kv_bits_k, s->kv_bits_v, s->speculator_mtp,
                                                        s->kv_value_bytes);
   p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
-  p->gdn_states = p->gdn_bytes_per_conversation * s->conversations;
+  p->gdn_states = p->gdn_bytes_per_conversation * dcp_plan_gdn_blocks (s->conversations);
   p->activations = activation_bytes (c);
   p->cuda_context = CUDA_CONTEXT_BYTES;
 

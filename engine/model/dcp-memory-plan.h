@@ -67,7 +67,7 @@ typedef struct {
   /* VRAM, by component */
   guint64 weights_text, weights_embedding, weights_lm_head, weights_mtp, weights_vision;
   guint64 kv_pool;              /* attention pages of every conversation */
-  guint64 gdn_states;           /* recurrent + conv state, one block per conversation */
+  guint64 gdn_states;           /* recurrent + conv state blocks: dcp_plan_gdn_blocks */
   guint64 activations;          /* step buffers: the prompt path's rows, GEMM and GDN
                                    workspaces, logits */
   guint64 cuda_context;         /* the runtime's own use, measured on the H200 */
@@ -94,6 +94,10 @@ guint64  dcp_plan_kv_bytes_per_token    (const DcpModelConfig *config,
 guint64  dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *config,
                                               guint                 gdn_conv_value_bytes);
 gboolean dcp_plan_kv_bits_valid         (guint bits);
+/* GDN state blocks the scheduler gets: one running per conversation, one per conversation for
+ * its last snapshot (its answer's end, so that the next turn resumes there), and one more, so
+ * that an interval or opening snapshot survives beside them (docs/MEMORY.md). */
+guint    dcp_plan_gdn_blocks            (guint conversations);
 /* Fills the plan. FALSE with an error only for settings that make no sense (0 conversations,
  * unknown KV bits, value bytes other than 2 or 4, a context past the model's maximum): a plan that does not fit is not an error, it has
  * fits = FALSE and the launcher shows by how much. */

@@ -7,7 +7,7 @@ G_BEGIN_DECLS
 
 #define DCP_MAX_LAYERS 256
 
-/* The text model's hyper-parameters (../shared/MODEL.md §1.1), read from a Hugging Face
+/* The text model's hyper-parameters (docs/MODEL.md §1.1), read from a Hugging Face
  * config.json: either a Qwen3_5ForConditionalGeneration config (the text model under
  * "text_config") or a text-only Qwen3_5ForCausalLM one (flat). */
 typedef struct {

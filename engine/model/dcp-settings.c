@@ -54,6 +54,22 @@ static const Setting settings_table[] = {
       "With a key, every request but /health must carry it. Without one, anyone who can reach the "
       "address can use the server." },
     KIND_STRING, OFF (api_key) },
+  { { "http-max-connections", "N", "Client connections open at once (default 512); more get 503",
+      "Each connection costs a file descriptor. Past this many, a new connection is answered 503 "
+      "with Retry-After at once and closed." },
+    KIND_UINT, OFF (http_max_connections), 1, 1000000 },
+  { { "http-header-timeout", "SECONDS", "Time a new connection has to send its request head (default 10)",
+      "A connection that has not sent a complete request line and headers this long after it "
+      "opened is closed." },
+    KIND_UINT, OFF (http_header_timeout), 1, 86400 },
+  { { "http-idle-timeout", "SECONDS", "Time a kept-alive connection may wait for its next request (default 30)",
+      "After a response, the client has this long to send the whole head of its next request on "
+      "the same connection; then the connection is closed." },
+    KIND_UINT, OFF (http_idle_timeout), 1, 86400 },
+  { { "http-body-timeout", "SECONDS", "Time a client has to send a request body (default 60)",
+      "Counted from the end of the request head: a body that has not fully arrived by then is "
+      "refused and the connection closed." },
+    KIND_UINT, OFF (http_body_timeout), 1, 86400 },
   { { "context-mode", "pool|fixed", "Share one context pool among conversations, or give each a fixed slot",
       "pool: every conversation may grow to the full context and idle ones hold nothing back; the "
       "best use of memory. fixed: each conversation gets its own slot of the same size; predictable." },
@@ -132,6 +148,10 @@ dcp_settings_init_default (DcpSettings *s)
   memset (s, 0, sizeof *s);
   s->host = g_strdup ("127.0.0.1");
   s->port = 8080;
+  s->http_max_connections = 512;
+  s->http_header_timeout = 10;
+  s->http_idle_timeout = 30;
+  s->http_body_timeout = 60;
   s->context_mode = DCP_CONTEXT_POOL;
   s->conversations = 1;
   s->kv_bits_k = s->kv_bits_v = 16;

@@ -29,6 +29,10 @@ typedef struct {
   char *host;
   guint port;
   char *api_key;                 /* NULL: no authentication */
+  guint http_max_connections;    /* client connections open at once */
+  guint http_header_timeout;     /* seconds: a new connection's first request head */
+  guint http_idle_timeout;       /* seconds: a kept-alive connection's next request head */
+  guint http_body_timeout;       /* seconds: a request body, after its head */
   DcpContextMode context_mode;
   guint conversations;
   guint64 context_tokens;        /* 0 = auto */

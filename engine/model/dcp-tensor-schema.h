@@ -6,7 +6,7 @@
 
 G_BEGIN_DECLS
 
-/* The shape a text or MTP tensor must have under a model config (../shared/MODEL.md §1.2), by its
+/* The shape a text or MTP tensor must have under a model config (docs/MODEL.md §1.2), by its
  * canonical name (dcp-tensor-names.h). Returns FALSE for names the config says nothing about
  * (vision tensors, unknown names); those are not checked. */
 gboolean dcp_tensor_expected_shape (const DcpModelConfig *config,

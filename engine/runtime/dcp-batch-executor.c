@@ -8,47 +8,68 @@
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
 
-/* How often a waiting run() looks at its request's cancellable. */
-#define CANCEL_POLL_US (20 * G_TIME_SPAN_MILLISECOND)
-
 typedef struct {
   DcpExecutor parent;
-  DcpExecutor *model;
+  DcpModelExecutor *model;
   DcpScheduler *scheduler;
-  GThread *thread;
-  GMutex groups_lock;
-  GHashTable *groups;          /* DcpRequest * -> Group: requests with n > 1 in flight */
+  GThread *step_thread;        /* dcp_scheduler_run: forms batches, runs forward, chooses ids */
+  GThread *text_thread;        /* everything else of a request: see Item */
+  GAsyncQueue *items;          /* Item, for the text thread */
+  GMutex submit_lock;          /* stopping, and the text thread's submissions */
+  gboolean stopping;
 } DcpBatchExecutor;
 
-/* Where a choice's events go. The first choice writes to its run()'s sink at once; the others
- * generate meanwhile, and their events wait here until the queue runs their choice. */
-typedef struct {
-  DcpEventSink parent;
-  GMutex lock;
-  DcpEventSink *target;        /* NULL: keep the events */
-  GQueue kept;                 /* DcpEvent */
-} Relay;
+typedef struct _Job Job;
 
-/* One choice in the scheduler. The callbacks (scheduler thread) use it until finished sets
- * done. */
+/* One choice in the scheduler. */
 typedef struct {
-  DcpBatchExecutor *exec;
+  DcpEventSink sink;           /* the generation's: events in choice order (choice_emit) */
+  Job *job;
+  guint index;
   DcpGeneration *generation;
-  Relay relay;
-  GMutex lock;                 /* id and done */
-  GCond cond;
-  guint64 id;
-  gboolean done;
-  gboolean ended;              /* with an error or cancelled: the queue runs no further choice */
-  gboolean stopped;            /* the output parser ended the answer: the rest is dropped */
+  guint64 id;                  /* under job->lock */
+  /* Step thread. */
+  DcpTokenLogprobs *logprobs;  /* from the logits callback, for the token that follows */
+  gboolean guard_stopped;      /* the loop guard ended the answer */
+  /* Text thread. */
+  GQueue kept;                 /* DcpEvent: waiting for the earlier choices to end */
+  gboolean stopped;            /* the answer has ended: the tokens still coming are dropped */
   DcpFinishReason stop_reason;
 } Choice;
 
-/* The choices of one request, submitted together when its first choice runs. */
-typedef struct {
+/* One request: made on the main thread, then the text thread's; freed there once the scheduler
+ * has finished every choice. */
+struct _Job {
+  DcpBatchExecutor *exec;
+  DcpRequest *request;
+  DcpEventSink *sink;
   guint n;
-  Choice **choices;
-} Group;
+  Choice *choices;
+  guint current;               /* text thread: the choice whose events go out now */
+  gboolean over;               /* text thread: the request's last event is out */
+  guint live;                  /* text thread: choices the scheduler has not finished */
+  GMutex lock;                 /* ids, submitted and cancelled: main thread vs the others */
+  gboolean submitted;
+  gboolean cancelled;
+  gulong cancel_handler;
+};
+
+/* What the text thread does, in order: a submission (render, encode, submit to the scheduler)
+ * and what the step thread's callbacks hand over (an id, a prompt's progress, the end). */
+typedef enum { ITEM_SUBMIT, ITEM_PROGRESS, ITEM_TOKEN, ITEM_FINISHED, ITEM_QUIT } ItemKind;
+
+typedef struct {
+  ItemKind kind;
+  Job *job;                    /* SUBMIT */
+  Choice *choice;              /* PROGRESS, TOKEN, FINISHED */
+  guint32 token;               /* TOKEN */
+  DcpTokenLogprobs *logprobs;  /* TOKEN, with logprobs asked for */
+  gboolean guard_stop;         /* TOKEN: the loop guard ends the answer with it */
+  guint done, total;           /* PROGRESS */
+  DcpSeqFinishReason reason;   /* FINISHED */
+  DcpSeqUsage usage;
+  GError *error;
+} Item;
 
 static DcpBatchExecutor *
 get_self (DcpExecutor *executor)
@@ -57,341 +78,464 @@ get_self (DcpExecutor *executor)
 }
 
 static void
-relay_emit (DcpEventSink *sink, DcpEvent *event)
+push_item (DcpBatchExecutor *self, Item *item)
 {
-  Relay *r = (Relay *) sink;
-
-  g_mutex_lock (&r->lock);
-  if (r->target != NULL)
-    dcp_event_sink_emit (r->target, event);
-  else
-    g_queue_push_tail (&r->kept, event);
-  g_mutex_unlock (&r->lock);
-}
-
-/* From now on the events go to sink, the kept ones first. */
-static void
-relay_attach (Relay *r, DcpEventSink *sink)
-{
-  DcpEvent *event;
-
-  g_mutex_lock (&r->lock);
-  while ((event = g_queue_pop_head (&r->kept)) != NULL)
-    dcp_event_sink_emit (sink, event);
-  r->target = sink;
-  g_mutex_unlock (&r->lock);
+  g_async_queue_push (self->items, item);
 }
 
 static void
-emit_error (DcpEventSink *sink, GError *error)
+item_free (Item *item)
 {
-  DcpEvent *event = dcp_event_new (DCP_EVENT_ERROR);
-
-  event->error = error;
-  dcp_event_sink_emit (sink, event);
+  g_free (item->logprobs);
+  g_clear_error (&item->error);
+  g_free (item);
 }
 
-static Choice *
-choice_new (DcpBatchExecutor *self)
+static guint64
+choice_id (Choice *c)
 {
-  Choice *c = g_new0 (Choice, 1);
+  guint64 id;
 
-  c->exec = self;
-  c->relay.parent.emit = relay_emit;
-  g_mutex_init (&c->relay.lock);
-  g_queue_init (&c->relay.kept);
-  g_mutex_init (&c->lock);
-  g_cond_init (&c->cond);
-  return c;
+  g_mutex_lock (&c->job->lock);
+  id = c->id;
+  g_mutex_unlock (&c->job->lock);
+  return id;
 }
 
-static void
-choice_free (Choice *c)
-{
-  g_clear_pointer (&c->generation, dcp_generation_free);
-  g_queue_clear_full (&c->relay.kept, (GDestroyNotify) dcp_event_free);
-  g_mutex_clear (&c->relay.lock);
-  g_mutex_clear (&c->lock);
-  g_cond_clear (&c->cond);
-  g_free (c);
-}
+/* ---- the step thread: ids only ---- */
 
-/* Scheduler thread. */
 static void
 on_progress (gpointer data, guint done, guint total)
 {
   Choice *c = data;
-  DcpEvent *event;
+  Item *item = g_new0 (Item, 1);
 
-  if (c->stopped)
-    return;
-  event = dcp_event_new (DCP_EVENT_PROGRESS);
-  event->prompt_done = done;
-  event->prompt_total = total;
-  dcp_event_sink_emit (&c->relay.parent, event);
+  item->kind = ITEM_PROGRESS;
+  item->choice = c;
+  item->done = done;
+  item->total = total;
+  push_item (c->job->exec, item);
 }
 
-/* Scheduler thread: a token with the logits it was chosen from (for logprobs). */
+/* Only for requests that ask for logprobs: the numbers for the token that comes next. */
 static void
-on_token (gpointer data, guint32 token, const float *logits, guint n_vocab)
+on_logits (gpointer data, guint32 token, const float *logits, guint n_vocab)
 {
   Choice *c = data;
-  guint64 id;
 
   (void) n_vocab;
-  if (c->stopped || !dcp_generation_push_token (c->generation, token, logits, &c->stop_reason))
-    return;
-  c->stopped = TRUE;
-  /* run() holds the lock while it submits: the id is set once we get it. */
-  g_mutex_lock (&c->lock);
-  id = c->id;
-  g_mutex_unlock (&c->lock);
-  dcp_scheduler_cancel (c->exec->scheduler, id);
+  g_free (c->logprobs);
+  c->logprobs = dcp_generation_logprobs (c->generation, token, logits);
 }
 
-/* Scheduler thread: the last call for the sequence. */
 static void
-on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage, const GError *error)
+on_token (gpointer data, guint32 token)
 {
   Choice *c = data;
-  gboolean ended = TRUE;
+  Item *item;
 
-  if (reason == DCP_SEQ_FINISH_ERROR)
-    emit_error (&c->relay.parent, error != NULL ? g_error_copy (error)
-                                                : g_error_new_literal (DCP_ERROR, DCP_ERROR_FAILED, "the engine failed"));
-  else
+  if (c->guard_stopped)
+    return;
+  item = g_new0 (Item, 1);
+  item->kind = ITEM_TOKEN;
+  item->choice = c;
+  item->token = token;
+  item->logprobs = g_steal_pointer (&c->logprobs);
+  if (dcp_generation_accept_id (c->generation, token))
     {
-      DcpFinishReason finish;
-
-      if (c->stopped)
-        finish = c->stop_reason;
-      else if (reason == DCP_SEQ_FINISH_STOP)
-        finish = DCP_FINISH_STOP;
-      else if (reason == DCP_SEQ_FINISH_LENGTH)
-        finish = DCP_FINISH_LENGTH;
-      else
-        finish = DCP_FINISH_CANCELLED;
-      ended = finish == DCP_FINISH_CANCELLED;
-      dcp_generation_finish (c->generation, finish, usage->cached_prompt_tokens);
+      c->guard_stopped = item->guard_stop = TRUE;
+      dcp_scheduler_cancel (c->job->exec->scheduler, choice_id (c));
     }
-  g_mutex_lock (&c->lock);
-  c->ended = ended;
-  c->done = TRUE;
-  g_cond_signal (&c->cond);
-  g_mutex_unlock (&c->lock);
+  push_item (c->job->exec, item);
 }
 
-/* Scheduler thread: the generation's forced token or ban (thinking budget, loop guard). */
+/* The generation's forced token or ban (thinking budget, loop guard). */
 static DcpSeqPick
 on_pick (gpointer data, guint32 *token)
 {
   Choice *c = data;
 
-  if (c->stopped)
+  if (c->guard_stopped)
     return DCP_SEQ_PICK_SAMPLE;
   return dcp_generation_pick (c->generation, token);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, NULL, on_finished, on_token, on_pick };
-
-/* Waits for the choice to end, passing on a cancellation of the request. */
+/* The last call for the sequence. */
 static void
-choice_wait (Choice *c, DcpRequest *request)
+on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage, const GError *error)
 {
-  gboolean cancel_sent = FALSE;
+  Choice *c = data;
+  Item *item = g_new0 (Item, 1);
 
-  g_mutex_lock (&c->lock);
-  while (!c->done)
+  item->kind = ITEM_FINISHED;
+  item->choice = c;
+  item->reason = reason;
+  item->usage = *usage;
+  if (reason == DCP_SEQ_FINISH_ERROR)
+    item->error = error != NULL ? g_error_copy (error)
+                                : g_error_new_literal (DCP_ERROR, DCP_ERROR_FAILED, "the engine failed");
+  push_item (c->job->exec, item);
+}
+
+static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
+static const DcpSeqCallbacks logprobs_callbacks = { on_progress, on_token, on_finished, on_logits, on_pick };
+
+/* ---- the main thread ---- */
+
+/* The client went away (or the engine stops): every choice ends at the scheduler's next step. */
+static void
+on_cancelled (GCancellable *cancellable, gpointer data)
+{
+  Job *job = data;
+
+  g_mutex_lock (&job->lock);
+  job->cancelled = TRUE;
+  for (guint i = 0; job->submitted && i < job->n; i++)
+    dcp_scheduler_cancel (job->exec->scheduler, job->choices[i].id);
+  g_mutex_unlock (&job->lock);
+}
+
+static void batch_choice_emit (DcpEventSink *sink, DcpEvent *event);
+
+static void
+batch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
+{
+  DcpBatchExecutor *self = get_self (executor);
+  Job *job = g_new0 (Job, 1);
+  Item *item = g_new0 (Item, 1);
+
+  job->exec = self;
+  job->request = dcp_request_ref (request);
+  job->sink = sink;
+  job->n = request->n;
+  job->choices = g_new0 (Choice, job->n);
+  for (guint i = 0; i < job->n; i++)
     {
-      if (!cancel_sent && g_cancellable_is_cancelled (request->cancellable))
-        {
-          cancel_sent = TRUE;
-          dcp_scheduler_cancel (c->exec->scheduler, c->id);
-        }
-      g_cond_wait_until (&c->cond, &c->lock, g_get_monotonic_time () + CANCEL_POLL_US);
+      job->choices[i].sink.emit = batch_choice_emit;
+      job->choices[i].job = job;
+      job->choices[i].index = i;
+      g_queue_init (&job->choices[i].kept);
     }
-  g_mutex_unlock (&c->lock);
+  g_mutex_init (&job->lock);
+  if (request->cancellable != NULL)
+    job->cancel_handler = g_cancellable_connect (request->cancellable, G_CALLBACK (on_cancelled), job, NULL);
+  item->kind = ITEM_SUBMIT;
+  item->job = job;
+  push_item (self, item);
 }
 
-/* Ends the group: choices the queue will not run are cancelled and waited for. */
+/* ---- the text thread ---- */
+
 static void
-group_free (DcpBatchExecutor *self, DcpRequest *request, Group *g)
+job_free (Job *job)
 {
-  for (guint i = 0; i < g->n; i++)
-    if (g->choices[i] != NULL && g->choices[i]->id != 0)
-      dcp_scheduler_cancel (self->scheduler, g->choices[i]->id);
-  for (guint i = 0; i < g->n; i++)
-    if (g->choices[i] != NULL)
-      {
-        choice_wait (g->choices[i], request);
-        choice_free (g->choices[i]);
-      }
-  g_free (g->choices);
-  g_free (g);
+  if (job->cancel_handler != 0)
+    g_cancellable_disconnect (job->request->cancellable, job->cancel_handler);
+  for (guint i = 0; i < job->n; i++)
+    {
+      g_clear_pointer (&job->choices[i].generation, dcp_generation_free);
+      g_free (job->choices[i].logprobs);
+      g_queue_clear_full (&job->choices[i].kept, (GDestroyNotify) dcp_event_free);
+    }
+  g_free (job->choices);
+  g_mutex_clear (&job->lock);
+  dcp_request_unref (job->request);
+  g_free (job);
 }
 
-/* Request queue worker, for the first choice: submits every choice of the request (the prompt
- * is read once), then waits for the first. */
-static Group *
-group_submit (DcpBatchExecutor *self, DcpRequest *request, DcpEventSink *sink)
+/* The request has ended (an error or a cancellation): the other choices stop and say nothing
+ * more. */
+static void
+job_end (Job *job)
 {
-  Group *g = g_new0 (Group, 1);
-  g_autofree DcpSeqParams *params = g_new0 (DcpSeqParams, request->n);
-  g_autofree gpointer *data = g_new0 (gpointer, request->n);
-  g_autofree guint64 *ids = g_new0 (guint64, request->n);
+  job->over = TRUE;
+  for (guint i = 0; i < job->n; i++)
+    {
+      Choice *c = &job->choices[i];
+
+      g_queue_clear_full (&c->kept, (GDestroyNotify) dcp_event_free);
+      if (!c->stopped)
+        {
+          c->stopped = TRUE;
+          c->stop_reason = DCP_FINISH_CANCELLED;
+          if (choice_id (c) != 0)
+            dcp_scheduler_cancel (job->exec->scheduler, choice_id (c));
+        }
+    }
+}
+
+/* Out to the request's sink; the end of a choice lets the next one's kept events out. */
+static void
+pass_event (Job *job, DcpEvent *event)
+{
+  gboolean end = event->kind == DCP_EVENT_FINISH || event->kind == DCP_EVENT_ERROR;
+  gboolean last = dcp_event_ends_request (event, job->n);
+  DcpEvent *next;
+
+  dcp_event_sink_emit (job->sink, event);
+  if (last)
+    job_end (job);
+  if (!end || job->over)
+    return;
+  job->current++;
+  while (!job->over && (next = g_queue_pop_head (&job->choices[job->current].kept)) != NULL)
+    pass_event (job, next);
+}
+
+/* The generation's sink: a choice's events wait until the choices before it have ended. */
+static void
+batch_choice_emit (DcpEventSink *sink, DcpEvent *event)
+{
+  Choice *c = (Choice *) sink;
+  Job *job = c->job;
+
+  event->choice = c->index;
+  if (job->over)
+    dcp_event_free (event);
+  else if (c->index != job->current)
+    g_queue_push_tail (&c->kept, event);
+  else
+    pass_event (job, event);
+}
+
+static void
+emit_error (Choice *c, GError *error)
+{
+  DcpEvent *event = dcp_event_new (DCP_EVENT_ERROR);
+
+  event->error = error;
+  dcp_event_sink_emit (&c->sink, event);
+}
+
+/* Renders and encodes each choice's prompt and submits them together (the prompt is read
+ * once). FALSE when nothing went to the scheduler: the request has had its events. */
+static gboolean
+job_start (Job *job)
+{
+  DcpBatchExecutor *self = job->exec;
+  DcpRequest *request = job->request;
+  g_autofree DcpSeqParams *params = g_new0 (DcpSeqParams, job->n);
+  g_autofree gpointer *data = g_new0 (gpointer, job->n);
+  g_autofree guint64 *ids = g_new0 (guint64, job->n);
   GError *error = NULL;
   gint64 max_tokens = 0;
-  gboolean ok;
+  gboolean ok = FALSE;
 
-  g->n = request->n;
-  g->choices = g_new0 (Choice *, g->n);
-  for (guint i = 0; i < g->n && error == NULL; i++)
+  for (guint i = 0; i < job->n; i++)
     {
-      Choice *c = g->choices[i] = choice_new (self);
+      Choice *c = &job->choices[i];
       DcpSeqParams *p = &params[i];
 
-      c->generation = dcp_generation_new (self->model, request, i, &c->relay.parent, &error);
+      c->generation = dcp_generation_new (self->model, request, i, &c->sink, &error);
       if (c->generation == NULL)
-        break;
+        {
+          emit_error (&job->choices[0], error);
+          return FALSE;
+        }
       max_tokens = dcp_generation_get_max_tokens (c->generation);
       p->prompt = dcp_generation_get_prompt (c->generation, &p->n_prompt);
       p->sampling = *dcp_generation_get_sampling (c->generation);
       p->max_tokens = (guint) CLAMP (max_tokens, 0, (gint64) G_MAXUINT);
-      p->opening = dcp_generation_get_opening (c->generation);
+      p->opening = i == 0 ? dcp_generation_get_opening (c->generation) : params[0].opening;
       p->stop_tokens = dcp_model_executor_get_stop_tokens (self->model, &p->n_stop_tokens);
       p->background = dcp_model_executor_runs_in_background (request);
       p->last_turn = dcp_model_executor_is_last_turn (request);
       data[i] = c;
     }
-  if (error == NULL && (max_tokens <= 0 || g_cancellable_is_cancelled (request->cancellable)))
+  if (max_tokens <= 0 || g_cancellable_is_cancelled (request->cancellable))
     {
       /* Nothing to generate: every choice says so. */
-      for (guint i = 0; i < g->n; i++)
-        {
-          dcp_generation_finish (g->choices[i]->generation,
-                                 max_tokens <= 0 ? DCP_FINISH_LENGTH : DCP_FINISH_CANCELLED, 0);
-          g->choices[i]->done = TRUE;
-          g->choices[i]->ended = max_tokens > 0;
-        }
-      return g;
+      for (guint i = 0; i < job->n; i++)
+        dcp_generation_finish (job->choices[i].generation,
+                               max_tokens <= 0 ? DCP_FINISH_LENGTH : DCP_FINISH_CANCELLED, 0, 0);
+      return FALSE;
     }
-  if (error == NULL)
+  g_mutex_lock (&self->submit_lock);
+  if (self->stopping)
+    g_set_error_literal (&error, DCP_ERROR, DCP_ERROR_CANCELLED, "the engine is stopping");
+  else
+    ok = dcp_scheduler_submit_group (self->scheduler, params, job->n,
+                                     request->logprobs ? &logprobs_callbacks : &choice_callbacks,
+                                     data, ids, &error);
+  g_mutex_unlock (&self->submit_lock);
+  if (!ok)
     {
-      for (guint i = 0; i < g->n; i++)
-        g_mutex_lock (&g->choices[i]->lock);
-      ok = dcp_scheduler_submit_group (self->scheduler, params, g->n, &choice_callbacks, data, ids, &error);
-      for (guint i = 0; i < g->n; i++)
-        {
-          g->choices[i]->id = ids[i];
-          g_mutex_unlock (&g->choices[i]->lock);
-        }
-      if (ok)
-        return g;
+      emit_error (&job->choices[0], error);
+      return FALSE;
     }
-  /* Not submitted: the error ends the request. */
-  for (guint i = 0; i < g->n; i++)
-    if (g->choices[i] != NULL)
-      g->choices[i]->done = TRUE;
-  emit_error (sink, error);
-  g->choices[0]->ended = TRUE;
-  return g;
+  g_mutex_lock (&job->lock);
+  for (guint i = 0; i < job->n; i++)
+    job->choices[i].id = ids[i];
+  job->submitted = TRUE;
+  /* A cancellation that came while the prompt was rendered. */
+  for (guint i = 0; job->cancelled && i < job->n; i++)
+    dcp_scheduler_cancel (self->scheduler, ids[i]);
+  g_mutex_unlock (&job->lock);
+  job->live = job->n;
+  return TRUE;
 }
 
-/* Request queue worker: the first choice submits the request's choices together; each run()
- * then passes its choice's events to the queue's sink and waits for it to end. */
 static void
-batch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink)
+choice_token (Choice *c, Item *item)
 {
-  DcpBatchExecutor *self = get_self (executor);
-  Group *g;
-  Choice *c;
-  gboolean last;
+  DcpFinishReason reason;
 
-  g_mutex_lock (&self->groups_lock);
-  g = g_hash_table_lookup (self->groups, request);
-  g_mutex_unlock (&self->groups_lock);
-  if (choice == 0 || g == NULL)
-    {
-      g = group_submit (self, request, sink);
-      if (g->n > 1)
-        {
-          g_mutex_lock (&self->groups_lock);
-          g_hash_table_insert (self->groups, request, g);
-          g_mutex_unlock (&self->groups_lock);
-        }
-      choice = 0;
-    }
-  c = g->choices[choice];
-  relay_attach (&c->relay, sink);
-  choice_wait (c, request);
-  g_debug ("%s choice %u: sequence %" G_GUINT64_FORMAT " ended", request->id, choice, c->id);
-  /* The queue runs no further choice after the last, an error or a cancellation. */
-  last = choice + 1 >= g->n || c->ended;
-  if (!last)
+  if (c->stopped)
     return;
-  g_mutex_lock (&self->groups_lock);
-  g_hash_table_remove (self->groups, request);
-  g_mutex_unlock (&self->groups_lock);
-  group_free (self, request, g);
-}
-
-static void
-batch_get_info (DcpExecutor *executor, DcpModelInfo *info)
-{
-  dcp_executor_get_info (get_self (executor)->model, info);
-}
-
-static gboolean
-batch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
-{
-  return dcp_executor_count_tokens (get_self (executor)->model, request, n_tokens, error);
-}
-
-static void
-batch_free (DcpExecutor *executor)
-{
-  DcpBatchExecutor *self = get_self (executor);
-
-  if (self->thread != NULL)
+  if (dcp_generation_push_token (c->generation, item->token, item->logprobs, &reason))
     {
-      dcp_scheduler_stop (self->scheduler);
-      g_thread_join (self->thread);
+      /* A stop string: what the scheduler generates meanwhile is dropped. */
+      c->stopped = TRUE;
+      c->stop_reason = reason;
+      dcp_scheduler_cancel (c->job->exec->scheduler, choice_id (c));
     }
-  g_clear_pointer (&self->groups, g_hash_table_unref);
-  g_mutex_clear (&self->groups_lock);
-  g_clear_pointer (&self->scheduler, dcp_scheduler_free);
-  g_clear_pointer (&self->model, dcp_executor_free);
-  g_free (self);
+  else if (item->guard_stop)
+    {
+      c->stopped = TRUE;
+      c->stop_reason = DCP_FINISH_STOP;
+    }
 }
 
-static const DcpExecutorFuncs batch_funcs = {
-  batch_get_info, batch_count_tokens, batch_run, batch_free,
-};
+static void
+choice_finished (Choice *c, Item *item)
+{
+  DcpFinishReason finish;
+
+  if (item->reason == DCP_SEQ_FINISH_ERROR)
+    {
+      emit_error (c, g_steal_pointer (&item->error));
+      return;
+    }
+  if (c->stopped)
+    finish = c->stop_reason;
+  else if (item->reason == DCP_SEQ_FINISH_STOP)
+    finish = DCP_FINISH_STOP;
+  else if (item->reason == DCP_SEQ_FINISH_LENGTH)
+    finish = DCP_FINISH_LENGTH;
+  else
+    finish = DCP_FINISH_CANCELLED;
+  dcp_generation_finish (c->generation, finish, item->usage.cached_prompt_tokens,
+                         item->usage.queue_us / 1000.0);
+}
+
+static void
+handle_item (Item *item)
+{
+  Choice *c = item->choice;
+
+  switch (item->kind)
+    {
+    case ITEM_SUBMIT:
+      if (!job_start (item->job))
+        job_free (item->job);
+      break;
+    case ITEM_PROGRESS:
+      if (!c->stopped)
+        {
+          DcpEvent *event = dcp_event_new (DCP_EVENT_PROGRESS);
+
+          event->prompt_done = item->done;
+          event->prompt_total = item->total;
+          dcp_event_sink_emit (&c->sink, event);
+        }
+      break;
+    case ITEM_TOKEN:
+      choice_token (c, item);
+      break;
+    case ITEM_FINISHED:
+      choice_finished (c, item);
+      if (--c->job->live == 0)
+        job_free (c->job);
+      break;
+    case ITEM_QUIT:
+      g_assert_not_reached ();
+    }
+}
 
 static gpointer
-scheduler_thread (gpointer data)
+text_thread (gpointer data)
+{
+  DcpBatchExecutor *self = data;
+  Item *item;
+
+  while ((item = g_async_queue_pop (self->items))->kind != ITEM_QUIT)
+    {
+      handle_item (item);
+      item_free (item);
+    }
+  item_free (item);
+  return NULL;
+}
+
+static gpointer
+step_thread (gpointer data)
 {
   dcp_scheduler_run (data);
   return NULL;
 }
 
+/* ---- the executor ---- */
+
+static void
+batch_get_info (DcpExecutor *executor, DcpModelInfo *info)
+{
+  dcp_model_executor_get_info (get_self (executor)->model, info);
+}
+
+static gboolean
+batch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
+{
+  return dcp_model_executor_count_tokens (get_self (executor)->model, request, n_tokens, error);
+}
+
+/* The scheduler stops (its sequences end cancelled); then the text thread hands out what is
+ * left, requests not submitted yet ending with an error, and stops. */
+static void
+batch_free (DcpExecutor *executor)
+{
+  DcpBatchExecutor *self = get_self (executor);
+  Item *quit = g_new0 (Item, 1);
+
+  g_mutex_lock (&self->submit_lock);
+  self->stopping = TRUE;
+  g_mutex_unlock (&self->submit_lock);
+  if (self->step_thread != NULL)
+    {
+      dcp_scheduler_stop (self->scheduler);
+      g_thread_join (self->step_thread);
+    }
+  quit->kind = ITEM_QUIT;
+  push_item (self, quit);
+  g_thread_join (self->text_thread);
+  g_async_queue_unref (self->items);
+  g_mutex_clear (&self->submit_lock);
+  g_clear_pointer (&self->scheduler, dcp_scheduler_free);
+  g_clear_pointer (&self->model, dcp_model_executor_free);
+  g_free (self);
+}
+
+static const DcpExecutorFuncs batch_funcs = {
+  batch_get_info, batch_count_tokens, batch_submit, batch_free,
+};
+
 DcpExecutor *
-dcp_batch_executor_new (DcpExecutor *model_executor, const DcpSchedulerConfig *config, GError **error)
+dcp_batch_executor_new (DcpModelExecutor *model, const DcpSchedulerConfig *config, GError **error)
 {
   DcpBatchExecutor *self;
   g_autoptr(DcpExecutor) executor = NULL;
 
-  g_return_val_if_fail (model_executor != NULL && config != NULL, NULL);
+  g_return_val_if_fail (model != NULL && config != NULL, NULL);
   self = g_new0 (DcpBatchExecutor, 1);
   self->parent.funcs = &batch_funcs;
+  self->model = model;
+  g_mutex_init (&self->submit_lock);
+  self->items = g_async_queue_new ();
+  self->text_thread = g_thread_new ("dcp-text", text_thread, self);
   executor = &self->parent;
-  self->model = model_executor;
-  g_mutex_init (&self->groups_lock);
-  self->groups = g_hash_table_new (NULL, NULL);
-  self->scheduler = dcp_scheduler_new (dcp_model_executor_get_backend (model_executor), config, error);
+  self->scheduler = dcp_scheduler_new (dcp_model_executor_get_backend (model), config, error);
   if (self->scheduler == NULL)
     return NULL;
-  self->thread = g_thread_new ("dcp-scheduler", scheduler_thread, self->scheduler);
+  self->step_thread = g_thread_new ("dcp-step", step_thread, self->scheduler);
   return g_steal_pointer (&executor);
 }
 

@@ -2,21 +2,28 @@
 #pragma once
 
 #include "dcp-executor.h"
+#include "dcp-model-executor.h"
 #include "dcp-scheduler.h"
 
 G_BEGIN_DECLS
 
-/* The executor that batches (docs/SCHEDULER.md, "Plugging in the executor"): each choice is
- * rendered and tokenized by the model executor's Generation, submitted to a DcpScheduler whose
- * own engine thread runs every admitted sequence together (continuous batching, chunked
- * prefill, prefix reuse), and turned back into events by the Generation in the scheduler's
- * callbacks. run() blocks until its choice has ended, so the request queue runs it on as many
- * workers as the scheduler runs sequences (dcp_request_queue_new_full). A client that goes
- * away (the request's cancellable) or a stop string cancels the sequence in the scheduler. */
+/* The executor (docs/ARCHITECTURE.md, "One request, thread by thread"): every request goes
+ * through one DcpScheduler, whatever the settings. submit() returns at once; three threads do
+ * the rest:
+ * - the text thread ("dcp-text") renders and encodes each choice (the model executor's
+ *   Generation) and submits the choices together; then it turns the ids the step thread hands
+ *   over into text and events (detokenizer, output parser, stop strings, logprobs) and passes
+ *   them to the sink in choice order;
+ * - the step thread ("dcp-step", dcp_scheduler_run) forms batches, runs the backend and chooses
+ *   ids; its callbacks only hand ids over (the pick callback answers from ids: thinking
+ *   budget, loop guard);
+ * - the main thread: a cancelled request (the client went away) cancels its sequences at the
+ *   scheduler's next step, from the cancellable's handler.
+ * A stop string found by the text thread cancels the sequence; tokens generated meanwhile are
+ * dropped, so the output is what it would be had the step thread waited. */
 
-/* Takes ownership of model_executor (from dcp_model_executor_new) and starts the scheduler's
- * thread; the scheduler runs on the model executor's backend. */
-DcpExecutor *dcp_batch_executor_new (DcpExecutor              *model_executor,
+/* Takes ownership of model and starts the threads; the scheduler runs on the model's backend. */
+DcpExecutor *dcp_batch_executor_new (DcpModelExecutor         *model,
                                      const DcpSchedulerConfig *config,
                                      GError                  **error);
 

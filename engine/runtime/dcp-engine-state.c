@@ -3,6 +3,8 @@
 
 #include "config.h"
 
+#include <string.h>
+
 #include "dcp-engine-state.h"
 #include "dcp-error.h"
 
@@ -516,7 +518,8 @@ dcp_engine_state_stop (DcpEngineState *self)
   self->drain_id = g_timeout_add (50, drain, self);
 }
 
-/* The watched executor: forwards to the real one, reporting each choice as a conversation. */
+/* The watched executor: forwards to the real one, reporting each choice as a conversation from
+ * its first event to its last. */
 
 typedef struct {
   DcpExecutor     parent;
@@ -524,28 +527,31 @@ typedef struct {
   DcpEngineState *state;
 } Watch;
 
+/* One request on its way through: the inner executor's sink until its last event. */
 typedef struct {
   DcpEventSink    parent;
   DcpEventSink   *outer;
   DcpEngineState *state;
-  DcpConversation conversation;
-  gint64          start_us;
+  DcpRequest     *request;
+  DcpConversation conversation;    /* the choice whose events pass now (they come in order) */
+  gboolean        begun;           /* ... has begun */
   gint64          prompt_counted;
   gint64          generated;
-  gboolean        ended;
-} WatchSink;
+  gboolean        ended;           /* outer has had its last event */
+} WatchJob;
 
 static void
-emit_stopping_error (DcpEventSink *outer)
+emit_stopping_error (DcpEventSink *outer, guint choice)
 {
   DcpEvent *event = dcp_event_new (DCP_EVENT_ERROR);
 
+  event->choice = choice;
   event->error = g_error_new_literal (DCP_ERROR, DCP_ERROR_CANCELLED, "the engine is stopping");
   dcp_event_sink_emit (outer, event);
 }
 
 static void
-watch_sink_finish (WatchSink *self, const DcpEvent *event)
+watch_job_finish (WatchJob *self, const DcpEvent *event)
 {
   const DcpUsage *usage = &event->usage;
   gint64 read = usage->prompt_tokens - usage->cached_prompt_tokens;
@@ -559,26 +565,70 @@ watch_sink_finish (WatchSink *self, const DcpEvent *event)
              usage->completion_tokens, seconds > 0 ? usage->completion_tokens / seconds : 0.0);
 }
 
-/* Engine thread. */
 static void
-watch_sink_emit (DcpEventSink *sink, DcpEvent *event)
+watch_job_end_conversation (WatchJob *self)
 {
-  WatchSink *self = (WatchSink *) sink;
+  if (!self->begun)
+    return;
+  self->begun = FALSE;
+  dcp_engine_state_conversation_end (self->state, self->conversation.id);
+}
+
+/* The conversation of the event's choice begins with its first event. */
+static void
+watch_job_begin_conversation (WatchJob *self, guint choice)
+{
   DcpConversation *c = &self->conversation;
 
+  if (self->begun)
+    return;
+  self->begun = TRUE;
+  memset (c, 0, sizeof *c);
+  self->prompt_counted = self->generated = 0;
+  c->id = dcp_engine_state_conversation_begin (self->state);
+  c->state = DCP_CONVERSATION_READING;
+  c->tier = DCP_TIER_VRAM;
+  g_message ("[conv %u] started: request %s, choice %u", c->id,
+             self->request->id != NULL ? self->request->id : "(no id)", choice);
+}
+
+static void
+watch_job_free (WatchJob *self)
+{
+  DcpEngineState *state = self->state;
+
+  watch_job_end_conversation (self);
+  g_mutex_lock (&state->lock);
+  g_ptr_array_remove_fast (state->running, self->request);
+  g_mutex_unlock (&state->lock);
+  dcp_request_unref (self->request);
+  g_object_unref (self->state);
+  g_free (self);
+}
+
+/* The inner executor's thread. */
+static void
+watch_job_emit (DcpEventSink *sink, DcpEvent *event)
+{
+  WatchJob *self = (WatchJob *) sink;
+  DcpConversation *c = &self->conversation;
+  gboolean last = dcp_event_ends_request (event, self->request->n);
+
+  if (!self->ended && dcp_engine_state_is_stopping (self->state))
+    {
+      if (self->begun)
+        g_message ("[conv %u] ended: the engine is stopping", c->id);
+      self->ended = TRUE;
+      emit_stopping_error (self->outer, event->choice);
+    }
   if (self->ended)
     {
       dcp_event_free (event);
+      if (last)
+        watch_job_free (self);
       return;
     }
-  if (dcp_engine_state_is_stopping (self->state))
-    {
-      dcp_event_free (event);
-      self->ended = TRUE;
-      g_message ("[conv %u] ended: the engine is stopping", c->id);
-      emit_stopping_error (self->outer);
-      return;
-    }
+  watch_job_begin_conversation (self, event->choice);
   switch (event->kind)
     {
     case DCP_EVENT_PROGRESS:
@@ -602,16 +652,20 @@ watch_sink_emit (DcpEventSink *sink, DcpEvent *event)
       dcp_engine_state_count_tokens (self->state, 0, 1);
       break;
     case DCP_EVENT_FINISH:
-      self->ended = TRUE;
-      watch_sink_finish (self, event);
+      watch_job_finish (self, event);
       break;
     case DCP_EVENT_ERROR:
-      self->ended = TRUE;
       g_message ("[conv %u] failed: %s", c->id, event->error != NULL ? event->error->message : "unknown error");
       break;
     }
-  dcp_engine_state_conversation_update (self->state, c);
+  if (event->kind == DCP_EVENT_FINISH || event->kind == DCP_EVENT_ERROR)
+    watch_job_end_conversation (self);
+  else
+    dcp_engine_state_conversation_update (self->state, c);
+  self->ended = last;
   dcp_event_sink_emit (self->outer, event);
+  if (last)
+    watch_job_free (self);
 }
 
 static void
@@ -627,37 +681,29 @@ watch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens
 }
 
 static void
-watch_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink)
+watch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
 {
   Watch *self = (Watch *) executor;
   DcpEngineState *state = self->state;
-  WatchSink watch = { { watch_sink_emit }, sink, state, { 0 }, g_get_monotonic_time (), 0, 0, FALSE };
+  WatchJob *job;
 
   if (dcp_engine_state_is_stopping (state))
     {
-      emit_stopping_error (sink);
+      emit_stopping_error (sink, 0);
       return;
     }
-  watch.conversation.id = dcp_engine_state_conversation_begin (state);
-  watch.conversation.state = DCP_CONVERSATION_READING;
-  watch.conversation.tier = DCP_TIER_VRAM;
-  dcp_engine_state_conversation_update (state, &watch.conversation);
-  g_message ("[conv %u] started: request %s, choice %u", watch.conversation.id,
-             request->id != NULL ? request->id : "(no id)", choice);
-
+  job = g_new0 (WatchJob, 1);
+  job->parent.emit = watch_job_emit;
+  job->outer = sink;
+  job->state = g_object_ref (state);
+  job->request = dcp_request_ref (request);
   g_mutex_lock (&state->lock);
   g_ptr_array_add (state->running, dcp_request_ref (request));
   g_mutex_unlock (&state->lock);
   /* A stop that came between the check above and now has missed this request. */
   if (dcp_engine_state_is_stopping (state) && request->cancellable != NULL)
     g_cancellable_cancel (request->cancellable);
-
-  dcp_executor_run (self->inner, request, choice, &watch.parent);
-
-  g_mutex_lock (&state->lock);
-  g_ptr_array_remove_fast (state->running, request);
-  g_mutex_unlock (&state->lock);
-  dcp_engine_state_conversation_end (state, watch.conversation.id);
+  dcp_executor_submit (self->inner, request, &job->parent);
 }
 
 static void
@@ -673,7 +719,7 @@ watch_free (DcpExecutor *executor)
 static const DcpExecutorFuncs watch_funcs = {
   watch_get_info,
   watch_count_tokens,
-  watch_run,
+  watch_submit,
   watch_free,
 };
 

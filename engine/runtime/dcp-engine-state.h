@@ -17,9 +17,9 @@ G_BEGIN_DECLS
  *
  * Conversations: the engine side (any thread) reports each conversation it holds with
  * dcp_engine_state_conversation_begin/_update/_end and the tokens it reads and writes with
- * dcp_engine_state_count_tokens. Today dcp_engine_state_watch_executor does that for the one
- * request the queue runs (a conversation per choice, ended when its choice ends); the batching
- * scheduler reports its slots, in any tier, the same way.
+ * dcp_engine_state_count_tokens. dcp_engine_state_watch_executor does that for each request
+ * submitted (a conversation per choice, from its first event to its last); the idle snapshots
+ * of the scheduler are reported the same way (dcp-batch-state.c).
  *
  * Stopping: dcp_engine_state_stop (D-Bus Stop, SIGINT/SIGTERM, the dashboard's q) sets state
  * "stopping", ends every request (running or still waiting) with an ERROR event (DCP_ERROR_CANCELLED,

@@ -14,9 +14,12 @@
 
 typedef struct {
   DcpExecutor parent;
+  GThread    *thread;         /* the stand-in for the model: one request at a time, in order */
+  GAsyncQueue *jobs;          /* Job */
   gint64      ready_us;       /* monotonic time at which the "model" is loaded */
   guint       delay_ms;
-  GMutex      lock;           /* guards previous and calls */
+  GMutex      lock;           /* guards previous, calls and current */
+  DcpRequest *current;        /* the request the worker runs */
   char      **previous;       /* the previous prompt's tokens, for prefix reuse */
   guint       calls;
 } DcpExecutorScripted;
@@ -205,6 +208,15 @@ scripted_content (DcpRequest *request, gboolean *fail)
 }
 
 typedef struct {
+  DcpRequest   *request;
+  DcpEventSink *sink;
+  gint64        submitted_us;
+} Job;
+
+/* The job that tells the worker to stop. */
+static Job stop_job;
+
+typedef struct {
   DcpEventSink *sink;
   DcpRequest   *request;
   DcpUsage      usage;
@@ -212,6 +224,7 @@ typedef struct {
   gint64        first_us;
   guint         delay_ms;
   char         *stop;       /* the stop string that cut the content */
+  double        queue_ms;
 } Run;
 
 static void
@@ -222,6 +235,7 @@ finish (Run *run, DcpFinishReason reason)
 
   event->reason = reason;
   event->usage = run->usage;
+  event->usage.queue_ms = run->queue_ms;
   if (reason == DCP_FINISH_STOP)
     event->stop = g_steal_pointer (&run->stop);
   g_clear_pointer (&run->stop, g_free);
@@ -343,13 +357,14 @@ read_prompt (Run *run, gint64 n_tokens)
   return TRUE;
 }
 
+/* One choice, on the worker thread; sink stamps the events with it. */
 static void
-scripted_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink)
+scripted_run (DcpExecutorScripted *self, DcpRequest *request, guint choice, DcpEventSink *sink,
+              double queue_ms)
 {
-  DcpExecutorScripted *self = (DcpExecutorScripted *) executor;
   g_auto(GStrv) tokens = prompt_tokens (request);
   guint n_tokens = compact_tokens (tokens);
-  Run run = { sink, request, { 0 }, g_get_monotonic_time (), 0, self->delay_ms, NULL };
+  Run run = { sink, request, { 0 }, g_get_monotonic_time (), 0, self->delay_ms, NULL, queue_ms };
   DcpFinishReason reason = DCP_FINISH_STOP;
   g_autofree char *content = NULL;
   const char *tool;
@@ -468,11 +483,109 @@ scripted_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEvent
   finish (&run, DCP_FINISH_STOP);
 }
 
+/* Stamps each event with its choice and notes how the choice ended. */
+typedef struct {
+  DcpEventSink  parent;
+  DcpEventSink *outer;
+  guint         choice;
+  guint         n;
+  gboolean      ended;   /* this choice has had its FINISH or ERROR */
+  gboolean      last;    /* ... and it was the request's last event */
+} ChoiceSink;
+
+static void
+choice_sink_emit (DcpEventSink *sink, DcpEvent *event)
+{
+  ChoiceSink *self = (ChoiceSink *) sink;
+
+  event->choice = self->choice;
+  if (event->kind == DCP_EVENT_FINISH || event->kind == DCP_EVENT_ERROR)
+    {
+      self->ended = TRUE;
+      self->last = dcp_event_ends_request (event, self->n);
+    }
+  dcp_event_sink_emit (self->outer, event);
+}
+
+static void
+run_job (DcpExecutorScripted *self, Job *job)
+{
+  ChoiceSink sink = { { choice_sink_emit }, job->sink, 0, job->request->n, FALSE, FALSE };
+  double queue_ms = (g_get_monotonic_time () - job->submitted_us) / 1000.0;
+
+  if (g_cancellable_is_cancelled (job->request->cancellable))
+    {
+      DcpEvent *event = dcp_event_new (DCP_EVENT_FINISH);
+
+      event->reason = DCP_FINISH_CANCELLED;
+      event->usage.queue_ms = queue_ms;
+      dcp_event_sink_emit (&sink.parent, event);
+      return;
+    }
+  for (guint choice = 0; choice < job->request->n && !sink.last; choice++)
+    {
+      sink.choice = choice;
+      sink.ended = FALSE;
+      scripted_run (self, job->request, choice, &sink.parent, queue_ms);
+      g_assert (sink.ended);
+    }
+}
+
+static gpointer
+worker (gpointer data)
+{
+  DcpExecutorScripted *self = data;
+  Job *job;
+
+  while ((job = g_async_queue_pop (self->jobs)) != &stop_job)
+    {
+      g_mutex_lock (&self->lock);
+      self->current = job->request;
+      g_mutex_unlock (&self->lock);
+      run_job (self, job);
+      g_mutex_lock (&self->lock);
+      self->current = NULL;
+      g_mutex_unlock (&self->lock);
+      dcp_request_unref (job->request);
+      g_free (job);
+    }
+  return NULL;
+}
+
+static void
+scripted_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
+{
+  DcpExecutorScripted *self = (DcpExecutorScripted *) executor;
+  Job *job = g_new0 (Job, 1);
+
+  job->request = dcp_request_ref (request);
+  job->sink = sink;
+  job->submitted_us = g_get_monotonic_time ();
+  g_async_queue_push (self->jobs, job);
+}
+
+/* The request that runs now is cancelled and ends; those waiting end cancelled in turn. */
 static void
 scripted_free (DcpExecutor *executor)
 {
   DcpExecutorScripted *self = (DcpExecutorScripted *) executor;
+  Job *job;
 
+  g_async_queue_lock (self->jobs);
+  for (gint i = g_async_queue_length_unlocked (self->jobs); i > 0; i--)
+    {
+      job = g_async_queue_pop_unlocked (self->jobs);
+      g_cancellable_cancel (job->request->cancellable);
+      g_async_queue_push_unlocked (self->jobs, job);
+    }
+  g_async_queue_push_unlocked (self->jobs, &stop_job);
+  g_async_queue_unlock (self->jobs);
+  g_mutex_lock (&self->lock);
+  if (self->current != NULL)
+    g_cancellable_cancel (self->current->cancellable);
+  g_mutex_unlock (&self->lock);
+  g_thread_join (self->thread);
+  g_async_queue_unref (self->jobs);
   g_strfreev (self->previous);
   g_mutex_clear (&self->lock);
   g_free (self);
@@ -481,7 +594,7 @@ scripted_free (DcpExecutor *executor)
 static const DcpExecutorFuncs scripted_funcs = {
   scripted_get_info,
   scripted_count_tokens,
-  scripted_run,
+  scripted_submit,
   scripted_free,
 };
 
@@ -494,5 +607,7 @@ dcp_executor_scripted_new (void)
   self->ready_us = g_get_monotonic_time () + env_uint ("DECAPYBARA_TEST_LOAD_MS", 0) * (gint64) 1000;
   self->delay_ms = env_uint ("DECAPYBARA_TEST_DELAY_MS", 2);
   g_mutex_init (&self->lock);
+  self->jobs = g_async_queue_new ();
+  self->thread = g_thread_new ("dcp-scripted", worker, self);
   return &self->parent;
 }

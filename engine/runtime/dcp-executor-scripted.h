@@ -41,7 +41,9 @@ G_BEGIN_DECLS
  * With "slow prompt" in the user text, reading the prompt takes 3 s, with a PROGRESS event every
  * 250 ms. Sampling parameters and seed do not change the output. With logprobs, each content
  * token gets logprob -0.25 and top_logprobs alternatives "<token>" (-0.25) then "alt1", "alt2", ...
- * (-1.0, -2.0, ...). Every step checks the request's cancellable and ends with FINISH cancelled. */
+ * (-1.0, -2.0, ...). Every step checks the request's cancellable and ends with FINISH cancelled.
+ * Requests run one at a time, in the order submitted, on the executor's own thread (the stand-in
+ * for the model); a request cancelled while it waits ends with FINISH cancelled without running. */
 
 DcpExecutor *dcp_executor_scripted_new (void);
 

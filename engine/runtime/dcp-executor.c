@@ -50,10 +50,10 @@ dcp_executor_count_tokens (DcpExecutor *self, DcpRequest *request, gint64 *n_tok
 }
 
 void
-dcp_executor_run (DcpExecutor *self, DcpRequest *request, guint choice, DcpEventSink *sink)
+dcp_executor_submit (DcpExecutor *self, DcpRequest *request, DcpEventSink *sink)
 {
-  g_return_if_fail (self != NULL && request != NULL && sink != NULL);
-  self->funcs->run (self, request, choice, sink);
+  g_return_if_fail (self != NULL && request != NULL && sink != NULL && request->n >= 1);
+  self->funcs->submit (self, request, sink);
 }
 
 void
@@ -74,4 +74,13 @@ dcp_finish_reason_to_string (DcpFinishReason reason)
     case DCP_FINISH_CANCELLED:  return "cancelled";
     default:                    g_assert_not_reached ();
     }
+}
+
+gboolean
+dcp_event_ends_request (const DcpEvent *event, guint n_choices)
+{
+  g_return_val_if_fail (event != NULL, TRUE);
+  return event->kind == DCP_EVENT_ERROR ||
+         (event->kind == DCP_EVENT_FINISH &&
+          (event->reason == DCP_FINISH_CANCELLED || event->choice + 1 >= n_choices));
 }

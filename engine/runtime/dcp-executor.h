@@ -8,8 +8,9 @@ G_BEGIN_DECLS
 /* The seam between the HTTP side and the model side.
  *
  * An executor turns a DcpRequest into a sequence of neutral events. The HTTP side never sees
- * tokens or templates: it submits requests to a DcpRequestQueue, whose engine thread calls
- * run(); the events come back on the main thread, where each API writes them in its own shape.
+ * tokens or templates: it submits requests through a DcpRequestQueue, which hands them to the
+ * executor's submit() and brings the events back to the main thread, where each API writes them
+ * in its own shape. submit() returns at once: no thread waits for a request.
  *
  * Events of one choice, in order:
  *   (PROGRESS)*  while the prompt is read (optional; a first one with prompt_done = the cached
@@ -17,9 +18,11 @@ G_BEGIN_DECLS
  *                size before the answer, as Anthropic's message_start does)
  *   (REASONING | CONTENT | TOOL_CALL)*  text deltas and complete tool calls, in output order
  *   FINISH  with the reason and the usage
- * ERROR instead of FINISH ends the whole request (no further choices); a prompt longer than the
- * context is an ERROR with DCP_ERROR_TOO_LARGE and a message "prompt is too long: N tokens > M
- * maximum". A cancelled request ends with FINISH reason CANCELLED. */
+ * The choices' events come in choice order: all of choice 0, then all of choice 1, ... ERROR
+ * instead of FINISH ends the whole request (no further choices); so does a FINISH with reason
+ * CANCELLED. A prompt longer than the context is an ERROR with DCP_ERROR_TOO_LARGE and a message
+ * "prompt is too long: N tokens > M maximum". A cancelled request (its cancellable) ends with
+ * FINISH reason CANCELLED. */
 
 typedef enum {
   DCP_EVENT_PROGRESS,
@@ -49,7 +52,7 @@ typedef struct {
 
 typedef struct {
   DcpEventKind    kind;
-  guint           choice;          /* 0 .. n-1; set by the queue */
+  guint           choice;          /* 0 .. n-1; set by the executor */
   char           *text;            /* REASONING, CONTENT: the delta (whole UTF-8 characters) */
   JsonNode       *logprobs;        /* CONTENT with request->logprobs: array of
                                       {"token","logprob","bytes","top_logprobs":[...]} or NULL */
@@ -68,7 +71,9 @@ DcpEvent *dcp_event_new  (DcpEventKind kind);
 void      dcp_event_free (DcpEvent *event);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpEvent, dcp_event_free)
 
-/* Where an executor writes its events (on the engine thread). emit takes ownership. */
+/* Where an executor writes a request's events: from any thread, one call at a time, in the
+ * order above, each event stamped with its choice. emit takes ownership. The request's last
+ * event (dcp_event_ends_request) is the last call; the sink lives until then. */
 typedef struct _DcpEventSink DcpEventSink;
 struct _DcpEventSink {
   void (*emit) (DcpEventSink *sink, DcpEvent *event);
@@ -95,11 +100,13 @@ typedef struct _DcpExecutor DcpExecutor;
 typedef struct {
   /* Fills info; any thread (the HTTP side calls it on the main thread). */
   void     (*get_info)     (DcpExecutor *self, DcpModelInfo *info);
-  /* Number of prompt tokens the request renders to; any thread (runs in a worker thread). */
+  /* Number of prompt tokens the request renders to; any thread. */
   gboolean (*count_tokens) (DcpExecutor *self, DcpRequest *request, gint64 *n_tokens, GError **error);
-  /* Generates one choice; engine thread. Emits events to sink and ends with exactly one FINISH
-   * or ERROR. Checks request->cancellable between steps. */
-  void     (*run)          (DcpExecutor *self, DcpRequest *request, guint choice, DcpEventSink *sink);
+  /* Main thread: starts every choice of the request and returns without waiting for it. The
+   * events go to sink as above. When request->cancellable fires, the request ends (FINISH
+   * CANCELLED) at the next step of whatever generates it. */
+  void     (*submit)       (DcpExecutor *self, DcpRequest *request, DcpEventSink *sink);
+  /* Ends the requests in flight (each still gets its last event) and frees the executor. */
   void     (*free)         (DcpExecutor *self);
 } DcpExecutorFuncs;
 
@@ -110,11 +117,13 @@ struct _DcpExecutor {
 void     dcp_executor_get_info     (DcpExecutor *self, DcpModelInfo *info);
 gboolean dcp_executor_count_tokens (DcpExecutor *self, DcpRequest *request, gint64 *n_tokens,
                                     GError **error);
-void     dcp_executor_run          (DcpExecutor *self, DcpRequest *request, guint choice,
-                                    DcpEventSink *sink);
+void     dcp_executor_submit       (DcpExecutor *self, DcpRequest *request, DcpEventSink *sink);
 void     dcp_executor_free         (DcpExecutor *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpExecutor, dcp_executor_free)
 
 const char *dcp_finish_reason_to_string (DcpFinishReason reason);
+/* Whether event is the last of a request of n_choices choices: an ERROR, a FINISH with reason
+ * CANCELLED, or the FINISH of the last choice. */
+gboolean    dcp_event_ends_request      (const DcpEvent *event, guint n_choices);
 
 G_END_DECLS

@@ -14,58 +14,54 @@
 #include "dcp-token-stream.h"
 #include "dcp-tokenizer.h"
 
-typedef struct {
-  DcpExecutor parent;
+struct _DcpModelExecutor {
   DcpModelSource *model;
   DcpBackend *backend;
   DcpTokenizer *tokenizer;
   DcpChatTemplate *template;   /* NULL: the model has none */
-  GMutex template_lock;        /* count_tokens renders on a worker thread */
+  GMutex template_lock;        /* the text thread and count_tokens (main thread) both render */
   char *name;
   gint64 context_length;
-  guint prefill_chunk;
-  DcpStepHook step_hook;
   DcpLoopGuardMode loop_guard;
   GArray *eos;                 /* guint32: ids that end the answer */
   gint64 think_start;          /* <think>, -1 when the vocabulary has none */
   gint64 think_end;
   DcpSamplerParams defaults;   /* the model's generation defaults */
-  /* With n > 1 choices the prompt is read once: the state after it and the first logits, kept
-   * until the last choice of that request. */
-  DcpRequest *shared_request;
-  DcpSeqState *shared_state;
-  float *shared_logits;
-} DcpModelExecutor;
+};
+typedef DcpModelExecutor Executor;
 
-/* One choice being generated: everything a step needs. The batch executor drives the same
- * pipeline with the scheduler's tokens (dcp-model-executor.h, "Generation"). */
+/* One choice being generated. Made on the text thread; then the token-id half (pick_*, the
+ * loop guard, forced and banned) belongs to the step thread and the text half to the text
+ * thread (dcp-model-executor.h, "Generation"). */
 struct _DcpGeneration {
-  DcpModelExecutor *exec;
+  Executor *exec;
   DcpRequest *request;
   DcpEventSink *sink;
   guint choice;
   GArray *prompt;              /* guint32 */
-  DcpSeqState *state;
-  DcpSampler *sampler;
+  DcpSamplerParams params;
+  gint64 max_new;
+  guint opening;               /* prompt tokens of the system prompt and tools; 0: none */
+  gint64 start_us;
+  /* Step thread: what the next pick decides from. */
   DcpLoopGuard *guard;
+  GArray *forced;              /* guint32: tokens to emit next instead of sampling */
+  GArray *budget_close;        /* guint32: "</think>\n\n", forced when the budget is spent */
+  guint32 banned;
+  gboolean has_banned;
+  gboolean pick_thinking;
+  gint64 pick_reasoning;
+  gboolean budget_spent;
+  /* Text thread: the answer's text. */
   DcpTokenStream *detok;
   DcpOutputParser *parser;
   GArray *events;              /* DcpOutputEvent */
   GString *text;
-  float *logits;
-  GArray *forced;              /* guint32: tokens to emit next instead of sampling */
   gboolean parse_reasoning;    /* the parser splits <think> ... </think> off as reasoning */
+  gboolean in_thinking;
   JsonArray *logprobs;         /* with request->logprobs: entries of the tokens whose text has
                                   not reached a CONTENT event yet */
-  guint32 banned;
-  gboolean has_banned;
-  gboolean in_thinking;
-  gboolean budget_spent;
-  gint64 max_new;
-  DcpSamplerParams params;
-  guint opening;               /* prompt tokens of the system prompt and tools; 0: none */
   DcpUsage usage;
-  gint64 start_us;
   gint64 first_token_us;
 };
 typedef DcpGeneration Generation;
@@ -77,14 +73,8 @@ dcp_model_executor_options_init (DcpModelExecutorOptions *options)
   memset (options, 0, sizeof *options);
 }
 
-static DcpModelExecutor *
-get_self (DcpExecutor *executor)
-{
-  return (DcpModelExecutor *) executor;
-}
-
 static gboolean
-is_eos (DcpModelExecutor *self, guint32 token)
+is_eos (Executor *self, guint32 token)
 {
   for (guint i = 0; i < self->eos->len; i++)
     if (g_array_index (self->eos, guint32, i) == token)
@@ -93,7 +83,7 @@ is_eos (DcpModelExecutor *self, guint32 token)
 }
 
 static void
-add_eos (DcpModelExecutor *self, gint64 id)
+add_eos (Executor *self, gint64 id)
 {
   guint32 token = (guint32) id;
 
@@ -119,7 +109,7 @@ special_token (JsonObject *tokenizer_config, const char *name)
 /* generation_config.json's eos_token_id (a number or a list), tokenizer_config.json's eos_token
  * and <|im_end|>. */
 static void
-collect_eos (DcpModelExecutor *self, JsonObject *generation, const char *eos_token)
+collect_eos (Executor *self, JsonObject *generation, const char *eos_token)
 {
   JsonNode *node = generation ? json_object_get_member (generation, "eos_token_id") : NULL;
   guint32 id;
@@ -152,7 +142,7 @@ member_double (JsonObject *object, const char *name, double fallback)
 }
 
 static void
-read_defaults (DcpModelExecutor *self, JsonObject *generation)
+read_defaults (Executor *self, JsonObject *generation)
 {
   DcpSamplerParams *p = &self->defaults;
 
@@ -170,7 +160,7 @@ read_defaults (DcpModelExecutor *self, JsonObject *generation)
 
 /* Choice i of a seeded request draws with seed + i: reproducible, and the choices differ. */
 static void
-sampler_params (DcpModelExecutor *self, const DcpSampling *s, guint choice, DcpSamplerParams *p)
+sampler_params (Executor *self, const DcpSampling *s, guint choice, DcpSamplerParams *p)
 {
   *p = self->defaults;
   if (s->temperature >= 0)
@@ -217,7 +207,7 @@ has_images (DcpRequest *request)
 }
 
 static char *
-render_prompt (DcpModelExecutor *self, DcpRequest *request, GError **error)
+render_prompt (Executor *self, DcpRequest *request, GError **error)
 {
   JsonNode *tools = request->tools;
   char *text;
@@ -246,14 +236,13 @@ render_prompt (DcpModelExecutor *self, DcpRequest *request, GError **error)
 }
 
 GArray *
-dcp_model_executor_encode_prompt (DcpExecutor *executor, DcpRequest *request, char **rendered,
+dcp_model_executor_encode_prompt (DcpModelExecutor *self, DcpRequest *request, char **rendered,
                                   GError **error)
 {
-  DcpModelExecutor *self = get_self (executor);
   g_autofree char *text = NULL;
   GArray *ids;
 
-  g_return_val_if_fail (executor != NULL && request != NULL, NULL);
+  g_return_val_if_fail (self != NULL && request != NULL, NULL);
   text = render_prompt (self, request, error);
   if (text == NULL)
     return NULL;
@@ -276,34 +265,27 @@ prompt_opens_thinking (const char *text)
   return start != NULL && (end == NULL || start > end) && (turn == NULL || start > turn);
 }
 
-static void
-model_get_info (DcpExecutor *executor, DcpModelInfo *info)
+void
+dcp_model_executor_get_info (DcpModelExecutor *self, DcpModelInfo *info)
 {
-  DcpModelExecutor *self = get_self (executor);
-
+  g_return_if_fail (self != NULL && info != NULL);
   info->id = g_strdup (self->name);
   info->context_length = self->context_length;
   info->loaded = TRUE;
 }
 
-static gboolean
-model_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
+gboolean
+dcp_model_executor_count_tokens (DcpModelExecutor *self, DcpRequest *request, gint64 *n_tokens,
+                                 GError **error)
 {
-  g_autoptr(GArray) ids = dcp_model_executor_encode_prompt (executor, request, NULL, error);
+  g_autoptr(GArray) ids = NULL;
 
+  g_return_val_if_fail (self != NULL && request != NULL && n_tokens != NULL, FALSE);
+  ids = dcp_model_executor_encode_prompt (self, request, NULL, error);
   if (ids == NULL)
     return FALSE;
   *n_tokens = ids->len;
   return TRUE;
-}
-
-static void
-emit_error (Generation *g, GError *error)
-{
-  DcpEvent *event = dcp_event_new (DCP_EVENT_ERROR);
-
-  event->error = error;
-  dcp_event_sink_emit (g->sink, event);
 }
 
 static void
@@ -358,26 +340,23 @@ emit_output (Generation *g)
 static void
 generation_clear (Generation *g)
 {
-  if (g->state != NULL)
-    dcp_backend_state_free (g->exec->backend, g->state);
   g_clear_pointer (&g->prompt, g_array_unref);
-  g_clear_pointer (&g->sampler, dcp_sampler_free);
   g_clear_pointer (&g->guard, dcp_loop_guard_free);
   g_clear_pointer (&g->detok, dcp_token_stream_free);
   g_clear_pointer (&g->parser, dcp_output_parser_free);
   g_clear_pointer (&g->events, g_array_unref);
   g_clear_pointer (&g->forced, g_array_unref);
+  g_clear_pointer (&g->budget_close, g_array_unref);
   g_clear_pointer (&g->logprobs, json_array_unref);
   if (g->text != NULL)
     g_string_free (g->text, TRUE);
-  g_free (g->logits);
 }
 
 /* The tokens of the conversation's opening (its system message and tools), which agents of
  * one team share: rendered alone, and kept only when they are a prefix of the prompt. 0 when
  * there is none or the template renders it differently alone. */
 static guint
-opening_length (DcpModelExecutor *self, DcpRequest *request, GArray *prompt)
+opening_length (Executor *self, DcpRequest *request, GArray *prompt)
 {
   JsonArray *messages;
   JsonNode *first;
@@ -422,7 +401,7 @@ opening_length (DcpModelExecutor *self, DcpRequest *request, GArray *prompt)
 static gboolean
 generation_start (Generation *g, GError **error)
 {
-  DcpModelExecutor *self = g->exec;
+  Executor *self = g->exec;
   DcpRequest *request = g->request;
   const DcpModelConfig *config = dcp_backend_get_config (self->backend);
   g_autofree char *text = NULL;
@@ -430,7 +409,7 @@ generation_start (Generation *g, GError **error)
   DcpOutputParserOptions parse = { 0 };
   gboolean chat = request->kind == DCP_REQUEST_CHAT;
 
-  g->prompt = dcp_model_executor_encode_prompt (&self->parent, request, &text, error);
+  g->prompt = dcp_model_executor_encode_prompt (self, request, &text, error);
   if (g->prompt == NULL)
     return FALSE;
   g->usage.prompt_tokens = g->prompt->len;
@@ -459,13 +438,20 @@ generation_start (Generation *g, GError **error)
 
   sampler_params (self, &request->sampling, g->choice, &g->params);
 
-  g->in_thinking = chat && self->think_start >= 0 && prompt_opens_thinking (text);
+  g->in_thinking = g->pick_thinking = chat && self->think_start >= 0 && prompt_opens_thinking (text);
   dcp_loop_guard_params_init (&guard);
   guard.mode = self->loop_guard;
   guard.think_start_token = self->think_start;
   guard.think_end_token = self->think_end;
   guard.in_thinking = g->in_thinking;
   g->guard = dcp_loop_guard_new (&guard);
+  g->forced = g_array_new (FALSE, FALSE, sizeof (guint32));
+  if (request->thinking_budget >= 0)
+    {
+      g->budget_close = g_array_new (FALSE, FALSE, sizeof (guint32));
+      dcp_tokenizer_encode (self->tokenizer, "</think>\n\n", -1, DCP_TOKENIZER_ENCODE_DEFAULT,
+                            g->budget_close);
+    }
 
   parse.reasoning = chat && self->think_start >= 0;
   g->parse_reasoning = parse.reasoning;
@@ -483,57 +469,6 @@ generation_start (Generation *g, GError **error)
   g->detok = dcp_token_stream_new (self->tokenizer, DCP_TOKENIZER_DECODE_DEFAULT);
   g->events = dcp_output_events_new ();
   g->text = g_string_new (NULL);
-  g->forced = g_array_new (FALSE, FALSE, sizeof (guint32));
-  return TRUE;
-}
-
-/* The single-request path's own sampler, logits and sequence state. */
-static gboolean
-generation_prepare_backend (Generation *g, GError **error)
-{
-  guint vocab = dcp_backend_get_config (g->exec->backend)->vocab_size;
-
-  g->sampler = dcp_sampler_new (&g->params, vocab, error);
-  if (g->sampler == NULL)
-    return FALSE;
-  dcp_sampler_add_prompt (g->sampler, (const guint32 *) g->prompt->data, g->prompt->len);
-  g->logits = g_new (float, vocab);
-  g->state = dcp_backend_state_new (g->exec->backend, error);
-  return g->state != NULL;
-}
-
-static gboolean
-cancelled (Generation *g)
-{
-  return g_cancellable_is_cancelled (g->request->cancellable);
-}
-
-/* Reads the prompt in chunks; the last chunk leaves the logits of the first answer token. */
-static gboolean
-generation_prefill (Generation *g, GError **error)
-{
-  guint chunk = g->exec->prefill_chunk;
-
-  for (guint done = 0; done < g->prompt->len; done += chunk)
-    {
-      guint n = MIN (chunk, g->prompt->len - done);
-      gboolean last = done + n == g->prompt->len;
-      DcpBatchItem item = {
-        g->state, &g_array_index (g->prompt, guint32, done), n,
-        last ? DCP_LOGITS_LAST : DCP_LOGITS_NONE, last ? g->logits : NULL, NULL
-      };
-      DcpEvent *event;
-
-      if (cancelled (g))
-        return TRUE;
-      if (!dcp_backend_forward (g->exec->backend, &item, 1, error))
-        return FALSE;
-      dcp_step_hook_call (&g->exec->step_hook, TRUE);
-      event = dcp_event_new (DCP_EVENT_PROGRESS);
-      event->prompt_done = done + n;
-      event->prompt_total = g->prompt->len;
-      dcp_event_sink_emit (g->sink, event);
-    }
   return TRUE;
 }
 
@@ -561,49 +496,20 @@ add_token_members (JsonBuilder *b, DcpTokenizer *tokenizer, guint32 token, doubl
   json_builder_end_array (b);
 }
 
-/* The logprobs entry of a chosen token: log-softmax of the raw logits (before temperature,
- * penalties and bans), and the request's top_logprobs most likely tokens, most likely first
- * (ties: the lower id first). */
+/* The logprobs entry of a chosen token (json-glib, text thread). */
 static JsonNode *
-token_logprobs (Generation *g, guint32 token, const float *logits)
+logprobs_entry (Generation *g, const DcpTokenLogprobs *lp)
 {
-  guint vocab = dcp_backend_get_config (g->exec->backend)->vocab_size;
-  guint k = MIN (g->request->top_logprobs, vocab);
-  g_autofree guint32 *top = g_new (guint32, k + 1);
   g_autoptr(JsonBuilder) b = json_builder_new ();
-  guint n_top = 0;
-  double max = -INFINITY, sum = 0, log_sum;
-
-  for (guint i = 0; i < vocab; i++)
-    if (logits[i] > max)
-      max = logits[i];
-  for (guint i = 0; i < vocab; i++)
-    sum += exp (logits[i] - max);
-  log_sum = log (sum);
-
-  /* Insertion into a sorted list of k: the vocabulary is large, k at most 20. */
-  for (guint i = 0; i < vocab && k > 0; i++)
-    {
-      guint at = n_top;
-
-      if (n_top == k && logits[i] <= logits[top[k - 1]])
-        continue;
-      while (at > 0 && logits[i] > logits[top[at - 1]])
-        at--;
-      if (n_top < k)
-        n_top++;
-      memmove (top + at + 1, top + at, (n_top - 1 - at) * sizeof *top);
-      top[at] = i;
-    }
 
   json_builder_begin_object (b);
-  add_token_members (b, g->exec->tokenizer, token, (logits[token] - max) - log_sum);
+  add_token_members (b, g->exec->tokenizer, lp->token, lp->logprob);
   json_builder_set_member_name (b, "top_logprobs");
   json_builder_begin_array (b);
-  for (guint i = 0; i < n_top; i++)
+  for (guint i = 0; i < lp->n_top; i++)
     {
       json_builder_begin_object (b);
-      add_token_members (b, g->exec->tokenizer, top[i], (logits[top[i]] - max) - log_sum);
+      add_token_members (b, g->exec->tokenizer, lp->top[i], lp->top_logprob[i]);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -611,69 +517,27 @@ token_logprobs (Generation *g, guint32 token, const float *logits)
   return json_builder_get_root (b);
 }
 
-/* Queues "</think>\n\n" when the reasoning has used its budget. */
-static void
-check_budget (Generation *g)
+/* Step thread: the token is chosen. Feeds what the next pick decides from, from the token id
+ * alone: the loop guard, the thinking state and the thinking budget. */
+gboolean
+dcp_generation_accept_id (DcpGeneration *g, guint32 token)
 {
-  g_autoptr(GArray) close = NULL;
-
-  if (!g->in_thinking || g->budget_spent || g->request->thinking_budget < 0 ||
-      g->usage.reasoning_tokens < g->request->thinking_budget)
-    return;
-  g->budget_spent = TRUE;
-  close = g_array_new (FALSE, FALSE, sizeof (guint32));
-  dcp_tokenizer_encode (g->exec->tokenizer, "</think>\n\n", -1, DCP_TOKENIZER_ENCODE_DEFAULT, close);
-  g_array_append_vals (g->forced, close->data, close->len);
-}
-
-/* A chosen token: count it, turn it into events and feed the loop guard and the thinking
- * budget. Returns TRUE when the choice is finished, with *reason set. */
-static gboolean
-generation_accept (Generation *g, guint32 token, const float *logits, DcpFinishReason *reason)
-{
-  DcpModelExecutor *self = g->exec;
+  Executor *self;
   DcpLoopVerdict verdict;
-  gboolean reasoning;
 
-  if (g->first_token_us == 0)
-    g->first_token_us = g_get_monotonic_time ();
-  if (is_eos (self, token))
-    {
-      *reason = DCP_FINISH_STOP;
-      return TRUE;
-    }
-
-  if (g->sampler != NULL)
-    dcp_sampler_accept (g->sampler, token);
-  g->usage.completion_tokens++;
-  /* </think> closes the reasoning and is not part of it. */
+  g_return_val_if_fail (g != NULL, TRUE);
+  self = g->exec;
   if ((gint64) token == self->think_end)
-    g->in_thinking = FALSE;
-  else if (g->in_thinking)
-    g->usage.reasoning_tokens++;
+    g->pick_thinking = FALSE;
+  else if (g->pick_thinking)
+    g->pick_reasoning++;
   else if ((gint64) token == self->think_start)
-    g->in_thinking = TRUE;
-  /* The thinking tags and what lies between them go to reasoning when the parser splits it. */
-  reasoning = g->parse_reasoning &&
-    (g->in_thinking || (gint64) token == self->think_end || (gint64) token == self->think_start);
-  if (g->logprobs != NULL && logits != NULL && !reasoning)
-    json_array_add_element (g->logprobs, token_logprobs (g, token, logits));
-
-  g_string_truncate (g->text, 0);
-  dcp_token_stream_push (g->detok, token, g->text);
-  if (g->text->len > 0 && dcp_output_parser_feed (g->parser, g->text->str, g->text->len, g->events))
-    {
-      emit_output (g);
-      *reason = DCP_FINISH_STOP;
-      return TRUE;
-    }
-  emit_output (g);
+    g->pick_thinking = TRUE;
 
   verdict = dcp_loop_guard_push (g->guard, token);
   if (verdict.action == DCP_LOOP_ACTION_STOP)
     {
       g_message ("%s: the answer repeats itself (period %u); stopped", g->request->id, verdict.period);
-      *reason = DCP_FINISH_STOP;
       return TRUE;
     }
   if (verdict.action == DCP_LOOP_ACTION_FORCE && g->forced->len == 0)
@@ -683,17 +547,24 @@ generation_accept (Generation *g, guint32 token, const float *logits, DcpFinishR
       g->banned = verdict.token;
       g->has_banned = TRUE;
     }
-  check_budget (g);
+  /* The thinking budget is spent: "</think>\n\n" comes next. */
+  if (g->budget_close != NULL && g->pick_thinking && !g->budget_spent &&
+      g->pick_reasoning >= g->request->thinking_budget)
+    {
+      g->budget_spent = TRUE;
+      g_array_append_vals (g->forced, g->budget_close->data, g->budget_close->len);
+    }
   return FALSE;
 }
 
 /* Before the next token: the first queued forced token ("</think>\n\n" of a spent thinking
  * budget, the loop guard's end-thinking), else the loop guard's escape ban for this step. */
-static DcpSeqPick
-generation_pick (Generation *g, guint32 *token)
+DcpSeqPick
+dcp_generation_pick (DcpGeneration *g, guint32 *token)
 {
   DcpSeqPick pick = DCP_SEQ_PICK_SAMPLE;
 
+  g_return_val_if_fail (g != NULL && token != NULL, DCP_SEQ_PICK_SAMPLE);
   if (g->forced->len > 0)
     {
       *token = g_array_index (g->forced, guint32, 0);
@@ -709,49 +580,100 @@ generation_pick (Generation *g, guint32 *token)
   return pick;
 }
 
-/* One decode step: choose the next token from the logits, turn it into events and read it.
- * Returns TRUE when the choice is finished, with *reason set. */
-static gboolean
-generation_step (Generation *g, DcpFinishReason *reason, GError **error)
+/* Log-softmax of the raw logits (before temperature, penalties and bans) for the chosen token
+ * and the request's top_logprobs most likely tokens, most likely first (ties: the lower id
+ * first). Numbers only: the text thread writes them out. */
+DcpTokenLogprobs *
+dcp_generation_logprobs (DcpGeneration *g, guint32 token, const float *logits)
 {
-  DcpModelExecutor *self = g->exec;
-  DcpBatchItem item = { g->state, NULL, 1, DCP_LOGITS_LAST, g->logits, NULL };
-  guint32 token, chosen = 0;
-  DcpSeqPick pick;
+  guint vocab;
+  guint k;
+  DcpTokenLogprobs *lp;
+  double max = -INFINITY, sum = 0, log_sum;
 
-  if (g->usage.completion_tokens >= g->max_new)
+  g_return_val_if_fail (g != NULL, NULL);
+  if (!g->request->logprobs || logits == NULL)
+    return NULL;
+  vocab = dcp_backend_get_config (g->exec->backend)->vocab_size;
+  k = MIN (MIN (g->request->top_logprobs, vocab), DCP_TOP_LOGPROBS_MAX);
+  lp = g_new0 (DcpTokenLogprobs, 1);
+  for (guint i = 0; i < vocab; i++)
+    if (logits[i] > max)
+      max = logits[i];
+  for (guint i = 0; i < vocab; i++)
+    sum += exp (logits[i] - max);
+  log_sum = log (sum);
+
+  /* Insertion into a sorted list of k: the vocabulary is large, k at most 20. */
+  for (guint i = 0; i < vocab && k > 0; i++)
     {
-      *reason = DCP_FINISH_LENGTH;
+      guint at = lp->n_top;
+
+      if (lp->n_top == k && logits[i] <= logits[lp->top[k - 1]])
+        continue;
+      while (at > 0 && logits[i] > logits[lp->top[at - 1]])
+        at--;
+      if (lp->n_top < k)
+        lp->n_top++;
+      memmove (lp->top + at + 1, lp->top + at, (lp->n_top - 1 - at) * sizeof *lp->top);
+      lp->top[at] = i;
+    }
+  lp->token = token;
+  lp->logprob = (logits[token] - max) - log_sum;
+  for (guint i = 0; i < lp->n_top; i++)
+    lp->top_logprob[i] = (logits[lp->top[i]] - max) - log_sum;
+  return lp;
+}
+
+/* Text thread: a chosen token becomes text and events. TRUE when the output parser ended the
+ * answer (a stop string), with *reason set. */
+gboolean
+dcp_generation_push_token (DcpGeneration *g, guint32 token, const DcpTokenLogprobs *lp,
+                           DcpFinishReason *reason)
+{
+  Executor *self;
+  gboolean reasoning;
+
+  g_return_val_if_fail (g != NULL && reason != NULL, TRUE);
+  self = g->exec;
+  if (g->first_token_us == 0)
+    g->first_token_us = g_get_monotonic_time ();
+  g->usage.completion_tokens++;
+  /* </think> closes the reasoning and is not part of it. */
+  if ((gint64) token == self->think_end)
+    g->in_thinking = FALSE;
+  else if (g->in_thinking)
+    g->usage.reasoning_tokens++;
+  else if ((gint64) token == self->think_start)
+    g->in_thinking = TRUE;
+  /* The thinking tags and what lies between them go to reasoning when the parser splits it. */
+  reasoning = g->parse_reasoning &&
+    (g->in_thinking || (gint64) token == self->think_end || (gint64) token == self->think_start);
+  if (g->logprobs != NULL && lp != NULL && !reasoning)
+    json_array_add_element (g->logprobs, logprobs_entry (g, lp));
+
+  g_string_truncate (g->text, 0);
+  dcp_token_stream_push (g->detok, token, g->text);
+  if (g->text->len > 0 && dcp_output_parser_feed (g->parser, g->text->str, g->text->len, g->events))
+    {
+      emit_output (g);
+      *reason = DCP_FINISH_STOP;
       return TRUE;
     }
-  pick = generation_pick (g, &chosen);
-  if (pick == DCP_SEQ_PICK_FORCE)
-    token = chosen;
-  else
-    token = dcp_sampler_sample (g->sampler, g->logits, pick == DCP_SEQ_PICK_BAN ? &chosen : NULL,
-                                pick == DCP_SEQ_PICK_BAN ? 1 : 0);
-  if (generation_accept (g, token, g->logits, reason))
-    return TRUE;
-
-  item.tokens = &token;
-  if (!dcp_backend_forward (self->backend, &item, 1, error))
-    return FALSE;
-  dcp_step_hook_call (&self->step_hook, TRUE);
-  if (cancelled (g))
-    {
-      *reason = DCP_FINISH_CANCELLED;
-      return TRUE;
-    }
+  emit_output (g);
   return FALSE;
 }
 
-static void
-generation_finish (Generation *g, DcpFinishReason reason)
+void
+dcp_generation_finish (DcpGeneration *g, DcpFinishReason reason, gint64 cached_prompt_tokens,
+                       double queue_ms)
 {
   DcpEvent *event;
   gint64 now = g_get_monotonic_time ();
-  gint64 first = g->first_token_us ? g->first_token_us : now;
+  gint64 first;
 
+  g_return_if_fail (g != NULL);
+  first = g->first_token_us ? g->first_token_us : now;
   if (reason != DCP_FINISH_CANCELLED)
     {
       g_string_truncate (g->text, 0);
@@ -767,88 +689,18 @@ generation_finish (Generation *g, DcpFinishReason reason)
   event->reason = reason;
   event->stop = g_strdup (dcp_output_parser_get_stop_string (g->parser));
   event->usage = g->usage;
+  event->usage.cached_prompt_tokens = cached_prompt_tokens;
+  event->usage.queue_ms = queue_ms;
   event->usage.prompt_ms = (first - g->start_us) / 1000.0;
   event->usage.generation_ms = (now - first) / 1000.0;
   dcp_event_sink_emit (g->sink, event);
 }
 
-static void
-drop_shared (DcpModelExecutor *self)
+void
+dcp_model_executor_free (DcpModelExecutor *self)
 {
-  if (self->shared_state != NULL)
-    dcp_backend_state_free (self->backend, self->shared_state);
-  self->shared_state = NULL;
-  g_clear_pointer (&self->shared_logits, g_free);
-  g_clear_pointer (&self->shared_request, dcp_request_unref);
-}
-
-/* The prompt for this choice: read by the backend, or copied from the first choice's. */
-static gboolean
-read_prompt (Generation *g, guint choice, GError **error)
-{
-  DcpModelExecutor *self = g->exec;
-  guint vocab = dcp_backend_get_config (self->backend)->vocab_size;
-
-  if (choice > 0 && self->shared_request == g->request && self->shared_state != NULL)
-    {
-      memcpy (g->logits, self->shared_logits, vocab * sizeof (float));
-      return dcp_backend_state_copy (self->backend, g->state, self->shared_state, error);
-    }
-  drop_shared (self);
-  if (!generation_prefill (g, error))
-    return FALSE;
-  if (g->request->n <= 1 || cancelled (g))
-    return TRUE;
-  self->shared_state = dcp_backend_state_new (self->backend, error);
-  if (self->shared_state == NULL || !dcp_backend_state_copy (self->backend, self->shared_state, g->state, error))
-    return FALSE;
-  self->shared_logits = g_memdup2 (g->logits, vocab * sizeof (float));
-  self->shared_request = dcp_request_ref (g->request);
-  return TRUE;
-}
-
-static void
-model_run (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink)
-{
-  Generation g = { 0 };
-  GError *error = NULL;
-  DcpFinishReason reason = DCP_FINISH_STOP;
-
-  g.exec = get_self (executor);
-  g.request = request;
-  g.sink = sink;
-  g.start_us = g_get_monotonic_time ();
-  g.choice = choice;
-  if (!generation_start (&g, &error) || !generation_prepare_backend (&g, &error) ||
-      !read_prompt (&g, choice, &error))
-    {
-      emit_error (&g, error);
-      generation_clear (&g);
-      drop_shared (g.exec);
-      return;
-    }
-  if (cancelled (&g))
-    reason = DCP_FINISH_CANCELLED;
-  else
-    while (!generation_step (&g, &reason, &error))
-      ;
-  if (error != NULL)
-    emit_error (&g, error);
-  else
-    generation_finish (&g, reason);
-  g_debug ("%s choice %u: %" G_GINT64_FORMAT " prompt, %" G_GINT64_FORMAT " completion tokens",
-           request->id, choice, g.usage.prompt_tokens, g.usage.completion_tokens);
-  generation_clear (&g);
-  if (choice + 1 >= request->n || error != NULL)
-    drop_shared (g.exec);
-}
-
-static void
-model_free (DcpExecutor *executor)
-{
-  DcpModelExecutor *self = get_self (executor);
-
-  drop_shared (self);
+  if (self == NULL)
+    return;
   g_clear_pointer (&self->template, dcp_chat_template_free);
   g_clear_pointer (&self->tokenizer, dcp_tokenizer_unref);
   g_clear_object (&self->backend);
@@ -858,10 +710,6 @@ model_free (DcpExecutor *executor)
   g_free (self->name);
   g_free (self);
 }
-
-static const DcpExecutorFuncs model_funcs = {
-  model_get_info, model_count_tokens, model_run, model_free,
-};
 
 static char *
 default_name (const char *path)
@@ -873,14 +721,13 @@ default_name (const char *path)
   return g_steal_pointer (&base);
 }
 
-DcpExecutor *
+DcpModelExecutor *
 dcp_model_executor_new (DcpModelSource                *model,
                         DcpBackend                    *backend,
                         const DcpModelExecutorOptions *options,
                         GError                       **error)
 {
-  DcpModelExecutor *self;
-  g_autoptr(DcpExecutor) executor = NULL;
+  g_autoptr(DcpModelExecutor) self = NULL;
   const DcpModelConfig *config;
   JsonNode *tokenizer_json;
   const char *template;
@@ -889,8 +736,6 @@ dcp_model_executor_new (DcpModelSource                *model,
 
   g_return_val_if_fail (model != NULL && DCP_IS_BACKEND (backend) && options != NULL, NULL);
   self = g_new0 (DcpModelExecutor, 1);
-  self->parent.funcs = &model_funcs;
-  executor = &self->parent;
   g_mutex_init (&self->template_lock);
   self->model = model;
   self->backend = g_object_ref (backend);
@@ -899,8 +744,6 @@ dcp_model_executor_new (DcpModelSource                *model,
   self->name = options->name ? g_strdup (options->name) : default_name (dcp_model_source_get_path (model));
   self->context_length = options->context_length > 0 ? options->context_length
                                                      : (gint64) config->max_position_embeddings;
-  self->prefill_chunk = options->prefill_chunk > 0 ? options->prefill_chunk : 512;
-  self->step_hook = options->step_hook;
   if (options->loop_guard != NULL)
     {
       g_autofree char *mode = g_strdelimit (g_strdup (options->loop_guard), "-", '_');
@@ -937,36 +780,33 @@ dcp_model_executor_new (DcpModelSource                *model,
   self->think_end = dcp_tokenizer_token_to_id (self->tokenizer, "</think>", &id) ? (gint64) id : -1;
   collect_eos (self, dcp_model_source_get_generation (model), special_token (tokenizer_config, "eos_token"));
   read_defaults (self, dcp_model_source_get_generation (model));
-  return g_steal_pointer (&executor);
+  return g_steal_pointer (&self);
 }
 
 DcpBackend *
-dcp_model_executor_get_backend (DcpExecutor *executor)
+dcp_model_executor_get_backend (DcpModelExecutor *self)
 {
-  g_return_val_if_fail (executor != NULL, NULL);
-  return get_self (executor)->backend;
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->backend;
 }
 
 const guint32 *
-dcp_model_executor_get_stop_tokens (DcpExecutor *executor, guint *n_tokens)
+dcp_model_executor_get_stop_tokens (DcpModelExecutor *self, guint *n_tokens)
 {
-  DcpModelExecutor *self;
-
-  g_return_val_if_fail (executor != NULL && n_tokens != NULL, NULL);
-  self = get_self (executor);
+  g_return_val_if_fail (self != NULL && n_tokens != NULL, NULL);
   *n_tokens = self->eos->len;
   return (const guint32 *) self->eos->data;
 }
 
 DcpGeneration *
-dcp_generation_new (DcpExecutor *executor, DcpRequest *request, guint choice, DcpEventSink *sink,
-                    GError **error)
+dcp_generation_new (DcpModelExecutor *executor, DcpRequest *request, guint choice,
+                    DcpEventSink *sink, GError **error)
 {
   Generation *g;
 
   g_return_val_if_fail (executor != NULL && request != NULL && sink != NULL, NULL);
   g = g_new0 (Generation, 1);
-  g->exec = get_self (executor);
+  g->exec = executor;
   g->request = request;
   g->sink = sink;
   g->choice = choice;
@@ -999,29 +839,6 @@ dcp_generation_get_max_tokens (DcpGeneration *g)
 {
   g_return_val_if_fail (g != NULL, 0);
   return g->max_new;
-}
-
-gboolean
-dcp_generation_push_token (DcpGeneration *g, guint32 token, const float *logits,
-                           DcpFinishReason *reason)
-{
-  g_return_val_if_fail (g != NULL && reason != NULL, TRUE);
-  return generation_accept (g, token, logits, reason);
-}
-
-DcpSeqPick
-dcp_generation_pick (DcpGeneration *g, guint32 *token)
-{
-  g_return_val_if_fail (g != NULL && token != NULL, DCP_SEQ_PICK_SAMPLE);
-  return generation_pick (g, token);
-}
-
-void
-dcp_generation_finish (DcpGeneration *g, DcpFinishReason reason, gint64 cached_prompt_tokens)
-{
-  g_return_if_fail (g != NULL);
-  g->usage.cached_prompt_tokens = cached_prompt_tokens;
-  generation_finish (g, reason);
 }
 
 void

@@ -2,29 +2,25 @@
 #pragma once
 
 #include "dcp-executor.h"
-#include "dcp-step-hook.h"
 
 G_BEGIN_DECLS
 
-/* DcpRequestQueue: the engine's workers. Requests are taken first come, first served and run
- * through an executor: one at a time by default; with dcp_request_queue_new_full up to
- * n_workers at once, for an executor whose run() may be called from several threads (the batch
- * executor, whose run() waits while the scheduler generates).
- * Events are delivered to the callback in the main context of the thread that submitted, in
- * order; after the last one (the FINISH of the last choice, or an ERROR) the destroy notify runs.
- * A request cancelled while it waits ends with FINISH reason CANCELLED without running. */
+/* DcpRequestQueue: the HTTP side's door to the executor. submit hands a request to the
+ * executor's submit() (which returns at once: the executor queues and schedules it) and brings
+ * its events back to the main context of the thread that submitted, in order, through
+ * g_main_context_invoke; after the last one (the FINISH of the last choice, an ERROR, or a
+ * FINISH CANCELLED) the destroy notify runs. No thread waits for a request.
+ * Waiting: requests submitted that have had no event yet; running: those that have and have not
+ * ended. */
 
 typedef struct _DcpRequestQueue DcpRequestQueue;
 
 typedef void (*DcpEventFunc) (const DcpEvent *event, gpointer user_data);
 
+/* Takes ownership of executor. */
 DcpRequestQueue *dcp_request_queue_new     (DcpExecutor *executor);
-DcpRequestQueue *dcp_request_queue_new_full (DcpExecutor *executor,
-                                             guint        n_workers);
-/* One worker that, while no request waits, calls idle_hook (busy FALSE) as often as it asks:
- * the single-conversation engine's idle work (the integrity monitor). */
-DcpRequestQueue *dcp_request_queue_new_with_idle (DcpExecutor       *executor,
-                                                  const DcpStepHook *idle_hook);
+/* Frees the executor, which ends the requests in flight; their last events are not delivered
+ * (the main loop has stopped by then). */
 void             dcp_request_queue_free    (DcpRequestQueue *self);
 void             dcp_request_queue_submit  (DcpRequestQueue *self,
                                             DcpRequest      *request,

@@ -180,17 +180,16 @@ dcp_sched_make_ram_room (DcpScheduler *self, guint64 need)
   return ROOM_NOW;
 }
 
-/* Moves one device snapshot (not skip) down a tier, or drops it; FALSE when there is none, or
- * (may_wait) when RAM will have room for it once the disk writes in flight end: it stays.
+static gboolean evict_device_entry (DcpScheduler *self, DcpPrefixEntry *e, gboolean may_wait);
+
+/* Moves one device snapshot (not skip) down a tier, or drops it (evict_device_entry); FALSE
+ * when there is none, or (may_wait) when RAM will have room for it soon: it stays.
  * For pages (for_pages), the first in policy order that gives pages back goes: a snapshot whose
  * pages are all shared with others frees none (then any goes: two snapshots may share them). */
 static gboolean
 evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_wait, gboolean for_pages)
 {
   g_autoptr(GArray) c = dcp_sched_candidates (self, DCP_TIER_DEVICE, skip);
-  g_autoptr(GByteArray) blob = NULL;
-  DcpPrefixEntry *e;
-  Room room = ROOM_NEVER;
   guint pick = 0;
 
   if (c->len == 0)
@@ -205,7 +204,17 @@ evict_one_device (DcpScheduler *self, const DcpPrefixEntry *skip, gboolean may_w
           break;
         }
     }
-  e = g_array_index (c, DcpEvictionCandidate, pick).key;
+  return evict_device_entry (self, g_array_index (c, DcpEvictionCandidate, pick).key, may_wait);
+}
+
+/* Moves device snapshot e down a tier, or drops it; FALSE when (may_wait) RAM will have room
+ * for it once the disk writes in flight end: it stays. */
+static gboolean
+evict_device_entry (DcpScheduler *self, DcpPrefixEntry *e, gboolean may_wait)
+{
+  g_autoptr(GByteArray) blob = NULL;
+  Room room = ROOM_NEVER;
+
   /* Room for what it holds first (e->bytes, which the saved form barely exceeds), so that a
    * state that cannot go to RAM now is not saved for nothing; then for the saved size. */
   if (dcp_tier_store_get_budget (self->tiers, DCP_TIER_RAM) >= e->bytes)
@@ -386,6 +395,28 @@ trim_snapshots (DcpScheduler *self)
 }
 
 /* A copy of the sequence's state as a reusable snapshot (skipped when no block is free). */
+/* A state block for an interval snapshot: a free one, else another interval snapshot's (the
+ * first in policy order). Interval snapshots never push out the ends of prompts and answers
+ * or an opening, which returning conversations resume from: on a busy engine a long prompt
+ * would otherwise push out every idle conversation's next turn. */
+static gboolean
+room_for_interval (DcpScheduler *self)
+{
+  g_autoptr(GArray) c = NULL;
+
+  if (self->gdn_free > 0)
+    return TRUE;
+  c = dcp_sched_candidates (self, DCP_TIER_DEVICE, NULL);
+  for (guint i = 0; i < c->len; i++)
+    {
+      DcpPrefixEntry *e = g_array_index (c, DcpEvictionCandidate, i).key;
+
+      if (e->kind == DCP_SNAPSHOT_PAGES)
+        return evict_device_entry (self, e, TRUE) && self->gdn_free > 0;
+    }
+  return FALSE;
+}
+
 void
 dcp_sched_take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
 {
@@ -402,7 +433,7 @@ dcp_sched_take_snapshot (DcpScheduler *self, Seq *s, DcpSnapshotKind kind)
       e->last_used_us = self->now (self->now_data);
       return;
     }
-  if (!dcp_sched_make_device_room (self, 0, 1, NULL))
+  if (!(kind == DCP_SNAPSHOT_PAGES ? room_for_interval (self) : dcp_sched_make_device_room (self, 0, 1, NULL)))
     {
       g_debug ("sequence %" G_GUINT64_FORMAT ": no room for a %s snapshot", s->id,
                dcp_snapshot_kind_to_string (kind));

@@ -27,7 +27,7 @@ dcp_scheduler_config_init (DcpSchedulerConfig *c)
   c->gdn_blocks = 2;
   c->context_mode = DCP_CONTEXT_POOL;
   c->max_snapshots = 64;
-  c->snapshot_pages = 16;
+  c->snapshot_pages = 4;
   c->eviction = DCP_EVICTION_QUEUE_AWARE;
 }
 
@@ -578,6 +578,20 @@ reserve_decode (DcpScheduler *self)
     }
 }
 
+/* Whether s has just read a page-interval boundary of its prompt worth a snapshot: not one
+ * within half an interval of the prompt's end, whose own snapshot follows at once. With few
+ * state blocks (the default: dcp_plan_gdn_blocks) the oldest idle snapshot leaves first, so a
+ * near twin of the prompt's end would push out the interval snapshot before it, the one a
+ * prompt that parts from this one near its end resumes from. */
+static gboolean
+interval_snapshot_due (DcpScheduler *self, const Seq *s)
+{
+  guint every = self->config.snapshot_pages * self->config.page_tokens;
+
+  return every > 0 && s->n_read < s->n_prompt && s->n_read % every == 0 &&
+         s->n_prompt - s->n_read >= every / 2;
+}
+
 /* Prompt tokens in a step that may carry prompt work: whole chunks, which the prompt path reads
  * most efficiently; how often such a step runs is the time share's (dcp-time-share.h). */
 static guint
@@ -757,10 +771,11 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         continue;
       chunk = MIN (s->n_prompt - s->n_read, budget);
       /* A chunk ends at the shared opening and at page-interval snapshots, so that the state
-       * there can be kept. */
+       * there can be kept; not the prompt's last chunk at an interval (its end's snapshot comes
+       * with it, and a returning conversation's new tokens are read in one call). */
       if (s->opening > s->n_read && s->opening < s->n_prompt)
         chunk = MIN (chunk, s->opening - s->n_read);
-      if (self->config.snapshot_pages > 0)
+      if (self->config.snapshot_pages > 0 && s->n_read + chunk < s->n_prompt)
         {
           guint every = self->config.snapshot_pages * self->config.page_tokens;
           chunk = MIN (chunk, every - s->n_read % every);
@@ -804,8 +819,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         s->cb.progress (s->user_data, s->n_read, s->n_prompt);
       if (s->n_read == s->opening && s->opening < s->n_prompt)
         dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_OPENING);
-      else if (self->config.snapshot_pages > 0 && s->n_read < s->n_prompt &&
-               s->n_read % (self->config.snapshot_pages * self->config.page_tokens) == 0)
+      else if (interval_snapshot_due (self, s))
         dcp_sched_take_snapshot (self, s, DCP_SNAPSHOT_PAGES);
       if (s->n_read < s->n_prompt)
         continue;

@@ -39,7 +39,8 @@ typedef struct {
 } DcpSchedulerConfig;
 
 /* Defaults: one sequence, chunks of 2048, balanced, 256 pages of DCP_PAGE_TOKENS, pool mode,
- * 64 snapshots, no RAM or disk tier, queue-aware eviction. The engine then copies its settings
+ * 64 snapshots, one every 4 pages of a prompt, no RAM or disk tier, queue-aware eviction. The
+ * engine then copies its settings
  * in (conversations, prefill-chunk, prefill-policy, context-mode, ram-cache, disk-cache) and
  * the pool sizes from its memory plan (docs/SCHEDULER.md). */
 void dcp_scheduler_config_init (DcpSchedulerConfig *config);

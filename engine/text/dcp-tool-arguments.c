@@ -222,14 +222,24 @@ dcp_json_to_compact (JsonNode *node)
 }
 
 /* Parses a JSON text with json-glib; NULL when it does not parse or is empty. json-glib is
- * lenient in places (single-quoted strings, "01"), which suits model output. */
+ * lenient in places (single-quoted strings, "01"), which suits model output. It also recurses
+ * once per level of nesting, so a text a model was talked into nesting 100,000 deep would
+ * overflow the stack: a text with more than MAX_OPENINGS '[' and '{' in all (whatever quotes
+ * hide them: the bound holds for every way of reading the text) is not parsed. */
+#define MAX_OPENINGS 4096
+
 JsonNode *
 dcp_json_parse_lenient (const char *text)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonNode *root;
+  guint openings = 0;
 
   g_return_val_if_fail (text != NULL, NULL);
+
+  for (const char *p = text; *p != '\0'; p++)
+    if ((*p == '[' || *p == '{') && ++openings > MAX_OPENINGS)
+      return NULL;
 
   if (!json_parser_load_from_data (parser, text, -1, NULL))
     return NULL;

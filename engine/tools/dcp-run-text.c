@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "dcp-batch-executor.h"
 #include "dcp-chat-template.h"
 #include "dcp-model-executor.h"
 #include "dcp-run-text.h"
@@ -140,12 +141,16 @@ dcp_run_render (DcpModelSource *model, const char *path, GError **error)
   return TRUE;
 }
 
+/* Prints the events as they come (on the executor's text thread) and says when the last came. */
 typedef struct {
   DcpEventSink sink;
   gboolean in_reasoning;
   DcpUsage usage;
   DcpFinishReason reason;
   GError *error;
+  GMutex lock;
+  GCond cond;
+  gboolean done;
 } Printer;
 
 static void
@@ -176,6 +181,13 @@ print_event (DcpEventSink *sink, DcpEvent *event)
   else if (event->kind == DCP_EVENT_ERROR)
     p->error = g_steal_pointer (&event->error);
   fflush (stdout);
+  if (dcp_event_ends_request (event, 1))
+    {
+      g_mutex_lock (&p->lock);
+      p->done = TRUE;
+      g_cond_signal (&p->cond);
+      g_mutex_unlock (&p->lock);
+    }
   dcp_event_free (event);
 }
 
@@ -184,18 +196,36 @@ dcp_run_generate (DcpModelSource *model, DcpBackend *backend, DcpRequest *reques
                   gboolean timing, GError **error)
 {
   g_autoptr(DcpExecutor) executor = NULL;
+  DcpModelExecutor *model_executor;
   DcpModelExecutorOptions options;
+  DcpSchedulerConfig config;
   Printer printer = { { print_event }, FALSE, { 0 }, DCP_FINISH_STOP, NULL };
+  guint context = dcp_backend_get_config (backend)->max_position_embeddings;
 
   dcp_model_executor_options_init (&options);
-  executor = dcp_model_executor_new (model, backend, &options, error);
+  model_executor = dcp_model_executor_new (model, backend, &options, error);
+  if (model_executor == NULL)
+    return FALSE;
+  /* One conversation through the scheduler, a pool for the model's context (at most 256 pages). */
+  dcp_scheduler_config_init (&config);
+  config.kv_pages = CLAMP ((context + DCP_PAGE_TOKENS - 1) / DCP_PAGE_TOKENS, 1, 256);
+  config.gdn_blocks = dcp_plan_gdn_blocks (1);
+  executor = dcp_batch_executor_new (model_executor, &config, error);
   if (executor == NULL)
     return FALSE;
   if (request->id == NULL)
     request->id = g_strdup ("run");
   if (request->cancellable == NULL)
     request->cancellable = g_cancellable_new ();
-  dcp_executor_run (executor, request, 0, &printer.sink);
+  g_mutex_init (&printer.lock);
+  g_cond_init (&printer.cond);
+  dcp_executor_submit (executor, request, &printer.sink);
+  g_mutex_lock (&printer.lock);
+  while (!printer.done)
+    g_cond_wait (&printer.cond, &printer.lock);
+  g_mutex_unlock (&printer.lock);
+  g_mutex_clear (&printer.lock);
+  g_cond_clear (&printer.cond);
   g_print ("\n");
   if (printer.error != NULL)
     {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* decapybara-bench: the CUDA backend's speed on a model of random weights in the real 27B
- * architecture (shared/MODEL.md §1.2), made directly in VRAM for each recipe: full width,
+ * architecture (docs/MODEL.md §1.2), made directly in VRAM for each recipe: full width,
  * --layers N layers, every fourth one full attention. It prints decode tokens/s per batch size
  * and context next to the floor (the bytes a step must read over the bandwidth that
  * dcpk_bandwidth_probe measures in the same run), prefill tokens/s per prompt size next to the

@@ -41,7 +41,7 @@ gboolean    dcp_preset_apply       (const DcpPreset   *preset,
 gboolean    dcp_preset_matches     (const DcpPreset   *preset,
                                     const DcpSettings *settings);
 
-/* Whether the address and model keys, which presets leave alone. */
+/* Whether the address, model and connection (http-*) keys, which presets leave alone. */
 gboolean    dcp_preset_key_is_personal (const char    *key);
 /* Every setting but the API key, as a JSON object of strings (the last used settings). */
 char       *dcp_settings_to_json_data (const DcpSettings *settings);

@@ -5,7 +5,7 @@
  * of 16 tokens at 128K (the split over the keys). Prints the median time of a call (CUDA events,
  * after a warm-up) and the achieved rate in TFLOP/s, counting 4 · head_dim flops per (query
  * head, visible key) (Q Kᵀ and P V; the masked halves of the diagonal tiles not counted), next
- * to the card's BF16 tensor rate (about 790 TFLOP/s on the H200, shared/device/README.md).
+ * to the card's BF16 tensor rate (about 790 TFLOP/s on the H200, docs/PERFORMANCE.md).
  * Usage: bench-attention-prefill [samples]   (default 7) */
 #include "config.h"
 

@@ -3,7 +3,7 @@
  * (16 key heads, 48 value heads, d_k = d_v = 128, conv 4) at T = 512, 4096, 16384 tokens of one
  * sequence: the median time of a call (CUDA events, after a warm-up), tokens/s, the tensor-core
  * FLOPs of the chunked rule (counted below) as TFLOP/s next to the H200's ~790 TFLOP/s BF16 rate
- * (shared/device/README.md; the kernels use TF32, half that rate), and the per-layer time budget
+ * (docs/PERFORMANCE.md; the kernels use TF32, half that rate), and the per-layer time budget
  * of the prefill target: 8000 tokens/s over the 27B's 48 GDN layers leaves 1 / 8000 / 48 s =
  * 2.6 us per token for the whole GDN layer (projections and out_proj included), so this kernel
  * should take well under it. The inputs are random; the speed does not depend on them.

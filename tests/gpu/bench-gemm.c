@@ -5,7 +5,7 @@
  *   mxfp4>bf16 MXFP4 weights dequantized to BF16 per call, then the BF16 GEMM;
  *   fp8        MXFP4 weights converted to E4M3 (128x128 scales) per call, BF16 activations
  *              quantized to E4M3 (1x128 scales), the block-scaled FP8 GEMM (when available);
- * next to the H200's dense BF16 peak (~790 TFLOP/s, shared/device/README.md; FP8 ~2x that).
+ * next to the H200's dense BF16 peak (~790 TFLOP/s, docs/PERFORMANCE.md; FP8 ~2x that).
  * Then the weight conversions alone on the 34816 x 5120 MLP gate+up weight, per format: each
  * kernel's time next to its memory floor (bytes read + written at ~4.4 TB/s, the H200's
  * achievable HBM bandwidth) and the GB/s it reached.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Benchmark of the decode kernels. dcpk_gemv over the 27B's decode GEMVs (shared/MODEL.md §1.2,
+/* Benchmark of the decode kernels. dcpk_gemv over the 27B's decode GEMVs (docs/MODEL.md §1.2,
  * §8) for each weight format and batch 1, 2, 4, 8, 12, 16: the median time of a call (CUDA
  * events, after a warm-up), the weight bytes it streams per second and that as a share of the
  * card's read bandwidth measured in the same run (dcpk_bandwidth_probe); then per format and

@@ -1,7 +1,7 @@
 #!/bin/sh
 # There (GPU machine, from .gpu/ as staged by prepare.sh): the server on the CUDA backend against
 # the CPU backend on the embedded tiny model, greedy completions printed for both and compared:
-# four requests at once to a server with --conversations 1 (queued: the model executor's loop)
+# four requests at once to a server with --conversations 1 (queued in the scheduler, one at a time)
 # and with --conversations 4 (the scheduler over the CUDA backend's paged KV). Exits 1 when two
 # completions differ other than at a near-tie: at the first differing token, the reference's
 # logprobs of the two tokens within 0.05 nats (CUDA's logits differ from the CPU's by ~1e-3 of

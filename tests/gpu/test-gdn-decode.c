@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The Gated DeltaNet decode step (kernels/gdn-decode.cu) against a C reference written from
- * shared/MODEL.md §2.3 steps 2-8, in double, on random inputs, states and weights (never zeros),
+ * docs/MODEL.md §2.3 steps 2-8, in double, on random inputs, states and weights (never zeros),
  * over three steps so that the conv and recurrent states carry. Each of out, qkv after the conv,
  * the conv state and the recurrent state passes when ||gpu - ref|| / ||ref|| <= 2e-5. */
 #include "config.h"

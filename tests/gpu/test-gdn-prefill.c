@@ -3,7 +3,7 @@
  * initial conv and recurrent states, for the 27B's GDN shape, the test checkpoints' shapes
  * (tests/data/models/{real-heads,odd-sizes}/config.json) and three odd ones, at T in
  * {1, 3, 63, 64, 65, 1000, 4096}:
- *  - against a C reference of the recurrent form (shared/MODEL.md §2.3 steps 2-8) in double;
+ *  - against a C reference of the recurrent form (docs/MODEL.md §2.3 steps 2-8) in double;
  *  - against T successive calls of dcpk_gdn_decode (the GPU's recurrent form);
  *  - split: the same 4096 tokens (1000 for the 27B) fed in pieces of 1, 64 and 1000 tokens give
  *    the outputs and final states of one call.

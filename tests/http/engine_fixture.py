@@ -3,13 +3,15 @@
 with the scripted test executor, or with model=PATH serving that model on the CPU backend."""
 import os
 import re
+import resource
 import subprocess
 import tempfile
 import time
 
 
 class Engine:
-    def __init__(self, *args, env=None, model=None):
+    def __init__(self, *args, env=None, model=None, nofile=None):
+        """nofile: a limit (soft and hard) on the engine's file descriptors."""
         self.log = tempfile.NamedTemporaryFile(prefix="decapybara-", suffix=".log", delete=False)
         full_env = dict(os.environ)
         full_env.pop("DECAPYBARA_API_KEY", None)
@@ -19,8 +21,9 @@ class Engine:
         full_env.update(env or {})
         binary = os.environ.get("DECAPYBARA_ENGINE", "build/engine/decapybara")
         serve = ["--model", model, "--backend", "cpu"] if model else ["--test-executor"]
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
         self.proc = subprocess.Popen([binary, *serve, "--port", "0", *args],
-                                     stdout=subprocess.DEVNULL, stderr=self.log, env=full_env)
+                                     stdout=subprocess.DEVNULL, stderr=self.log, env=full_env, preexec_fn=limit)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with open(self.log.name) as f:

@@ -241,7 +241,25 @@ test_malformed (void)
     memset (deep + 5 + depth, ']', depth);
     deep[5 + 2 * depth] = '}';
     g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", deep, 6 + 2 * depth, NULL, &reply, NULL), ==, 400);
-    g_assert_nonnull (strstr (openai_error (reply, NULL), "deeper than 128 levels"));
+    g_assert_nonnull (strstr (openai_error (reply, NULL), "nested too deep"));
+  }
+  {
+    /* Issue #23: json-glib also takes single-quoted strings, which hid this nesting from the old
+     * depth count, and the server died; and comments. Both are refused as not JSON. */
+    gsize depth = 100000;
+    g_autoptr(GString) hostile = g_string_new ("{'x': '\"', 'y': ");
+    g_autoptr(JsonNode) r1 = NULL, r2 = NULL;
+
+    for (gsize i = 0; i < depth; i++)
+      g_string_append_c (hostile, '[');
+    for (gsize i = 0; i < depth; i++)
+      g_string_append_c (hostile, ']');
+    g_string_append_c (hostile, '}');
+    g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", hostile->str, hostile->len, NULL, &r1, NULL), ==, 400);
+    g_assert_nonnull (strstr (openai_error (r1, NULL), "not valid JSON at byte 1"));
+    g_assert_cmpuint (request (&e, "POST", "/v1/chat/completions", "{\"model\": \"m\" /* c */}", 22, NULL, &r2, NULL),
+                      ==, 400);
+    g_assert_nonnull (strstr (openai_error (r2, NULL), "not valid JSON at byte 14"));
   }
   assert_serving (&e);
   engine_stop (&e);
@@ -377,7 +395,7 @@ stat_member (Engine *e, const char *object, const char *name)
   o = json_node_get_object (stats);
   if (object != NULL)
     o = json_object_get_object_member (o, object);
-  return json_object_get_int_member (o, name);
+  return json_object_get_int_member_with_default (o, name, 0);
 }
 
 static void
@@ -429,6 +447,64 @@ test_disconnect (void)
     wait_for_stat (&e, "generations_finished", "cancelled", 3);
     wait_for_stat (&e, NULL, "requests_waiting", 0);
   }
+  assert_serving (&e);
+  engine_stop (&e);
+}
+
+/* Issue #23 items 7 and 8: a client that shuts only its sending side still gets its whole
+ * answer; a stream read to its end counts 200 even when the client closes at once; one left
+ * mid-stream counts 499. */
+static void
+test_half_close_and_status (void)
+{
+  static const char *const body_stream =
+    "{\"model\":\"m\",\"stream\":true,\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"count to 100\"}]}";
+  static const char *const body_plain =
+    "{\"model\":\"m\",\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"count to 100\"}]}";
+  static const char *const body_long =
+    "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"count to 100000\"}]}";
+  Engine e = { 0 };
+
+  engine_start (&e, NULL, NULL);
+  {
+    g_autoptr(GSocketConnection) conn = raw_post (&e, "/v1/chat/completions", body_stream);
+    g_autofree char *got = NULL;
+
+    g_socket_shutdown (g_socket_connection_get_socket (conn), FALSE, TRUE, NULL);
+    got = read_until (conn, "data: [DONE]", 10);
+    g_assert_nonnull (strstr (got, "\"content\":\" 8\""));
+    g_assert_nonnull (strstr (got, "\"finish_reason\":\"length\""));
+    g_assert_nonnull (strstr (got, "data: [DONE]"));
+  }
+  {
+    g_autoptr(GSocketConnection) conn = raw_post (&e, "/v1/chat/completions", body_plain);
+    g_autofree char *got = NULL;
+
+    g_socket_shutdown (g_socket_connection_get_socket (conn), FALSE, TRUE, NULL);
+    got = read_until (conn, "\"total_tokens\"", 10);
+    g_assert_true (g_str_has_prefix (got, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"));
+    g_assert_nonnull (strstr (got, "\"finish_reason\":\"length\""));
+  }
+  wait_for_stat (&e, "generations_finished", "cancelled", 0);
+  wait_for_stat (&e, "http_requests", "/v1/chat/completions 200", 2);
+  {
+    g_autoptr(GSocketConnection) conn = raw_post (&e, "/v1/chat/completions", body_stream);
+    g_autofree char *got = read_until (conn, "data: [DONE]", 10);
+
+    g_assert_nonnull (strstr (got, "data: [DONE]"));
+    g_io_stream_close (G_IO_STREAM (conn), NULL, NULL);
+    wait_for_stat (&e, "http_requests", "/v1/chat/completions 200", 3);
+  }
+  {
+    g_autoptr(GSocketConnection) conn = raw_post (&e, "/v1/chat/completions", body_long);
+    g_autofree char *got = read_until (conn, "\"content\":\" 5\"", 10);
+
+    g_assert_nonnull (strstr (got, "\"content\":\" 5\""));
+    g_io_stream_close (G_IO_STREAM (conn), NULL, NULL);
+    wait_for_stat (&e, "http_requests", "/v1/chat/completions 499", 1);
+    wait_for_stat (&e, "generations_finished", "cancelled", 1);
+  }
+  wait_for_stat (&e, "http_requests", "/v1/chat/completions 200", 3);
   assert_serving (&e);
   engine_stop (&e);
 }
@@ -542,6 +618,7 @@ main (int argc, char **argv)
   g_test_add_func ("/http/limits", test_limits);
   g_test_add_func ("/http/auth", test_auth);
   g_test_add_func ("/http/disconnect", test_disconnect);
+  g_test_add_func ("/http/half-close-and-status", test_half_close_and_status);
   g_test_add_func ("/http/sse-framing", test_sse_framing);
   g_test_add_func ("/http/slow-client", test_slow_client);
   g_test_add_func ("/http/loading-and-metrics", test_loading_and_metrics);

@@ -232,5 +232,41 @@ class BatchedThinking(unittest.TestCase):
             self.assertNotIn("</think>", answer["content"][1]["text"])
             self.assertEqual(answer["usage"]["output_tokens"], 24, answer)
 
+
+class Defaults(unittest.TestCase):
+    """The engine's defaults (one conversation, no RAM or disk cache) go through the scheduler
+    too: a returning conversation resumes from its previous turn instead of reading its whole
+    prompt again."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.engine = Engine("--threads", "1", model=MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.engine.stop()
+        assert status == 0, f"engine exit status {status}\n{cls.engine.log_text()}"
+
+    def test_turns_reuse_a_long_system_prompt(self):
+        """Three turns over a shared system prompt of about 4,400 tokens: from the second turn
+        on, everything the previous turn's prompt held is cached."""
+        system = "You are a coding agent. " + " ".join(
+            f"Rule {i}: keep the tests green, the docs true and the diff small." for i in range(300))
+        messages = [{"role": "system", "content": system}]
+        previous = None
+        for turn in range(3):
+            messages.append({"role": "user", "content": f"Turn {turn}: what should I change next?"})
+            answer = post(self.engine, "/v1/chat/completions", chat(messages, max_tokens=4, temperature=0))
+            usage = answer["usage"]
+            cached = usage["prompt_tokens_details"]["cached_tokens"]
+            if turn == 0:
+                self.assertGreater(usage["prompt_tokens"], 4000, usage)
+                self.assertEqual(cached, 0, usage)
+            else:
+                self.assertGreaterEqual(cached, previous, usage)
+            previous = usage["prompt_tokens"]
+            messages.append({"role": "assistant", "content": answer["choices"][0]["message"]["content"]})
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

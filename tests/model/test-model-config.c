@@ -38,7 +38,7 @@ test_test_models (void)
   g_assert_cmpuint (c.linear_value_head_dim, ==, 40);
 }
 
-/* The 27B's config as Qwen ships it (../shared/MODEL.md §1.1): nested under text_config. */
+/* The 27B's config as Qwen ships it (docs/MODEL.md §1.1): nested under text_config. */
 static const char *qwen_27b =
   "{\"architectures\":[\"Qwen3_5ForConditionalGeneration\"],\"model_type\":\"qwen3_5\","
   "\"vision_config\":{\"depth\":27,\"hidden_size\":1152},"

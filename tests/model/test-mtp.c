@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The MTP head (../shared/MODEL.md §4.1) on a small model with seeded random weights made here
+/* The MTP head (docs/MODEL.md §4.1) on a small model with seeded random weights made here
  * (the test checkpoints have no mtp.* tensors: transformers drops them, so there is no
  * transformers reference). The head's logits are checked against an independent composition:
  * this file computes fc over [norm(embedding) | norm(hidden)] with its own loops, then runs

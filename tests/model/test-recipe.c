@@ -88,7 +88,7 @@ test_dtypes (void)
   g_assert_cmpint (dcp_recipe_group_dtype (DCP_RECIPE_XXL, DCP_GROUP_LM_HEAD), ==, DCP_DTYPE_BF16);
 }
 
-/* The 27B (tests/model/qwen3.6-27b-config.json, ../shared/MODEL.md §1.1) per recipe: the table
+/* The 27B (tests/model/qwen3.6-27b-config.json, docs/MODEL.md §1.1) per recipe: the table
  * of docs/FORMAT.md. GPU weights are the text layers and lm_head (the embedding table is read
  * row by row from host memory; the MTP head is counted apart). */
 static void

@@ -16,6 +16,7 @@ batch_open_tiny (guint max_running)
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
   DcpTensorSource source;
+  DcpModelExecutor *model_executor;
   DcpExecutor *executor;
 
   g_assert_no_error (error);
@@ -25,7 +26,7 @@ batch_open_tiny (guint max_running)
   dcp_model_executor_options_init (&options);
   options.context_length = 1024;
   options.loop_guard = "off";
-  executor = dcp_model_executor_new (model, backend, &options, &error);
+  model_executor = dcp_model_executor_new (model, backend, &options, &error);
   g_assert_no_error (error);
   dcp_scheduler_config_init (&config);
   config.max_running = max_running;
@@ -33,7 +34,7 @@ batch_open_tiny (guint max_running)
   config.page_tokens = 16;
   config.kv_pages = 64;
   config.gdn_blocks = 2 * max_running + 1;
-  executor = dcp_batch_executor_new (executor, &config, &error);
+  executor = dcp_batch_executor_new (model_executor, &config, &error);
   g_assert_no_error (error);
   return executor;
 }

@@ -57,7 +57,7 @@ static void
 test_idle_conversations (void)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new_full (batch_open_tiny (2), 2);
+  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (batch_open_tiny (2));
   g_autoptr(DcpRequest) request = dcp_request_new (DCP_REQUEST_PROMPT);
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   Result r = { loop, 0, 0, FALSE };

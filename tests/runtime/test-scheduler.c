@@ -463,7 +463,7 @@ run_team (guint seed, Coverage *cov)
 
       /* Now and then, damage a disk file: that snapshot must be refused and the prompt read
        * again. */
-      if (damaged < 4 && config.disk_bytes > 0 && g_rand_int_range (rand, 0, 8) == 0)
+      if (damaged < 8 && config.disk_bytes > 0 && g_rand_int_range (rand, 0, 4) == 0)
         {
           g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
           const char *name = d != NULL ? g_dir_read_name (d) : NULL;

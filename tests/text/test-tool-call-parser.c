@@ -207,6 +207,29 @@ test_malformed_loses_nothing (void)
     }
 }
 
+/* A call nested 200,000 deep (a model talked into it) is a malformed call kept as content, not a
+ * stack overflow in json-glib (issue #23). */
+static void
+test_deep_call (void)
+{
+  g_autoptr(GString) input = g_string_new ("<tool_call>\n{\"name\": \"search\", \"arguments\": {'q': ");
+  g_autoptr(DcpToolCallParser) parser = dcp_tool_call_parser_new (NULL);
+  g_autoptr(GArray) events = dcp_output_events_new ();
+  g_autofree char *content = NULL;
+
+  for (guint i = 0; i < 200000; i++)
+    g_string_append_c (input, '[');
+  for (guint i = 0; i < 200000; i++)
+    g_string_append_c (input, ']');
+  g_string_append (input, "}}\n</tool_call>");
+  g_test_expect_message (DOMAIN, G_LOG_LEVEL_WARNING, "malformed tool call*");
+  dcp_tool_call_parser_feed (parser, input->str, -1, events);
+  dcp_tool_call_parser_finish (parser, events);
+  g_test_assert_expected_messages ();
+  content = events_text (events, DCP_OUTPUT_EVENT_CONTENT);
+  g_assert_cmpstr (content, ==, input->str);
+}
+
 /* Ids are "call_" + 24 letters and digits, a function of the seed, different within a turn. */
 static void
 test_ids (void)
@@ -406,6 +429,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/tool-call-parser/malformed-loses-nothing", test_malformed_loses_nothing);
   g_test_add_func ("/tool-call-parser/ids", test_ids);
+  g_test_add_func ("/tool-call-parser/deep-call", test_deep_call);
   g_test_add_func ("/tool-call-parser/streams-content", test_streams_content);
   g_test_add_func ("/tool-call-parser/conversions", test_conversions);
   g_test_add_func ("/tool-call-parser/random", test_random);

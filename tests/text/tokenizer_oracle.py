@@ -32,7 +32,7 @@ import sys
 import tempfile
 import unicodedata
 
-# Qwen3.5's pre-tokenizer (../shared/MODEL.md §6.1): single-digit numbers and \p{M} marks.
+# Qwen3.5's pre-tokenizer (docs/MODEL.md §6.1): single-digit numbers and \p{M} marks.
 QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
                   r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 

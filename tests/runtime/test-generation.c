@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The model executor on the embedded tiny model (random weights, Qwen3's tokenizer and chat
- * template) and on a test checkpoint: seeded determinism, max_tokens, stop strings,
- * cancellation, the prompt count against transformers' rendering, errors. */
+/* The one generation path (the batch executor: the model executor's halves around the
+ * scheduler) on the embedded tiny model (random weights, Qwen3's tokenizer and chat template)
+ * and on a test checkpoint, with the engine's default of one conversation: seeded determinism,
+ * max_tokens, stop strings (found on the text thread while the step thread runs ahead),
+ * cancellation, n > 1 choices, the thinking budget, logprobs, the prompt count against
+ * transformers' rendering, errors, prefix reuse across turns and past a divergence. */
 #include "config.h"
 
 #include <glib/gstdio.h>
@@ -10,32 +13,63 @@
 
 #include "dcp-backend-open.h"
 #include "dcp-batch-executor.h"
+#include "dcp-batch-snapshots.h"
 #include "dcp-model-executor.h"
 
+/* Collects a request's events (they come on the executor's text thread) until its last. */
 typedef struct {
   DcpEventSink sink;
   GPtrArray *events;
   GCancellable *cancel_after_content;   /* cancelled at the first CONTENT event */
+  DcpExecutor *hold_until;              /* at the first CONTENT the text thread waits until this
+                                           executor's scheduler has generated hold_tokens */
+  gint64 hold_tokens;
+  guint n;
+  GMutex lock;
+  GCond cond;
+  gboolean done;
 } Collect;
+
+static gint64 scheduler_stat (DcpExecutor *executor, const char *name);
 
 static void
 collect_emit (DcpEventSink *sink, DcpEvent *event)
 {
   Collect *c = (Collect *) sink;
+  gboolean last = dcp_event_ends_request (event, c->n);
 
   if (event->kind == DCP_EVENT_CONTENT && c->cancel_after_content != NULL)
     g_cancellable_cancel (c->cancel_after_content);
+  if (event->kind == DCP_EVENT_CONTENT && c->hold_until != NULL)
+    {
+      gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+
+      while (scheduler_stat (c->hold_until, "generated_tokens") < c->hold_tokens &&
+             g_get_monotonic_time () < deadline)
+        g_usleep (1000);
+      c->hold_until = NULL;
+    }
+  g_mutex_lock (&c->lock);
   g_ptr_array_add (c->events, event);
+  c->done = last;
+  g_cond_signal (&c->cond);
+  g_mutex_unlock (&c->lock);
 }
 
+/* The engine's path: a batch executor (the scheduler) over the model, with the engine's default
+ * of one conversation and its GDN blocks; small pages, chunks and snapshot intervals so that
+ * the test prompts cross them. */
 static DcpExecutor *
-open_executor (const char *path, const char *tokenizer_dir, gint64 context)
+open_executor_full (const char *path, const char *tokenizer_dir, gint64 context, guint max_running,
+                    guint prefill_chunk)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpBackend) backend = NULL;
   DcpModelSource *model = dcp_model_source_open (path, tokenizer_dir, &error);
   DcpModelExecutorOptions options;
+  DcpSchedulerConfig config;
   DcpTensorSource source;
+  DcpModelExecutor *model_executor;
   DcpExecutor *executor;
 
   g_assert_no_error (error);
@@ -44,11 +78,24 @@ open_executor (const char *path, const char *tokenizer_dir, gint64 context)
   g_assert_no_error (error);
   dcp_model_executor_options_init (&options);
   options.context_length = context;
-  options.prefill_chunk = 7;   /* several chunks for the prompts below */
   options.loop_guard = "off";
-  executor = dcp_model_executor_new (model, backend, &options, &error);
+  model_executor = dcp_model_executor_new (model, backend, &options, &error);
+  g_assert_no_error (error);
+  dcp_scheduler_config_init (&config);
+  config.max_running = max_running;
+  config.gdn_blocks = dcp_plan_gdn_blocks (max_running);
+  config.prefill_chunk = prefill_chunk;
+  config.page_tokens = 16;
+  config.kv_pages = 128;
+  executor = dcp_batch_executor_new (model_executor, &config, &error);
   g_assert_no_error (error);
   return executor;
+}
+
+static DcpExecutor *
+open_executor (const char *path, const char *tokenizer_dir, gint64 context)
+{
+  return open_executor_full (path, tokenizer_dir, context, 1, 7);   /* several chunks a prompt */
 }
 
 static DcpExecutor *
@@ -88,15 +135,24 @@ chat_request (gint64 max_tokens, double temperature, guint64 seed)
   return request;
 }
 
-/* Runs one choice; returns the events, the last being FINISH or ERROR. */
+/* Submits the request and waits for its last event; returns its events (every choice's). */
 static GPtrArray *
-run_choice (DcpExecutor *executor, DcpRequest *request, guint choice, gboolean cancel_after_content)
+run_full (DcpExecutor *executor, DcpRequest *request, gboolean cancel_after_content, gint64 hold_tokens)
 {
-  Collect c = { { collect_emit }, g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_event_free), NULL };
+  Collect c = { { collect_emit }, g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_event_free), NULL,
+                hold_tokens > 0 ? executor : NULL, hold_tokens, request->n };
 
   if (cancel_after_content)
     c.cancel_after_content = request->cancellable;
-  dcp_executor_run (executor, request, choice, &c.sink);
+  g_mutex_init (&c.lock);
+  g_cond_init (&c.cond);
+  dcp_executor_submit (executor, request, &c.sink);
+  g_mutex_lock (&c.lock);
+  while (!c.done)
+    g_cond_wait (&c.cond, &c.lock);
+  g_mutex_unlock (&c.lock);
+  g_mutex_clear (&c.lock);
+  g_cond_clear (&c.cond);
   g_assert_cmpuint (c.events->len, >, 0);
   return c.events;
 }
@@ -104,7 +160,29 @@ run_choice (DcpExecutor *executor, DcpRequest *request, guint choice, gboolean c
 static GPtrArray *
 run (DcpExecutor *executor, DcpRequest *request, gboolean cancel_after_content)
 {
-  return run_choice (executor, request, 0, cancel_after_content);
+  return run_full (executor, request, cancel_after_content, 0);
+}
+
+/* The events of one choice. */
+static GPtrArray *
+choice_events (GPtrArray *events, guint choice)
+{
+  GPtrArray *out = g_ptr_array_new ();
+
+  for (guint i = 0; i < events->len; i++)
+    if (((DcpEvent *) events->pdata[i])->choice == choice)
+      g_ptr_array_add (out, events->pdata[i]);
+  return out;
+}
+
+/* A counter of the scheduler's, from the executor's /stats object. */
+static gint64
+scheduler_stat (DcpExecutor *executor, const char *name)
+{
+  g_autoptr(JsonNode) stats = dcp_batch_executor_stats_json (executor);
+
+  return json_object_get_int_member (json_object_get_object_member (json_node_get_object (stats), "scheduler"),
+                                     name);
 }
 
 static DcpEvent *
@@ -167,7 +245,9 @@ test_seeded (void)
         }
     }
   g_assert_cmpint (done, ==, 37);
-  g_assert_cmpuint (n_progress, ==, 6);
+  /* Chunks of 7, one ending at the shared opening (the system message). */
+  g_assert_cmpuint (n_progress, >=, 6);
+  g_assert_cmpuint (n_progress, <=, 7);
 }
 
 static void
@@ -204,6 +284,7 @@ test_stop_string (void)
   const char *middle;
   char *stop;
   DcpEvent *finish;
+  gint64 generated;
 
   /* A stop string from the middle of the greedy answer: the same run stops just before it. */
   g_assert_cmpuint (g_utf8_strlen (full, -1), >=, 6);
@@ -212,13 +293,21 @@ test_stop_string (void)
   expected = g_strndup (full, strstr (full, stop) - full);
   second->stop = g_new0 (char *, 2);
   second->stop[0] = stop;
-  stopped = run (executor, second, FALSE);
+  generated = scheduler_stat (executor, "generated_tokens");
+  /* The text thread waits at the first content until the step thread has generated the whole
+   * answer: the tokens generated past the stop string are dropped. */
+  stopped = run_full (executor, second, FALSE, generated + last_event (events)->usage.completion_tokens);
   cut = answer (stopped);
   finish = last_event (stopped);
   g_assert_cmpint (finish->kind, ==, DCP_EVENT_FINISH);
   g_assert_cmpint (finish->reason, ==, DCP_FINISH_STOP);
   g_assert_cmpstr (finish->stop, ==, stop);
   g_assert_cmpstr (cut, ==, expected);
+  generated = scheduler_stat (executor, "generated_tokens") - generated;
+  g_test_message ("stopped after %" G_GINT64_FORMAT " tokens; the scheduler generated %" G_GINT64_FORMAT,
+                  finish->usage.completion_tokens, generated);
+  g_assert_cmpint (finish->usage.completion_tokens, <, last_event (events)->usage.completion_tokens);
+  g_assert_cmpint (generated, >, finish->usage.completion_tokens);
 }
 
 static void
@@ -245,8 +334,8 @@ test_cancel (void)
     }
 }
 
-/* n = 2: the second choice starts from a copy of the first one's prompt state and draws with
- * seed + 1, exactly what a single request with seed + 1 gives when it reads the prompt itself. */
+/* n = 2 with one conversation: the second choice starts from a copy of the first one's prompt
+ * state and draws with seed + 1, exactly what a single request with seed + 1 gives. */
 static void
 test_choices (void)
 {
@@ -255,11 +344,16 @@ test_choices (void)
   g_autoptr(DcpRequest) alone = chat_request (10, 1.0, 41);
   g_autoptr(GPtrArray) e0 = NULL, e1 = NULL, ea = NULL;
   g_autofree char *t0 = NULL, *t1 = NULL, *ta = NULL;
+  g_autoptr(GPtrArray) both = NULL;
 
   two->n = 2;
-  e0 = run_choice (executor, two, 0, FALSE);
-  e1 = run_choice (executor, two, 1, FALSE);
+  both = run (executor, two, FALSE);
+  e0 = choice_events (both, 0);
+  e1 = choice_events (both, 1);
   ea = run (executor, alone, FALSE);
+  /* Choice 0's events all come before choice 1's. */
+  g_assert_cmpint (((DcpEvent *) both->pdata[e0->len - 1])->kind, ==, DCP_EVENT_FINISH);
+  g_assert_cmpuint (((DcpEvent *) both->pdata[e0->len - 1])->choice, ==, 0);
   t0 = answer (e0);
   t1 = answer (e1);
   ta = answer (ea);
@@ -495,10 +589,12 @@ test_hints (void)
 
 /* The logprobs of a greedy completion, checked against a log-softmax recomputed from the
  * backend's logits for the prompt and each generated token fed back one at a time. executor
- * runs the request; model is the model executor under it (itself, or the batch executor's). */
+ * runs the request; model (another one over the same file) encodes the prompt and its backend
+ * recomputes. */
 static void
-check_logprobs (DcpExecutor *executor, DcpExecutor *model, DcpBackend *backend, guint top)
+check_logprobs (DcpExecutor *executor, DcpModelExecutor *model, guint top)
 {
+  DcpBackend *backend = dcp_model_executor_get_backend (model);
   g_autoptr(DcpRequest) request = dcp_request_new (DCP_REQUEST_PROMPT);
   g_autoptr(GPtrArray) events = NULL;
   g_autoptr(GArray) prompt = NULL;
@@ -605,49 +701,286 @@ check_logprobs (DcpExecutor *executor, DcpExecutor *model, DcpBackend *backend, 
 static void
 test_logprobs (void)
 {
+  g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", "tiny.mcapy", NULL);
   g_autoptr(DcpExecutor) executor = tiny ();
   g_autoptr(DcpRequest) plain = chat_request (4, 0, 0);
   g_autoptr(GPtrArray) events = run (executor, plain, FALSE);
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpExecutor) batch = NULL;
-  DcpBackend *backend = dcp_model_executor_get_backend (executor);
-  DcpExecutor *model;
-  DcpSchedulerConfig config;
+  g_autoptr(DcpBackend) backend = NULL;
+  g_autoptr(DcpModelExecutor) model = NULL;
+  DcpModelSource *source = dcp_model_source_open (path, NULL, &error);
+  DcpModelExecutorOptions options;
+  DcpTensorSource tensors;
+
+  g_assert_no_error (error);
+  tensors = dcp_model_source_get_tensors (source);
+  backend = dcp_backend_open ("cpu", dcp_model_source_get_config (source), &tensors, 1, &error);
+  g_assert_no_error (error);
+  dcp_model_executor_options_init (&options);
+  model = dcp_model_executor_new (source, backend, &options, &error);
+  g_assert_no_error (error);
 
   /* Without logprobs, none. */
   for (guint i = 0; i < events->len; i++)
     g_assert_null (((DcpEvent *) events->pdata[i])->logprobs);
-  check_logprobs (executor, executor, backend, 5);
-  check_logprobs (executor, executor, backend, 1);
+  check_logprobs (executor, model, 5);
+  check_logprobs (executor, model, 1);
+}
 
-  /* The batch executor's path: the scheduler hands over the logits with each token. */
-  dcp_scheduler_config_init (&config);
-  config.max_running = 2;
-  config.gdn_blocks = 4;
-  config.prefill_chunk = 7;
-  config.page_tokens = 8;
-  config.kv_pages = 64;
-  model = g_steal_pointer (&executor);
-  batch = dcp_batch_executor_new (model, &config, &error);
-  g_assert_no_error (error);
-  check_logprobs (batch, model, backend, 3);
+static DcpRequest *
+prompt_request (const char *prompt, gint64 max_tokens)
+{
+  DcpRequest *request = dcp_request_new (DCP_REQUEST_PROMPT);
+
+  request->id = g_strdup ("cmpl-test");
+  request->prompt = g_strdup (prompt);
+  request->max_tokens = max_tokens;
+  request->sampling.temperature = 0;
+  request->cancellable = g_cancellable_new ();
+  return request;
+}
+
+/* Two prompts share a long beginning, then differ: the second resumes from the last interval
+ * snapshot (every 4 pages of 16 tokens here) before they part, and answers exactly as it does
+ * on an engine that has seen nothing. */
+static void
+test_divergence (void)
+{
+  g_autoptr(DcpExecutor) executor = tiny ();
+  g_autoptr(DcpExecutor) fresh = tiny ();
+  g_autoptr(GString) shared = g_string_new (NULL);
+  g_autofree char *first_text = NULL, *second_text = NULL;
+  g_autoptr(DcpRequest) first = NULL, second = NULL, alone = NULL;
+  g_autoptr(GPtrArray) e1 = NULL, e2 = NULL, ea = NULL;
+  g_autofree char *t2 = NULL, *ta = NULL;
+  g_autoptr(GArray) shared_ids = NULL;
+  g_autoptr(DcpRequest) shared_request = NULL;
+  g_autoptr(GError) error = NULL;
+  gint64 cached;
+
+  for (guint i = 0; i < 40; i++)
+    g_string_append_printf (shared, "Capybara number %u sits in the warm river. ", i);
+  first_text = g_strdup_printf ("%sThe first story ends with a heron.", shared->str);
+  second_text = g_strdup_printf ("%sA different ending: the otters arrive.", shared->str);
+  first = prompt_request (first_text, 3);
+  second = prompt_request (second_text, 6);
+  alone = prompt_request (second_text, 6);
+
+  e1 = run (executor, first, FALSE);
+  g_assert_cmpint (last_event (e1)->kind, ==, DCP_EVENT_FINISH);
+  e2 = run (executor, second, FALSE);
+  ea = run (fresh, alone, FALSE);
+  cached = last_event (e2)->usage.cached_prompt_tokens;
+  shared_request = prompt_request (shared->str, 1);
+  {
+    g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", "tiny.mcapy", NULL);
+    g_autoptr(DcpBackend) backend = NULL;
+    g_autoptr(DcpModelExecutor) model = NULL;
+    DcpModelSource *source = dcp_model_source_open (path, NULL, &error);
+    DcpModelExecutorOptions options;
+    DcpTensorSource tensors;
+
+    g_assert_no_error (error);
+    tensors = dcp_model_source_get_tensors (source);
+    backend = dcp_backend_open ("cpu", dcp_model_source_get_config (source), &tensors, 1, &error);
+    g_assert_no_error (error);
+    dcp_model_executor_options_init (&options);
+    model = dcp_model_executor_new (source, backend, &options, &error);
+    g_assert_no_error (error);
+    shared_ids = dcp_model_executor_encode_prompt (model, shared_request, NULL, &error);
+    g_assert_no_error (error);
+  }
+  g_test_message ("shared %u tokens; prompts of %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT
+                  "; the second resumed from %" G_GINT64_FORMAT, shared_ids->len,
+                  last_event (e1)->usage.prompt_tokens, last_event (e2)->usage.prompt_tokens, cached);
+  /* The last multiple of 64 before they part (the shared text's last token may merge with what
+   * follows it). */
+  g_assert_cmpint (cached % 64, ==, 0);
+  g_assert_cmpint (cached, <, shared_ids->len);
+  g_assert_cmpint (cached, >=, (gint64) shared_ids->len - 1 - 64);
+  g_assert_cmpint (last_event (ea)->usage.cached_prompt_tokens, ==, 0);
+  t2 = answer (e2);
+  ta = answer (ea);
+  g_assert_cmpstr (t2, ==, ta);
+  g_assert_cmpint (last_event (e2)->usage.completion_tokens, ==, last_event (ea)->usage.completion_tokens);
+}
+
+/* The turns of one conversation on the default of one conversation: each resumes from the
+ * previous turn's state (its prompt read again only past the previous answer). */
+static void
+test_turns (void)
+{
+  g_autoptr(DcpExecutor) executor = tiny ();
+  g_autoptr(GString) system = g_string_new ("You are a capybara. ");
+  g_autoptr(JsonArray) messages = json_array_new ();
+  gint64 previous_prompt = 0;
+
+  for (guint i = 0; i < 30; i++)
+    g_string_append_printf (system, "Rule %u: stay calm near water. ", i);
+  {
+    JsonObject *m = json_object_new ();
+
+    json_object_set_string_member (m, "role", "system");
+    json_object_set_string_member (m, "content", system->str);
+    json_array_add_object_element (messages, m);
+  }
+  for (guint turn = 0; turn < 3; turn++)
+    {
+      g_autoptr(DcpRequest) request = dcp_request_new (DCP_REQUEST_CHAT);
+      g_autoptr(GPtrArray) events = NULL;
+      g_autofree char *text = NULL;
+      g_autofree char *question = g_strdup_printf ("Question %u: where do capybaras sleep?", turn);
+      JsonObject *user = json_object_new ();
+      JsonObject *assistant = json_object_new ();
+      DcpEvent *finish;
+
+      json_object_set_string_member (user, "role", "user");
+      json_object_set_string_member (user, "content", question);
+      json_array_add_object_element (messages, user);
+      request->id = g_strdup ("chatcmpl-turn");
+      request->messages = json_node_init_array (json_node_alloc (), messages);
+      request->max_tokens = 5;
+      request->sampling.temperature = 0;
+      request->cancellable = g_cancellable_new ();
+      events = run (executor, request, FALSE);
+      finish = last_event (events);
+      g_assert_cmpint (finish->kind, ==, DCP_EVENT_FINISH);
+      g_test_message ("turn %u: %" G_GINT64_FORMAT " prompt tokens, %" G_GINT64_FORMAT " cached", turn,
+                      finish->usage.prompt_tokens, finish->usage.cached_prompt_tokens);
+      if (turn > 0)
+        g_assert_cmpint (finish->usage.cached_prompt_tokens, >=, previous_prompt - 64);
+      previous_prompt = finish->usage.prompt_tokens;
+      text = answer (events);
+      json_object_set_string_member (assistant, "role", "assistant");
+      json_object_set_string_member (assistant, "content", text);
+      json_array_add_object_element (messages, assistant);
+    }
+}
+
+/* A prompt's chunks (100 tokens here) stop at each snapshot interval (64), except its last: the
+ * new tokens of a returning turn that cross an interval are read in one call. */
+static void
+test_last_chunk (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", "tiny.mcapy", NULL);
+  g_autoptr(DcpExecutor) executor = open_executor_full (path, NULL, 0, 1, 100);
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autoptr(DcpRequest) first = NULL, second = NULL;
+  g_autoptr(GPtrArray) e1 = NULL, e2 = NULL;
+  g_autoptr(GArray) done1 = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autoptr(GArray) done2 = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_autofree char *again = NULL;
+  gint64 cached;
+
+  for (guint i = 0; i < 12; i++)
+    g_string_append_printf (text, "%sCapybara %u naps by the river.", i > 0 ? " " : "", i);
+  first = prompt_request (text->str, 2);
+  e1 = run (executor, first, FALSE);
+  for (guint i = 0; i < 10; i++)
+    g_string_append_printf (text, " Otter %u swims past.", i);
+  again = g_strconcat (text->str, NULL);
+  second = prompt_request (again, 2);
+  e2 = run (executor, second, FALSE);
+  for (guint i = 0; i < e1->len; i++)
+    if (((DcpEvent *) e1->pdata[i])->kind == DCP_EVENT_PROGRESS)
+      g_array_append_val (done1, ((DcpEvent *) e1->pdata[i])->prompt_done);
+  for (guint i = 0; i < e2->len; i++)
+    if (((DcpEvent *) e2->pdata[i])->kind == DCP_EVENT_PROGRESS)
+      g_array_append_val (done2, ((DcpEvent *) e2->pdata[i])->prompt_done);
+  cached = last_event (e2)->usage.cached_prompt_tokens;
+  g_test_message ("first: %" G_GINT64_FORMAT " tokens in %u chunks; second: %" G_GINT64_FORMAT
+                  " tokens, %" G_GINT64_FORMAT " cached, %u chunks", last_event (e1)->usage.prompt_tokens,
+                  done1->len, last_event (e2)->usage.prompt_tokens, cached, done2->len);
+  /* The first prompt (more than 128 tokens) stops at each multiple of 64, then reads the rest. */
+  g_assert_cmpint (last_event (e1)->usage.prompt_tokens, >, 128);
+  for (guint i = 0; i + 1 < done1->len; i++)
+    g_assert_cmpint (g_array_index (done1, gint64, i), ==, 64 * (i + 1));
+  g_assert_cmpint (g_array_index (done1, gint64, done1->len - 1), ==, last_event (e1)->usage.prompt_tokens);
+  /* The second resumes past the first prompt and reads its new tokens, which cross a multiple of
+   * 64, at once. */
+  g_assert_cmpint (cached, >=, last_event (e1)->usage.prompt_tokens);
+  g_assert_cmpint (cached / 64, <, last_event (e2)->usage.prompt_tokens / 64);
+  g_assert_cmpuint (done2->len, ==, 1);
+}
+
+static DcpRequest *
+chat_of (JsonArray *messages, gint64 max_tokens)
+{
+  DcpRequest *request = dcp_request_new (DCP_REQUEST_CHAT);
+
+  request->id = g_strdup ("chatcmpl-test");
+  request->messages = json_node_init_array (json_node_alloc (), messages);
+  request->max_tokens = max_tokens;
+  request->sampling.temperature = 0;
+  request->cancellable = g_cancellable_new ();
+  return request;
+}
+
+static void
+add_message (JsonArray *messages, const char *role, const char *content)
+{
+  JsonObject *m = json_object_new ();
+
+  json_object_set_string_member (m, "role", role);
+  json_object_set_string_member (m, "content", content);
+  json_array_add_object_element (messages, m);
+}
+
+/* Two conversations on two slots (5 state blocks): a long prompt of the second, read while the
+ * first is idle, takes interval snapshots (every 64 tokens here) only in free blocks or in place
+ * of other interval snapshots: the first conversation's next turn still resumes from its answer. */
+static void
+test_intervals_keep_turns (void)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "tiny-model", "tiny.mcapy", NULL);
+  g_autoptr(DcpExecutor) executor = open_executor_full (path, NULL, 0, 2, 64);
+  g_autoptr(GString) other = g_string_new (NULL);
+  g_autoptr(JsonArray) mine = json_array_new ();
+  g_autoptr(JsonArray) theirs = json_array_new ();
+  g_autoptr(DcpRequest) first = NULL, long_one = NULL, again = NULL;
+  g_autoptr(GPtrArray) e1 = NULL, e2 = NULL, e3 = NULL;
+  g_autofree char *answer1 = NULL;
+
+  for (guint i = 0; i < 60; i++)
+    g_string_append_printf (other, "Heron %u stands in the reeds and waits. ", i);
+  add_message (mine, "user", "Where do capybaras sleep at night?");
+  first = chat_of (mine, 4);
+  e1 = run (executor, first, FALSE);
+  answer1 = answer (e1);
+  add_message (theirs, "user", other->str);
+  long_one = chat_of (theirs, 2);
+  e2 = run (executor, long_one, FALSE);
+  add_message (mine, "assistant", answer1);
+  add_message (mine, "user", "And in the rain?");
+  again = chat_of (mine, 2);
+  e3 = run (executor, again, FALSE);
+  g_test_message ("first %" G_GINT64_FORMAT " tokens; the other %" G_GINT64_FORMAT "; the next turn %"
+                  G_GINT64_FORMAT ", %" G_GINT64_FORMAT " cached", last_event (e1)->usage.prompt_tokens,
+                  last_event (e2)->usage.prompt_tokens, last_event (e3)->usage.prompt_tokens,
+                  last_event (e3)->usage.cached_prompt_tokens);
+  g_assert_cmpint (last_event (e2)->usage.prompt_tokens, >, 8 * 64);
+  g_assert_cmpint (last_event (e3)->usage.cached_prompt_tokens, >=, last_event (e1)->usage.prompt_tokens);
 }
 
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/model-executor/seeded", test_seeded);
-  g_test_add_func ("/model-executor/max-tokens", test_max_tokens);
-  g_test_add_func ("/model-executor/stop-string", test_stop_string);
-  g_test_add_func ("/model-executor/choices", test_choices);
-  g_test_add_func ("/model-executor/cancel", test_cancel);
-  g_test_add_func ("/model-executor/count-tokens", test_count_tokens);
-  g_test_add_func ("/model-executor/errors", test_errors);
-  g_test_add_func ("/model-executor/checkpoint", test_checkpoint);
-  g_test_add_func ("/model-executor/thinking-budget", test_thinking_budget);
-  g_test_add_func ("/model-executor/model-folder", test_model_folder);
-  g_test_add_func ("/model-executor/hints", test_hints);
-  g_test_add_func ("/model-executor/logprobs", test_logprobs);
+  g_test_add_func ("/generation/seeded", test_seeded);
+  g_test_add_func ("/generation/max-tokens", test_max_tokens);
+  g_test_add_func ("/generation/stop-string", test_stop_string);
+  g_test_add_func ("/generation/choices", test_choices);
+  g_test_add_func ("/generation/cancel", test_cancel);
+  g_test_add_func ("/generation/count-tokens", test_count_tokens);
+  g_test_add_func ("/generation/errors", test_errors);
+  g_test_add_func ("/generation/checkpoint", test_checkpoint);
+  g_test_add_func ("/generation/thinking-budget", test_thinking_budget);
+  g_test_add_func ("/generation/model-folder", test_model_folder);
+  g_test_add_func ("/generation/hints", test_hints);
+  g_test_add_func ("/generation/logprobs", test_logprobs);
+  g_test_add_func ("/generation/divergence", test_divergence);
+  g_test_add_func ("/generation/turns", test_turns);
+  g_test_add_func ("/generation/last-chunk", test_last_chunk);
+  g_test_add_func ("/generation/intervals-keep-turns", test_intervals_keep_turns);
   return g_test_run ();
 }
