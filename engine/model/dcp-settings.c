@@ -130,7 +130,7 @@ static const Setting settings_table[] = {
   { { "keep-free", "GiB", "VRAM to leave to the desktop and other programs (default 0.5)",
       "Memory the engine will not use, so the desktop and other programs keep working." },
     KIND_GIB, OFF (keep_free_bytes) },
-  { { "integrity-interval", "SECONDS", "Re-check every weight against the model file once per this many seconds (0 = at start only)",
+  { { "integrity-interval", "SECONDS", "Re-check every weight against the model file once per this many seconds (0 = not while serving)",
       "While it serves, the engine checks the weights in GPU memory against the model file's checksums, "
       "a little between steps (under 1% of the time), and restores a damaged one from the file. Cards "
       "without ECC can flip a bit hours after loading; default: a full check every 600 seconds." },
