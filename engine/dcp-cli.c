@@ -52,6 +52,8 @@ static const GOptionEntry program_entries[] = {
     "Serve the scripted test executor instead of a model (for tests; also DECAPYBARA_TEST_EXECUTOR=1)", NULL },
   { "verbose", 'v', 0, G_OPTION_ARG_NONE, NULL, "Log debug messages", NULL },
   { "version", 0, 0, G_OPTION_ARG_NONE, NULL, "Print the version and exit", NULL },
+  { "write-settings", 0, 0, G_OPTION_ARG_NONE, NULL,
+    "Write the settings given (all sources, without the API key) to the settings file and exit", NULL },
 };
 
 /* The program's entries pointed at cli's fields, then one callback entry per setting. */
@@ -61,7 +63,7 @@ build_entries (DcpCli *cli)
   gpointer targets[] = {
     &cli->settings_file, &cli->api_key_file, &cli->threads, &cli->tokenizer, &cli->keepalive, &cli->probe, &cli->json,
     &cli->no_measure, &cli->device, &cli->no_dbus, &cli->dbus_name, &cli->dbus_fd,
-    &cli->no_dashboard, &cli->test_executor, &cli->verbose, &cli->version,
+    &cli->no_dashboard, &cli->test_executor, &cli->verbose, &cli->version, &cli->write_settings,
   };
   guint n_program = G_N_ELEMENTS (program_entries);
   guint n = dcp_settings_count ();

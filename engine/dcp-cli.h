@@ -28,6 +28,7 @@ typedef struct {
   gboolean no_dashboard;
   gboolean verbose;
   gboolean version;
+  gboolean write_settings;
 } DcpCli;
 
 /* Parses argv (removing what it used). An error names the option, file or variable. */

@@ -173,6 +173,12 @@ write_line (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpoin
 }
 
 void
+dcp_log_set_verbose (gboolean verbose)
+{
+  log_verbose = verbose;
+}
+
+void
 dcp_log_init (gboolean verbose)
 {
   log_verbose = verbose;

@@ -11,6 +11,8 @@ G_BEGIN_DECLS
  * (a programming error; fatal in tests). dcp_log_init installs a writer that prints one line per
  * record: "HH:MM:SS.mmm LEVEL domain: message". */
 void   dcp_log_init        (gboolean verbose);
+/* Debug records on or off from now on (D-Bus SetSetting "verbose"). */
+void   dcp_log_set_verbose (gboolean verbose);
 char  *dcp_log_format_line (GLogLevelFlags level,
                             const char    *domain,
                             const char    *message,

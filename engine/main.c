@@ -4,7 +4,9 @@
 
 #include "config.h"
 
+#include <errno.h>
 #include <locale.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +18,9 @@
 #include "dcp-batch-state.h"
 #include "dcp-cli.h"
 #include "dcp-dashboard.h"
-#include "dcp-engine-model.h"
+#include "dcp-engine-executor.h"
 #include "dcp-engine-service.h"
+#include "dcp-error.h"
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
@@ -78,6 +81,28 @@ raise_descriptor_limit (guint max_connections)
                "out, new connections get 503", (unsigned long long) limit.rlim_cur, max_connections);
 }
 
+/* --write-settings: what a headless engine (the systemd unit) then reads at every start. */
+static int
+write_settings (const DcpCli *cli)
+{
+  g_autofree char *path = cli->settings_file != NULL
+                          ? g_strdup (cli->settings_file)
+                          : g_build_filename (g_get_user_config_dir (), "decapybara", "settings.json", NULL);
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autofree char *json = dcp_settings_to_json_data (&cli->settings);
+  g_autoptr(GError) error = NULL;
+
+  if (g_mkdir_with_parents (dir, 0700) != 0 ||
+      !g_file_set_contents_full (path, json, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+    {
+      g_printerr ("decapybara: cannot write %s: %s\n", path, error != NULL ? error->message : g_strerror (errno));
+      return 1;
+    }
+  g_print ("wrote %s%s\n", path,
+           cli->settings.api_key != NULL ? " (without the API key: give it with --api-key-file or DECAPYBARA_API_KEY)" : "");
+  return 0;
+}
+
 static gboolean
 on_stop_signal (gpointer user_data)
 {
@@ -85,89 +110,283 @@ on_stop_signal (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* The engine's parts, built as they become ready: D-Bus and the state at start (State
+ * "loading"), the queue, HTTP server and dashboard once the model has loaded. */
+typedef struct {
+  const DcpCli *cli;
+  DcpEngineState *state;
+  DcpEngineService *service;
+  DcpRequestQueue *queue;
+  DcpHttpServer *server;
+  DcpDashboard *dashboard;
+  GMainLoop *loop;
+  DcpHttpOptions options;
+  char *key_from_file;
+  guint batch_mirror;
+  DcpIntegrityMonitor *integrity;   /* freed after the queue, whose executor calls it */
+  guint integrity_watch;
+  gboolean loading;
+  int status;
+} Engine;
+
+typedef struct {
+  Engine *engine;
+  DcpEngineCapacity capacity;
+} Load;
+
+typedef struct {
+  DcpEngineService *service;
+  double fraction;
+} Progress;
+
+/* SetSetting over D-Bus: the settings that can change while the engine serves. */
+static gboolean
+set_live_setting (const char *key, const char *value, gpointer user_data, GError **error)
+{
+  Engine *engine = user_data;
+
+  if (g_str_equal (key, "verbose"))
+    {
+      if (!g_str_equal (value, "true") && !g_str_equal (value, "false"))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "verbose: \"true\" or \"false\", not \"%s\"", value);
+          return FALSE;
+        }
+      dcp_log_set_verbose (g_str_equal (value, "true"));
+      return TRUE;
+    }
+  if (g_str_equal (key, "api-key"))
+    {
+      if (engine->server == NULL)
+        {
+          g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "the engine is still loading its model");
+          return FALSE;
+        }
+      dcp_http_server_set_api_key (engine->server, value);
+      return TRUE;
+    }
+  g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+               "%s cannot change while the engine runs: restart it with the new value", key);
+  return FALSE;
+}
+
+/* The HTTP side over a loaded executor (taken). */
+static gboolean
+serve (Engine *engine, DcpExecutor *executor, const DcpEngineCapacity *capacity, GError **error)
+{
+  const DcpCli *cli = engine->cli;
+  g_autofree char *url = NULL;
+
+  engine->queue = dcp_request_queue_new (dcp_engine_state_watch_executor (engine->state, executor));
+  engine->server = dcp_http_server_new (&engine->options, engine->queue, error);
+  if (engine->server == NULL)
+    return FALSE;
+  url = dcp_http_server_get_url (engine->server);
+  g_message ("listening on %s%s", url,
+             engine->options.api_key && *engine->options.api_key ? " (API key required)" : "");
+  dcp_engine_state_attach (engine->state, engine->queue, stats_json,
+                           dcp_http_server_get_stats (engine->server), url);
+  if (!cli->test_executor && cli->settings.model != NULL)
+    dcp_engine_state_set_model (engine->state, cli->settings.model);
+  if (capacity->pool_tokens > 0)
+    dcp_engine_state_set_capacity (engine->state, capacity->pool_tokens, capacity->conversations);
+  dcp_engine_state_set_memory (engine->state, capacity->memory_bytes, 0, 0);
+  engine->dashboard = dcp_dashboard_new (engine->state, cli->no_dashboard);
+  if (capacity->batching)
+    {
+      engine->batch_mirror = dcp_batch_state_mirror (executor, engine->state);
+      dcp_stats_set_extra (dcp_http_server_get_stats (engine->server), dcp_batch_executor_stats_json, executor);
+    }
+  if (engine->integrity != NULL)
+    {
+      engine->integrity_watch = dcp_integrity_state_watch (engine->integrity, engine->state);
+      dcp_stats_set_integrity (dcp_http_server_get_stats (engine->server), engine->integrity);
+    }
+  return TRUE;
+}
+
+static gboolean
+progress_in_main (gpointer user_data)
+{
+  Progress *progress = user_data;
+
+  dcp_engine_service_set_load_progress (progress->service, progress->fraction);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+progress_free (gpointer user_data)
+{
+  Progress *progress = user_data;
+
+  g_object_unref (progress->service);
+  g_free (progress);
+}
+
+/* On the loading thread: the D-Bus property changes on the main thread. */
+static void
+load_progress (double fraction, gpointer user_data)
+{
+  Engine *engine = user_data;
+  Progress *progress = g_new (Progress, 1);
+
+  progress->service = g_object_ref (engine->service);
+  progress->fraction = fraction;
+  g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, progress_in_main, progress, progress_free);
+}
+
+static void
+load_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  Load *load = task_data;
+  GError *error = NULL;
+  DcpExecutor *executor = dcp_engine_executor_open (load->engine->cli, &load->capacity,
+                                                    load_progress, load->engine, &error);
+
+  if (executor == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, executor, (GDestroyNotify) dcp_executor_free);
+}
+
+/* Settings that cannot work (no model, a refused value, a missing file): restarting the same
+ * command cannot help, so the status says so (2) and the systemd unit does not restart. */
 static int
-run_server (const DcpCli *cli, DcpExecutor *executor, const DcpEngineCapacity *capacity)
+failure_status (const GError *error)
+{
+  if (g_error_matches (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT) ||
+      g_error_matches (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED) ||
+      g_error_matches (error, DCP_ERROR, DCP_ERROR_NOT_FOUND) ||
+      g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+    return 2;
+  return 1;
+}
+
+static void
+loaded (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Engine *engine = user_data;
+  Load *load = g_task_get_task_data (G_TASK (result));
+  g_autoptr(GError) error = NULL;
+  DcpExecutor *executor = g_task_propagate_pointer (G_TASK (result), &error);
+
+  engine->loading = FALSE;
+  engine->integrity = g_steal_pointer (&load->capacity.integrity);
+  if (dcp_engine_state_is_stopping (engine->state))
+    {
+      g_clear_pointer (&executor, dcp_executor_free);
+      g_clear_pointer (&engine->integrity, dcp_integrity_monitor_free);
+      return;
+    }
+  if (executor == NULL)
+    {
+      g_printerr ("decapybara: %s\n", error->message);
+      engine->status = failure_status (error);
+      g_main_loop_quit (engine->loop);
+      return;
+    }
+  dcp_engine_service_set_load_progress (engine->service, 1.0);
+  if (!serve (engine, executor, &load->capacity, &error))
+    {
+      g_printerr ("decapybara: %s\n", error->message);
+      engine->status = 1;
+      g_main_loop_quit (engine->loop);
+    }
+}
+
+static int
+run_engine (const DcpCli *cli)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  g_autoptr(DcpRequestQueue) queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, executor));
-  g_autoptr(DcpHttpServer) server = NULL;
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
-  g_autoptr(DcpDashboard) dashboard = NULL;
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GError) error = NULL;
-  g_autofree char *url = NULL;
-  g_autofree char *key_from_file = NULL;
-  DcpHttpOptions options;
-  guint sigint, sigterm, batch_watch = 0, integrity_watch = 0;
+  Engine engine = { cli, state, service, NULL, NULL, NULL, loop };
+  guint sigint, sigterm;
 
-  dcp_http_options_init (&options);
+  dcp_http_options_init (&engine.options);
   if (cli->settings.host != NULL)
-    options.host = cli->settings.host;
+    engine.options.host = cli->settings.host;
   if (cli->keepalive < 0)
     {
       g_printerr ("decapybara: --sse-keepalive must be >= 0\n");
       return 2;
     }
-  options.port = cli->settings.port;
-  options.keepalive_seconds = cli->keepalive;
-  options.api_key = cli->settings.api_key;
-  options.max_connections = cli->settings.http_max_connections;
-  options.header_timeout = cli->settings.http_header_timeout;
-  options.idle_timeout = cli->settings.http_idle_timeout;
-  options.body_timeout = cli->settings.http_body_timeout;
-  raise_descriptor_limit (options.max_connections);
+  engine.options.port = cli->settings.port;
+  engine.options.keepalive_seconds = cli->keepalive;
+  engine.options.api_key = cli->settings.api_key;
+  engine.options.max_connections = cli->settings.http_max_connections;
+  engine.options.header_timeout = cli->settings.http_header_timeout;
+  engine.options.idle_timeout = cli->settings.http_idle_timeout;
+  engine.options.body_timeout = cli->settings.http_body_timeout;
+  raise_descriptor_limit (engine.options.max_connections);
   if (cli->api_key_file != NULL)
     {
-      if (!g_file_get_contents (cli->api_key_file, &key_from_file, NULL, &error))
+      if (!g_file_get_contents (cli->api_key_file, &engine.key_from_file, NULL, &error))
         {
           g_printerr ("decapybara: --api-key-file: %s\n", error->message);
           return 2;
         }
-      key_from_file[strcspn (key_from_file, "\r\n")] = '\0';
-      options.api_key = key_from_file;
+      engine.key_from_file[strcspn (engine.key_from_file, "\r\n")] = '\0';
+      engine.options.api_key = engine.key_from_file;
     }
-  /* Before "listening on": from then on a signal stops cleanly. */
+  /* From here a signal stops cleanly, also while the model loads. */
   sigint = g_unix_signal_add (SIGINT, on_stop_signal, state);
   sigterm = g_unix_signal_add (SIGTERM, on_stop_signal, state);
-  server = dcp_http_server_new (&options, queue, &error);
-  if (server == NULL)
-    {
-      g_printerr ("decapybara: %s\n", error->message);
-      return 1;
-    }
-  url = dcp_http_server_get_url (server);
-  g_message ("listening on %s%s", url, options.api_key && *options.api_key ? " (API key required)" : "");
-  dcp_engine_state_attach (state, queue, stats_json, dcp_http_server_get_stats (server), url);
-  if (!cli->test_executor && cli->settings.model != NULL)
-    dcp_engine_state_set_model (state, cli->settings.model);
-  if (capacity->pool_tokens > 0)
-    dcp_engine_state_set_capacity (state, capacity->pool_tokens, capacity->conversations);
+  g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
+  /* D-Bus before the model: scripts and the launcher see State "loading" and its progress. */
+  dcp_engine_service_set_settings (service, &cli->settings, set_live_setting, &engine);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);
+      g_free (engine.key_from_file);
       return 1;
     }
-  dashboard = dcp_dashboard_new (state, cli->no_dashboard);
-  g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
-  if (capacity->batching)
-    {
-      batch_watch = dcp_batch_state_watch (executor, state);
-      dcp_stats_set_extra (dcp_http_server_get_stats (server), dcp_batch_executor_stats_json, executor);
-    }
-  if (capacity->integrity != NULL)
-    {
-      integrity_watch = dcp_integrity_state_watch (capacity->integrity, state);
-      dcp_stats_set_integrity (dcp_http_server_get_stats (server), capacity->integrity);
-    }
 
-  g_main_loop_run (loop);
-  if (batch_watch != 0)
-    g_source_remove (batch_watch);
-  if (integrity_watch != 0)
-    g_source_remove (integrity_watch);
+  if (cli->test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
+    {
+      DcpEngineCapacity capacity = { 1, 0, FALSE, 0 };
+
+      if (!serve (&engine, dcp_executor_scripted_new (), &capacity, &error))
+        {
+          g_printerr ("decapybara: %s\n", error->message);
+          engine.status = 1;
+        }
+    }
+  else
+    {
+      /* The model loads on a thread of its own while the main loop answers D-Bus. */
+      g_autoptr(GTask) task = g_task_new (NULL, NULL, loaded, &engine);
+      Load *load = g_new0 (Load, 1);
+
+      load->engine = &engine;
+      load->capacity = (DcpEngineCapacity) { 1, 0, FALSE, 0 };
+      g_task_set_task_data (task, load, g_free);
+      engine.loading = TRUE;
+      g_task_run_in_thread (task, load_thread);
+    }
+  if (engine.status == 0)
+    g_main_loop_run (loop);
+  if (engine.loading)
+    {
+      /* Stopped while the model loads: the loading thread still reads cli; leave without
+       * freeing what it uses. */
+      g_message ("stopped while loading the model");
+      exit (0);
+    }
+  if (engine.batch_mirror != 0)
+    g_source_remove (engine.batch_mirror);
+  if (engine.integrity_watch != 0)
+    g_source_remove (engine.integrity_watch);
   g_source_remove (sigint);
   g_source_remove (sigterm);
-  return 0;
+  g_clear_pointer (&engine.dashboard, dcp_dashboard_free);
+  g_clear_object (&service);
+  g_clear_pointer (&engine.server, dcp_http_server_free);
+  g_clear_pointer (&engine.queue, dcp_request_queue_free);
+  g_clear_pointer (&engine.integrity, dcp_integrity_monitor_free);
+  g_free (engine.key_from_file);
+  return engine.status;
 }
 
 int
@@ -175,9 +394,6 @@ main (int argc, char **argv)
 {
   g_auto(DcpCli) cli = { 0 };
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpExecutor) executor = NULL;
-  DcpEngineCapacity capacity = { 1, 0, FALSE, NULL };
-  int status;
 
   setlocale (LC_ALL, "");
   if (!dcp_cli_parse (&cli, &argc, &argv, &error))
@@ -195,18 +411,8 @@ main (int argc, char **argv)
     }
   if (cli.probe)
     return run_probe (&cli);
+  if (cli.write_settings)
+    return write_settings (&cli);
 
-  if (cli.test_executor || g_strcmp0 (g_getenv ("DECAPYBARA_TEST_EXECUTOR"), "1") == 0)
-    executor = dcp_executor_scripted_new ();
-  else
-    executor = dcp_engine_open_model (&cli, &capacity, &error);
-  if (executor == NULL)
-    {
-      g_printerr ("decapybara: %s\n", error->message);
-      return 1;
-    }
-  status = run_server (&cli, g_steal_pointer (&executor), &capacity);
-  /* After the executor, whose engine thread called it. */
-  g_clear_pointer (&capacity.integrity, dcp_integrity_monitor_free);
-  return status;
+  return run_engine (&cli);
 }

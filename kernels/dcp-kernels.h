@@ -128,9 +128,12 @@ int dcpk_head_rms_norm (float *d_x, int n_rows, int n_heads, long row_stride, lo
 /* ---- rotary embedding (rope.cu) ---- */
 
 /* NeoX rotate-half RoPE over the first rotary_dim (even, <= 512) dims of every head, in place,
- * heads addressed like dcpk_head_rms_norm; d_positions: int32 [n_rows], one per token. */
+ * heads addressed like dcpk_head_rms_norm; d_positions: int32 [n_rows], one per token.
+ * inv_freq: the host's table of rotary_dim / 2 inverse frequencies (default RoPE or YaRN,
+ * engine/model/dcp-rope.h), passed with the launch; cos and sin are scaled by attention_factor. */
 int dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
-               int rotary_dim, double theta, const int32_t *d_positions, void *stream);
+               int rotary_dim, const float *inv_freq, float attention_factor,
+               const int32_t *d_positions, void *stream);
 
 /* ---- MLP activation and embedding (swiglu.cu, embed.cu) ---- */
 
@@ -239,6 +242,8 @@ int dcpk_free_host (void *h_ptr);
 int dcpk_fill_random_bytes (void *d_dst, size_t bytes, uint8_t mask, uint64_t seed);
 int dcpk_fill_random_bf16 (uint16_t *d_dst, size_t n, float lo, float hi, uint64_t seed);
 int dcpk_fill_random_f32 (float *d_dst, size_t n, float lo, float hi, uint64_t seed);
+
+/* ---- decode attention for other head sizes (attention-decode-simple.cu) ---- */
 
 /* Decode attention as dcpk_attention_decode with one query row per sequence (d_q_indptr NULL),
  * BF16 K and V, for any head_dim that dcpk_kv_page_bytes takes (a multiple of 32, <= 256):

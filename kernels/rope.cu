@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: MIT
 // Partial rotary embedding, NeoX rotate-half layout (docs/MODEL.md §2.2 step 4), in place on q
 // and k after their head norms. For a head x at position p and i < rotary_dim / 2:
-//   inv_freq_i = theta^(-2i / rotary_dim) (double, rounded to FP32 as transformers does),
-//   angle = (float) p · inv_freq_i in FP32, (a, b) = (x[i], x[i + rotary_dim/2]),
-//   x[i] = a cos − b sin, x[i + rotary_dim/2] = b cos + a sin; dims ≥ rotary_dim untouched.
+//   angle = (float) p · inv_freq_i in FP32, c = cos(angle) · attention_factor, s likewise,
+//   (a, b) = (x[i], x[i + rotary_dim/2]), x[i] = a c − b s, x[i + rotary_dim/2] = b c + a s;
+//   dims ≥ rotary_dim untouched.
+// The caller computes inv_freq and attention_factor once on the host (default RoPE, or YaRN's
+// blend of extrapolated and interpolated frequencies and its attention scaling); the table
+// travels by value with the launch, so a captured graph holds it too.
 // Heads sit at x + row·row_stride + head·head_stride (floats) like dcpk_head_rms_norm, so q is
 // rotated inside the interleaved [q | gate] q_proj output. positions: one int32 per row.
-// A thread per (row, head, i); sincosf with full range reduction (angles reach 2.6e5 rad).
+// A thread per (row, head, i); sincosf with full range reduction (angles reach 1e6 rad).
 
 #include <math.h>
+#include <string.h>
 
 #include "dcp-kernels.h"
 #include "dcpk-common.cuh"
@@ -24,7 +28,8 @@ struct InvFreq
 
 __global__ void
 rope_kernel (float *__restrict__ x, int n_rows, int n_heads, long row_stride, long head_stride,
-             int half, InvFreq table, const int32_t *__restrict__ positions)
+             int half, InvFreq table, float attention_factor,
+             const int32_t *__restrict__ positions)
 {
   __shared__ float inv_freq[kMaxRotaryHalf];
   long t = (long) blockIdx.x * blockDim.x + threadIdx.x;
@@ -41,6 +46,8 @@ rope_kernel (float *__restrict__ x, int n_rows, int n_heads, long row_stride, lo
   h = x + (rh / n_heads) * row_stride + (rh % n_heads) * head_stride;
   angle = (float) positions[rh / n_heads] * inv_freq[i];
   sincosf (angle, &s, &c);
+  c *= attention_factor;
+  s *= attention_factor;
   a = h[i];
   b = h[i + half];
   h[i] = a * c - b * s;
@@ -51,21 +58,21 @@ rope_kernel (float *__restrict__ x, int n_rows, int n_heads, long row_stride, lo
 
 extern "C" int
 dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
-           int rotary_dim, double theta, const int32_t *d_positions, void *stream)
+           int rotary_dim, const float *inv_freq, float attention_factor,
+           const int32_t *d_positions, void *stream)
 {
   InvFreq table;
   int half = rotary_dim / 2;
   long threads = (long) n_rows * n_heads * half;
 
   if (n_rows < 0 || n_heads <= 0 || rotary_dim <= 0 || rotary_dim % 2 != 0
-      || half > kMaxRotaryHalf || !(theta > 1.0) || !d_x || !d_positions)
+      || half > kMaxRotaryHalf || !inv_freq || !(attention_factor > 0.0f) || !d_x || !d_positions)
     return (int) cudaErrorInvalidValue;
   if (threads == 0)
     return 0;
-  for (int i = 0; i < half; i++)
-    table.v[i] = (float) (1.0 / pow (theta, (double) (2 * i) / rotary_dim));
+  memcpy (table.v, inv_freq, half * sizeof (float));
   rope_kernel<<<(unsigned) ((threads + 255) / 256), 256, 0, (cudaStream_t) stream>>> (
-      d_x, n_rows, n_heads, row_stride, head_stride, half, table, d_positions);
+      d_x, n_rows, n_heads, row_stride, head_stride, half, table, attention_factor, d_positions);
   DCPK_TRY_LAUNCH ();
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <glib/gi18n.h>
 
 #include "dcp-application.h"
+#include "dcp-engine-process.h"
 #include "dcp-window.h"
 
 struct _DcpApplication
@@ -101,6 +102,16 @@ dcp_application_startup (GApplication *app)
 
   G_APPLICATION_CLASS (dcp_application_parent_class)->startup (app);
   g_action_map_add_action_entries (G_ACTION_MAP (app), actions, G_N_ELEMENTS (actions), app);
+  /* The D-Bus name of the engine this launcher starts, for scripts: its state, read with
+   * org.gtk.Actions.Describe engine-bus-name. */
+  {
+    g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+    g_autoptr(GSimpleAction) name = g_simple_action_new_stateful ("engine-bus-name", NULL,
+                                                                 g_variant_new_string (bus_name));
+
+    g_simple_action_set_enabled (name, FALSE);
+    g_action_map_add_action (G_ACTION_MAP (app), G_ACTION (name));
+  }
   gtk_application_set_accels_for_action (GTK_APPLICATION (app), "app.quit", quit_accels);
 }
 

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "dcp-costs-view.h"
@@ -39,6 +40,7 @@ struct _DcpCostsView
   GHashTable *rows;               /* line name -> AdwActionRow */
   AdwActionRow *plan_row;
   GtkSpinButton *plan_vram;
+  GtkLabel *heading;
   GtkDrawingArea *bar;
   guint64 values[G_N_ELEMENTS (parts)];
   guint64 free_bytes, budget;     /* the bar's marks; 0 = no plan */
@@ -178,6 +180,14 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
 
   g_return_if_fail (DCP_IS_COSTS_VIEW (self) && c != NULL);
   show_device (self, device);
+  /* The CPU backend's "VRAM" is this PC's RAM, planned as the engine plans it. */
+  gtk_label_set_text (self->heading, c->cpu_backend ? _("RAM for these settings (CPU backend)") : _("VRAM for these settings"));
+  adw_preferences_row_set_title (g_hash_table_lookup (self->rows, "vram"), c->cpu_backend ? _("RAM (CPU backend)") : _("VRAM"));
+  if (c->cpu_backend)
+    {
+      gtk_widget_set_visible (GTK_WIDGET (self->plan_row), FALSE);
+      set_line (self, "vram-free", _("not used: the CPU backend is planned against this PC's RAM"));
+    }
   adw_preferences_group_set_description (self->costs_group, model_name ? model_name : _("No model chosen"));
   memset (self->values, 0, sizeof self->values);
   self->free_bytes = self->budget = 0;
@@ -200,8 +210,7 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   self->values[5] = p->activations;
   self->values[6] = p->cuda_context;
   self->budget = p->vram_budget;
-  self->free_bytes = c->have_device ? device->free_bytes
-                                    : (guint64) (gtk_spin_button_get_value (self->plan_vram) * GIB);
+  self->free_bytes = c->free_bytes;
   gtk_widget_queue_draw (GTK_WIDGET (self->bar));
 
   if (p->fits)
@@ -216,10 +225,10 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
                                            : _("%.2f GiB pinned (RAM cache and staging)"), p->ram_pinned / GIB);
   disk = g_strdup_printf (c->disk_cache_auto ? _("%.2f GiB for the model file, plus the disk cache the engine sizes at start")
                                              : _("%.2f GiB (model file and disk cache)"), p->disk / GIB);
-  context = g_strdup_printf (_("%" G_GUINT64_FORMAT " tokens per conversation (pool of %" G_GUINT64_FORMAT
-                               " tokens, %" G_GUINT64_FORMAT " bytes per token)"),
+  context = g_strdup_printf (_("%" PRIu64 " tokens per conversation (pool of %" PRIu64
+                               " tokens, %" PRIu64 " bytes per token)"),
                              p->context_per_conversation, p->pool_tokens, p->kv_bytes_per_token);
-  client = g_strdup_printf (_("Set your client's context size to %" G_GUINT64_FORMAT), p->context_per_conversation);
+  client = g_strdup_printf (_("Set your client's context size to %" PRIu64), p->context_per_conversation);
   if (c->have_accuracy)
     {
       g_autofree char *perplexity = NULL;
@@ -235,10 +244,12 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   else
     accuracy = g_strdup (_("unknown: the model file has no accuracy measurements"));
   if (c->tokens_per_s_short > 0)
-    speed = g_strdup_printf (_("≈ %.0f tokens/s at %u tokens, %.0f at %" G_GUINT64_FORMAT " (one conversation); %.0f in all with %u"),
+    speed = g_strdup_printf (_("≈ %.0f tokens/s at %u tokens, %.0f at %" PRIu64 " (one conversation); %.0f in all with %u"),
                              c->tokens_per_s_short, DCP_COSTS_SHORT_CONTEXT, c->tokens_per_s_full,
                              MAX (p->context_per_conversation, (guint64) DCP_COSTS_SHORT_CONTEXT),
                              c->tokens_per_s_all, c->conversations);
+  else if (c->cpu_backend)
+    speed = g_strdup (_("unknown on the CPU backend (slow: for testing)"));
   else
     speed = g_strdup (_("unknown: no GPU bandwidth was measured"));
 
@@ -297,6 +308,8 @@ dcp_costs_view_init (DcpCostsView *self)
   self->plan_row = ADW_ACTION_ROW (adw_action_row_new ());
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->plan_row), _("Plan for a GPU with (GiB free)"));
   self->plan_vram = GTK_SPIN_BUTTON (gtk_spin_button_new_with_range (4, 1024, 1));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->plan_vram), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Plan for a GPU with (GiB free)"), -1);
   gtk_widget_set_valign (GTK_WIDGET (self->plan_vram), GTK_ALIGN_CENTER);
   adw_action_row_add_suffix (self->plan_row, GTK_WIDGET (self->plan_vram));
   gtk_widget_set_visible (GTK_WIDGET (self->plan_row), FALSE);
@@ -304,6 +317,7 @@ dcp_costs_view_init (DcpCostsView *self)
   gtk_box_append (GTK_BOX (self), GTK_WIDGET (self->pc_group));
 
   heading = gtk_label_new (_("VRAM for these settings"));
+  self->heading = GTK_LABEL (heading);
   gtk_widget_add_css_class (heading, "heading");
   gtk_label_set_xalign (GTK_LABEL (heading), 0);
   gtk_widget_set_margin_top (heading, 12);

@@ -51,15 +51,28 @@ item_free (Item *item)
 }
 
 static char *
-describe (const DcpModelEntry *e)
+describe (const DcpModelEntry *e, const char *models_dir, gboolean *resumable)
 {
   g_autofree char *size = g_format_size (e->size);
+  g_autofree char *dest = models_dir != NULL ? g_build_filename (models_dir, e->name, NULL) : NULL;
+  guint64 kept = 0, total = 0;
 
   if (e->local_path != NULL && e->url != NULL)
     /* Translators: %s is a file size */
     return g_strdup_printf (_("On this PC and in the repository, %s"), size);
   if (e->local_path != NULL)
     return g_strdup_printf (_("On this PC, %s"), size);
+  *resumable = dest != NULL && e->local_path == NULL && dcp_download_get_kept (dest, &kept, &total) && total > 0;
+  if (*resumable)
+    {
+      g_autofree char *kept_text = g_format_size (kept);
+
+      /* Translators: a file size in the repository, the bytes an interrupted download kept, and
+       * that as a percentage */
+      return g_strdup_printf (_("In the repository, %s: %s kept (%.0f %%) from an interrupted download; "
+                                "Resume continues it"),
+                              size, kept_text, 100.0 * kept / total);
+    }
   return g_strdup_printf (_("In the repository, %s: not downloaded yet"), size);
 }
 
@@ -100,6 +113,29 @@ progress_changed (DcpDownload *download, GParamSpec *pspec, Item *item)
   gtk_progress_bar_set_text (item->progress, text);
 }
 
+/* The row's subtitle and its download button: "Download", or "Resume" when an interrupted
+ * download kept part of the file. */
+static void
+show_entry (Item *item)
+{
+  gboolean resumable = FALSE;
+  g_autofree char *subtitle = describe (item->entry, item->list->models_dir, &resumable);
+  /* Translators: a button's name for screen readers; %s is a file name */
+  g_autofree char *name = g_strdup_printf (resumable ? _("Resume downloading %s") : _("Download %s"), item->entry->name);
+
+  adw_action_row_set_subtitle (item->row, subtitle);
+  if (resumable)
+    gtk_button_set_label (GTK_BUTTON (item->download_button), _("_Resume"));
+  else
+    gtk_button_set_icon_name (GTK_BUTTON (item->download_button), "folder-download-symbolic");
+  gtk_button_set_use_underline (GTK_BUTTON (item->download_button), TRUE);
+  gtk_widget_set_tooltip_text (item->download_button, resumable
+                               ? _("Resume the download where it stopped (SHA-256 checked at the end)")
+                               : _("Download into the models folder (resumable, SHA-256 checked)"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (item->download_button), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
+  gtk_widget_set_visible (item->download_button, item->entry->url != NULL && item->entry->local_path == NULL);
+}
+
 static void
 show_downloading (Item *item, gboolean downloading)
 {
@@ -119,7 +155,11 @@ download_done (GObject *source, GAsyncResult *result, gpointer user_data)
 
   g_ptr_array_remove (self->downloads, item);
   if (item->row != NULL)
-    show_downloading (item, FALSE);
+    {
+      show_downloading (item, FALSE);
+      if (!ok && g_ptr_array_find (self->items, item, NULL))
+        show_entry (item);
+    }
   if (ok)
     g_signal_emit (self, signals[DOWNLOADED], 0, name);
   else if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
@@ -187,14 +227,12 @@ static Item *
 add_item (DcpModelList *self, DcpModelEntry *entry)
 {
   Item *item = g_new0 (Item, 1);
-  g_autofree char *subtitle = describe (entry);
 
   item->list = self;
   item->entry = entry;
   item->name = g_strdup (entry->name);
   item->row = ADW_ACTION_ROW (adw_action_row_new ());
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (item->row), entry->name);
-  adw_action_row_set_subtitle (item->row, subtitle);
   item->check = GTK_CHECK_BUTTON (gtk_check_button_new ());
   gtk_widget_set_valign (GTK_WIDGET (item->check), GTK_ALIGN_CENTER);
   if (self->group == NULL)
@@ -211,7 +249,12 @@ add_item (DcpModelList *self, DcpModelEntry *entry)
   item->cancel_button = gtk_button_new_from_icon_name ("process-stop-symbolic");
   gtk_widget_set_tooltip_text (item->cancel_button, _("Stop the download (it resumes where it stopped)"));
   item->download_button = gtk_button_new_from_icon_name ("folder-download-symbolic");
-  gtk_widget_set_tooltip_text (item->download_button, _("Download into the models folder (resumable, SHA-256 checked)"));
+  {
+    /* Translators: an icon button's name for screen readers; %s is a file name */
+    g_autofree char *cancel = g_strdup_printf (_("Stop downloading %s"), entry->name);
+
+    gtk_accessible_update_property (GTK_ACCESSIBLE (item->cancel_button), GTK_ACCESSIBLE_PROPERTY_LABEL, cancel, -1);
+  }
   gtk_widget_set_valign (item->download_button, GTK_ALIGN_CENTER);
   gtk_widget_add_css_class (item->download_button, "flat");
   gtk_widget_set_valign (item->cancel_button, GTK_ALIGN_CENTER);
@@ -220,7 +263,7 @@ add_item (DcpModelList *self, DcpModelEntry *entry)
   adw_action_row_add_suffix (item->row, item->cancel_button);
   adw_action_row_add_suffix (item->row, item->download_button);
   show_downloading (item, FALSE);
-  gtk_widget_set_visible (item->download_button, entry->url != NULL && entry->local_path == NULL);
+  show_entry (item);
   g_signal_connect (item->check, "toggled", G_CALLBACK (check_toggled), item);
   g_signal_connect (item->download_button, "clicked", G_CALLBACK (download_clicked), item);
   g_signal_connect (item->cancel_button, "clicked", G_CALLBACK (cancel_clicked), item);
@@ -317,6 +360,13 @@ dcp_model_list_set_token (DcpModelList *self, const char *token)
   g_return_if_fail (DCP_IS_MODEL_LIST (self));
   g_free (self->token);
   self->token = token && *token ? g_strdup (token) : NULL;
+}
+
+GPtrArray *
+dcp_model_list_get_entries (DcpModelList *self)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self), NULL);
+  return self->entries;
 }
 
 const DcpModelEntry *

@@ -31,6 +31,8 @@ gboolean      dcp_model_list_download    (DcpModelList  *self,
  * or NULL. */
 void          dcp_model_list_set_token   (DcpModelList  *self,
                                           const char    *token);
+/* The entries shown (DcpModelEntry *), or NULL before the first listing. */
+GPtrArray    *dcp_model_list_get_entries (DcpModelList  *self);
 /* The chosen entry, or NULL. */
 const DcpModelEntry *dcp_model_list_get_selected (DcpModelList *self);
 

@@ -211,6 +211,11 @@ help_button (Row *row)
 
   /* A child rather than a label: no drop-down arrow beside the "?". */
   gtk_menu_button_set_child (GTK_MENU_BUTTON (button), gtk_label_new ("?"));
+  {
+    /* Translators: the "?" button's name for screen readers; %s is a setting's title */
+    g_autofree char *name = g_strdup_printf (_("What “%s” does"), _(row->spec->title));
+    gtk_accessible_update_property (GTK_ACCESSIBLE (button), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
+  }
   gtk_widget_set_valign (button, GTK_ALIGN_CENTER);
   gtk_widget_add_css_class (button, "flat");
   gtk_widget_add_css_class (button, "circular");
@@ -396,6 +401,15 @@ build (DcpSettingsPage *self)
       adw_preferences_row_set_title (ADW_PREFERENCES_ROW (action_row), _(row->spec->title));
       adw_action_row_set_subtitle (ADW_ACTION_ROW (action_row), info->summary);
       adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (action_row), 2);
+      /* The control is named by its row's title for screen readers (a drop-down's inner
+       * button too: GTK 4.8 leaves it unnamed). */
+      gtk_accessible_update_property (GTK_ACCESSIBLE (row->control), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                      _(row->spec->title), -1);
+      for (GtkWidget *child = gtk_widget_get_first_child (row->control); child != NULL;
+           child = gtk_widget_get_next_sibling (child))
+        if (GTK_IS_BUTTON (child))
+          gtk_accessible_update_property (GTK_ACCESSIBLE (child), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                          _(row->spec->title), -1);
       adw_action_row_add_suffix (ADW_ACTION_ROW (action_row), row->control);
       adw_action_row_add_suffix (ADW_ACTION_ROW (action_row), help_button (row));
       gtk_widget_set_name (action_row, info->key);

@@ -102,6 +102,32 @@ preset_selected (AdwComboRow *row, GParamSpec *pspec, DcpWindow *self)
   dcp_window_apply_preset (self, ((DcpPreset *) self->presets->pdata[i])->id);
 }
 
+/* The built-in presets, or one message when their folder is missing. */
+static void
+load_builtin_presets (DcpWindow *self)
+{
+  const char *dir = dcp_presets_dir ();
+
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      /* Translators: %s is a folder */
+      g_autofree char *text = g_strdup_printf (_("The built-in presets are missing (no folder %s). From the build tree, "
+                                                 "run build/launcher/run; or set DECAPYBARA_PRESETS_DIR"), dir);
+      dcp_window_toast (self, text);
+      return;
+    }
+  for (guint i = 0; dcp_preset_builtin_ids[i] != NULL; i++)
+    {
+      g_autoptr(GError) error = NULL;
+      DcpPreset *preset = dcp_preset_load (dir, dcp_preset_builtin_ids[i], &error);
+
+      if (preset == NULL)
+        dcp_window_toast (self, error->message);
+      else
+        g_ptr_array_add (self->presets, preset);
+    }
+}
+
 void
 dcp_window_load_presets (DcpWindow *self)
 {
@@ -111,16 +137,7 @@ dcp_window_load_presets (DcpWindow *self)
 
   g_clear_pointer (&self->presets, g_ptr_array_unref);
   self->presets = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_preset_free);
-  for (guint i = 0; dcp_preset_builtin_ids[i] != NULL; i++)
-    {
-      g_autoptr(GError) error = NULL;
-      DcpPreset *preset = dcp_preset_load (dcp_presets_dir (), dcp_preset_builtin_ids[i], &error);
-
-      if (preset == NULL)
-        dcp_window_toast (self, error->message);
-      else
-        g_ptr_array_add (self->presets, preset);
-    }
+  load_builtin_presets (self);
   g_variant_iter_init (&iter, user);
   while (g_variant_iter_next (&iter, "{&s&s}", &name, &json))
     {
@@ -188,6 +205,26 @@ copy_action (GtkWidget *widget, const char *action, GVariant *param)
 
 /* ---- Load server and Stop ---- */
 
+/* Every setting and the key, as one string to compare. */
+static char *
+settings_fingerprint (DcpWindow *self)
+{
+  g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+
+  return g_strconcat (json, "\n", self->settings.api_key ? self->settings.api_key : "", NULL);
+}
+
+gboolean
+dcp_window_settings_differ (DcpWindow *self)
+{
+  g_autofree char *now = NULL;
+
+  if (self->running_settings == NULL)
+    return FALSE;
+  now = settings_fingerprint (self);
+  return !g_str_equal (now, self->running_settings);
+}
+
 void
 dcp_window_show_engine_state (DcpWindow *self)
 {
@@ -206,12 +243,28 @@ dcp_window_show_engine_state (DcpWindow *self)
       break;
     case DCP_ENGINE_STARTING:
       title = _("Starting");
-      /* Translators: %s is the server's address */
-      subtitle = g_strdup_printf (_("Loading the model; waiting for %s/health to answer"), address);
+      if (proxy != NULL && g_strcmp0 (dcp_dbus_engine1_get_state (proxy), "loading") == 0)
+        /* Translators: how much of the model is loaded, in percent */
+        subtitle = g_strdup_printf (_("Loading the model: %.0f %%"), 100 * dcp_dbus_engine1_get_load_progress (proxy));
+      else
+        /* Translators: %s is the server's address */
+        subtitle = g_strdup_printf (_("Loading the model; waiting for %s/health to answer"), address);
       break;
     case DCP_ENGINE_RUNNING:
       title = _("Running");
-      if (proxy != NULL)
+      if (proxy != NULL && dcp_dbus_engine1_get_pid (proxy) != 0)
+        {
+          g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+          /* Translators: the address twice, then the engine's state, memory in GiB, speed, and its D-Bus name */
+          subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)\n"
+                                        "%s · memory %.2f GiB · RAM cache %.2f GiB · %.1f tokens/s\n"
+                                        "Scripts: D-Bus name %s"),
+                                      address, address, dcp_dbus_engine1_get_state (proxy),
+                                      dcp_dbus_engine1_get_vram_bytes (proxy) / 1073741824.0,
+                                      dcp_dbus_engine1_get_ram_bytes (proxy) / 1073741824.0,
+                                      dcp_dbus_engine1_get_tokens_per_second (proxy), bus_name);
+        }
+      else if (proxy != NULL)
         /* Translators: the address twice, then the engine's state, memory in GiB and speed */
         subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)\n"
                                       "%s · VRAM %.2f GiB · RAM %.2f GiB · %.1f tokens/s"),
@@ -236,6 +289,17 @@ dcp_window_show_engine_state (DcpWindow *self)
       }
       break;
     }
+  if (state == DCP_ENGINE_STOPPED || state == DCP_ENGINE_FAILED)
+    g_clear_pointer (&self->running_settings, g_free);
+  gtk_widget_set_visible (self->restart_button, (state == DCP_ENGINE_STARTING || state == DCP_ENGINE_RUNNING) &&
+                                                dcp_window_settings_differ (self));
+  if (gtk_widget_get_visible (self->restart_button))
+    {
+      char *note = g_strconcat (_("The settings changed since Load server: restart to apply them"), "\n", subtitle, NULL);
+
+      g_free (subtitle);
+      subtitle = note;
+    }
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->engine_row), title);
   adw_action_row_set_subtitle (self->engine_row, subtitle);
   adw_view_switcher_title_set_subtitle (self->title, title);
@@ -248,7 +312,14 @@ dcp_window_show_engine_state (DcpWindow *self)
 static void
 engine_state_changed (DcpEngineProcess *engine, GParamSpec *pspec, DcpWindow *self)
 {
+  g_debug ("engine %s", dcp_engine_state_to_string (dcp_engine_process_get_state (engine)));
   dcp_window_show_engine_state (self);
+  if (self->restart_pending && dcp_engine_process_get_state (engine) == DCP_ENGINE_STOPPED)
+    {
+      self->restart_pending = FALSE;
+      gtk_widget_activate_action (GTK_WIDGET (self), "win.load", NULL);
+      return;
+    }
   if (dcp_engine_process_get_state (engine) == DCP_ENGINE_FAILED)
     {
       g_autofree char *lines = dcp_engine_process_get_last_lines (engine, CRASH_LINES);
@@ -318,7 +389,8 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   DcpWindow *self = DCP_WINDOW (widget);
   g_autofree char *line = dcp_window_get_command_line (self);
   g_autofree char *health = NULL;
-  g_auto(GStrv) argv = NULL;
+  g_autofree char *settings_path = dcp_engine_command_default_settings_path ();
+  g_auto(DcpEngineCommand) command = { 0 };
   g_auto(GStrv) envp = g_get_environ ();
   g_autoptr(GError) error = NULL;
   const char *host = self->settings.host;
@@ -328,33 +400,45 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
       dcp_window_toast (self, _("Choose a model file on this PC first (download it if it is only in the repository)"));
       return;
     }
-  if (!g_shell_parse_argv (line, NULL, &argv, &error))
+  /* The engine runs exactly these settings: all of them in a file it reads with --settings. */
+  if (!dcp_engine_command_build (&command, &self->settings, self->engine_path, settings_path, envp, &error))
     {
       dcp_window_toast (self, error->message);
       return;
     }
-  g_free (argv[0]);
-  argv[0] = g_strdup (self->engine_path);
-  /* The key goes through the environment, not the command line other users can read. */
-  envp = self->settings.api_key ? g_environ_setenv (envp, "DECAPYBARA_API_KEY", self->settings.api_key, TRUE)
-                                : g_environ_unsetenv (envp, "DECAPYBARA_API_KEY");
   if (g_str_equal (host, "0.0.0.0") || g_str_equal (host, "::"))
     host = "127.0.0.1";
   health = strchr (host, ':') ? g_strdup_printf ("http://[%s]:%u/health", host, self->settings.port)
                               : g_strdup_printf ("http://%s:%u/health", host, self->settings.port);
   gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->log_view), "", 0);
   {
-    g_autofree char *shown = g_strconcat ("$ ", line, NULL);
+    /* Translators: the engine's command line, then the equivalent options it reads from the file */
+    g_autofree char *shown = g_strdup_printf (_("$ %s --settings %s\n(the same as: %s)"),
+                                              self->engine_path, settings_path, line);
     engine_log_line (self->engine, shown, self);
   }
-  if (!dcp_engine_process_start (self->engine, (const char *const *) argv, (const char *const *) envp, health, &error))
+  g_free (self->running_settings);
+  self->running_settings = settings_fingerprint (self);
+  if (!dcp_engine_process_start (self->engine, (const char *const *) command.argv,
+                                 (const char *const *) command.envp, health, &error))
     dcp_window_toast (self, error->message);
 }
 
 static void
 stop_action (GtkWidget *widget, const char *action, GVariant *param)
 {
+  DCP_WINDOW (widget)->restart_pending = FALSE;
   dcp_engine_process_stop (DCP_WINDOW (widget)->engine);
+}
+
+/* Stop, then Load server with the settings shown now. */
+static void
+restart_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  DcpWindow *self = DCP_WINDOW (widget);
+
+  self->restart_pending = TRUE;
+  dcp_engine_process_stop (self->engine);
 }
 
 static void
@@ -374,12 +458,19 @@ dcp_window_class_init_actions (GtkWidgetClass *widget_class)
   gtk_widget_class_install_action (widget_class, "win.copy-command", NULL, copy_action);
   gtk_widget_class_install_action (widget_class, "win.load", NULL, load_action);
   gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);
+  gtk_widget_class_install_action (widget_class, "win.restart", NULL, restart_action);
   gtk_widget_class_install_action (widget_class, "win.save-preset", NULL, save_preset_action);
 }
 
 void
 dcp_window_init_actions (DcpWindow *self)
 {
+  self->restart_button = gtk_button_new_with_mnemonic (_("_Restart to Apply"));
+  gtk_widget_set_valign (self->restart_button, GTK_ALIGN_CENTER);
+  gtk_actionable_set_action_name (GTK_ACTIONABLE (self->restart_button), "win.restart");
+  gtk_widget_add_css_class (self->restart_button, "suggested-action");
+  gtk_widget_set_visible (self->restart_button, FALSE);
+  adw_action_row_add_suffix (self->engine_row, self->restart_button);
   g_signal_connect (self->preset_row, "notify::selected", G_CALLBACK (preset_selected), self);
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (engine_state_changed), self);
   g_signal_connect (self->engine, "log-line", G_CALLBACK (engine_log_line), self);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "dcp-costs-view.h"
+#include "dcp-download.h"
+#include "dcp-engine-command.h"
 #include "dcp-engine-process.h"
 #include "dcp-model-list.h"
 #include "dcp-monitor-view.h"
@@ -21,7 +23,9 @@ struct _DcpWindow
   AdwViewSwitcherTitle *title;
   AdwViewStack *view_stack;
   GtkWidget *load_button, *stop_button;
-  GtkBox *left_box, *right_box;
+  GtkBox *left_box, *right_box, *setup_box;
+  GtkWidget *right_scroll, *columns_separator;
+  gboolean narrow;                /* one column: the right column's parts under the left's */
   AdwEntryRow *folder_row, *repo_row;
   AdwPasswordEntryRow *token_row;
   AdwActionRow *address_row, *command_row, *engine_row;
@@ -54,6 +58,13 @@ struct _DcpWindow
   DcpDeviceReport device;
   gboolean have_device;           /* the engine answered the probe */
   DcpEngineProcess *engine;
+  GPtrArray *remote;              /* DcpModelEntry *: the repository's last listing, or NULL */
+  GFileMonitor *folder_monitor;   /* the models folder */
+  guint rescan_source;
+  GtkFileChooserNative *folder_dialog;  /* while the folder chooser is open */
+  char *running_settings;         /* what the engine was started with (JSON, then the key) */
+  GtkWidget *restart_button;      /* "Restart to Apply" on the Engine row */
+  gboolean restart_pending;       /* start again once the engine has stopped */
 };
 
 /* dcp-window.c */
@@ -63,8 +74,19 @@ void         dcp_window_set_device_json   (DcpWindow          *self,
                                            const char         *probe_json);
 void         dcp_window_set_model_meta    (DcpWindow          *self,
                                            DcpModelMeta       *meta);
+/* Characters a toast shows in one line; longer messages get a Details button. */
+#define DCP_WINDOW_TOAST_CHARS 64
 void         dcp_window_toast             (DcpWindow          *self,
                                            const char         *text);
+char        *dcp_window_toast_title       (const char         *text);
+/* The absolute folder for what the user typed as the models folder (~ expanded, created when
+ * missing), or NULL and an error saying why it cannot be one. */
+char        *dcp_window_check_models_folder (const char       *text,
+                                           GError            **error);
+/* Below this width the Set up page is one column. */
+#define DCP_WINDOW_NARROW_WIDTH 860
+void         dcp_window_set_narrow        (DcpWindow          *self,
+                                           gboolean            narrow);
 /* dcp-window-actions.c */
 void         dcp_window_class_init_actions (GtkWidgetClass    *widget_class);
 void         dcp_window_init_actions      (DcpWindow          *self);
@@ -77,5 +99,7 @@ void         dcp_window_show_preset       (DcpWindow          *self);
 /* What Copy puts on the clipboard. */
 char        *dcp_window_get_command_line  (DcpWindow          *self);
 void         dcp_window_show_engine_state (DcpWindow          *self);
+/* Whether the engine runs with other settings than the window shows now. */
+gboolean     dcp_window_settings_differ   (DcpWindow          *self);
 
 G_END_DECLS

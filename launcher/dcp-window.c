@@ -3,21 +3,61 @@
 
 #include "config.h"
 
+#include <errno.h>
 #include <glib/gi18n.h>
+#include <inttypes.h>
+#include <string.h>
 
+#include "dcp-error.h"
 #include "dcp-window-private.h"
 
 #define GIB 1073741824.0
 
 G_DEFINE_FINAL_TYPE (DcpWindow, dcp_window, ADW_TYPE_APPLICATION_WINDOW)
 
+/* A toast is one line: a longer message gets a short title (up to its first ": ") and a
+ * Details button that shows all of it. NULL: the text fits as it is. */
+char *
+dcp_window_toast_title (const char *text)
+{
+  const char *colon;
+
+  g_return_val_if_fail (text != NULL, NULL);
+  if (g_utf8_strlen (text, -1) <= DCP_WINDOW_TOAST_CHARS)
+    return NULL;
+  colon = strstr (text, ": ");
+  if (colon != NULL && g_utf8_strlen (text, colon - text) <= DCP_WINDOW_TOAST_CHARS)
+    return g_strndup (text, colon - text);
+  {
+    g_autofree char *cut = g_utf8_substring (text, 0, DCP_WINDOW_TOAST_CHARS - 1);
+    return g_strconcat (cut, "…", NULL);
+  }
+}
+
 void
 dcp_window_toast (DcpWindow *self, const char *text)
 {
-  AdwToast *toast = adw_toast_new (text);
+  g_autofree char *title = dcp_window_toast_title (text);
+  AdwToast *toast = adw_toast_new (title != NULL ? title : text);
 
+  g_debug ("toast: %s", text);
   adw_toast_set_timeout (toast, 8);
+  if (title != NULL)
+    {
+      adw_toast_set_button_label (toast, _("_Details"));
+      adw_toast_set_action_name (toast, "win.show-message");
+      adw_toast_set_action_target_value (toast, g_variant_new_string (text));
+    }
   adw_toast_overlay_add_toast (self->toasts, toast);
+}
+
+static void
+show_message_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  GtkWidget *dialog = adw_message_dialog_new (GTK_WINDOW (widget), _("Details"), g_variant_get_string (param, NULL));
+
+  adw_message_dialog_add_response (ADW_MESSAGE_DIALOG (dialog), "close", _("_Close"));
+  gtk_window_present (GTK_WINDOW (dialog));
 }
 
 static char *
@@ -28,6 +68,20 @@ models_dir (DcpWindow *self)
   if (*dir == '\0')
     return g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
   return g_steal_pointer (&dir);
+}
+
+/* The chosen folder, then decapybara/models of each system data folder (where an install puts
+ * the demo model; /app/share in a Flatpak). */
+static GStrv
+model_dirs (DcpWindow *self)
+{
+  const char *const *system = g_get_system_data_dirs ();
+  GStrv dirs = g_new0 (char *, g_strv_length ((GStrv) system) + 2);
+
+  dirs[0] = models_dir (self);
+  for (guint i = 0; system[i] != NULL; i++)
+    dirs[i + 1] = g_build_filename (system[i], "decapybara", "models", NULL);
+  return dirs;
 }
 
 /* ---- costs ---- */
@@ -74,7 +128,7 @@ compare_choices (const char *key, gpointer user_data)
       else
         {
           /* Translators: a compact comparison line: VRAM in GiB, then the context in tokens */
-          g_string_append_printf (s, _("%5.1f GiB%s  %7" G_GUINT64_FORMAT " tokens"),
+          g_string_append_printf (s, _("%5.1f GiB%s  %7" PRIu64 " tokens"),
                                   costs.plan.vram_total / GIB, costs.plan.fits ? "" : _(" (too much)"),
                                   costs.plan.context_per_conversation);
           if (costs.have_accuracy)
@@ -107,6 +161,8 @@ dcp_window_settings_changed (DcpWindow *self)
 
   adw_action_row_set_subtitle (self->command_row, line);
   show_address (self);
+  if (self->engine != NULL)
+    dcp_window_show_engine_state (self);
   dcp_window_show_preset (self);
   dcp_window_update_costs (self);
   g_settings_set_string (self->gsettings, "last-settings", json);
@@ -165,6 +221,17 @@ dcp_window_set_device_json (DcpWindow *self, const char *probe_json)
   self->have_device = dcp_device_report_parse (&self->device, probe_json, &error);
   if (!self->have_device)
     dcp_window_toast (self, error->message);
+  else if (!self->device.available && self->settings.backend == DCP_SETTING_BACKEND_CUDA)
+    {
+      /* The CUDA backend cannot start here: the CPU preset is what this PC can run. */
+      if (!dcp_window_apply_preset (self, "cpu"))
+        {
+          dcp_settings_set (&self->settings, "backend", "cpu", NULL);
+          dcp_settings_page_sync (self->settings_page);
+          dcp_window_settings_changed (self);
+        }
+      dcp_window_toast (self, _("No NVIDIA GPU on this PC: the engine will run on the CPU (the CPU preset is chosen)"));
+    }
   dcp_window_update_costs (self);
 }
 
@@ -244,6 +311,7 @@ model_selected (DcpModelList *list, DcpWindow *self)
   if (entry == NULL)
     return;
   path = entry->local_path ? g_strdup (entry->local_path) : g_build_filename (dir, entry->name, NULL);
+  g_debug ("chosen model: %s", path);
   dcp_settings_set (&self->settings, "model", path, NULL);
   g_settings_set_string (self->gsettings, "model", entry->name);
   g_cancellable_cancel (self->meta_cancellable);
@@ -258,11 +326,57 @@ model_selected (DcpModelList *list, DcpWindow *self)
     }
   else
     {
+      g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
+
       dcp_window_set_model_meta (self, NULL);
       self->meta_cancellable = g_cancellable_new ();
-      dcp_model_meta_fetch_async (self->session, entry->url, self->meta_cancellable, meta_fetched, g_object_ref (self));
+      dcp_model_meta_fetch_async (self->session, entry->url, dcp_model_catalog_default_endpoint (), token,
+                                  self->meta_cancellable, meta_fetched, g_object_ref (self));
     }
   dcp_window_settings_changed (self);
+}
+
+/* Forgets the chosen model when the list no longer holds it, so Load server cannot run a file
+ * the window does not show. */
+static void
+forget_model (DcpWindow *self)
+{
+  if (self->settings.model == NULL && self->meta == NULL)
+    return;
+  g_cancellable_cancel (self->meta_cancellable);
+  g_clear_pointer (&self->settings.model, g_free);
+  dcp_window_set_model_meta (self, NULL);
+  dcp_window_settings_changed (self);
+}
+
+/* The local files of every models folder joined with the repository's last listing. */
+static void
+show_models (DcpWindow *self)
+{
+  g_autofree char *dir = models_dir (self);
+  g_auto(GStrv) dirs = model_dirs (self);
+  g_autofree char *model = g_settings_get_string (self->gsettings, "model");
+  g_autoptr(GError) error = NULL;
+  GPtrArray *local = dcp_model_catalog_list_local_dirs ((const char *const *) dirs, &error);
+  GPtrArray *remote = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  GPtrArray *all;
+
+  if (local == NULL)
+    {
+      dcp_window_toast (self, error->message);
+      local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+    }
+  for (guint i = 0; self->remote != NULL && i < self->remote->len; i++)
+    g_ptr_array_add (remote, dcp_model_entry_copy (self->remote->pdata[i]));
+  all = dcp_model_catalog_merge (local, remote);
+  dcp_model_list_set_entries (self->model_list, all, dir);
+  if (*model)
+    dcp_model_list_select (self->model_list, model);
+  /* One model and none chosen: that one. */
+  if (dcp_model_list_get_selected (self->model_list) == NULL && all->len == 1)
+    dcp_model_list_select (self->model_list, ((DcpModelEntry *) all->pdata[0])->name);
+  if (dcp_model_list_get_selected (self->model_list) == NULL)
+    forget_model (self);
 }
 
 static void
@@ -270,29 +384,69 @@ catalog_ready (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(DcpWindow) self = user_data;
   g_autoptr(GError) error = NULL;
-  g_autofree char *dir = models_dir (self);
   g_autoptr(GPtrArray) remote = dcp_model_catalog_list_remote_finish (result, &error);
-  g_autofree char *model = NULL;
-  GPtrArray *local;
 
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return;
-  model = g_settings_get_string (self->gsettings, "model");
-  local = dcp_model_catalog_list_local (dir, NULL);
-  if (local == NULL)
-    local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  g_clear_pointer (&self->remote, g_ptr_array_unref);
   if (remote == NULL)
     {
       /* Translators: %s is why the repository's file list could not be read */
       g_autofree char *note = g_strdup_printf (_("The repository's files could not be listed: %s"), error->message);
       dcp_model_list_set_note (self->model_list, note);
-      remote = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
     }
   else
-    dcp_model_list_set_note (self->model_list, NULL);
-  dcp_model_list_set_entries (self->model_list, dcp_model_catalog_merge (local, g_steal_pointer (&remote)), dir);
-  if (*model)
-    dcp_model_list_select (self->model_list, model);
+    {
+      dcp_model_list_set_note (self->model_list, NULL);
+      self->remote = g_steal_pointer (&remote);
+    }
+  show_models (self);
+}
+
+static gboolean
+rescan_tick (gpointer user_data)
+{
+  DcpWindow *self = user_data;
+
+  self->rescan_source = 0;
+  show_models (self);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+is_model_file (GFile *file)
+{
+  g_autofree char *name = file ? g_file_get_basename (file) : NULL;
+
+  return name != NULL && g_str_has_suffix (name, ".mcapy");
+}
+
+/* A model file came, went or finished being written: list again (once for a burst of events). */
+static void
+folder_changed (GFileMonitor *monitor, GFile *file, GFile *other, GFileMonitorEvent event, DcpWindow *self)
+{
+  if (event == G_FILE_MONITOR_EVENT_CHANGED || event == G_FILE_MONITOR_EVENT_ATTRIBUTE_CHANGED)
+    return;
+  if (!is_model_file (file) && !is_model_file (other))
+    return;
+  if (self->rescan_source == 0)
+    self->rescan_source = g_timeout_add (200, rescan_tick, self);
+}
+
+static void
+watch_folder (DcpWindow *self, const char *dir)
+{
+  g_autoptr(GFile) file = g_file_new_for_path (dir);
+
+  if (self->folder_monitor != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->folder_monitor, self);
+      g_file_monitor_cancel (self->folder_monitor);
+      g_clear_object (&self->folder_monitor);
+    }
+  self->folder_monitor = g_file_monitor_directory (file, G_FILE_MONITOR_WATCH_MOVES, NULL, NULL);
+  if (self->folder_monitor != NULL)
+    g_signal_connect (self->folder_monitor, "changed", G_CALLBACK (folder_changed), self);
 }
 
 static void
@@ -300,41 +454,120 @@ refresh_models (DcpWindow *self)
 {
   g_autofree char *dir = models_dir (self);
   g_autofree char *repo = g_settings_get_string (self->gsettings, "model-repository");
-  g_autofree char *model = g_settings_get_string (self->gsettings, "model");
-  g_autoptr(GError) error = NULL;
-  GPtrArray *local;
 
   gtk_editable_set_text (GTK_EDITABLE (self->folder_row), dir);
   gtk_editable_set_text (GTK_EDITABLE (self->repo_row), repo);
+  watch_folder (self, dir);
   if (*repo)
     {
-      dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main",
+      g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
+
+      dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main", token,
                                            self->cancellable, catalog_ready, g_object_ref (self));
       return;
     }
-  local = dcp_model_catalog_list_local (dir, &error);
-  if (local == NULL)
-    {
-      dcp_window_toast (self, error->message);
-      local = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
-    }
+  g_clear_pointer (&self->remote, g_ptr_array_unref);
   dcp_model_list_set_note (self->model_list,
                            _("No model repository is set, so only the .mcapy files in the models folder are listed. "
                              "Enter a Hugging Face repository above (owner/name) to list and download its files; "
                              "the HF_ENDPOINT environment variable points it at a mirror."));
-  dcp_model_list_set_entries (self->model_list, local, dir);
-  if (*model)
-    dcp_model_list_select (self->model_list, model);
+  show_models (self);
+}
+
+/* A models folder the user gave: absolute (a leading ~ is the home folder), a folder or
+ * nothing yet (it is created). NULL and an error that says why otherwise. */
+char *
+dcp_window_check_models_folder (const char *text, GError **error)
+{
+  g_autofree char *path = NULL;
+
+  g_return_val_if_fail (text != NULL, NULL);
+  if (g_str_has_prefix (text, "~/") || g_str_equal (text, "~"))
+    path = g_build_filename (g_get_home_dir (), text + 1, NULL);
+  else
+    path = g_strdup (text);
+  g_strstrip (path);
+  if (!g_path_is_absolute (path))
+    {
+      /* Translators: %s is what the user typed as the models folder */
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   _("The models folder must be a full path such as /home/me/models, not “%s”"), text);
+      return NULL;
+    }
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && !g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, _("%s is a file, not a folder"), path);
+      return NULL;
+    }
+  if (g_mkdir_with_parents (path, 0755) != 0)
+    {
+      int saved = errno;
+      /* Translators: a folder, then the system's reason */
+      g_set_error (error, DCP_ERROR, DCP_ERROR_IO, _("The models folder %s cannot be created: %s"), path,
+                   g_strerror (saved));
+      return NULL;
+    }
+  return g_canonicalize_filename (path, NULL);
+}
+
+static void
+set_models_folder (DcpWindow *self, const char *text)
+{
+  g_autofree char *default_dir = g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = dcp_window_check_models_folder (text, &error);
+
+  if (path == NULL)
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (self->folder_row), "error");
+      dcp_window_toast (self, error->message);
+      return;
+    }
+  gtk_widget_remove_css_class (GTK_WIDGET (self->folder_row), "error");
+  g_settings_set_string (self->gsettings, "models-folder", g_strcmp0 (path, default_dir) == 0 ? "" : path);
+  refresh_models (self);
 }
 
 static void
 folder_applied (AdwEntryRow *row, DcpWindow *self)
 {
-  g_autofree char *default_dir = g_build_filename (g_get_user_data_dir (), "decapybara", "models", NULL);
-  const char *text = gtk_editable_get_text (GTK_EDITABLE (row));
+  set_models_folder (self, gtk_editable_get_text (GTK_EDITABLE (row)));
+}
 
-  g_settings_set_string (self->gsettings, "models-folder", g_strcmp0 (text, default_dir) == 0 ? "" : text);
-  refresh_models (self);
+static void
+folder_chosen (GtkNativeDialog *dialog, int response, DcpWindow *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr(GFile) folder = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
+      g_autofree char *path = folder ? g_file_get_path (folder) : NULL;
+
+      if (path != NULL)
+        set_models_folder (self, path);
+    }
+  self->folder_dialog = NULL;
+  gtk_native_dialog_destroy (dialog);
+  g_object_unref (dialog);
+}
+
+/* GtkFileChooserNative: inside a Flatpak it goes through the file chooser portal, which also
+ * grants the sandbox the folder chosen. */
+static void
+choose_folder_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  DcpWindow *self = DCP_WINDOW (widget);
+  g_autofree char *dir = models_dir (self);
+  g_autoptr(GFile) current = g_file_new_for_path (dir);
+  GtkFileChooserNative *dialog = gtk_file_chooser_native_new (_("Choose the Models Folder"), GTK_WINDOW (self),
+                                                              GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER,
+                                                              _("_Choose"), _("_Cancel"));
+
+  if (g_file_query_exists (current, NULL))
+    gtk_file_chooser_set_file (GTK_FILE_CHOOSER (dialog), current, NULL);
+  gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (dialog), TRUE);
+  g_signal_connect_object (dialog, "response", G_CALLBACK (folder_chosen), self, 0);
+  self->folder_dialog = dialog;
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
 }
 
 static void
@@ -368,6 +601,80 @@ refresh_action (GtkWidget *widget, const char *action, GVariant *param)
   refresh_models (DCP_WINDOW (widget));
 }
 
+/* ---- accessibility ---- */
+
+/* AdwPasswordEntryRow 1.2's show/hide button has no name of its own: give it one. */
+static void
+name_unnamed_buttons (GtkWidget *widget, const char *name)
+{
+  for (GtkWidget *child = gtk_widget_get_first_child (widget); child != NULL; child = gtk_widget_get_next_sibling (child))
+    {
+      if (GTK_IS_BUTTON (child) && gtk_button_get_label (GTK_BUTTON (child)) == NULL)
+        gtk_accessible_update_property (GTK_ACCESSIBLE (child), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
+      name_unnamed_buttons (child, name);
+    }
+}
+
+/* ---- the layout ---- */
+
+/* libadwaita 1.2 has no breakpoints: below DCP_WINDOW_NARROW_WIDTH the right column (This PC,
+ * costs, Engine, log) moves under the left one, in its scrolled window, down to 360 px. */
+void
+dcp_window_set_narrow (DcpWindow *self, gboolean narrow)
+{
+  GtkWidget *right = GTK_WIDGET (self->right_box);
+
+  if (self->narrow == narrow)
+    return;
+  self->narrow = narrow;
+  g_object_ref (right);
+  if (narrow)
+    {
+      /* The scrolled window holds the box through a GtkViewport. */
+      GtkWidget *parent = gtk_widget_get_parent (right);
+
+      if (GTK_IS_VIEWPORT (parent))
+        gtk_viewport_set_child (GTK_VIEWPORT (parent), NULL);
+      gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (self->right_scroll), NULL);
+      gtk_box_append (self->left_box, right);
+      gtk_widget_set_margin_start (right, 0);
+      gtk_widget_set_margin_end (right, 0);
+    }
+  else
+    {
+      gtk_box_remove (self->left_box, right);
+      gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (self->right_scroll), right);
+      gtk_widget_set_margin_start (right, 18);
+      gtk_widget_set_margin_end (right, 18);
+    }
+  g_object_unref (right);
+  gtk_widget_set_visible (self->right_scroll, !narrow);
+  gtk_widget_set_visible (self->columns_separator, !narrow);
+  gtk_widget_set_margin_start (GTK_WIDGET (self->left_box), narrow ? 4 : 18);
+  gtk_widget_set_margin_end (GTK_WIDGET (self->left_box), narrow ? 4 : 18);
+  gtk_editable_set_width_chars (GTK_EDITABLE (self->host_entry), narrow ? 8 : 12);
+  /* The header bar's buttons as icons (named for screen readers in the template). */
+  if (narrow)
+    {
+      gtk_button_set_icon_name (GTK_BUTTON (self->load_button), "media-playback-start-symbolic");
+      gtk_button_set_icon_name (GTK_BUTTON (self->stop_button), "media-playback-stop-symbolic");
+    }
+  else
+    {
+      gtk_button_set_label (GTK_BUTTON (self->load_button), _("_Load server"));
+      gtk_button_set_label (GTK_BUTTON (self->stop_button), _("_Stop"));
+    }
+}
+
+static void
+width_changed (DcpWindow *self)
+{
+  int width = 0, height = 0;
+
+  gtk_window_get_default_size (GTK_WINDOW (self), &width, &height);
+  dcp_window_set_narrow (self, width > 0 && width < DCP_WINDOW_NARROW_WIDTH);
+}
+
 /* ---- the window ---- */
 
 static void
@@ -377,6 +684,13 @@ dcp_window_dispose (GObject *object)
 
   g_cancellable_cancel (self->cancellable);
   g_cancellable_cancel (self->meta_cancellable);
+  g_clear_handle_id (&self->rescan_source, g_source_remove);
+  if (self->folder_monitor != NULL)
+    {
+      g_signal_handlers_disconnect_by_data (self->folder_monitor, self);
+      g_file_monitor_cancel (self->folder_monitor);
+      g_clear_object (&self->folder_monitor);
+    }
   g_clear_object (&self->engine);
   gtk_widget_dispose_template (GTK_WIDGET (self), DCP_TYPE_WINDOW);
   G_OBJECT_CLASS (dcp_window_parent_class)->dispose (object);
@@ -394,6 +708,8 @@ dcp_window_finalize (GObject *object)
   g_clear_pointer (&self->presets, g_ptr_array_unref);
   g_clear_object (&self->preset_names);
   g_clear_pointer (&self->meta, dcp_model_meta_free);
+  g_clear_pointer (&self->remote, g_ptr_array_unref);
+  g_free (self->running_settings);
   g_free (self->engine_path);
   dcp_settings_clear (&self->settings);
   dcp_device_report_clear (&self->device);
@@ -416,6 +732,9 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, stop_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, left_box);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_box);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, setup_box);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, right_scroll);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, columns_separator);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, token_row);
@@ -432,6 +751,8 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_view);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, log_scroll);
   gtk_widget_class_install_action (widget_class, "win.refresh", NULL, refresh_action);
+  gtk_widget_class_install_action (widget_class, "win.choose-folder", NULL, choose_folder_action);
+  gtk_widget_class_install_action (widget_class, "win.show-message", "s", show_message_action);
   dcp_window_class_init_actions (widget_class);
 }
 
@@ -441,7 +762,7 @@ dcp_window_init (DcpWindow *self)
   g_type_ensure (DCP_TYPE_COSTS_VIEW);
   gtk_widget_init_template (GTK_WIDGET (self));
   self->cancellable = g_cancellable_new ();
-  self->session = soup_session_new_with_options ("user-agent", "decapybara-launcher/" PACKAGE_VERSION, NULL);
+  self->session = dcp_download_session_new ();
   dcp_settings_init_default (&self->settings);
 
   self->model_list = dcp_model_list_new (self->session);
@@ -452,6 +773,10 @@ dcp_window_init (DcpWindow *self)
   gtk_box_prepend (self->right_box, GTK_WIDGET (self->costs_view));
   self->engine = dcp_engine_process_new ();
   dcp_engine_process_set_dbus (self->engine, TRUE);
+  {
+    g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+    dcp_engine_process_set_bus_name (self->engine, bus_name);
+  }
   self->monitor_view = dcp_monitor_view_new ();
   {
     GtkWidget *scroll = gtk_scrolled_window_new ();
@@ -474,6 +799,7 @@ dcp_window_init (DcpWindow *self)
   g_signal_connect (self->folder_row, "apply", G_CALLBACK (folder_applied), self);
   g_signal_connect (self->repo_row, "apply", G_CALLBACK (repo_applied), self);
   dcp_window_init_actions (self);
+  name_unnamed_buttons (GTK_WIDGET (self->token_row), _("Show or hide the token"));
 }
 
 /* The last used settings, then the widgets that show them. */
@@ -528,6 +854,8 @@ dcp_window_new (GtkApplication *application, GSettings *settings, const char *en
   g_settings_bind (settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_swapped (self, "notify::default-width", G_CALLBACK (width_changed), self);
+  width_changed (self);
   g_settings_bind (settings, "hf-token", self->token_row, "text", G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_object (settings, "changed::hf-token", G_CALLBACK (token_changed), self, 0);
   token_changed (settings, "hf-token", self);

@@ -368,7 +368,7 @@ decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
   for (guint t = 0; t < n; t++)
     dcp_cpu_rms_norm_zc (x + (gsize) t * H, layer->input_norm, H, eps, h + (gsize) t * H);
   if (layer->is_full_attention)
-    dcp_cpu_attention_forward (self->pool, c, &layer->attn, kv, h, n, delta);
+    dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, h, n, delta);
   else
     dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, delta);
   for (gsize i = 0; i < (gsize) n * H; i++)

@@ -153,6 +153,7 @@ attend_range (gpointer data, guint begin, guint end)
 void
 dcp_cpu_attention_forward (DcpCpuPool                   *pool,
                            const DcpModelConfig         *c,
+                           const DcpRope                *rope,
                            const DcpCpuAttentionWeights *w,
                            DcpCpuKvCache                *cache,
                            const float                  *h,
@@ -180,14 +181,14 @@ dcp_cpu_attention_forward (DcpCpuPool                   *pool,
           float *q = qg + ((gsize) t * c->n_heads + head) * 2 * hd;
 
           dcp_cpu_rms_norm_zc (q, w->q_norm, hd, eps, q);
-          dcp_cpu_rope (q, c->rotary_dim, c->rope_theta, first_pos + t);
+          dcp_cpu_rope (q, rope, first_pos + t);
         }
       for (guint kv = 0; kv < c->n_kv_heads; kv++)
         {
           float *kh = k + (gsize) t * kvw + kv * hd;
 
           dcp_cpu_rms_norm_zc (kh, w->k_norm, hd, eps, kh);
-          dcp_cpu_rope (kh, c->rotary_dim, c->rope_theta, first_pos + t);
+          dcp_cpu_rope (kh, rope, first_pos + t);
         }
     }
 

@@ -207,16 +207,15 @@ dcp_cpu_l2_norm (float *x, guint n, float eps)
 }
 
 void
-dcp_cpu_rope (float *x, guint rotary_dim, double theta, guint pos)
+dcp_cpu_rope (float *x, const DcpRope *rope, guint pos)
 {
-  guint half = rotary_dim / 2;
+  guint half = rope->n_pairs;
 
   for (guint i = 0; i < half; i++)
     {
-      /* inv_freq in FP32 as transformers computes it, the angle in FP32 too */
-      float inv_freq = (float) (1.0 / pow (theta, (double) (2 * i) / rotary_dim));
-      float angle = (float) pos * inv_freq;
-      float c = cosf (angle), s = sinf (angle);
+      /* the angle in FP32 as transformers computes it; cos and sin scaled like its cos/sin */
+      float angle = (float) pos * rope->inv_freq[i];
+      float c = cosf (angle) * rope->attention_factor, s = sinf (angle) * rope->attention_factor;
       float a = x[i], b = x[i + half];
 
       x[i] = a * c - b * s;

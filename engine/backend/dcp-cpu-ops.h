@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-cpu-pool.h"
+#include "dcp-rope.h"
 #include "dcp-tensor.h"
 
 G_BEGIN_DECLS
@@ -61,11 +62,11 @@ void  dcp_cpu_rms_norm        (const float *x,
 void  dcp_cpu_l2_norm         (float       *x,
                                guint        n,
                                float        eps);
-/* Rotate-half RoPE over the first rotary_dim dims of x at position pos: pairs (i, i + r/2). */
-void  dcp_cpu_rope            (float       *x,
-                               guint        rotary_dim,
-                               double       theta,
-                               guint        pos);
+/* Rotate-half RoPE over the first 2 n_pairs dims of x at position pos: pairs (i, i + n_pairs)
+ * turned by pos * inv_freq_i, both scaled by the table's attention factor (YaRN). */
+void  dcp_cpu_rope            (float         *x,
+                               const DcpRope *rope,
+                               guint          pos);
 float dcp_cpu_silu            (float x);
 float dcp_cpu_sigmoid         (float x);
 float dcp_cpu_softplus        (float x);

@@ -191,6 +191,7 @@ dcp_cpu_weights_load (const DcpModelConfig *config, const DcpTensorSource *sourc
 
   g_return_val_if_fail (config != NULL && source != NULL, NULL);
   self->config = *config;
+  dcp_rope_init (&self->rope, config);
   self->owned = l.owned = g_ptr_array_new_with_free_func (g_free);
   self->stored = l.stored = g_array_new (FALSE, TRUE, sizeof (DcpCpuStoredTensor));
   self->layers = g_new0 (DcpCpuLayer, config->n_layers);

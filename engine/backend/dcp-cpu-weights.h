@@ -3,6 +3,7 @@
 
 #include "dcp-cpu-ops.h"
 #include "dcp-model-config.h"
+#include "dcp-rope.h"
 #include "dcp-tensor-source.h"
 
 G_BEGIN_DECLS
@@ -54,6 +55,7 @@ typedef struct {
 
 typedef struct {
   DcpModelConfig config;
+  DcpRope rope;                  /* the attention layers' (and MTP's) rotary table */
   DcpCpuMatrix embed, lm_head;
   float *norm;                   /* final norm, [hidden], zero-centred */
   DcpCpuLayer *layers;           /* config.n_layers */

@@ -8,12 +8,14 @@
 
 #include "dcp-cuda-error.h"
 #include "dcp-cuda-forward.h"
+#include "dcp-rope.h"
 
 #define N_BUCKETS 24
 
 struct _DcpCudaForward {
   const DcpCudaWeights *w;
   const DcpCudaCounts *n;        /* the weights' */
+  DcpRope rope;                  /* the attention layers' rotary table, from the config */
   void *stream;
   guint max_rows;                /* of the activations: 16, or the prompt rows */
   guint prompt_rows;             /* 0: decode passes only */
@@ -226,6 +228,7 @@ dcp_cuda_forward_new (const DcpCudaWeights *w, guint prompt_rows, gboolean fp8, 
 
   self->w = w;
   self->n = n;
+  dcp_rope_init (&self->rope, c);
   self->stream = stream;
   self->graphs_enabled = TRUE;
   self->prompt_rows = prompt_rows;
@@ -508,10 +511,10 @@ attention_layer (DcpCudaForward *s, const Pass *p, const DcpCudaLayer *L, guint 
   TRY (matmul (s, p, &L->v, s->h, s->v));
   TRY (dcpk_head_rms_norm (s->qg, M, nh, qrow, 2L * hd, hd, L->q_norm, eps, s->stream));
   TRY (dcpk_head_rms_norm (s->k, M, nkv, krow, hd, hd, L->k_norm, eps, s->stream));
-  TRY (dcpk_rope (s->qg, M, nh, qrow, 2L * hd, (int) c->rotary_dim, c->rope_theta,
-                  s->d_in + s->at.pos, s->stream));
-  TRY (dcpk_rope (s->k, M, nkv, krow, hd, (int) c->rotary_dim, c->rope_theta,
-                  s->d_in + s->at.pos, s->stream));
+  TRY (dcpk_rope (s->qg, M, nh, qrow, 2L * hd, (int) c->rotary_dim, s->rope.inv_freq,
+                  s->rope.attention_factor, s->d_in + s->at.pos, s->stream));
+  TRY (dcpk_rope (s->k, M, nkv, krow, hd, (int) c->rotary_dim, s->rope.inv_freq,
+                  s->rope.attention_factor, s->d_in + s->at.pos, s->stream));
   TRY (dcpk_kv_append (&s->kv_layout, pages, s->k, s->v, s->d_in + s->at.slots, M, s->stream));
   TRY (attend (s, p, pages));
   return matmul (s, p, &L->o, s->mix, s->delta);

@@ -408,6 +408,15 @@ dcp_http_server_free (DcpHttpServer *self)
   g_free (self);
 }
 
+void
+dcp_http_server_set_api_key (DcpHttpServer *self, const char *api_key)
+{
+  g_return_if_fail (self != NULL);
+  g_clear_pointer (&self->key_digest, g_bytes_unref);
+  if (api_key != NULL && api_key[0] != '\0')
+    self->key_digest = digest (api_key);
+}
+
 /* The address as it was when listening started (libsoup lists the socket again for each listener
  * put back after descriptors ran out). */
 char *

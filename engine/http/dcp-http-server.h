@@ -31,6 +31,9 @@ DcpHttpServer  *dcp_http_server_new   (const DcpHttpOptions *options,
                                        GError              **error);
 void            dcp_http_server_free  (DcpHttpServer *self);
 char           *dcp_http_server_get_url (DcpHttpServer *self);
+/* A new API key for the requests from now on (NULL or "": none); main thread. */
+void            dcp_http_server_set_api_key (DcpHttpServer *self,
+                                             const char    *api_key);
 DcpStats       *dcp_http_server_get_stats (DcpHttpServer *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpHttpServer, dcp_http_server_free)

@@ -448,7 +448,7 @@ source_lookup (gpointer data, const char *canonical_name)
 DcpTensorSource
 dcp_checkpoint_get_source (DcpCheckpoint *self)
 {
-  DcpTensorSource source = { source_lookup, self };
+  DcpTensorSource source = { .lookup = source_lookup, .data = self };
 
   return source;
 }

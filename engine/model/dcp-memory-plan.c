@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dcp-error.h"
@@ -32,6 +33,29 @@ dcp_plan_settings_init_default (DcpPlanSettings *s)
     .rope_scaling = DCP_ROPE_SCALING_AUTO,
     .keep_free_bytes = 512 * MIB,
   };
+}
+
+gboolean
+dcp_plan_device_read_ram (DcpPlanDevice *device)
+{
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  g_return_val_if_fail (device != NULL, FALSE);
+  device->vram_total_bytes = device->vram_free_bytes = 0;
+  if (!g_file_get_contents ("/proc/meminfo", &text, NULL, NULL))
+    return FALSE;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      guint64 kib;
+
+      if (sscanf (lines[i], "MemTotal: %" G_GUINT64_FORMAT " kB", &kib) == 1)
+        device->vram_total_bytes = kib * 1024;
+      else if (sscanf (lines[i], "MemAvailable: %" G_GUINT64_FORMAT " kB", &kib) == 1)
+        device->vram_free_bytes = kib * 1024;
+    }
+  return device->vram_total_bytes > 0;
 }
 
 gboolean
@@ -123,6 +147,48 @@ round_up_pages (guint64 tokens)
   return (tokens + DCP_PAGE_TOKENS - 1) / DCP_PAGE_TOKENS * DCP_PAGE_TOKENS;
 }
 
+/* The longest context and whether YaRN runs: a YaRN config's own; for default RoPE, x4 over the
+ * native length with rope scaling 1m, or auto and a context asked for past the native length. */
+static gboolean
+rope_context (DcpMemoryPlan *p, const DcpModelConfig *c, const DcpPlanSettings *s, GError **error)
+{
+  guint64 native = dcp_model_config_native_context (c);
+  guint64 stretched = (guint64) (native * DCP_ROPE_YARN_FACTOR);
+
+  if (c->rope_type == DCP_ROPE_YARN)
+    {
+      p->yarn = TRUE;
+      p->model_max_context = dcp_model_config_max_context (c);
+    }
+  else
+    {
+      p->yarn = s->rope_scaling == DCP_ROPE_SCALING_1M ||
+                (s->rope_scaling == DCP_ROPE_SCALING_AUTO && s->context_tokens > native);
+      p->model_max_context = p->yarn ? stretched : native;
+    }
+  if (s->context_tokens > p->model_max_context)
+    {
+      g_autofree char *hint = NULL;
+
+      if (c->rope_type != DCP_ROPE_YARN && !p->yarn)
+        hint = g_strdup_printf (" (--rope-scaling auto or 1m stretches it to %" G_GUINT64_FORMAT
+                                " with YaRN)", stretched);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "a context of %" G_GUINT64_FORMAT " tokens is past the model's %" G_GUINT64_FORMAT "%s",
+                   s->context_tokens, p->model_max_context, hint != NULL ? hint : "");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+dcp_memory_plan_apply_rope (const DcpMemoryPlan *p, DcpModelConfig *config)
+{
+  g_return_if_fail (p != NULL && config != NULL);
+  if (p->yarn)
+    dcp_model_config_enable_yarn (config, DCP_ROPE_YARN_FACTOR);
+}
+
 gboolean
 dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanSettings *s,
                          const DcpPlanDevice *d, GError **error)
@@ -166,17 +232,8 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
       return FALSE;
     }
 
-  p->model_max_context = c->max_position_embeddings;
-  if (s->rope_scaling == DCP_ROPE_SCALING_1M)
-    p->model_max_context = MAX (p->model_max_context, G_GUINT64_CONSTANT (1) << 20);
-  if (s->context_tokens > p->model_max_context)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "a context of %" G_GUINT64_FORMAT " tokens is past the model's %" G_GUINT64_FORMAT
-                   "%s", s->context_tokens, p->model_max_context,
-                   s->rope_scaling == DCP_ROPE_SCALING_1M ? "" : " (rope scaling 1m raises it to 1,048,576)");
-      return FALSE;
-    }
+  if (!rope_context (p, c, s, error))
+    return FALSE;
 
   p->weights_text = m->text_weight_bytes;
   p->weights_embedding = m->embedding_bytes;
@@ -188,7 +245,7 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
   p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
   p->gdn_states = p->gdn_bytes_per_conversation * dcp_plan_gdn_blocks (s->conversations);
   p->activations = activation_bytes (c);
-  p->cuda_context = CUDA_CONTEXT_BYTES;
+  p->cuda_context = s->cpu_backend ? 0 : CUDA_CONTEXT_BYTES;
 
   fixed = p->weights_text + p->weights_embedding + p->weights_lm_head + p->weights_mtp +
           p->weights_vision + p->gdn_states + p->activations + p->cuda_context;
@@ -254,6 +311,8 @@ dcp_memory_plan_describe (const DcpMemoryPlan *p)
   g_string_append_printf (s, "KV: %" G_GUINT64_FORMAT " bytes per token; pool of %" G_GUINT64_FORMAT
                           " tokens; GDN state %.1f MiB per conversation\n",
                           p->kv_bytes_per_token, p->pool_tokens, p->gdn_bytes_per_conversation / (double) MIB);
+  if (p->yarn)
+    g_string_append_printf (s, "RoPE: YaRN, positions up to %" G_GUINT64_FORMAT "\n", p->model_max_context);
   g_string_append_printf (s, "Set your client's context size to %" G_GUINT64_FORMAT, p->context_per_conversation);
   return g_string_free (s, FALSE);
 }

@@ -21,8 +21,9 @@ typedef enum {
   DCP_CONTEXT_FIXED,     /* one fixed slot per conversation */
 } DcpContextMode;
 
+/* For a config with default RoPE; one whose rope_parameters ask for YaRN runs with its own. */
 typedef enum {
-  DCP_ROPE_SCALING_AUTO, /* native context; YaRN only when a requested context needs it */
+  DCP_ROPE_SCALING_AUTO, /* native context; YaRN x4 only when context_tokens is past it */
   DCP_ROPE_SCALING_OFF,  /* never past max_position_embeddings */
   DCP_ROPE_SCALING_1M,   /* YaRN x4: one conversation up to 1,048,576 tokens */
 } DcpRopeScaling;
@@ -49,6 +50,7 @@ typedef struct {
    * (the CPU backend, the FP32 reference: DCP_PLAN_CPU_VALUE_BYTES for both). */
   guint kv_value_bytes;
   guint gdn_conv_value_bytes;
+  gboolean cpu_backend;         /* no CUDA runtime (no CUDA context); the "VRAM" is RAM */
   DcpRopeScaling rope_scaling;
   gboolean speculator_mtp;      /* the MTP head drafts: its weights and KV are resident */
   gboolean vision;              /* the vision tower is loaded */
@@ -81,11 +83,16 @@ typedef struct {
   guint64 pool_tokens;          /* tokens the KV pool holds, a multiple of DCP_PAGE_TOKENS */
   guint64 context_per_conversation; /* what each may use: pool = min(pool, model max); fixed = slot */
   guint64 model_max_context;    /* from the config and rope scaling */
+  gboolean yarn;                /* the attention layers' RoPE is YaRN: the config's own, or the
+                                   x4 rope scaling adds (dcp_memory_plan_apply_rope) */
   gboolean fits;                /* everything fits in the free VRAM less keep_free */
   guint64 vram_budget;          /* free VRAM less keep_free */
 } DcpMemoryPlan;
 
 void     dcp_plan_settings_init_default (DcpPlanSettings *settings);
+/* This machine's RAM as the device the CPU backend plans against: MemTotal and MemAvailable of
+ * /proc/meminfo. FALSE (and zeros) when they cannot be read. */
+gboolean dcp_plan_device_read_ram      (DcpPlanDevice   *device);
 guint64  dcp_plan_kv_bytes_per_token    (const DcpModelConfig *config,
                                          guint                  kv_bits_k,
                                          guint                  kv_bits_v,
@@ -106,6 +113,10 @@ gboolean dcp_memory_plan_compute        (DcpMemoryPlan         *plan,
                                          const DcpPlanSettings *settings,
                                          const DcpPlanDevice   *device,
                                          GError               **error);
+/* The config the backend runs: config with YaRN x4 when the plan turned it on for a config
+ * of default RoPE (dcp_model_config_enable_yarn); unchanged otherwise. */
+void     dcp_memory_plan_apply_rope     (const DcpMemoryPlan   *plan,
+                                         DcpModelConfig        *config);
 /* "set your client's context size to N" and the breakdown, for logs and --help output. */
 char    *dcp_memory_plan_describe       (const DcpMemoryPlan   *plan);
 

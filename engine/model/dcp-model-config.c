@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "dcp-error.h"
@@ -58,6 +59,27 @@ get_double (JsonObject *o, const char *field, double def, double *out, GError **
   return TRUE;
 }
 
+/* A finite number of any sign; absent or null fields take def. */
+static gboolean
+get_number (JsonObject *o, const char *field, double def, double *out, GError **error)
+{
+  JsonNode *node = json_object_get_member (o, field);
+  GType type;
+
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    {
+      *out = def;
+      return TRUE;
+    }
+  type = json_node_get_value_type (node);
+  if (type != G_TYPE_DOUBLE && type != G_TYPE_INT64)
+    return invalid (error, field, "must be a number");
+  *out = json_node_get_double (node);
+  if (!isfinite (*out))
+    return invalid (error, field, "must be finite");
+  return TRUE;
+}
+
 static gboolean
 get_bool (JsonObject *o, const char *field, gboolean def, gboolean *out, GError **error)
 {
@@ -105,6 +127,34 @@ read_layer_types (DcpModelConfig *c, JsonObject *o, GError **error)
   return TRUE;
 }
 
+/* YaRN's fields, read the way transformers' _compute_yarn_parameters reads them: a null factor
+ * is max_position_embeddings over the original length, itself max_position_embeddings when
+ * absent; betas that are absent or 0 take 32 and 1. */
+static gboolean
+read_yarn (DcpModelConfig *c, JsonObject *rope, GError **error)
+{
+  if (!json_object_has_member (rope, "factor"))
+    return invalid (error, "rope_parameters.factor", "is missing (rope_type yarn needs it)");
+  if (!get_uint (rope, "original_max_position_embeddings", c->max_position_embeddings, 1u << 30,
+                 &c->rope_original_max_positions, error) ||
+      !get_double (rope, "factor", (double) c->max_position_embeddings / c->rope_original_max_positions,
+                   &c->rope_factor, error) ||
+      !get_number (rope, "beta_fast", 0, &c->rope_beta_fast, error) ||
+      !get_number (rope, "beta_slow", 0, &c->rope_beta_slow, error) ||
+      !get_double (rope, "attention_factor", 0, &c->rope_attention_factor, error) ||
+      !get_number (rope, "mscale", 0, &c->rope_mscale, error) ||
+      !get_number (rope, "mscale_all_dim", 0, &c->rope_mscale_all_dim, error) ||
+      !get_bool (rope, "truncate", TRUE, &c->rope_truncate, error))
+    return FALSE;
+  if (c->rope_beta_fast < 0 || c->rope_beta_slow < 0)
+    return invalid (error, "rope_parameters.beta_fast", "and beta_slow must not be negative");
+  if (c->rope_beta_fast == 0)
+    c->rope_beta_fast = 32;
+  if (c->rope_beta_slow == 0)
+    c->rope_beta_slow = 1;
+  return TRUE;
+}
+
 static gboolean
 read_rope (DcpModelConfig *c, JsonObject *o, GError **error)
 {
@@ -112,6 +162,7 @@ read_rope (DcpModelConfig *c, JsonObject *o, GError **error)
   JsonNode *node = json_object_get_member (o, "rope_parameters");
   JsonNode *section;
   double factor = 0.25;
+  const char *type;
 
   if (node == NULL || JSON_NODE_HOLDS_NULL (node))
     node = json_object_get_member (o, "rope_scaling");
@@ -130,8 +181,23 @@ read_rope (DcpModelConfig *c, JsonObject *o, GError **error)
   if (factor > 1)
     return invalid (error, "partial_rotary_factor", "must be at most 1");
   c->rotary_dim = (guint) (c->head_dim * factor + 0.5);
-  if (c->rotary_dim == 0 || c->rotary_dim % 2 != 0)
-    return invalid (error, "partial_rotary_factor", "must give an even, non-zero number of rotary dimensions");
+  if (c->rotary_dim == 0 || c->rotary_dim % 2 != 0 || c->rotary_dim > DCP_MAX_ROTARY_DIM)
+    return invalid (error, "partial_rotary_factor", "must give an even, non-zero number of rotary dimensions, at most 512");
+
+  /* rope_type, or the older "type"; absent is default RoPE. */
+  node = json_object_get_member (rope, "rope_type");
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    node = json_object_get_member (rope, "type");
+  type = node == NULL || JSON_NODE_HOLDS_NULL (node) ? "default" :
+         json_node_get_value_type (node) == G_TYPE_STRING ? json_node_get_string (node) : "";
+  if (g_str_equal (type, "yarn"))
+    {
+      c->rope_type = DCP_ROPE_YARN;
+      if (!read_yarn (c, rope, error))
+        return FALSE;
+    }
+  else if (!g_str_equal (type, "default"))
+    return invalid (error, "rope_parameters.rope_type", "must be “default” or “yarn”");
 
   if (!get_bool (rope, "mrope_interleaved", TRUE, &c->mrope_interleaved, error))
     return FALSE;
@@ -235,6 +301,40 @@ dcp_model_config_n_full_attention (const DcpModelConfig *config)
   for (guint i = 0; i < config->n_layers; i++)
     n += config->is_full_attention[i];
   return n;
+}
+
+guint64
+dcp_model_config_native_context (const DcpModelConfig *c)
+{
+  g_return_val_if_fail (c != NULL, 0);
+  return c->rope_type == DCP_ROPE_YARN ? c->rope_original_max_positions : c->max_position_embeddings;
+}
+
+guint64
+dcp_model_config_max_context (const DcpModelConfig *c)
+{
+  g_return_val_if_fail (c != NULL, 0);
+  if (c->rope_type != DCP_ROPE_YARN)
+    return c->max_position_embeddings;
+  return MAX ((guint64) c->max_position_embeddings,
+              (guint64) (c->rope_factor * c->rope_original_max_positions));
+}
+
+void
+dcp_model_config_enable_yarn (DcpModelConfig *c, double factor)
+{
+  g_return_if_fail (c != NULL && factor >= 1);
+  if (c->rope_type == DCP_ROPE_YARN)
+    return;
+  c->rope_type = DCP_ROPE_YARN;
+  c->rope_factor = factor;
+  c->rope_original_max_positions = c->max_position_embeddings;
+  c->rope_beta_fast = 32;
+  c->rope_beta_slow = 1;
+  c->rope_attention_factor = 0;
+  c->rope_mscale = c->rope_mscale_all_dim = 0;
+  c->rope_truncate = TRUE;
+  c->max_position_embeddings = (guint) MIN (c->max_position_embeddings * factor, 1u << 30);
 }
 
 void

@@ -354,7 +354,7 @@ source_lookup (gpointer data, const char *canonical_name)
 DcpTensorSource
 dcp_model_file_get_source (DcpModelFile *self)
 {
-  DcpTensorSource source = { source_lookup, self };
+  DcpTensorSource source = { .lookup = source_lookup, .data = self };
 
   return source;
 }

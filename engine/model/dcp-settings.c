@@ -32,7 +32,7 @@ typedef struct {
 static const char *const context_modes[] = { "pool", "fixed", NULL };
 static const char *const rope_modes[] = { "auto", "off", "1m", NULL };
 static const char *const activation_modes[] = { "fp8", "bf16", NULL };
-static const char *const speculators[] = { "off", "mtp", "ngram", NULL };
+static const char *const speculators[] = { "off", "mtp", "ngram", "dflash", NULL };
 static const char *const prefill_policies[] = { "balanced", "decode-priority", "prefill-priority", NULL };
 static const char *const loop_guards[] = { "stop", "end-thinking", "escape", "off", NULL };
 static const char *const vision_modes[] = { "off", "bf16", "fp8", NULL };
@@ -88,18 +88,20 @@ static const Setting settings_table[] = {
     KIND_KV, 0 },
   { { "rope-scaling", "auto|off|1m", "Position scaling: 1m = YaRN x4, one conversation up to 1M tokens",
       "The model reads 262,144 tokens natively. 1m stretches positions four times (YaRN) for "
-      "contexts up to 1,048,576 tokens, at some cost on short ones." },
+      "contexts up to 1,048,576 tokens, at some cost on short ones; auto does so only when the "
+      "context asked for is longer than the native one, off never." },
     KIND_CHOICE, OFF (rope_scaling), 0, 0, rope_modes },
   { { "activations", "fp8|bf16", "Precision of activations in matrix products",
       "fp8 reads prompts faster; bf16 is a little more accurate." },
     KIND_CHOICE, OFF (activations), 0, 0, activation_modes },
-  { { "speculator", "off|mtp|ngram", "Draft tokens to verify in one step (speculative decoding)",
-      "mtp: the model's own next-token head drafts; ngram: drafts copied from the prompt. Output is "
-      "the same as without; speed rises when drafts are accepted." },
+  { { "speculator", "off|mtp|ngram|dflash", "Draft tokens to verify in one step (speculative decoding)",
+      "mtp: the model's own next-token head drafts; ngram: drafts copied from the conversation. "
+      "Output is the same as without; speed rises when drafts are accepted. Greedy requests "
+      "(temperature 0) only; dflash is not built yet." },
     KIND_CHOICE, OFF (speculator), 0, 0, speculators },
-  { { "draft-length", "0..8", "Draft tokens per step (0 = adapt to the drafter's confidence)",
+  { { "draft-length", "0..15", "Draft tokens per step (0 = the default, 4)",
       "Longer drafts pay off when most are accepted (code, repeated text)." },
-    KIND_UINT, OFF (draft_length), 0, 8 },
+    KIND_UINT, OFF (draft_length), 0, DCP_DRAFT_MAX },
   { { "prefill-policy", "balanced|decode-priority|prefill-priority",
       "How prompt reading shares the GPU with conversations that are writing",
       "balanced: while others write, steps that read a prompt take at most half of the time. "
@@ -440,6 +442,13 @@ dcp_settings_validate (const DcpSettings *s, const DcpEngineCaps *caps, GError *
     return refuse (error, "a quantized KV cache (--kv-bits below 16/16)");
   if (s->activations == DCP_ACTIVATIONS_FP8 && !caps->fp8_activations)
     return refuse (error, "--activations fp8");
+  if (s->speculator == DCP_SPECULATOR_DFLASH)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                           "--speculator dflash: the DFlash block drafter is not built yet; "
+                           "use mtp or ngram");
+      return FALSE;
+    }
   if (s->speculator != DCP_SPECULATOR_OFF && !caps->speculators)
     return refuse (error, "speculative decoding (--speculator)");
   if (s->vision != DCP_VISION_OFF && !caps->vision)
@@ -475,6 +484,29 @@ dcp_settings_to_command_line (const DcpSettings *s, gboolean include_secrets)
   return g_string_free (line, FALSE);
 }
 
+char *
+dcp_settings_to_json_data (const DcpSettings *settings)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) root = NULL;
+
+  g_return_val_if_fail (settings != NULL, NULL);
+  json_builder_begin_object (b);
+  for (guint i = 0; i < dcp_settings_count (); i++)
+    {
+      const char *key = dcp_settings_info (i)->key;
+      g_autofree char *value = dcp_settings_get (settings, key);
+
+      if (value == NULL || g_str_equal (key, "api-key"))
+        continue;
+      json_builder_set_member_name (b, key);
+      json_builder_add_string_value (b, value);
+    }
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  return json_to_string (root, FALSE);
+}
+
 void
 dcp_settings_to_plan (const DcpSettings *s, DcpPlanSettings *plan)
 {
@@ -491,4 +523,13 @@ dcp_settings_to_plan (const DcpSettings *s, DcpPlanSettings *plan)
   /* "auto" caches are sized by the engine at start from the machine's free RAM and disk. */
   plan->ram_cache_bytes = s->ram_cache_bytes == DCP_SIZE_AUTO ? 0 : s->ram_cache_bytes;
   plan->disk_cache_bytes = s->disk_cache_bytes == DCP_SIZE_AUTO ? 0 : s->disk_cache_bytes;
+  /* How the backend stores state (docs/MEMORY.md): both keep the GDN conv state in FP32; the CPU
+   * backend also its KV, and it has no CUDA runtime. The launcher's costs and the engine's
+   * allocation both come from here. */
+  plan->gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+  if (s->backend == DCP_SETTING_BACKEND_CPU)
+    {
+      plan->kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
+      plan->cpu_backend = TRUE;
+    }
 }

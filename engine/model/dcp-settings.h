@@ -13,7 +13,11 @@ G_BEGIN_DECLS
 
 typedef enum { DCP_SETTING_BACKEND_CUDA, DCP_SETTING_BACKEND_CPU } DcpSettingBackend;
 typedef enum { DCP_ACTIVATIONS_FP8, DCP_ACTIVATIONS_BF16 } DcpActivations;
-typedef enum { DCP_SPECULATOR_OFF, DCP_SPECULATOR_MTP, DCP_SPECULATOR_NGRAM } DcpSpeculator;
+typedef enum {
+  DCP_SPECULATOR_OFF, DCP_SPECULATOR_MTP, DCP_SPECULATOR_NGRAM, DCP_SPECULATOR_DFLASH
+} DcpSpeculator;
+#define DCP_DRAFT_MAX 15        /* --draft-length */
+#define DCP_DRAFT_DEFAULT 4     /* --draft-length 0 */
 typedef enum {
   DCP_PREFILL_BALANCED, DCP_PREFILL_DECODE_PRIORITY, DCP_PREFILL_PREFILL_PRIORITY
 } DcpPrefillPolicy;
@@ -40,7 +44,7 @@ typedef struct {
   DcpRopeScaling rope_scaling;
   DcpActivations activations;
   DcpSpeculator speculator;
-  guint draft_length;            /* 0 = auto, 1..8 */
+  guint draft_length;            /* 0 = DCP_DRAFT_DEFAULT, 1..DCP_DRAFT_MAX */
   DcpPrefillPolicy prefill_policy;
   guint prefill_chunk;           /* prompt tokens per step */
   DcpSettingLoopGuard loop_guard;
@@ -101,6 +105,9 @@ gboolean               dcp_settings_validate     (const DcpSettings   *settings,
  * the API key is left out unless include_secrets. */
 char                  *dcp_settings_to_command_line (const DcpSettings *settings,
                                                      gboolean           include_secrets);
+/* Every setting but the API key (and those unset), as a settings.json object of strings: what
+ * --write-settings writes, the D-Bus Settings property, the launcher's saved settings. */
+char                  *dcp_settings_to_json_data (const DcpSettings *settings);
 void                   dcp_settings_to_plan      (const DcpSettings *settings,
                                                   DcpPlanSettings   *plan);
 

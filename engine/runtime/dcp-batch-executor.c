@@ -177,8 +177,19 @@ on_finished (gpointer data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
   push_item (c->job->exec, item);
 }
 
-static const DcpSeqCallbacks choice_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
-static const DcpSeqCallbacks logprobs_callbacks = { on_progress, on_token, on_finished, on_logits, on_pick };
+static const DcpSeqCallbacks choice_callbacks = {
+  .progress = on_progress,
+  .token = on_token,
+  .finished = on_finished,
+  .pick = on_pick,
+};
+static const DcpSeqCallbacks logprobs_callbacks = {
+  .progress = on_progress,
+  .token = on_token,
+  .finished = on_finished,
+  .logits = on_logits,
+  .pick = on_pick,
+};
 
 /* ---- the main thread ---- */
 
@@ -515,7 +526,10 @@ batch_free (DcpExecutor *executor)
 }
 
 static const DcpExecutorFuncs batch_funcs = {
-  batch_get_info, batch_count_tokens, batch_submit, batch_free,
+  .get_info = batch_get_info,
+  .count_tokens = batch_count_tokens,
+  .submit = batch_submit,
+  .free = batch_free,
 };
 
 DcpExecutor *
@@ -551,11 +565,10 @@ dcp_batch_executor_list_snapshots (DcpExecutor *executor)
   for (guint i = 0; i < items->len; i++)
     {
       const DcpSchedulerItem *it = &g_array_index (items, DcpSchedulerItem, i);
-      DcpBatchSnapshot row = { it->id, it->n_tokens, 0 };
+      DcpBatchSnapshot row = { .id = it->id, .n_tokens = it->n_tokens, .tier = it->tier };
 
       if (!it->is_snapshot)
         continue;
-      row.tier = it->tier == DCP_TIER_RAM ? 1 : it->tier == DCP_TIER_DISK ? 2 : 0;
       g_array_append_val (rows, row);
     }
   return rows;
@@ -582,7 +595,6 @@ add_uint (JsonBuilder *b, const char *name, guint64 value)
 JsonNode *
 dcp_batch_executor_stats_json (gpointer executor)
 {
-  static const char *const tiers[] = { "vram", "ram", "disk" };
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autoptr(GArray) items = NULL;
   DcpScheduler *scheduler;
@@ -604,6 +616,10 @@ dcp_batch_executor_stats_json (gpointer executor)
   add_uint (b, "reuse_hits", st.reuse_hits);
   add_uint (b, "reuse_misses", st.reuse_misses);
   add_uint (b, "generated_tokens", st.generated_tokens);
+  add_uint (b, "verify_steps", st.verify_steps);
+  add_uint (b, "drafted_tokens", st.drafted_tokens);
+  add_uint (b, "accepted_tokens", st.accepted_tokens);
+  add_uint (b, "draft_replays", st.replays);
   add_uint (b, "snapshots_taken", st.snapshots_taken);
   add_uint (b, "snapshots_dropped", st.dropped_snapshots);
   add_uint (b, "pages_copied", st.pages_copied);
@@ -636,7 +652,7 @@ dcp_batch_executor_stats_json (gpointer executor)
       json_builder_add_string_value (b, it->detail);
       add_uint (b, "conversation", it->conversation);
       json_builder_set_member_name (b, "tier");
-      json_builder_add_string_value (b, tiers[MIN (it->tier, G_N_ELEMENTS (tiers) - 1)]);
+      json_builder_add_string_value (b, dcp_tier_to_string (it->tier));
       add_uint (b, "tokens", it->n_tokens);
       add_uint (b, "bytes", it->bytes);
       json_builder_end_object (b);

@@ -4,15 +4,15 @@
 #include <json-glib/json-glib.h>
 
 #include "dcp-executor.h"
+#include "dcp-tier.h"
 
 G_BEGIN_DECLS
 
-/* The batch executor's cached prefixes, in plain types: the scheduler's and the engine state's
- * headers each name a DcpTier of their own and cannot meet in one file. */
+/* The batch executor's cached prefixes. */
 typedef struct {
   guint64 id;
   guint   n_tokens;
-  guint   tier;        /* 0: device, 1: RAM, 2: disk */
+  DcpTier tier;
 } DcpBatchSnapshot;
 
 /* Any thread: DcpBatchSnapshot rows of the scheduler's prefix cache. */

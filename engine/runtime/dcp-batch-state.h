@@ -10,7 +10,6 @@ G_BEGIN_DECLS
  * state as IDLE conversations in their tier, refreshed on the main context four times a
  * second; the running ones are reported by the watched executor. Returns the source id to
  * remove before the executor is freed. */
-guint dcp_batch_state_watch (DcpExecutor    *batch,
-                             DcpEngineState *state);
+guint dcp_batch_state_mirror (DcpExecutor *batch, DcpEngineState *state);
 
 G_END_DECLS

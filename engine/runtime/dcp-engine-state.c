@@ -50,6 +50,7 @@ struct _DcpEngineState {
   GMutex           lock;
   GArray          *conversations;   /* DcpConversation, by id */
   GPtrArray       *running;         /* DcpRequest being run by the watched executor */
+  GHashTable      *running_by_id;   /* conversation id -> its DcpRequest in running */
   guint            next_id;
   guint64          prompt_tokens;
   guint64          generated_tokens;
@@ -99,18 +100,6 @@ dcp_conversation_state_to_string (DcpConversationState state)
     case DCP_CONVERSATION_IDLE:    return "idle";
     }
   return "idle";
-}
-
-const char *
-dcp_tier_to_string (DcpTier tier)
-{
-  switch (tier)
-    {
-    case DCP_TIER_VRAM: return "vram";
-    case DCP_TIER_RAM:  return "ram";
-    case DCP_TIER_DISK: return "disk";
-    }
-  return "vram";
 }
 
 /* Setters that notify only on change (main thread). */
@@ -249,6 +238,7 @@ dcp_engine_state_finalize (GObject *object)
   g_free (self->address);
   g_array_unref (self->conversations);
   g_ptr_array_unref (self->running);
+  g_hash_table_unref (self->running_by_id);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (dcp_engine_state_parent_class)->finalize (object);
 }
@@ -298,6 +288,7 @@ dcp_engine_state_init (DcpEngineState *self)
   self->next_id = 1;
   self->conversations = g_array_new (FALSE, FALSE, sizeof (DcpConversation));
   self->running = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_request_unref);
+  self->running_by_id = g_hash_table_new (NULL, NULL);
   g_mutex_init (&self->lock);
   self->refresh_id = g_timeout_add (REFRESH_MS, refresh, self);
 }
@@ -464,6 +455,24 @@ dcp_engine_state_count_tokens (DcpEngineState *self, guint64 prompt_tokens, guin
 }
 
 gboolean
+dcp_engine_state_cancel_conversation (DcpEngineState *self, guint id)
+{
+  DcpRequest *request;
+  gboolean found;
+
+  g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), FALSE);
+  g_mutex_lock (&self->lock);
+  request = g_hash_table_lookup (self->running_by_id, GUINT_TO_POINTER (id));
+  found = request != NULL && request->cancellable != NULL;
+  if (found)
+    g_cancellable_cancel (request->cancellable);
+  g_mutex_unlock (&self->lock);
+  if (found)
+    g_message ("[conv %u] cancelled over D-Bus", id);
+  return found;
+}
+
+gboolean
 dcp_engine_state_is_stopping (DcpEngineState *self)
 {
   g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), FALSE);
@@ -525,7 +534,7 @@ typedef struct {
   DcpExecutor     parent;
   DcpExecutor    *inner;
   DcpEngineState *state;
-} Watch;
+} WatchedExecutor;
 
 /* One request on its way through: the inner executor's sink until its last event. */
 typedef struct {
@@ -571,6 +580,9 @@ watch_job_end_conversation (WatchJob *self)
   if (!self->begun)
     return;
   self->begun = FALSE;
+  g_mutex_lock (&self->state->lock);
+  g_hash_table_remove (self->state->running_by_id, GUINT_TO_POINTER (self->conversation.id));
+  g_mutex_unlock (&self->state->lock);
   dcp_engine_state_conversation_end (self->state, self->conversation.id);
 }
 
@@ -586,8 +598,12 @@ watch_job_begin_conversation (WatchJob *self, guint choice)
   memset (c, 0, sizeof *c);
   self->prompt_counted = self->generated = 0;
   c->id = dcp_engine_state_conversation_begin (self->state);
+  /* CancelConversation finds the request by the conversation's id */
+  g_mutex_lock (&self->state->lock);
+  g_hash_table_insert (self->state->running_by_id, GUINT_TO_POINTER (c->id), self->request);
+  g_mutex_unlock (&self->state->lock);
   c->state = DCP_CONVERSATION_READING;
-  c->tier = DCP_TIER_VRAM;
+  c->tier = DCP_TIER_DEVICE;
   g_message ("[conv %u] started: request %s, choice %u", c->id,
              self->request->id != NULL ? self->request->id : "(no id)", choice);
 }
@@ -671,19 +687,20 @@ watch_job_emit (DcpEventSink *sink, DcpEvent *event)
 static void
 watch_get_info (DcpExecutor *executor, DcpModelInfo *info)
 {
-  dcp_executor_get_info (((Watch *) executor)->inner, info);
+  dcp_executor_get_info (((WatchedExecutor *) executor)->inner, info);
 }
 
 static gboolean
 watch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
 {
-  return dcp_executor_count_tokens (((Watch *) executor)->inner, request, n_tokens, error);
+  return dcp_executor_count_tokens (((WatchedExecutor *) executor)->inner, request, n_tokens,
+                                    error);
 }
 
 static void
 watch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
 {
-  Watch *self = (Watch *) executor;
+  WatchedExecutor *self = (WatchedExecutor *) executor;
   DcpEngineState *state = self->state;
   WatchJob *job;
 
@@ -709,7 +726,7 @@ watch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
 static void
 watch_free (DcpExecutor *executor)
 {
-  Watch *self = (Watch *) executor;
+  WatchedExecutor *self = (WatchedExecutor *) executor;
 
   dcp_executor_free (self->inner);
   g_object_unref (self->state);
@@ -717,21 +734,21 @@ watch_free (DcpExecutor *executor)
 }
 
 static const DcpExecutorFuncs watch_funcs = {
-  watch_get_info,
-  watch_count_tokens,
-  watch_submit,
-  watch_free,
+  .get_info = watch_get_info,
+  .count_tokens = watch_count_tokens,
+  .submit = watch_submit,
+  .free = watch_free,
 };
 
 DcpExecutor *
 dcp_engine_state_watch_executor (DcpEngineState *self, DcpExecutor *executor)
 {
-  Watch *watch;
+  WatchedExecutor *watch;
 
   g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), NULL);
   g_return_val_if_fail (executor != NULL, NULL);
 
-  watch = g_new0 (Watch, 1);
+  watch = g_new0 (WatchedExecutor, 1);
   watch->parent.funcs = &watch_funcs;
   watch->inner = executor;
   watch->state = g_object_ref (self);

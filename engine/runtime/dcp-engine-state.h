@@ -5,6 +5,7 @@
 #include <json-glib/json-glib.h>
 
 #include "dcp-request-queue.h"
+#include "dcp-tier.h"
 
 G_BEGIN_DECLS
 
@@ -35,12 +36,6 @@ typedef enum {
   DCP_CONVERSATION_IDLE,      /* held in a cache, not running */
 } DcpConversationState;
 
-typedef enum {
-  DCP_TIER_VRAM,
-  DCP_TIER_RAM,
-  DCP_TIER_DISK,
-} DcpTier;
-
 typedef struct {
   guint                id;
   guint64              context_tokens;  /* tokens in its context now */
@@ -50,8 +45,7 @@ typedef struct {
   DcpTier              tier;
 } DcpConversation;
 
-const char     *dcp_conversation_state_to_string (DcpConversationState state);
-const char     *dcp_tier_to_string               (DcpTier tier);
+const char *dcp_conversation_state_to_string (DcpConversationState state);
 
 DcpEngineState *dcp_engine_state_new           (void);
 /* Wraps executor (taking it) so that every run reports its conversation and tokens here and
@@ -87,6 +81,10 @@ void            dcp_engine_state_report_integrity (DcpEngineState *self,
                                                    const char     *tensor,
                                                    gboolean        healed);
 void            dcp_engine_state_stop          (DcpEngineState *self);
+/* Ends the request conversation id runs (its cancellable, as when the client leaves); FALSE
+ * when no running request has that id. */
+gboolean        dcp_engine_state_cancel_conversation (DcpEngineState *self,
+                                                      guint           id);
 gboolean        dcp_engine_state_is_stopping   (DcpEngineState *self);
 
 const char     *dcp_engine_state_get_state     (DcpEngineState *self);

@@ -592,10 +592,10 @@ scripted_free (DcpExecutor *executor)
 }
 
 static const DcpExecutorFuncs scripted_funcs = {
-  scripted_get_info,
-  scripted_count_tokens,
-  scripted_submit,
-  scripted_free,
+  .get_info = scripted_get_info,
+  .count_tokens = scripted_count_tokens,
+  .submit = scripted_submit,
+  .free = scripted_free,
 };
 
 DcpExecutor *

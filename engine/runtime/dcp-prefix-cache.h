@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-#include "dcp-tier-store.h"
+#include "dcp-tier.h"
 
 G_BEGIN_DECLS
 

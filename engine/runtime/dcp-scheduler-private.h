@@ -49,7 +49,12 @@ typedef struct {
                                 once its prompt is read */
   gboolean pending_first;    /* a follower swapped out before its first token: the logits are
                                 those of the prompt's end */
+  guint32 *verify;           /* speculation: next_token then n_draft drafts (1 + DCP_DRAFT_MAX) */
+  guint n_draft;             /* drafts proposed for this step */
+  gboolean verifying;        /* this step's item reads next_token and the drafts */
 } Seq;
+
+typedef struct _DcpSpeculation DcpSpeculation;
 
 struct _DcpScheduler {
   DcpBackend *backend;
@@ -84,6 +89,7 @@ struct _DcpScheduler {
   DcpTimeShare *share;       /* the GPU time of steps with prompt work (prefill_policy) */
   gint64 (*step_us) (gpointer, guint, guint);   /* tests: simulated step durations */
   gpointer step_us_data;
+  DcpSpeculation *spec;      /* NULL: no speculator */
 };
 
 typedef enum { ROOM_NOW, ROOM_SOON, ROOM_NEVER } Room;
@@ -93,6 +99,17 @@ guint32      *dcp_sched_seq_tokens         (const Seq              *s,
                                             guint                   n);
 void          dcp_sched_seq_release_device (DcpScheduler           *self,
                                             Seq                    *s);
+void          dcp_sched_finish_running     (DcpScheduler           *self,
+                                            Seq                    *s,
+                                            DcpSeqFinishReason      reason,
+                                            const GError           *error);
+void          dcp_sched_pick               (DcpScheduler           *self,
+                                            Seq                    *s);
+gboolean      dcp_sched_report_token       (DcpScheduler           *self,
+                                            Seq                    *s,
+                                            guint32                 token,
+                                            const float            *logits,
+                                            DcpSeqFinishReason     *reason);
 
 /* dcp-scheduler-memory.c */
 DcpSeqState  *dcp_sched_state_new          (DcpScheduler           *self,

@@ -7,6 +7,7 @@
 
 #include "dcp-scheduler-private.h"
 #include "dcp-settings.h"
+#include "dcp-speculation.h"
 
 static gint64
 default_now (gpointer user_data)
@@ -29,6 +30,8 @@ dcp_scheduler_config_init (DcpSchedulerConfig *c)
   c->max_snapshots = 64;
   c->snapshot_pages = 4;
   c->eviction = DCP_EVICTION_QUEUE_AWARE;
+  c->speculator = DCP_SPECULATOR_OFF;
+  c->draft_length = DCP_DRAFT_DEFAULT;
 }
 
 /* ---- sequences ---- */
@@ -43,6 +46,7 @@ seq_free (Seq *s)
   g_clear_pointer (&s->generated, g_array_unref);
   g_free (s->logits);
   g_clear_pointer (&s->followers, g_ptr_array_unref);
+  g_free (s->verify);
   g_free (s);
 }
 
@@ -389,26 +393,43 @@ finish_running (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GEr
   seq_free (s);
 }
 
-/* A token was sampled for s: report it, or end the sequence. */
-static void
-handle_token (DcpScheduler *self, Seq *s, guint32 token)
+void
+dcp_sched_finish_running (DcpScheduler *self, Seq *s, DcpSeqFinishReason reason, const GError *error)
+{
+  finish_running (self, s, reason, error);
+}
+
+/* A token was chosen for s (from logits, raw, or NULL): it becomes next_token and is reported,
+ * unless it is a stop token. TRUE when s must end now, with *reason: a stop token, max_tokens,
+ * or no room in the context for it. */
+gboolean
+dcp_sched_report_token (DcpScheduler *self, Seq *s, guint32 token, const float *logits,
+                        DcpSeqFinishReason *reason)
 {
   s->next_token = token;
+  *reason = DCP_SEQ_FINISH_STOP;
   for (guint i = 0; i < s->n_stop; i++)
     if (s->stop[i] == token)
-      {
-        finish_running (self, s, DCP_SEQ_FINISH_STOP, NULL);
-        return;
-      }
+      return TRUE;
   dcp_backend_sampler_accept (self->backend, s->sampler, token);
   g_array_append_val (s->generated, token);
   self->stats.generated_tokens++;
   if (s->cb.logits != NULL)
-    s->cb.logits (s->user_data, token, s->logits, self->vocab);
+    s->cb.logits (s->user_data, token, logits, self->vocab);
   if (s->cb.token != NULL)
     s->cb.token (s->user_data, token);
-  if (s->generated->len >= s->max_tokens || s->n_read + 1 > self->cap_tokens)
-    finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
+  *reason = DCP_SEQ_FINISH_LENGTH;
+  return s->generated->len >= s->max_tokens || s->n_read + 1 > self->cap_tokens;
+}
+
+/* A token was sampled for s: report it, or end the sequence. */
+static void
+handle_token (DcpScheduler *self, Seq *s, guint32 token)
+{
+  DcpSeqFinishReason reason;
+
+  if (dcp_sched_report_token (self, s, token, s->logits, &reason))
+    finish_running (self, s, reason, NULL);
   else
     s->phase = DCP_SEQ_DECODING;
 }
@@ -430,6 +451,12 @@ pick (DcpScheduler *self, Seq *s)
   s->forced = p == DCP_SEQ_PICK_FORCE;
   s->ban = p == DCP_SEQ_PICK_BAN;
   s->picked = token;
+}
+
+void
+dcp_sched_pick (DcpScheduler *self, Seq *s)
+{
+  pick (self, s);
 }
 
 /* The next token from the logits s holds on the host (a follower's first token). */
@@ -562,11 +589,14 @@ reserve_decode (DcpScheduler *self)
           i++;
           continue;
         }
+      /* Drafts get room only where it is free (no preemption for them). */
+      if (s->n_draft > 0 && !dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_read + 1 + s->n_draft, FALSE))
+        s->n_draft = 0;
       if (dcp_sched_make_room_to_grow (self, s->pager_seq, s->n_read + 1, FALSE))
         {
           g_autoptr(GError) error = NULL;
 
-          if (dcp_sched_grow_pages (self, s->state, s->pager_seq, s->n_read + 1, &error))
+          if (dcp_sched_grow_pages (self, s->state, s->pager_seq, s->n_read + 1 + s->n_draft, &error))
             i++;
           else
             finish_running (self, s, DCP_SEQ_FINISH_ERROR, error);
@@ -743,7 +773,10 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   if (self->config.eviction == DCP_EVICTION_QUEUE_AWARE)
     expire_disk (self);
   dcp_sched_prefetch (self);
+  if (!g_queue_is_empty (&self->waiting))
+    dcp_speculation_release (self);
   admit (self);
+  dcp_speculation_propose (self);
   reserve_decode (self);
 
   for (guint i = 0; i < self->running->len; i++)
@@ -754,7 +787,8 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
 
       if (s->phase != DCP_SEQ_DECODING)
         continue;
-      plan_draw (self, s, &item);
+      if (!dcp_speculation_plan (self, s, &item, items->len, &one))
+        plan_draw (self, s, &item);
       g_array_append_val (items, item);
       g_ptr_array_add (seqs, s);
       g_array_append_val (chunks, one);
@@ -808,6 +842,8 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       guint chunk = g_array_index (chunks, guint, i);
       const DcpBatchItem *item = &g_array_index (items, DcpBatchItem, i);
 
+      if (s->verifying)
+        continue;   /* dcp_speculation_finish, below */
       s->n_read += chunk;
       if (s->phase == DCP_SEQ_DECODING)
         {
@@ -830,6 +866,11 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         finish_running (self, s, DCP_SEQ_FINISH_LENGTH, NULL);
       else
         handle_token (self, s, drawn_token (s, item));
+    }
+  if (!dcp_speculation_finish (self, ok, (DcpBatchItem *) items->data, error))
+    {
+      ok = FALSE;
+      fail_running (self, error != NULL ? *error : NULL);
     }
   publish (self);
   /* Nothing to compute while the queue's head waits for its disk read or for RAM that disk
@@ -859,6 +900,7 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
 {
   g_autoptr(DcpScheduler) self = NULL;
   g_autoptr(GError) pool_error = NULL;
+  g_autoptr(GError) spec_error = NULL;
 
   g_return_val_if_fail (DCP_IS_BACKEND (backend) && config != NULL, NULL);
   if (config->max_running == 0 || config->prefill_chunk == 0 || config->page_tokens == 0 ||
@@ -903,6 +945,12 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
   if (self->tiers == NULL)
     return NULL;
   dcp_tier_store_set_notify (self->tiers, on_io_done, self);
+  self->spec = dcp_speculation_new (self, &spec_error);
+  if (spec_error != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&spec_error));
+      return NULL;
+    }
   publish (self);
   return g_steal_pointer (&self);
 }
@@ -932,6 +980,7 @@ dcp_scheduler_free (DcpScheduler *self)
       cancel_everything (self);
       while (dcp_prefix_cache_get_n (self->cache) > 0)
         dcp_sched_entry_drop (self, dcp_prefix_cache_get (self->cache, 0));
+      dcp_speculation_free (self, g_steal_pointer (&self->spec));
       g_ptr_array_unref (self->running);
     }
   g_clear_pointer (&self->tiers, dcp_tier_store_free);

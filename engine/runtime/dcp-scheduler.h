@@ -35,11 +35,15 @@ typedef struct {
   char *disk_dir;              /* NULL: no disk tier */
   DcpEvictionPolicy eviction;
   const DcpHostAllocator *host_allocator;   /* NULL: g_malloc */
+  guint speculator;            /* a DcpSpeculator (dcp-settings.h): who drafts tokens for
+                                  greedy sequences to verify (dcp-speculation.h) */
+  guint draft_length;          /* drafts per step and sequence, 1..DCP_DRAFT_MAX */
   DcpStepHook step_hook;       /* called between steps by dcp_scheduler_run (none by default) */
 } DcpSchedulerConfig;
 
 /* Defaults: one sequence, chunks of 2048, balanced, 256 pages of DCP_PAGE_TOKENS, pool mode,
- * 64 snapshots, one every 4 pages of a prompt, no RAM or disk tier, queue-aware eviction. The
+ * 64 snapshots, one every 4 pages of a prompt, no RAM or disk tier, queue-aware eviction, no
+ * speculator (4 drafts when one is set). The
  * engine then copies its settings
  * in (conversations, prefill-chunk, prefill-policy, context-mode, ram-cache, disk-cache) and
  * the pool sizes from its memory plan (docs/SCHEDULER.md). */
@@ -110,6 +114,11 @@ typedef struct {
   guint64 reused_tokens;       /* prompt tokens resumed from snapshots */
   guint64 reuse_hits, reuse_misses;
   guint64 generated_tokens;
+  guint64 drafted_tokens;      /* drafts verified */
+  guint64 accepted_tokens;     /* drafts the model agreed with (each saves a step) */
+  guint64 verify_steps;        /* a sequence's anchor and drafts verified in one forward */
+  guint64 replays;             /* verifies that rejected a draft: the state was restored and
+                                  the accepted tokens read again */
   guint64 snapshots_taken;
   guint64 pages_copied;        /* copy-on-write of shared KV pages */
   guint64 preemptions;

@@ -59,18 +59,6 @@ struct _DcpTierStore {
   gint64 io_delay_us;
 };
 
-const char *
-dcp_tier_store_tier_name (DcpTier tier)
-{
-  switch (tier)
-    {
-    case DCP_TIER_DEVICE: return "device";
-    case DCP_TIER_RAM: return "ram";
-    case DCP_TIER_DISK: return "disk";
-    default: return "unknown";
-    }
-}
-
 static gpointer
 default_alloc (gsize size, gpointer user_data)
 {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-error.h"
+#include "dcp-tier.h"
 
 G_BEGIN_DECLS
 
@@ -20,14 +21,6 @@ G_BEGIN_DECLS
  * in the RAM tier until the write ends (the RAM budget is a hard limit); a blob read back waits
  * in a staging buffer outside the budgets until the caller loads it and removes the key.
  * Everything but the notify callback runs on one thread (the engine thread). */
-
-typedef enum {
-  DCP_TIER_DEVICE,
-  DCP_TIER_RAM,
-  DCP_TIER_DISK,
-} DcpTier;
-
-const char *dcp_tier_store_tier_name (DcpTier tier);
 
 typedef struct {
   gpointer (*alloc) (gsize size, gpointer user_data);

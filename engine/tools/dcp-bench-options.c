@@ -86,7 +86,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   g_autofree char *activations = NULL;
   int layers = 64, steps = 20, chunk = 2048, mixed = 32768;
   double max_seconds = 60, tflops = 790;
-  gboolean json = FALSE, integrity = FALSE;
+  gboolean json = FALSE, verify = FALSE, integrity = FALSE;
   const GOptionEntry entries[] = {
     { "recipe", 0, 0, G_OPTION_ARG_STRING, &recipes,
       "Recipes, a comma list of tiny, small, medium, large, xxl, bf16 (default all)", "LIST" },
@@ -110,6 +110,9 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
     { "activations", 0, 0, G_OPTION_ARG_STRING, &activations,
       "Matrix inputs of the prompt path: bf16 (default) or fp8 (Hopper)", "bf16|fp8" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per result line", NULL },
+    { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
+      "Speculative verify steps: 1..16 rows per conversation at batch 1 and 4, next to the "
+      "1-row step", NULL },
     { "integrity", 0, 0, G_OPTION_ARG_NONE, &integrity,
       "Also time a full integrity sweep of the weights, and each decode row with the monitor "
       "on (every 600 s, and every 1 s: its 1% cap)", NULL },
@@ -178,6 +181,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   o->max_seconds = max_seconds;
   o->tflops = tflops;
   o->json = json;
+  o->verify = verify;
   o->integrity = integrity;
   o->fp8 = g_strcmp0 (activations, "fp8") == 0;
   return TRUE;

@@ -20,11 +20,13 @@ typedef struct {
   double tflops;                 /* the BF16 matrix rate of the prefill limit */
   gboolean fp8;                  /* FP8 activations in the prompt path's matrix products */
   gboolean json;
+  gboolean verify;               /* time verify steps of 1..DCP_BENCH_VERIFY_ROWS rows */
   gboolean integrity;            /* also the integrity monitor: a full sweep, decode with it on */
 } DcpBenchOptions;
 
 #define DCP_BENCH_MAX_BATCH 16
 #define DCP_BENCH_MIXED_DECODERS 8
+#define DCP_BENCH_VERIFY_ROWS 16
 
 /* Parses argv (GOption: --help prints the usage) into o, defaults first. FALSE with an
  * INVALID_ARGUMENT error naming the option on bad input. */

@@ -6,7 +6,9 @@
  * dcpk_bandwidth_probe measures in the same run), prefill tokens/s per prompt size next to the
  * limit (the prompt's matrix FLOPs over the BF16 matrix rate), and the decode speed of 8
  * conversations while a prompt is read under the server's balanced prefill policy (its time
- * share, dcp-time-share.h, decides which calls carry a chunk). Contexts are synthetic: random
+ * share, dcp-time-share.h, decides which calls carry a chunk); with --verify, the step time of
+ * speculative verify steps (each conversation reads 1..16 rows, all rows' logits back, as the
+ * scheduler's verify items do) at batch 1 and 4 next to the 1-row step. Contexts are synthetic: random
  * KV and GDN states (dcp_backend_cuda_state_fill_random). With --integrity: a full sweep of
  * the integrity monitor, and each decode row again with the monitor off, at 600 s and at 1 s
  * (dcp-bench-integrity.h). docs/PERFORMANCE.md explains the columns. Exit status: 0, 1 device error, 2 bad options, 77 no CUDA device. */
@@ -306,6 +308,91 @@ run_sweep (Bench *b, GError **error)
              "taking the sums %.2f ms\n", b->integrity.n_tensors, b->integrity.bytes / 1e9,
              sweep_ms, b->integrity.bytes / (sweep_ms * 1e6), b->integrity.bytes / (b->gbps * 1e6),
              b->integrity.first_sweep_ms);
+  return TRUE;
+}
+
+/* ---- speculative verify ---- */
+
+/* Seconds per step of batch sequences that each read rows tokens with every row's logits. */
+static gboolean
+time_verify (Bench *b, DcpSeqState **states, guint batch, guint rows, float *logits,
+             double *seconds, GError **error)
+{
+  DcpBatchItem items[DCP_BENCH_MAX_BATCH];
+  guint32 tokens[DCP_BENCH_MAX_BATCH * DCP_BENCH_VERIFY_ROWS];
+  gint64 start = 0;
+
+  for (guint i = 0; i < WARMUP_STEPS + b->opt->steps; i++)
+    {
+      if (i == WARMUP_STEPS)
+        start = g_get_monotonic_time ();
+      for (guint s = 0; s < batch; s++)
+        {
+          for (guint r = 0; r < rows; r++)
+            tokens[s * rows + r] = (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
+          items[s] = (DcpBatchItem) { states[s], &tokens[s * rows], rows,
+                                      rows == 1 ? DCP_LOGITS_LAST : DCP_LOGITS_ALL,
+                                      logits + (gsize) s * rows * b->config.vocab_size, NULL };
+        }
+      if (!dcp_backend_forward (b->backend, items, batch, error))
+        return FALSE;
+    }
+  *seconds = (g_get_monotonic_time () - start) / 1e6 / b->opt->steps;
+  return TRUE;
+}
+
+/* Verify steps of 1..DCP_BENCH_VERIFY_ROWS rows per conversation at batch 1 and 4, each
+ * against the 1-row step at the same context (fresh synthetic states for every row count). */
+static gboolean
+run_verify (Bench *b, guint context, GError **error)
+{
+  static const guint batches[] = { 1, 4 };
+  g_autofree float *logits = g_new (float, (gsize) 4 * DCP_BENCH_VERIFY_ROWS * b->config.vocab_size);
+
+  if (!b->opt->json)
+    g_print ("  %-7s %-9s %5s %9s %9s %10s\n", "batch", "context", "rows", "ms/step", "x 1-row",
+             "rows/s");
+  for (guint i = 0; i < G_N_ELEMENTS (batches); i++)
+    {
+      guint batch = batches[i];
+      double one = 0;
+
+      if (b->cost.n_attn > 0 &&
+          pool_need (batch, (guint64) context + (WARMUP_STEPS + b->opt->steps) * DCP_BENCH_VERIFY_ROWS) > b->pool_tokens)
+        {
+          g_autofree char *what = g_strdup_printf ("verify batch %u at context %u", batch, context);
+
+          skip (b, what, "the KV does not fit beside the weights");
+          continue;
+        }
+      for (guint rows = 1; rows <= DCP_BENCH_VERIFY_ROWS; rows++)
+        {
+          DcpSeqState *states[DCP_BENCH_MAX_BATCH] = { NULL };
+          double seconds = 0;
+          gboolean ok = states_new (b, states, batch, context, error) &&
+                        time_verify (b, states, batch, rows, logits, &seconds, error);
+
+          states_free (b, states, batch);
+          if (!ok)
+            return FALSE;
+          if (rows == 1)
+            one = seconds;
+          if (b->opt->json)
+            {
+              JsonBuilder *j = row_begin (b, "verify");
+
+              row_int (j, "batch", batch);
+              row_int (j, "context", context);
+              row_int (j, "rows", rows);
+              row_double (j, "ms_per_step", seconds * 1e3);
+              row_double (j, "times_one_row", seconds / one);
+              row_end (j);
+            }
+          else
+            g_print ("  %-7u %-9u %5u %9.3f %9.2f %10.1f\n", batch, context, rows, seconds * 1e3,
+                     seconds / one, batch * rows / seconds);
+        }
+    }
   return TRUE;
 }
 
@@ -631,6 +718,9 @@ run_recipe (Bench *b, GError **error)
   for (guint i = 0; i < o->prefill->len; i++)
     if (!run_prefill (b, g_array_index (o->prefill, guint, i), &rate, error))
       return FALSE;
+  if (o->verify &&
+      !run_verify (b, o->contexts->len > 0 ? g_array_index (o->contexts, guint, 0) : 1024, error))
+    return FALSE;
   if (o->mixed > 0 &&
       !run_mixed (b, o->contexts->len > 0 ? g_array_index (o->contexts, guint, 0) : 1024, error))
     return FALSE;

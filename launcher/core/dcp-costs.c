@@ -73,6 +73,7 @@ dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *se
   memset (c, 0, sizeof *c);
   c->have_model = model != NULL;
   c->have_device = device != NULL && device->available;
+  c->cpu_backend = settings->backend == DCP_SETTING_BACKEND_CPU;
   c->conversations = settings->conversations;
   c->ram_cache_auto = settings->ram_cache_bytes == DCP_SIZE_AUTO;
   c->disk_cache_auto = settings->disk_cache_bytes == DCP_SIZE_AUTO && settings->context_mode == DCP_CONTEXT_POOL;
@@ -80,13 +81,16 @@ dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *se
     return;
 
   dcp_settings_to_plan (settings, &ps);
-  if (c->have_device)
+  if (c->cpu_backend)
+    dcp_plan_device_read_ram (&pd);
+  else if (c->have_device)
     {
       pd.vram_total_bytes = device->total_bytes;
       pd.vram_free_bytes = device->free_bytes;
     }
-  else
+  if (pd.vram_total_bytes == 0)
     pd.vram_total_bytes = pd.vram_free_bytes = plan_vram_bytes;
+  c->free_bytes = pd.vram_free_bytes;
   c->plan_ok = dcp_memory_plan_compute (&c->plan, &model->plan, &ps, &pd, &error);
   if (!c->plan_ok)
     {
@@ -98,7 +102,7 @@ dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *se
   full = MAX (c->plan.context_per_conversation, DCP_COSTS_SHORT_CONTEXT);
   c->step_bytes_short = dcp_costs_step_bytes (&c->plan, 1, DCP_COSTS_SHORT_CONTEXT);
   c->step_bytes_full = dcp_costs_step_bytes (&c->plan, 1, full);
-  if (!c->have_device || device->bandwidth_gbps <= 0)
+  if (!c->have_device || c->cpu_backend || device->bandwidth_gbps <= 0)
     return;
   bytes_per_s = device->bandwidth_gbps * 1e9;
   c->tokens_per_s_short = bytes_per_s / c->step_bytes_short;

@@ -31,6 +31,8 @@ void     dcp_device_report_clear (DcpDeviceReport *report);
 typedef struct {
   gboolean have_model;
   gboolean have_device;        /* a GPU reported (else planned for plan_vram_bytes) */
+  gboolean cpu_backend;        /* planned as the CPU backend runs: against this PC's RAM */
+  guint64 free_bytes;          /* what was planned against: free VRAM, or available RAM */
   gboolean plan_ok;            /* FALSE: plan_error says why */
   char *plan_error;
   DcpMemoryPlan plan;
@@ -46,7 +48,9 @@ typedef struct {
   gboolean ram_cache_auto, disk_cache_auto;   /* sized by the engine at start */
 } DcpCosts;
 
-/* model and device may be NULL (unknown). Without a GPU, plan_vram_bytes stands for its free VRAM. */
+/* model and device may be NULL (unknown). Without a GPU, plan_vram_bytes stands for its free VRAM.
+ * With the CPU backend the plan is the engine's for that backend: FP32 state, no CUDA context,
+ * against this machine's RAM (dcp_plan_device_read_ram), as the engine plans it at start. */
 void     dcp_costs_compute       (DcpCosts              *costs,
                                   const DcpModelMeta    *model,
                                   const DcpSettings     *settings,

@@ -4,16 +4,23 @@
 #include "config.h"
 
 #include <errno.h>
+#include <glib/gi18n.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
 #include "dcp-download.h"
 #include "dcp-error.h"
+#include "dcp-hf-auth.h"
 
 #define PART_MIN_BYTES (G_GUINT64_CONSTANT (8) << 20)
 #define READ_BYTES (256 * 1024)
 #define SAVE_EVERY_BYTES (G_GUINT64_CONSTANT (4) << 20)
-#define MAX_RETRIES 5
+/* A dropped connection is tried again, waiting 0.5 s, 1 s, 2 s ... up to 8 s between tries
+ * (short again after bytes arrived), until the retry window (a minute by default) since the
+ * part's first failure has passed: a network that comes back within it loses nothing. */
+#define RETRY_FIRST_MS 500
+#define RETRY_MAX_MS 8000
+#define RETRY_WINDOW_MS 60000
 /* The speed is a moving average over samples at least this far apart. */
 #define SPEED_SAMPLE_US (G_USEC_PER_SEC / 2)
 
@@ -21,7 +28,9 @@ typedef struct {
   DcpDownload *self;           /* unowned: parts live as long as the download runs */
   guint64 start, end;          /* inclusive byte range */
   guint64 done;                /* bytes of the range already on disk */
-  guint retries;
+  guint retries;                /* tries since the last byte arrived */
+  gint64 failing_since;        /* monotonic time of the part's first failure, 0: none */
+  gboolean no_retry;           /* an error that another try cannot mend (4xx, a full disk) */
   GFileIOStream *file;
   GInputStream *body;
   SoupMessage *msg;
@@ -34,6 +43,7 @@ struct _DcpDownload
   SoupSession *session;
   char *url, *dest, *part_path, *state_path, *sha256;
   guint max_connections;
+  guint retry_window_ms;
   guint64 size;
   guint64 received;
   guint64 unsaved;
@@ -44,8 +54,8 @@ struct _DcpDownload
   GCancellable *cancellable;   /* the caller's, or cancelled on the first failure */
   GError *error;               /* the first failure, reported when every part has stopped */
   gulong cancel_handler;       /* on the caller's cancellable */
-  char *token;                 /* sent to token_host only */
-  char *token_host;
+  char *token;                 /* sent to the endpoint's host only (dcp_hf_authorize) */
+  char *endpoint;
   DcpFreeBytesFunc free_bytes_func;
   gint64 speed_time;           /* the last speed sample: when, and received then */
   guint64 speed_received;
@@ -71,7 +81,7 @@ dcp_download_finalize (GObject *object)
   g_free (self->state_path);
   g_free (self->sha256);
   g_free (self->token);
-  g_free (self->token_host);
+  g_free (self->endpoint);
   g_clear_pointer (&self->parts, g_array_unref);
   g_clear_object (&self->cancellable);
   g_clear_error (&self->error);
@@ -109,6 +119,7 @@ static void
 dcp_download_init (DcpDownload *self)
 {
   self->max_connections = 8;
+  self->retry_window_ms = RETRY_WINDOW_MS;
   self->parts = g_array_new (FALSE, TRUE, sizeof (Part));
 }
 
@@ -189,18 +200,54 @@ update_speed (DcpDownload *self)
 void
 dcp_download_set_token (DcpDownload *self, const char *endpoint, const char *token)
 {
-  g_autoptr(GUri) uri = NULL;
 
   g_return_if_fail (DCP_IS_DOWNLOAD (self));
   g_clear_pointer (&self->token, g_free);
-  g_clear_pointer (&self->token_host, g_free);
-  if (token == NULL || *token == '\0' || endpoint == NULL)
-    return;
-  uri = g_uri_parse (endpoint, G_URI_FLAGS_NONE, NULL);
-  if (uri == NULL || g_uri_get_host (uri) == NULL)
-    return;
+  g_clear_pointer (&self->endpoint, g_free);
   self->token = g_strdup (token);
-  self->token_host = g_ascii_strdown (g_uri_get_host (uri), -1);
+  self->endpoint = g_strdup (endpoint);
+}
+
+gboolean
+dcp_download_get_kept (const char *dest_path, guint64 *kept, guint64 *size)
+{
+  g_autofree char *state = g_strconcat (dest_path, ".part.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *o;
+  JsonArray *parts;
+
+  g_return_val_if_fail (dest_path != NULL && kept != NULL && size != NULL, FALSE);
+  *kept = *size = 0;
+  if (!json_parser_load_from_file (parser, state, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return FALSE;
+  o = json_node_get_object (json_parser_get_root (parser));
+  if (!json_object_has_member (o, "parts") || !JSON_NODE_HOLDS_ARRAY (json_object_get_member (o, "parts")))
+    return FALSE;
+  *size = (guint64) MAX (0, json_object_get_int_member_with_default (o, "size", 0));
+  parts = json_object_get_array_member (o, "parts");
+  for (guint i = 0; i < json_array_get_length (parts); i++)
+    {
+      JsonNode *node = json_array_get_element (parts, i);
+
+      if (JSON_NODE_HOLDS_ARRAY (node) && json_array_get_length (json_node_get_array (node)) == 3)
+        *kept += (guint64) MAX (0, json_array_get_int_element (json_node_get_array (node), 2));
+    }
+  return *kept > 0;
+}
+
+SoupSession *
+dcp_download_session_new (void)
+{
+  /* libsoup allows 2 connections per host by default: the 8 ranges would wait for each other. */
+  return soup_session_new_with_options ("user-agent", "decapybara-launcher/" PACKAGE_VERSION,
+                                        "max-conns-per-host", 8, "max-conns", 16, NULL);
+}
+
+void
+dcp_download_set_retry_window (DcpDownload *self, guint milliseconds)
+{
+  g_return_if_fail (DCP_IS_DOWNLOAD (self));
+  self->retry_window_ms = milliseconds;
 }
 
 void
@@ -210,32 +257,10 @@ dcp_download_set_free_bytes_func (DcpDownload *self, DcpFreeBytesFunc func)
   self->free_bytes_func = func;
 }
 
-/* The token goes with a request only while it is for the endpoint's host: a redirect to another
- * host (Hugging Face sends files to a CDN) loses it before the request is sent again. */
-static void
-authorize_uri (SoupMessage *msg, DcpDownload *self)
-{
-  GUri *uri = soup_message_get_uri (msg);
-  SoupMessageHeaders *headers = soup_message_get_request_headers (msg);
-  g_autofree char *auth = NULL;
-
-  if (self->token == NULL || g_uri_get_host (uri) == NULL ||
-      g_ascii_strcasecmp (g_uri_get_host (uri), self->token_host) != 0)
-    {
-      soup_message_headers_remove (headers, "Authorization");
-      return;
-    }
-  auth = g_strconcat ("Bearer ", self->token, NULL);
-  soup_message_headers_replace (headers, "Authorization", auth);
-}
-
 static void
 authorize (DcpDownload *self, SoupMessage *msg)
 {
-  if (self->token == NULL)
-    return;
-  authorize_uri (msg, self);
-  g_signal_connect (msg, "restarted", G_CALLBACK (authorize_uri), self);
+  dcp_hf_authorize (msg, self->endpoint, self->token);
 }
 
 static gboolean
@@ -273,7 +298,7 @@ check_space (DcpDownload *self, GError **error)
       g_autofree char *n = g_format_size (needed), *f = g_format_size (free_bytes);
 
       g_set_error (error, DCP_ERROR, DCP_ERROR_TOO_LARGE,
-                   "Not enough disk space in %s: the download needs %s more, %s are free", dir, n, f);
+                   _("Not enough disk space in %s: the download needs %s more, %s are free"), dir, n, f);
       return FALSE;
     }
   return TRUE;
@@ -424,14 +449,14 @@ hashed (GObject *source, GAsyncResult *result, gpointer user_data)
       g_unlink (self->part_path);
       g_unlink (self->state_path);
       finish (self, g_error_new (DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                                 "%s: SHA-256 is %s, expected %s; the download was deleted",
+                                 _("%s: SHA-256 is %s, expected %s; the download was deleted"),
                                  self->dest, digest, self->sha256));
       return;
     }
   if (g_rename (self->part_path, self->dest) != 0)
     {
       int saved = errno;
-      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, "Cannot rename %s to %s: %s",
+      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, _("Cannot rename %s to %s: %s"),
                                  self->part_path, self->dest, g_strerror (saved)));
       return;
     }
@@ -475,16 +500,20 @@ part_finished (Part *part, GError *error)
 
   g_clear_object (&part->body);
   g_clear_object (&part->msg);
-  if (error && self->error == NULL && !g_cancellable_is_cancelled (self->cancellable) &&
-      part->retries < MAX_RETRIES)
+  if (error && part->failing_since == 0)
+    part->failing_since = g_get_monotonic_time ();
+  if (error && self->error == NULL && !g_cancellable_is_cancelled (self->cancellable) && !part->no_retry &&
+      g_get_monotonic_time () - part->failing_since < (gint64) self->retry_window_ms * 1000)
     {
+      guint delay = MIN (RETRY_FIRST_MS << MIN (part->retries, 8), RETRY_MAX_MS);
+
       part->retries++;
-      g_message ("%s: bytes %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT ": %s; retrying (%u of %u)",
-                 self->url, part->start + part->done, part->end, error->message,
-                 part->retries, MAX_RETRIES);
+      g_message ("%s: bytes %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT ": %s; trying again in %.1f s (try %u)",
+                 self->url, part->start + part->done, part->end, error->message, delay / 1000.0,
+                 part->retries);
       g_error_free (error);
       /* The part keeps its hold on `running` while it waits. */
-      g_timeout_add_once (250 * part->retries, retry_part, part);
+      g_timeout_add_once (delay, retry_part, part);
       return;
     }
   if (error && self->error == NULL)
@@ -518,7 +547,7 @@ read_done (GObject *source, GAsyncResult *result, gpointer user_data)
   if (n == 0)
     {
       if (part->start + part->done <= part->end)
-        error = g_error_new (DCP_ERROR, DCP_ERROR_IO, "the connection closed early");
+        error = g_error_new (DCP_ERROR, DCP_ERROR_IO, _("the connection closed early"));
       part_finished (part, error);
       return;
     }
@@ -529,11 +558,12 @@ read_done (GObject *source, GAsyncResult *result, gpointer user_data)
       !g_output_stream_write_all (out, g_bytes_get_data (bytes, NULL), n, &written, NULL, &error))
     {
       /* A full disk is not worth retrying. */
-      part->retries = MAX_RETRIES;
+      part->no_retry = TRUE;
       part_finished (part, error);
       return;
     }
   part->done += n;
+  part->retries = 0;           /* the next wait starts short again; the window does not */
   self->received += n;
   self->unsaved += n;
   update_speed (self);
@@ -570,9 +600,9 @@ sent (GObject *source, GAsyncResult *result, gpointer user_data)
   if (status != (self->ranges ? SOUP_STATUS_PARTIAL_CONTENT : SOUP_STATUS_OK))
     {
       error = g_error_new (DCP_ERROR, status == 404 ? DCP_ERROR_NOT_FOUND : DCP_ERROR_IO,
-                           "%s: the server answered %u %s", self->url, status,
+                           _("%s: the server answered %u %s"), self->url, status,
                            soup_message_get_reason_phrase (part->msg));
-      part->retries = status >= 500 ? part->retries : MAX_RETRIES;   /* 4xx will not change */
+      part->no_retry = status < 500;   /* 4xx will not change */
       part_finished (part, error);
       return;
     }
@@ -675,7 +705,7 @@ head_done (GObject *source, GAsyncResult *result, gpointer user_data)
     {
       guint status = soup_message_get_status (msg);
       finish (self, g_error_new (DCP_ERROR, status == 404 ? DCP_ERROR_NOT_FOUND : DCP_ERROR_IO,
-                                 "%s: the server answered %u %s", self->url, status,
+                                 _("%s: the server answered %u %s"), self->url, status,
                                  soup_message_get_reason_phrase (msg)));
       return;
     }
@@ -683,7 +713,7 @@ head_done (GObject *source, GAsyncResult *result, gpointer user_data)
   length = soup_message_headers_get_content_length (headers);
   if (length <= 0)
     {
-      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, "%s: the server did not say how large the file is",
+      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_IO, _("%s: the server did not say how large the file is"),
                                  self->url));
       return;
     }
@@ -716,7 +746,7 @@ dcp_download_run_async (DcpDownload *self, GCancellable *cancellable,
   head = soup_message_new (SOUP_METHOD_HEAD, self->url);
   if (head == NULL)
     {
-      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "“%s” is not a valid URL", self->url));
+      finish (self, g_error_new (DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, _("“%s” is not a valid URL"), self->url));
       return;
     }
   authorize (self, head);

@@ -7,7 +7,7 @@ G_BEGIN_DECLS
 
 /* One file downloaded over HTTP(S) the way model files need it: up to 8 range requests at once,
  * progress as properties, resume after an interruption (the ranges done are kept beside the
- * partial file, DEST.part.json), retries of a dropped connection, and a SHA-256 check before the
+ * partial file, DEST.part.json), retries of a dropped connection for up to a minute, and a SHA-256 check before the
  * file takes its final name. A half-downloaded file never sits under the final name. */
 
 #define DCP_TYPE_DOWNLOAD (dcp_download_get_type ())
@@ -39,6 +39,17 @@ void         dcp_download_set_token      (DcpDownload         *self,
                                           const char          *endpoint,
                                           const char          *token);
 
+/* What an interrupted download of dest_path kept (its DEST.part.json): bytes on disk and the
+ * file's size. FALSE when nothing is kept. */
+gboolean     dcp_download_get_kept      (const char          *dest_path,
+                                         guint64             *kept,
+                                         guint64             *size);
+/* A session for downloads and the catalogue: 8 connections per host (libsoup's default is 2). */
+SoupSession *dcp_download_session_new  (void);
+/* How long after a part's first dropped connection it keeps trying before that is an error
+ * (default a minute; tries wait 0.5 s doubling up to 8 s). */
+void         dcp_download_set_retry_window (DcpDownload       *self,
+                                           guint              milliseconds);
 /* The free bytes of the filesystem that holds dir; the tests give a fake one. */
 typedef gboolean (*DcpFreeBytesFunc) (const char *dir, guint64 *free_bytes, GError **error);
 /* Before the first byte, the download checks that the bytes still to come fit (refused with

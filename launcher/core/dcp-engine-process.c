@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <glib/gi18n.h>
 #include <libsoup/soup.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -39,6 +40,7 @@ struct _DcpEngineProcess
   gboolean exited, output_done;  /* the run ends when both have happened */
   gboolean health_in_flight;
   gboolean use_dbus;
+  char *bus_name;
   GDBusConnection *connection;
   DcpDbusEngine1 *proxy;
   guint term_source;
@@ -113,13 +115,13 @@ finish_run (DcpEngineProcess *self)
       /* Our own SIGTERM or SIGKILL after Stop is not a crash. */
       if (!(self->stop_requested && (sig == SIGTERM || sig == SIGKILL)))
         {
-          self->error = g_strdup_printf ("The engine was killed by signal %d (%s)", sig, g_strsignal (sig));
+          self->error = g_strdup_printf (_("The engine was killed by signal %d (%s)"), sig, g_strsignal (sig));
           end = DCP_ENGINE_FAILED;
         }
     }
   else if (g_subprocess_get_exit_status (proc) != 0 && !self->stop_requested)
     {
-      self->error = g_strdup_printf ("The engine exited with status %d", g_subprocess_get_exit_status (proc));
+      self->error = g_strdup_printf (_("The engine exited with status %d"), g_subprocess_get_exit_status (proc));
       end = DCP_ENGINE_FAILED;
     }
   g_clear_object (&self->proc);
@@ -191,7 +193,7 @@ proxy_ready (GObject *source, GAsyncResult *result, gpointer user_data)
   if (proxy == NULL)
     {
       if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        add_line (self, g_strdup_printf ("(the engine's D-Bus interface is not there: %s)", error->message));
+        add_line (self, g_strdup_printf (_("(the engine's D-Bus interface is not there: %s)"), error->message));
       return;
     }
   if (self->connection == NULL)
@@ -245,14 +247,14 @@ read_line_done (GObject *source, GAsyncResult *result, gpointer user_data)
       if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
         return;
       if (error != NULL && !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
-        add_line (self, g_strdup_printf ("(reading the engine's output failed: %s)", error->message));
+        add_line (self, g_strdup_printf (_("(reading the engine's output failed: %s)"), error->message));
       if (error == NULL || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA))
         {
           self->output_done = TRUE;
           finish_run (self);
           return;
         }
-      line = g_strdup ("(a line that is not UTF-8)");
+      line = g_strdup (_("(a line that is not UTF-8)"));
     }
   add_output_line (self, line);
   if (self->output != NULL)
@@ -340,7 +342,7 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
 
   if (self->proc != NULL)
     {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "The engine is already running");
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, _("The engine is already running"));
       return FALSE;
     }
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
@@ -352,7 +354,7 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
     {
       if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "No socket pair for the engine's D-Bus: %s", g_strerror (errno));
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, _("No socket pair for the engine's D-Bus: %s"), g_strerror (errno));
           return FALSE;
         }
       /* The launcher closes the child's end in this process when it is freed. */
@@ -361,17 +363,22 @@ dcp_engine_process_start (DcpEngineProcess *self, const char *const *argv, const
       if (socket == NULL)
         {
           close (pair[0]);
-          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "No socket for the engine's D-Bus: %s", local->message);
+          g_set_error (error, DCP_ERROR, DCP_ERROR_IO, _("No socket for the engine's D-Bus: %s"), local->message);
           return FALSE;
         }
       g_ptr_array_add (args, (gpointer) "--dbus-fd");
       g_ptr_array_add (args, (gpointer) G_STRINGIFY (DBUS_CHILD_FD));
+      if (self->bus_name != NULL)
+        {
+          g_ptr_array_add (args, (gpointer) "--dbus-name");
+          g_ptr_array_add (args, self->bus_name);
+        }
     }
   g_ptr_array_add (args, NULL);
   self->proc = g_subprocess_launcher_spawnv (launcher, (const char *const *) args->pdata, &local);
   if (self->proc == NULL)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_FAILED, "The engine could not start: %s", local->message);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_FAILED, _("The engine could not start: %s"), local->message);
       g_clear_pointer (&self->error, g_free);
       self->error = g_strdup ((*error)->message);
       set_state (self, DCP_ENGINE_FAILED);
@@ -412,7 +419,7 @@ kill_tick (gpointer user_data)
   self->kill_source = 0;
   if (self->proc != NULL && !self->exited)
     {
-      add_line (self, g_strdup ("(the engine did not stop in time: killing it)"));
+      add_line (self, g_strdup (_("(the engine did not stop in time: killing it)")));
       g_subprocess_force_exit (self->proc);
     }
   return G_SOURCE_REMOVE;
@@ -426,7 +433,7 @@ term_tick (gpointer user_data)
   self->term_source = 0;
   if (self->proc != NULL && !self->exited)
     {
-      add_line (self, g_strdup ("(the engine did not stop on D-Bus Stop: sending SIGTERM)"));
+      add_line (self, g_strdup (_("(the engine did not stop on D-Bus Stop: sending SIGTERM)")));
       g_subprocess_send_signal (self->proc, SIGTERM);
     }
   return G_SOURCE_REMOVE;
@@ -457,6 +464,21 @@ dcp_engine_process_set_dbus (DcpEngineProcess *self, gboolean use_dbus)
 {
   g_return_if_fail (DCP_IS_ENGINE_PROCESS (self));
   self->use_dbus = use_dbus;
+}
+
+void
+dcp_engine_process_set_bus_name (DcpEngineProcess *self, const char *bus_name)
+{
+  g_return_if_fail (DCP_IS_ENGINE_PROCESS (self));
+  g_return_if_fail (bus_name == NULL || g_dbus_is_name (bus_name));
+  g_free (self->bus_name);
+  self->bus_name = g_strdup (bus_name);
+}
+
+char *
+dcp_engine_process_launcher_bus_name (void)
+{
+  return g_strdup_printf ("io.github.decapybara.Engine.Launcher.p%d", (int) getpid ());
 }
 
 DcpDbusEngine1 *
@@ -535,6 +557,7 @@ dcp_engine_process_finalize (GObject *object)
   g_queue_clear_full (&self->lines, g_free);
   g_free (self->health_url);
   g_free (self->error);
+  g_free (self->bus_name);
   G_OBJECT_CLASS (dcp_engine_process_parent_class)->finalize (object);
 }
 

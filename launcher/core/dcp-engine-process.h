@@ -41,6 +41,13 @@ gboolean        dcp_engine_process_start          (DcpEngineProcess   *self,
 void            dcp_engine_process_stop           (DcpEngineProcess   *self);
 void            dcp_engine_process_set_dbus       (DcpEngineProcess   *self,
                                                    gboolean            use_dbus);
+/* With D-Bus on: the engine also serves its object on the session bus under this name (its
+ * --dbus-name), for scripts; NULL: the peer connection only. */
+void            dcp_engine_process_set_bus_name   (DcpEngineProcess   *self,
+                                                   const char         *bus_name);
+/* io.github.decapybara.Engine.Launcher.pPID: the name a launcher with this process id gives
+ * the engine it starts. */
+char           *dcp_engine_process_launcher_bus_name (void);
 /* The engine's D-Bus proxy while connected, or NULL. */
 DcpDbusEngine1 *dcp_engine_process_get_proxy      (DcpEngineProcess   *self);
 void            dcp_engine_process_set_stop_timeout (DcpEngineProcess *self,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dcp-error.h"
+#include "dcp-hf-auth.h"
 #include "dcp-model-catalog.h"
 
 #define MAX_LISTING_BYTES (16u << 20)
@@ -73,6 +74,54 @@ dcp_model_catalog_list_local (const char *dir, GError **error)
     }
   g_ptr_array_sort (entries, compare_entries);
   return g_steal_pointer (&entries);
+}
+
+/* The first folder's errors are reported; the others (system folders) are skipped when unreadable. */
+GPtrArray *
+dcp_model_catalog_list_local_dirs (const char *const *dirs, GError **error)
+{
+  g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  g_autoptr(GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+
+  g_return_val_if_fail (dirs != NULL, NULL);
+  for (guint i = 0; dirs[i] != NULL; i++)
+    {
+      g_autoptr(GPtrArray) found = dcp_model_catalog_list_local (dirs[i], i == 0 ? error : NULL);
+
+      if (found == NULL)
+        {
+          if (i == 0)
+            return NULL;
+          continue;
+        }
+      for (guint j = 0; j < found->len; j++)
+        {
+          DcpModelEntry *e = found->pdata[j];
+
+          if (g_hash_table_contains (seen, e->name))
+            continue;
+          found->pdata[j] = NULL;
+          g_hash_table_add (seen, e->name);
+          g_ptr_array_add (entries, e);
+        }
+    }
+  g_ptr_array_sort (entries, compare_entries);
+  return g_steal_pointer (&entries);
+}
+
+DcpModelEntry *
+dcp_model_entry_copy (const DcpModelEntry *entry)
+{
+  DcpModelEntry *copy;
+
+  g_return_val_if_fail (entry != NULL, NULL);
+  copy = g_new0 (DcpModelEntry, 1);
+  copy->name = g_strdup (entry->name);
+  copy->local_path = g_strdup (entry->local_path);
+  copy->url = g_strdup (entry->url);
+  copy->sha256 = g_strdup (entry->sha256);
+  copy->size = entry->size;
+  return copy;
 }
 
 /* The API answers [{"type": "file", "path": "...", "size": N, "lfs": {"oid": SHA256, ...}}]. */
@@ -184,7 +233,7 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
 
 void
 dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint, const char *repo,
-                                     const char *revision, GCancellable *cancellable,
+                                     const char *revision, const char *token, GCancellable *cancellable,
                                      GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
@@ -204,6 +253,7 @@ dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint,
                                "“%s” on “%s” is not a model repository address", repo ? repo : "", endpoint);
       return;
     }
+  dcp_hf_authorize (d->msg, endpoint, token);
   soup_session_send_and_read_async (session, d->msg, G_PRIORITY_DEFAULT, cancellable, listed,
                                     g_steal_pointer (&task));
 }

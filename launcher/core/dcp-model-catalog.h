@@ -15,15 +15,22 @@ typedef struct {
 } DcpModelEntry;
 
 void     dcp_model_entry_free       (DcpModelEntry *entry);
+DcpModelEntry *dcp_model_entry_copy (const DcpModelEntry *entry);
 /* The .mcapy files in dir, sorted by name (a missing folder is an empty list). */
 GPtrArray *dcp_model_catalog_list_local (const char  *dir,
                                          GError     **error);
+/* The .mcapy files of several folders (the user's, then the system's data folders), sorted by
+ * name; a name in two folders is the first folder's. Only the first folder's errors count. */
+GPtrArray *dcp_model_catalog_list_local_dirs (const char *const *dirs,
+                                              GError            **error);
 /* The .mcapy files of a Hugging Face model repository, through its API at endpoint
- * (https://huggingface.co, or $HF_ENDPOINT as the Hugging Face tools use it). */
+ * (https://huggingface.co, or $HF_ENDPOINT as the Hugging Face tools use it); token (or NULL)
+ * goes to the endpoint's host only (dcp_hf_authorize), so a private repository lists. */
 void       dcp_model_catalog_list_remote_async  (SoupSession         *session,
                                                  const char          *endpoint,
                                                  const char          *repo,
                                                  const char          *revision,
+                                                 const char          *token,
                                                  GCancellable        *cancellable,
                                                  GAsyncReadyCallback  callback,
                                                  gpointer             user_data);

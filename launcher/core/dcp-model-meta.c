@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dcp-error.h"
+#include "dcp-hf-auth.h"
 #include "dcp-model-meta.h"
 
 #define FIRST_FETCH (256u << 10)
@@ -180,6 +181,8 @@ dcp_model_meta_load (const char *path, GError **error)
 typedef struct {
   SoupSession *session;
   char *url;
+  char *endpoint;              /* the token goes to this host only */
+  char *token;
   char *name;
   GByteArray *head;
   gsize start;             /* where the range being read starts */
@@ -191,6 +194,8 @@ fetch_free (Fetch *f)
 {
   g_object_unref (f->session);
   g_free (f->url);
+  g_free (f->endpoint);
+  g_free (f->token);
   g_free (f->name);
   g_byte_array_unref (f->head);
   g_free (f);
@@ -275,13 +280,14 @@ fetch_more (GTask *task)
       return;
     }
   soup_message_headers_set_range (soup_message_get_request_headers (msg), f->head->len, f->want - 1);
+  dcp_hf_authorize (msg, f->endpoint, f->token);
   soup_session_send_async (f->session, msg, G_PRIORITY_DEFAULT, g_task_get_cancellable (task),
                            send_done, g_object_ref (task));
 }
 
 void
-dcp_model_meta_fetch_async (SoupSession *session, const char *url, GCancellable *cancellable,
-                            GAsyncReadyCallback callback, gpointer user_data)
+dcp_model_meta_fetch_async (SoupSession *session, const char *url, const char *endpoint, const char *token,
+                            GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
   Fetch *f = g_new0 (Fetch, 1);
@@ -290,6 +296,8 @@ dcp_model_meta_fetch_async (SoupSession *session, const char *url, GCancellable 
   g_return_if_fail (SOUP_IS_SESSION (session) && url != NULL);
   f->session = g_object_ref (session);
   f->url = g_strdup (url);
+  f->endpoint = g_strdup (endpoint);
+  f->token = g_strdup (token);
   slash = strrchr (url, '/');
   f->name = g_strdup (slash ? slash + 1 : url);
   f->head = g_byte_array_new ();

@@ -43,9 +43,12 @@ gboolean      dcp_model_meta_get_accuracy  (const DcpModelMeta *meta,
 DcpModelMeta *dcp_model_meta_load          (const char         *path,
                                             GError            **error);
 /* Fetches the head of a remote file: one Range request of the first 256 KiB, and a second one
- * only if the metadata is longer. */
+ * only if the metadata is longer; token (or NULL) goes to endpoint's host only, so a gated
+ * model's head can be read before any download. */
 void          dcp_model_meta_fetch_async   (SoupSession        *session,
                                             const char         *url,
+                                            const char         *endpoint,
+                                            const char         *token,
                                             GCancellable       *cancellable,
                                             GAsyncReadyCallback callback,
                                             gpointer            user_data);

@@ -11,12 +11,35 @@
 /* The three GPU presets, then the one every build can run (the CPU backend). */
 const char *const dcp_preset_builtin_ids[] = { "max_efficiency", "medium", "max_quality", "cpu", NULL };
 
+/* The first of these with a max_efficiency.sh: $DECAPYBARA_PRESETS_DIR, the user's and the
+ * system's data folders (so an install under another prefix or a Flatpak's /app/share is found),
+ * then the prefix compiled in. */
 const char *
 dcp_presets_dir (void)
 {
-  const char *dir = g_getenv ("DECAPYBARA_PRESETS_DIR");
+  static char *found;
+  const char *env = g_getenv ("DECAPYBARA_PRESETS_DIR");
+  const char *const *system = g_get_system_data_dirs ();
+  g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func (g_free);
 
-  return dir && *dir ? dir : PRESETS_DIR;
+  if (env && *env)
+    return env;
+  if (found != NULL)
+    return found;
+  g_ptr_array_add (dirs, g_build_filename (g_get_user_data_dir (), "decapybara", "presets", NULL));
+  for (guint i = 0; system[i] != NULL; i++)
+    g_ptr_array_add (dirs, g_build_filename (system[i], "decapybara", "presets", NULL));
+  for (guint i = 0; i < dirs->len; i++)
+    {
+      g_autofree char *probe = g_build_filename (dirs->pdata[i], "max_efficiency.sh", NULL);
+
+      if (g_file_test (probe, G_FILE_TEST_IS_REGULAR))
+        {
+          found = g_strdup (dirs->pdata[i]);
+          return found;
+        }
+    }
+  return PRESETS_DIR;
 }
 
 gboolean
@@ -237,25 +260,3 @@ dcp_preset_matches (const DcpPreset *preset, const DcpSettings *settings)
   return TRUE;
 }
 
-char *
-dcp_settings_to_json_data (const DcpSettings *settings)
-{
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonNode) root = NULL;
-
-  g_return_val_if_fail (settings != NULL, NULL);
-  json_builder_begin_object (b);
-  for (guint i = 0; i < dcp_settings_count (); i++)
-    {
-      const char *key = dcp_settings_info (i)->key;
-      g_autofree char *value = dcp_settings_get (settings, key);
-
-      if (value == NULL || g_str_equal (key, "api-key"))
-        continue;
-      json_builder_set_member_name (b, key);
-      json_builder_add_string_value (b, value);
-    }
-  json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  return json_to_string (root, FALSE);
-}

@@ -20,7 +20,8 @@ typedef struct {
 /* The launcher's presets, in the order it offers them. */
 extern const char *const dcp_preset_builtin_ids[];
 
-/* $DECAPYBARA_PRESETS_DIR, or the installed share/decapybara/presets. */
+/* $DECAPYBARA_PRESETS_DIR, else the first decapybara/presets of the XDG data folders that holds
+ * the presets, else the installed share/decapybara/presets (which may be missing). */
 const char *dcp_presets_dir        (void);
 /* Reads <dir>/<id>.sh; every KEY must be a setting the engine knows. */
 DcpPreset  *dcp_preset_load        (const char        *dir,
@@ -43,8 +44,6 @@ gboolean    dcp_preset_matches     (const DcpPreset   *preset,
 
 /* Whether the address, model and connection (http-*) keys, which presets leave alone. */
 gboolean    dcp_preset_key_is_personal (const char    *key);
-/* Every setting but the API key, as a JSON object of strings (the last used settings). */
-char       *dcp_settings_to_json_data (const DcpSettings *settings);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpPreset, dcp_preset_free)
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <json-glib/json-glib.h>
 
 #include "dcp-dbus-engine1.h"
+#include "dcp-error.h"
 #include "dcp-engine-service.h"
 
 #define TEST_BUS_NAME "io.github.decapybara.EngineTest"
@@ -138,7 +140,7 @@ engine_clear (Engine *e)
 
 /* A blocking HTTP/1.1 exchange with Connection: close; returns the whole response. */
 static char *
-http_exchange (guint16 port, const char *method, const char *path, const char *body)
+http_exchange_full (guint16 port, const char *method, const char *path, const char *body, const char *header)
 {
   g_autoptr(GSocketClient) client = g_socket_client_new ();
   g_autoptr(GSocketConnection) conn = NULL;
@@ -150,9 +152,10 @@ http_exchange (guint16 port, const char *method, const char *path, const char *b
 
   conn = g_socket_client_connect_to_host (client, "127.0.0.1", port, NULL, &error);
   g_assert_no_error (error);
-  head = g_strdup_printf ("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+  head = g_strdup_printf ("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s"
                           "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                          method, path, body != NULL ? strlen (body) : 0, body != NULL ? body : "");
+                          method, path, header != NULL ? header : "", header != NULL ? "\r\n" : "",
+                          body != NULL ? strlen (body) : 0, body != NULL ? body : "");
   g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (conn)), head, strlen (head), NULL, NULL,
                              &error);
   g_assert_no_error (error);
@@ -160,6 +163,18 @@ http_exchange (guint16 port, const char *method, const char *path, const char *b
                                    NULL)) > 0)
     g_string_append_len (response, buffer, n);
   return g_string_free (response, FALSE);
+}
+
+static char *
+http_exchange (guint16 port, const char *method, const char *path, const char *body)
+{
+  return http_exchange_full (port, method, path, body, NULL);
+}
+
+static char *
+http_exchange_headers (guint16 port, const char *method, const char *path, const char *header)
+{
+  return http_exchange_full (port, method, path, NULL, header);
 }
 
 static char *
@@ -346,7 +361,7 @@ test_session_bus (void)
   g_assert_no_error (error);
   g_signal_connect (proxy, "log-line", G_CALLBACK (on_log_line), &lines);
   wait_ready (proxy);
-  expected_address = g_strdup_printf ("http://127.0.0.1:%u/", e.port);
+  expected_address = g_strdup_printf ("http://127.0.0.1:%u", e.port);
   g_assert_cmpstr (dcp_dbus_engine1_get_address (proxy), ==, expected_address);
   g_assert_cmpstr (dcp_dbus_engine1_get_model (proxy), ==, "decapybara-test");
   g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), ==, 4096);
@@ -446,6 +461,172 @@ peer_proxy (int fd, GDBusConnection **connection_out)
   g_assert_no_error (error);
   *connection_out = g_steal_pointer (&connection);
   return proxy;
+}
+
+static gboolean
+no_active_conversation (DcpDbusEngine1 *proxy)
+{
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  guint tick = g_timeout_add (20, timeout_tick, NULL);
+
+  while (dcp_dbus_engine1_get_active_conversations (proxy) != 0 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (tick);
+  return dcp_dbus_engine1_get_active_conversations (proxy) == 0;
+}
+
+/* What scripts use: Version, Pid, Settings, Address without a trailing slash, SetSetting for
+ * the live settings (the API key takes effect on the next request; others are refused, bad
+ * values named), CancelConversation (a running one ends; an unknown id is NotFound). */
+static void
+test_scripts (void)
+{
+  g_autoptr(GTestDBus) bus = g_test_dbus_new (G_TEST_DBUS_NONE);
+  const char *args[] = { "--no-dashboard", "--dbus-name", TEST_BUS_NAME, NULL };
+  g_autoptr(DcpDbusEngine1) proxy = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *models = NULL, *denied = NULL, *allowed = NULL, *log = NULL;
+  g_autofree char *key = g_strdup_printf ("sk-%08x", g_test_rand_int ());
+  g_autofree char *auth = g_strdup_printf ("Authorization: Bearer %s", key);
+  LogLines lines = { g_ptr_array_new_with_free_func (g_free) };
+  GVariant *entry;
+  GThread *stream;
+  JsonObject *settings;
+  Engine e = { 0 };
+
+  g_test_dbus_up (bus);
+  engine_spawn (&e, args, NULL, -1, -1);
+  engine_find_port (&e);
+  g_assert_true (engine_wait_log (&e, "owning " TEST_BUS_NAME, 20));
+  proxy = dcp_dbus_engine1_proxy_new_for_bus_sync (G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_NONE, TEST_BUS_NAME,
+                                                   DCP_ENGINE_OBJECT_PATH, NULL, &error);
+  g_assert_no_error (error);
+  g_signal_connect (proxy, "log-line", G_CALLBACK (on_log_line), &lines);
+  wait_ready (proxy);
+
+  g_assert_cmpstr (dcp_dbus_engine1_get_version (proxy), ==, PACKAGE_VERSION);
+  g_assert_cmpuint (dcp_dbus_engine1_get_pid (proxy), ==, (guint) atoi (g_subprocess_get_identifier (e.proc)));
+  g_assert_false (g_str_has_suffix (dcp_dbus_engine1_get_address (proxy), "/"));
+  json_parser_load_from_data (parser, dcp_dbus_engine1_get_settings (proxy), -1, &error);
+  g_assert_no_error (error);
+  settings = json_node_get_object (json_parser_get_root (parser));
+  g_assert_cmpstr (json_object_get_string_member (settings, "port"), ==, "0");
+  g_assert_false (json_object_has_member (settings, "api-key"));
+  models = http_exchange (e.port, "GET", "/v1/models", NULL);
+  g_assert_nonnull (strstr (models, "200 OK"));
+
+  /* The key: requests without it are refused from now on; the Settings never show it. */
+  dcp_dbus_engine1_call_set_setting_sync (proxy, "api-key", key, NULL, &error);
+  g_assert_no_error (error);
+  denied = http_exchange (e.port, "GET", "/v1/models", NULL);
+  g_assert_nonnull (strstr (denied, "401"));
+  allowed = http_exchange_headers (e.port, "GET", "/v1/models", auth);
+  g_assert_nonnull (strstr (allowed, "200 OK"));
+  g_assert_null (strstr (dcp_dbus_engine1_get_settings (proxy), key));
+  dcp_dbus_engine1_call_set_setting_sync (proxy, "api-key", "", NULL, &error);
+  g_assert_no_error (error);
+  dcp_dbus_engine1_call_set_setting_sync (proxy, "verbose", "true", NULL, &error);
+  g_assert_no_error (error);
+  dcp_dbus_engine1_call_set_setting_sync (proxy, "prefill-chunk", "512", NULL, &error);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "restart"));
+  g_clear_error (&error);
+  dcp_dbus_engine1_call_set_setting_sync (proxy, "loop-guard", "sometimes", NULL, &error);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* CancelConversation: an unknown id, then the one writing. */
+  dcp_dbus_engine1_call_cancel_conversation_sync (proxy, 4242, NULL, &error);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  stream = start_long_stream (e.port);
+  entry = wait_conversation (proxy, "writing");
+  {
+    guint32 id;
+
+    g_variant_get_child (entry, 0, "u", &id);
+    g_variant_unref (entry);
+    dcp_dbus_engine1_call_cancel_conversation_sync (proxy, id, NULL, &error);
+    g_assert_no_error (error);
+  }
+  g_assert_true (wait_log_line (&lines, "cancelled over D-Bus", 10));
+  g_assert_true (no_active_conversation (proxy));
+
+  dcp_dbus_engine1_call_stop_sync (proxy, NULL, &error);
+  g_assert_no_error (error);
+  g_free (g_thread_join (stream));
+  engine_wait_exit_0 (&e);
+  log = engine_log (&e);
+  g_assert_nonnull (strstr (log, "setting api-key changed over D-Bus"));
+  g_assert_null (strstr (log, key));
+
+  g_ptr_array_unref (lines.lines);
+  g_clear_object (&proxy);
+  engine_clear (&e);
+  g_test_dbus_down (bus);
+}
+
+/* The name is taken before the model loads: State "loading" with its progress on the bus (a
+ * model file that never finishes reading: a FIFO), and Stop works while loading. With a peer
+ * connection and a name, the same object is on both. */
+static void
+test_loading (void)
+{
+  g_autoptr(GTestDBus) bus = g_test_dbus_new (G_TEST_DBUS_NONE);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-loading-XXXXXX", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "never.mcapy", NULL);
+  const char *engine = g_getenv ("DECAPYBARA_ENGINE");
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(DcpDbusEngine1) proxy = NULL;
+  g_autoptr(DcpDbusEngine1) peer = NULL;
+  g_autoptr(GDBusConnection) connection = NULL;
+  g_autoptr(GSubprocessLauncher) launcher = NULL;
+  g_autoptr(GError) error = NULL;
+  gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+  int sv[2];
+
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_test_dbus_up (bus);
+  /* After the bus is up: the launcher copies the environment that names it. */
+  launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_SILENCE);
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_subprocess_launcher_take_fd (launcher, sv[1], 3);
+  proc = g_subprocess_launcher_spawn (launcher, &error, engine, "--model", fifo, "--backend", "cpu", "--port", "0",
+                                      "--no-dashboard", "--dbus-fd", "3", "--dbus-name", TEST_BUS_NAME, NULL);
+  g_assert_no_error (error);
+  peer = peer_proxy (sv[0], &connection);
+  while (proxy == NULL && g_get_monotonic_time () < deadline)
+    {
+      g_autoptr(DcpDbusEngine1) candidate = dcp_dbus_engine1_proxy_new_for_bus_sync (
+        G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START, TEST_BUS_NAME, DCP_ENGINE_OBJECT_PATH, NULL, NULL);
+      g_autofree char *owner = candidate ? g_dbus_proxy_get_name_owner (G_DBUS_PROXY (candidate)) : NULL;
+
+      if (owner != NULL)
+        proxy = g_steal_pointer (&candidate);
+      else
+        g_usleep (20000);
+    }
+  g_assert_nonnull (proxy);
+  g_assert_cmpstr (dcp_dbus_engine1_get_state (proxy), ==, "loading");
+  g_assert_cmpstr (dcp_dbus_engine1_get_state (peer), ==, "loading");
+  g_assert_cmpfloat (dcp_dbus_engine1_get_load_progress (proxy), <, 1.0);
+  g_assert_cmpstr (dcp_dbus_engine1_get_address (proxy), ==, "");
+  g_assert_nonnull (strstr (dcp_dbus_engine1_get_settings (proxy), fifo));
+  /* A script stops what the launcher started. */
+  dcp_dbus_engine1_call_stop_sync (proxy, NULL, &error);
+  g_assert_no_error (error);
+  g_subprocess_wait (proc, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_get_if_exited (proc));
+  g_assert_cmpint (g_subprocess_get_exit_status (proc), ==, 0);
+
+  g_clear_object (&proxy);
+  g_clear_object (&peer);
+  g_dbus_connection_close_sync (connection, NULL, NULL);
+  g_unlink (fifo);
+  g_rmdir (dir);
+  g_test_dbus_down (bus);
 }
 
 /* --dbus-fd: the object on a socketpair, no bus at all; Stop, or closing the socket, stops. */
@@ -670,7 +851,11 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  /* Registers the D-Bus error names, so the engine's errors come back as DCP_ERROR. */
+  (void) dcp_error_quark ();
   g_test_add_func ("/dbus/session-bus", test_session_bus);
+  g_test_add_func ("/dbus/scripts", test_scripts);
+  g_test_add_func ("/dbus/loading", test_loading);
   g_test_add_data_func ("/dbus/peer/stop", GINT_TO_POINTER (FALSE), test_peer);
   g_test_add_data_func ("/dbus/peer/closed", GINT_TO_POINTER (TRUE), test_peer);
   g_test_add_data_func ("/dbus/no-bus/warning", GINT_TO_POINTER (FALSE), test_no_bus);

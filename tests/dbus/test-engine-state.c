@@ -167,7 +167,7 @@ test_state (void)
     c = &g_array_index (list, DcpConversation, 0);
     g_assert_cmpuint (c->id, ==, 1);
     g_assert_cmpint (c->state, ==, DCP_CONVERSATION_WRITING);
-    g_assert_cmpint (c->tier, ==, DCP_TIER_VRAM);
+    g_assert_cmpint (c->tier, ==, DCP_TIER_DEVICE);
     g_assert_cmpuint (c->context_tokens, >, 0);
     g_assert_cmpuint (c->context_tokens, <=, n);
     g_object_get (state, "active-conversations", &active, "queue-length", &queued, NULL);

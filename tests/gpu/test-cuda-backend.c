@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The CUDA backend against the CPU reference backend on both test checkpoints, as stored (BF16)
- * and with every 2-D weight quantized to MXFP4 in memory (both backends read the same bytes):
+/* The CUDA backend against the CPU reference backend on the scaled test checkpoints, as stored
+ * (BF16) and with every 2-D weight quantized to MXFP4 in memory (both backends read the same
+ * bytes), and on yarn-small (YaRN) as stored:
  *   - a 40-token prompt (logits at every position) and 16 greedy decode steps (both fed the
  *     CPU's greedy token): per position ||cuda - cpu|| / ||cpu|| <= 1e-2, top-1 agreement
  *     >= 99% of positions and the greedy pick the CPU's at every step, where a near-tie in the
@@ -474,8 +475,11 @@ test_draws (gconstpointer data)
   cuda_test_model_close (&m);
 }
 
+/* yarn-small: YaRN x4 over 16 positions, so the prompt and decode run past its native length
+ * through the CUDA forward's YaRN table. */
 static const Case cases[] = {
   { "real-heads", FALSE }, { "real-heads", TRUE }, { "odd-sizes", FALSE }, { "odd-sizes", TRUE },
+  { "yarn-small", FALSE },
 };
 
 int

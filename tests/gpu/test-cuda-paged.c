@@ -231,7 +231,7 @@ test_scheduler (gconstpointer data)
   DcpSchedulerConfig config;
   DcpSchedulerStats stats;
   DcpScheduler *sched;
-  DcpSeqCallbacks cb = { NULL, on_token, on_finished, on_logits, NULL };
+  DcpSeqCallbacks cb = { .token = on_token, .finished = on_finished, .logits = on_logits };
   g_autofree float *logits = g_new (float, V);
   gboolean busy = TRUE;
   guint steps = 0;

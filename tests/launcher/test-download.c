@@ -26,6 +26,9 @@ typedef struct {
   guint64 served;                /* body bytes sent */
   gboolean slow;                 /* send each range in chunks, one per SLOW_INTERVAL_MS */
   gboolean always_short;         /* every GET: half its body, then the connection closes */
+  gint64 down_until;             /* the network is down (connections closed at once) until then */
+  guint refused;                 /* GETs closed while it was down */
+  guint active, most_active;     /* requests being answered at once, and the most seen */
   char *authorization;           /* the last GET's Authorization header, or NULL */
   double speed_seen, left_seen;  /* at half the file or later, once the speed is known */
   guint64 received_seen;
@@ -126,6 +129,14 @@ handle (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable
     }
   g_free (f->authorization);
   f->authorization = g_strdup (soup_message_headers_get_one (req, "Authorization"));
+  if (g_get_monotonic_time () < f->down_until)
+    {
+      g_autoptr(GIOStream) stream = soup_server_message_steal_connection (msg);
+
+      f->refused++;
+      g_io_stream_close (stream, NULL, NULL);
+      return;
+    }
   if (f->ranges && soup_message_headers_get_ranges (req, FILE_BYTES, &ranges, &n_ranges))
     {
       goffset start = ranges[0].start, end = ranges[0].end;
@@ -301,9 +312,9 @@ static void
 test_dropped_connections (Fixture *f, gconstpointer data)
 {
   f->drops = 3;
-  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*retrying*");
-  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*retrying*");
-  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*retrying*");
+  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*trying again*");
+  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*trying again*");
+  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*trying again*");
   run (f, f->url, f->sha256, NULL);
   g_test_assert_expected_messages ();
   assert_complete (f);
@@ -407,13 +418,20 @@ test_wrong_byte (Fixture *f, gconstpointer data)
 }
 
 static void
+short_retry_window (DcpDownload *d, Fixture *f)
+{
+  dcp_download_set_retry_window (d, 1500);
+}
+
+static void
 test_short_body (Fixture *f, gconstpointer data)
 {
   g_autofree char *dest = dest_path (f, "");
 
-  /* Every answer promises its range in Content-Length and sends half: the retries give up. */
+  /* Every answer promises its range in Content-Length and sends half: once the retry window
+   * has passed, the download gives up. */
   f->always_short = TRUE;
-  run (f, f->url, f->sha256, NULL);
+  run_with (f, f->url, f->sha256, NULL, short_retry_window);
   g_assert_nonnull (f->error);
   g_assert_false (g_error_matches (f->error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
   g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
@@ -487,6 +505,83 @@ test_token (Fixture *f, gconstpointer data)
   g_assert_null (f->authorization);
 }
 
+/* The network is down for 4 s when the ranges start: the parts try again with growing waits
+ * (0.5, 1, 2, 4 s) and the file completes, every byte once. */
+static void
+test_network_drop (Fixture *f, gconstpointer data)
+{
+  f->down_until = g_get_monotonic_time () + 4 * G_USEC_PER_SEC;
+  g_test_expect_message ("dcp-download", G_LOG_LEVEL_MESSAGE, "*trying again in 0.5 s*");
+  run (f, f->url, f->sha256, NULL);
+  g_test_assert_expected_messages ();
+  g_assert_no_error (f->error);
+  g_assert_cmpuint (f->refused, >=, 3);
+  g_assert_cmpuint (f->served, ==, FILE_BYTES);
+  assert_complete (f);
+}
+
+static void
+request_finished (SoupServerMessage *msg, Fixture *f)
+{
+  f->active--;
+}
+
+static gboolean
+answer_later (gpointer user_data)
+{
+  SoupServerMessage *msg = user_data;
+
+  soup_server_message_unpause (msg);
+  g_object_unref (msg);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+count_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
+{
+  Fixture *f = user_data;
+
+  f->active++;
+  f->most_active = MAX (f->most_active, f->active);
+  g_signal_connect (msg, "finished", G_CALLBACK (request_finished), f);
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_server_message_set_response (msg, "text/plain", SOUP_MEMORY_STATIC, "x", 1);
+  soup_server_message_pause (msg);
+  g_timeout_add (300, answer_later, g_object_ref (msg));
+}
+
+static void
+counted (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  guint *left = user_data;
+  g_autoptr(GBytes) body = soup_session_send_and_read_finish (SOUP_SESSION (source), result, NULL);
+
+  (*left)--;
+}
+
+/* The launcher's session lets the downloads' 8 ranges run at once on one host (libsoup's
+ * default is 2). */
+static void
+test_session_connections (Fixture *f, gconstpointer data)
+{
+  g_autoptr(SoupSession) session = dcp_download_session_new ();
+  GUri *base = g_uri_parse (f->url, G_URI_FLAGS_NONE, NULL);
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%d/count", g_uri_get_port (base));
+  guint left = 8;
+
+  soup_server_add_handler (f->server, "/count", count_handler, f, NULL);
+  for (guint i = 0; i < 8; i++)
+    {
+      g_autoptr(SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, url);
+
+      soup_session_send_and_read_async (session, msg, G_PRIORITY_DEFAULT, NULL, counted, &left);
+    }
+  while (left > 0)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (f->most_active, ==, 8);
+  g_uri_unref (base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -502,5 +597,7 @@ main (int argc, char **argv)
   g_test_add ("/download/short-body", Fixture, NULL, fixture_setup, test_short_body, fixture_teardown);
   g_test_add ("/download/full-disk", Fixture, NULL, fixture_setup, test_full_disk, fixture_teardown);
   g_test_add ("/download/token", Fixture, NULL, fixture_setup, test_token, fixture_teardown);
+  g_test_add ("/download/network-drop", Fixture, NULL, fixture_setup, test_network_drop, fixture_teardown);
+  g_test_add ("/download/eight-connections", Fixture, NULL, fixture_setup, test_session_connections, fixture_teardown);
   return g_test_run ();
 }

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <libsoup/soup.h>
 #include <string.h>
 
@@ -81,6 +82,15 @@ engine_stopped (Fixture *f)
   return dcp_engine_process_get_state (f->window->engine) == DCP_ENGINE_STOPPED;
 }
 
+/* The restart began: the first engine stopping, or already the second one starting. */
+static gboolean
+engine_stopping_or_restarted (Fixture *f)
+{
+  DcpEngineState state = dcp_engine_process_get_state (f->window->engine);
+
+  return state == DCP_ENGINE_STOPPING || state == DCP_ENGINE_STARTING;
+}
+
 /* A free port: bind port 0, read it, let it go. */
 static guint
 free_port (void)
@@ -149,6 +159,9 @@ test_load_chat_stop (void)
   g_application_activate (G_APPLICATION (app));
   f.window = DCP_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
   g_assert_nonnull (f.window);
+  /* A loaded CI machine can take seconds to stop the engine: the SIGTERM fallback this test
+   * checks is not used must not come first for that alone. */
+  dcp_engine_process_set_stop_timeout (f.window->engine, 30000);
   iterate_until (have_device, &f, "the probe");
   iterate_until (have_meta, &f, "the model's head");
   g_assert_nonnull (strstr (f.window->settings.model, name));
@@ -165,6 +178,7 @@ test_load_chat_stop (void)
   g_assert_true (dcp_settings_set (&f.window->settings, "port", port_text, &error));
   g_assert_true (dcp_settings_set (&f.window->settings, "host", "127.0.0.1", &error));
   g_assert_no_error (error);
+  g_assert_null (f.window->settings.api_key);
 
   g_action_group_activate_action (G_ACTION_GROUP (app), "load-server", NULL);
   g_assert_false (gtk_widget_get_visible (f.window->load_button));
@@ -175,8 +189,37 @@ test_load_chat_stop (void)
 
     g_assert_nonnull (strstr (dcp_dbus_engine1_get_address (proxy), expected));
     g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), >, 0);
+    g_assert_cmpuint (dcp_dbus_engine1_get_max_conversations (proxy), ==, f.window->settings.conversations);
+    /* One plan: what the window showed for the CPU backend is what the engine holds. */
+    {
+      g_auto(DcpCosts) costs = { 0 };
+
+      dcp_costs_compute (&costs, f.window->meta, &f.window->settings, &f.window->device, 0);
+      g_assert_true (costs.plan_ok);
+      g_assert_true (costs.cpu_backend);
+      g_assert_cmpuint (costs.plan.cuda_context, ==, 0);
+      g_assert_cmpuint (dcp_dbus_engine1_get_vram_bytes (proxy), >, 0);
+      g_assert_cmpuint (dcp_dbus_engine1_get_vram_bytes (proxy), ==, costs.plan.vram_total);
+      g_assert_cmpuint (dcp_dbus_engine1_get_context_size (proxy), ==, costs.plan.context_per_conversation);
+    }
   }
   chat (port);
+  /* What the window started is on the session bus too, under the name the launcher publishes. */
+  {
+    g_autofree char *bus_name = dcp_engine_process_launcher_bus_name ();
+    g_autoptr(GVariant) state = g_action_group_get_action_state (G_ACTION_GROUP (app), "engine-bus-name");
+    g_autoptr(DcpDbusEngine1) script = NULL;
+    DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (f.window->engine);
+
+    g_assert_cmpstr (g_variant_get_string (state, NULL), ==, bus_name);
+    script = dcp_dbus_engine1_proxy_new_for_bus_sync (G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START,
+                                                      bus_name, "/io/github/decapybara/Engine", NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (dcp_dbus_engine1_get_state (script), ==, "ready");
+    g_assert_cmpstr (dcp_dbus_engine1_get_address (script), ==, dcp_dbus_engine1_get_address (proxy));
+    g_assert_cmpuint (dcp_dbus_engine1_get_pid (script), ==, dcp_dbus_engine1_get_pid (proxy));
+    g_assert_false (g_str_has_suffix (dcp_dbus_engine1_get_address (proxy), "/"));
+  }
   iterate_until (monitor_sampled, &f, "the monitor's samples");
   g_assert_nonnull (strstr (dcp_monitor_view_get_queue_text (f.window->monitor_view), "waiting"));
 
@@ -192,6 +235,26 @@ test_load_chat_stop (void)
     g_assert_nonnull (strstr (log, port_text));
     g_assert_nonnull (strstr (log, " dcp-"));
   }
+
+  /* A setting changed while it runs: "restart to apply", and Restart runs the new one. */
+  g_assert_false (gtk_widget_get_visible (f.window->restart_button));
+  port = free_port ();
+  g_free (port_text);
+  port_text = g_strdup_printf ("%u", port);
+  gtk_spin_button_set_value (f.window->port_spin, port);
+  g_assert_true (gtk_widget_get_visible (f.window->restart_button));
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (f.window->engine_row), "restart to apply"));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f.window), "win.restart", NULL));
+  iterate_until (engine_stopping_or_restarted, &f, "the restart");
+  iterate_until (engine_ready, &f, "State \"ready\" after the restart");
+  {
+    DcpDbusEngine1 *proxy = dcp_engine_process_get_proxy (f.window->engine);
+    g_autofree char *expected = g_strdup_printf (":%u", port);
+
+    g_assert_nonnull (strstr (dcp_dbus_engine1_get_address (proxy), expected));
+  }
+  g_assert_false (gtk_widget_get_visible (f.window->restart_button));
+  chat (port);
 
   g_action_group_activate_action (G_ACTION_GROUP (app), "stop-server", NULL);
   g_assert_cmpint (dcp_engine_process_get_state (f.window->engine), ==, DCP_ENGINE_STOPPING);
@@ -211,6 +274,19 @@ test_load_chat_stop (void)
 int
 main (int argc, char **argv)
 {
+  g_autofree char *home = g_dir_make_tmp ("dcp-launcher-engine-XXXXXX", NULL);
+  g_autofree char *config = g_build_filename (home, "decapybara", NULL);
+  g_autofree char *user_settings = g_build_filename (config, "settings.json", NULL);
+  int status;
+
+  /* What a user's shell and config may hold; the engine the window starts must run the
+   * window's settings all the same (an open port the window chose, no key). */
+  g_assert_cmpint (g_mkdir_with_parents (config, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (user_settings, "{\"port\": \"28990\", \"api-key\": \"sk-user-file\"}", -1, NULL));
+  g_setenv ("XDG_CONFIG_HOME", home, TRUE);
+  g_setenv ("XDG_RUNTIME_DIR", home, TRUE);
+  g_setenv ("DECAPYBARA_PORT", "28991", TRUE);
+  g_setenv ("DECAPYBARA_CONVERSATIONS", "7", TRUE);
   g_setenv ("GSK_RENDERER", "cairo", TRUE);
   g_test_init (&argc, &argv, NULL);
   if (!gtk_init_check ())
@@ -219,5 +295,14 @@ main (int argc, char **argv)
       return 77;
     }
   g_test_add_func ("/launcher/load-chat-stop", test_load_chat_stop);
-  return g_test_run ();
+  status = g_test_run ();
+  {
+    g_autofree char *written = g_build_filename (config, "launcher-settings.json", NULL);
+
+    g_unlink (written);
+    g_unlink (user_settings);
+    g_rmdir (config);
+    g_rmdir (home);
+  }
+  return status;
 }

@@ -118,16 +118,24 @@ typedef struct {
   GPtrArray *entries;
   GError *error;
   char *last_path;
+  char *last_auth;
+  char *expected_auth;
 } Remote;
 
 static void
 api_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
 {
   Remote *r = user_data;
+  const char *auth = soup_message_headers_get_one (soup_server_message_get_request_headers (msg), "Authorization");
 
   g_free (r->last_path);
   r->last_path = g_strdup (path);
-  if (g_str_equal (path, "/api/models/org/models/tree/main"))
+  g_free (r->last_auth);
+  r->last_auth = g_strdup (auth);
+  /* A private repository: listed only with the token. */
+  if (g_str_equal (path, "/api/models/org/private/tree/main") && g_strcmp0 (auth, r->expected_auth) != 0)
+    soup_server_message_set_status (msg, SOUP_STATUS_UNAUTHORIZED, NULL);
+  else if (g_str_equal (path, "/api/models/org/models/tree/main") || g_str_equal (path, "/api/models/org/private/tree/main"))
     soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, tree_json, strlen (tree_json));
   else
     soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
@@ -161,21 +169,42 @@ test_remote (void)
   endpoint = g_strdup_printf ("http://127.0.0.1:%d", g_uri_get_port (uris->data));
   g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
 
-  dcp_model_catalog_list_remote_async (session, endpoint, "org/models", "main", NULL, listed, &r);
+  dcp_model_catalog_list_remote_async (session, endpoint, "org/models", "main", NULL, NULL, listed, &r);
   g_main_loop_run (r.loop);
   g_assert_no_error (r.error);
   g_assert_cmpuint (r.entries->len, ==, 2);
   g_assert_true (g_str_has_prefix (((DcpModelEntry *) r.entries->pdata[0])->url, endpoint));
   g_clear_pointer (&r.entries, g_ptr_array_unref);
 
-  dcp_model_catalog_list_remote_async (session, endpoint, "org/missing", "main", NULL, listed, &r);
+  dcp_model_catalog_list_remote_async (session, endpoint, "org/missing", "main", NULL, NULL, listed, &r);
   g_main_loop_run (r.loop);
   g_assert_error (r.error, DCP_ERROR, DCP_ERROR_NOT_FOUND);
   g_assert_cmpstr (r.last_path, ==, "/api/models/org/missing/tree/main");
   g_clear_error (&r.error);
 
+  /* The token: a private repository lists with it, not without (the redirect rule is
+   * dcp_hf_authorize's, tested with the downloads). */
+  {
+    g_autofree char *token = g_strdup_printf ("hf_%08x", g_random_int ());
+
+    r.expected_auth = g_strconcat ("Bearer ", token, NULL);
+    dcp_model_catalog_list_remote_async (session, endpoint, "org/private", "main", NULL, NULL, listed, &r);
+    g_main_loop_run (r.loop);
+    g_assert_nonnull (r.error);
+    g_assert_null (r.last_auth);
+    g_clear_error (&r.error);
+    dcp_model_catalog_list_remote_async (session, endpoint, "org/private", "main", token, NULL, listed, &r);
+    g_main_loop_run (r.loop);
+    g_assert_no_error (r.error);
+    g_assert_cmpstr (r.last_auth, ==, r.expected_auth);
+    g_assert_cmpuint (r.entries->len, ==, 2);
+    g_clear_pointer (&r.entries, g_ptr_array_unref);
+  }
+
   g_main_loop_unref (r.loop);
   g_free (r.last_path);
+  g_free (r.last_auth);
+  g_free (r.expected_auth);
 }
 
 int

@@ -113,6 +113,7 @@ typedef struct {
   GBytes *file;
   guint requests;
   gsize bytes_sent;
+  char *expected_auth;     /* a gated file: every request must carry it */
 } Server;
 
 static void
@@ -125,6 +126,13 @@ serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable 
   gsize len;
   const guint8 *data = g_bytes_get_data (s->file, &len);
   goffset end;
+
+  if (s->expected_auth != NULL &&
+      g_strcmp0 (soup_message_headers_get_one (req, "Authorization"), s->expected_auth) != 0)
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_UNAUTHORIZED, NULL);
+      return;
+    }
 
   s->requests++;
   g_assert_true (soup_message_headers_get_ranges (req, len, &ranges, &n));
@@ -159,7 +167,8 @@ test_remote (void)
       g_autoptr(SoupSession) session = soup_session_new ();
       g_autoptr(GError) error = NULL;
       g_autoptr(DcpModelMeta) meta = NULL;
-      g_autofree char *url = NULL;
+      g_autofree char *url = NULL, *endpoint = NULL;
+      g_autofree char *token = g_strdup_printf ("hf_%08x", g_rand_int (rand));
       GSList *uris;
       Server s = { 0 };
       TestHead h;
@@ -171,9 +180,13 @@ test_remote (void)
       g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
       uris = soup_server_get_uris (server);
       url = g_strdup_printf ("http://127.0.0.1:%d/org/models/resolve/main/big.mcapy", g_uri_get_port (uris->data));
+      endpoint = g_strdup_printf ("http://127.0.0.1:%d", g_uri_get_port (uris->data));
       g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
 
-      dcp_model_meta_fetch_async (session, url, NULL, fetched, &meta);
+      /* The second round is a gated model: both Range requests need the token. */
+      if (round == 1)
+        s.expected_auth = g_strconcat ("Bearer ", token, NULL);
+      dcp_model_meta_fetch_async (session, url, endpoint, round == 1 ? token : NULL, NULL, fetched, &meta);
       while (meta == NULL)
         g_main_context_iteration (NULL, TRUE);
       check_plan_model (meta, &h);
@@ -182,6 +195,7 @@ test_remote (void)
       g_assert_cmpuint (s.requests, ==, round == 0 ? 1 : 2);
       g_assert_cmpuint (s.bytes_sent, <=, MAX (g_bytes_get_size (s.file), 256u << 10));
       g_bytes_unref (s.file);
+      g_free (s.expected_auth);
     }
 }
 

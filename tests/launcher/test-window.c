@@ -4,6 +4,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "dcp-error.h"
 #include "dcp-window-private.h"
 #include "launcher-test-util.h"
 
@@ -46,9 +47,11 @@ have_meta (Fixture *f)
   return f->window->meta != NULL;
 }
 
+/* data: NULL, or "no-gpu": a probe without a GPU, an empty models folder and no model chosen. */
 static void
 setup (Fixture *f, gconstpointer data)
 {
+  gboolean no_gpu = g_strcmp0 (data, "no-gpu") == 0;
   g_autoptr(GRand) rand = g_rand_new_with_seed (31);
   g_autofree char *script = NULL;
   g_autofree char *model = NULL;
@@ -57,12 +60,15 @@ setup (Fixture *f, gconstpointer data)
   f->free_bytes = (guint64) g_rand_int_range (rand, 60, 140) * GIB;
   script = g_strdup_printf ("#!/bin/sh\n"
                             "if [ \"$1\" = --probe ]; then\n"
+                            "%s"
                             "echo '{\"available\": true, \"name\": \"Fake H200\", \"total_bytes\": %" G_GUINT64_FORMAT ","
                             " \"free_bytes\": %" G_GUINT64_FORMAT ", \"peak_bandwidth_gbps\": 4800,"
                             " \"measured_bandwidth_gbps\": 4100.5}'\n"
                             "exit 0\nfi\n"
                             "echo \"args: $*\"; echo \"key: $DECAPYBARA_API_KEY\"\n"
+                            "[ \"$1\" = --settings ] && echo \"settings: $(cat \"$2\")\"\n"
                             "echo 'fake-engine: cannot allocate the KV pool' >&2\nexit 4\n",
+                            no_gpu ? "echo '{\"available\": false, \"reason\": \"no NVIDIA driver\"}'; exit 0\n" : "",
                             f->free_bytes + 2 * GIB, f->free_bytes);
   f->engine = g_build_filename (f->dir, "fake-engine", NULL);
   g_assert_true (g_file_set_contents (f->engine, script, -1, NULL));
@@ -81,12 +87,36 @@ setup (Fixture *f, gconstpointer data)
     for (guint i = 0; keys[i] != NULL; i++)
       g_settings_reset (f->gsettings, keys[i]);
   }
-  g_settings_set_string (f->gsettings, "models-folder", f->dir);
-  g_settings_set_string (f->gsettings, "model", "qwen-test.mcapy");
+  if (no_gpu)
+    {
+      g_autofree char *folder = g_build_filename (f->dir, "models", NULL);
+
+      g_assert_cmpint (g_mkdir (folder, 0755), ==, 0);
+      g_settings_set_string (f->gsettings, "models-folder", folder);
+    }
+  else
+    {
+      g_settings_set_string (f->gsettings, "models-folder", f->dir);
+      g_settings_set_string (f->gsettings, "model", "qwen-test.mcapy");
+    }
   f->window = g_object_ref_sink (dcp_window_new (NULL, f->gsettings, f->engine));
   gtk_window_present (GTK_WINDOW (f->window));
   iterate_until (have_device, f);
   iterate_until (have_meta, f);
+}
+
+static void
+remove_tree (const char *path)
+{
+  g_autoptr(GDir) d = g_dir_open (path, 0, NULL);
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *child = g_build_filename (path, name, NULL);
+      remove_tree (child);
+    }
+  g_remove (path);
 }
 
 static void
@@ -101,7 +131,7 @@ teardown (Fixture *f, gconstpointer data)
   while ((name = g_dir_read_name (d)) != NULL)
     {
       g_autofree char *path = g_build_filename (f->dir, name, NULL);
-      g_unlink (path);
+      remove_tree (path);
     }
   g_rmdir (f->dir);
   g_free (f->dir);
@@ -399,7 +429,11 @@ test_engine_crash (Fixture *f, gconstpointer data)
   g_assert_true (gtk_widget_get_visible (f->window->load_button));
   gtk_text_buffer_get_bounds (buffer, &start, &end);
   log = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
-  g_assert_nonnull (strstr (log, "--kv-bits 6/4"));
+  /* Every setting reached the engine in the file it reads, the key not. */
+  g_assert_nonnull (strstr (log, "\"kv-bits\":\"6/4\""));
+  g_assert_nonnull (strstr (log, "\"port\":\"8080\""));
+  g_assert_nonnull (strstr (log, "\"backend\":\"cuda\""));
+  g_assert_null (strstr (strstr (log, "settings: "), "sk-env-only"));
   /* The key reached the engine through its environment, not its command line. */
   g_assert_nonnull (strstr (log, "key: sk-env-only"));
   {
@@ -408,7 +442,7 @@ test_engine_crash (Fixture *f, gconstpointer data)
 
     g_assert_nonnull (args);
     line = g_strndup (args, strcspn (args, "\n"));
-    g_assert_nonnull (strstr (line, "--model"));
+    g_assert_nonnull (strstr (line, "--settings"));
     g_assert_null (strstr (line, "sk-env-only"));
     /* The D-Bus end of the socketpair went with it. */
     g_assert_nonnull (strstr (line, "--dbus-fd 3"));
@@ -420,14 +454,289 @@ test_engine_crash (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "status 4"));
 }
 
+static const char *demo_path;   /* the system data folder's demo model */
+
+static gboolean
+entry_listed (DcpWindow *window, const char *name)
+{
+  GPtrArray *entries = dcp_model_list_get_entries (window->model_list);
+
+  for (guint i = 0; entries != NULL && i < entries->len; i++)
+    if (g_str_equal (((DcpModelEntry *) entries->pdata[i])->name, name))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+new_file_listed (Fixture *f)
+{
+  return entry_listed (f->window, "copied.mcapy");
+}
+
+static gboolean
+new_file_gone (Fixture *f)
+{
+  return !entry_listed (f->window, "copied.mcapy");
+}
+
+/* A new user without a GPU: the installed demo model is listed (from the system data folders)
+ * and, the only one, chosen; the CPU backend is chosen from the probe; a file copied into the
+ * models folder appears without Refresh; a folder that does not hold the chosen model drops it. */
+static void
+test_first_start (Fixture *f, gconstpointer data)
+{
+  g_autofree char *folder = g_build_filename (f->dir, "models", NULL);
+  g_autofree char *other = g_build_filename (f->dir, "other", NULL);
+  g_autofree char *third = g_build_filename (f->dir, "third", NULL);
+  g_autofree char *copied = NULL;
+  g_autofree char *two = NULL;
+
+  g_assert_cmpstr (f->window->settings.model, ==, demo_path);
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->model_list)->name, ==, "demo.mcapy");
+  /* The probe found no GPU: the CPU backend and its preset. */
+  g_assert_cmpint (f->window->settings.backend, ==, DCP_SETTING_BACKEND_CPU);
+  g_assert_cmpstr (dcp_window_get_preset_id (f->window), ==, "cpu");
+
+  /* Copied into the watched folder: listed without Refresh; removed: gone. */
+  copied = test_head_write (folder, "copied.mcapy", &f->head);
+  iterate_until (new_file_listed, f);
+  dcp_model_list_select (f->window->model_list, "copied.mcapy");
+  g_assert_cmpstr (f->window->settings.model, ==, copied);
+  g_assert_cmpint (g_unlink (copied), ==, 0);
+  iterate_until (new_file_gone, f);
+  /* The chosen file went away: the demo, now the only one, is chosen instead. */
+  g_assert_cmpstr (f->window->settings.model, ==, demo_path);
+
+  /* b.mcapy chosen in another folder, then a third folder without it: nothing stays chosen
+   * unseen, and Load server has no model to run. */
+  g_assert_cmpint (g_mkdir (other, 0755), ==, 0);
+  two = test_head_write (other, "b.mcapy", &f->head);
+  gtk_editable_set_text (GTK_EDITABLE (f->window->folder_row), other);
+  g_signal_emit_by_name (f->window->folder_row, "apply");
+  dcp_model_list_select (f->window->model_list, "b.mcapy");
+  g_assert_cmpstr (f->window->settings.model, ==, two);
+  g_assert_cmpint (g_mkdir (third, 0755), ==, 0);
+  g_free (test_head_write (third, "c.mcapy", &f->head));
+  gtk_editable_set_text (GTK_EDITABLE (f->window->folder_row), third);
+  g_signal_emit_by_name (f->window->folder_row, "apply");
+  g_assert_true (entry_listed (f->window, "c.mcapy"));
+  g_assert_true (entry_listed (f->window, "demo.mcapy"));
+  g_assert_false (entry_listed (f->window, "b.mcapy"));
+  g_assert_null (dcp_model_list_get_selected (f->window->model_list));
+  g_assert_null (f->window->settings.model);
+  g_assert_null (f->window->meta);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  g_assert_cmpint (dcp_engine_process_get_state (f->window->engine), ==, DCP_ENGINE_STOPPED);
+}
+
+static GtkWidget *shown_chooser;
+
+static gboolean
+chooser_shown (Fixture *f)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr(GObject) window = g_list_model_get_item (toplevels, i);
+
+      if (GTK_IS_FILE_CHOOSER_DIALOG (window) && gtk_widget_get_visible (GTK_WIDGET (window)))
+        {
+          shown_chooser = GTK_WIDGET (window);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static GFile *wanted_folder;
+
+static gboolean
+chooser_has_selection (Fixture *f)
+{
+  g_autoptr(GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (shown_chooser));
+
+  return file != NULL && g_file_equal (file, wanted_folder);
+}
+
+/* The models folder: relative paths and files refused (nothing saved, the row marked), a
+ * missing folder created, ~ expanded; the folder chooser (GtkFileChooserNative) sets it. */
+static void
+test_models_folder (Fixture *f, gconstpointer data)
+{
+  g_autofree char *before = g_settings_get_string (f->gsettings, "models-folder");
+  g_autofree char *file = g_build_filename (f->dir, "qwen-test.mcapy", NULL);
+  g_autofree char *fresh = g_build_filename (f->dir, "new", "models", NULL);
+  g_autofree char *chosen = g_build_filename (f->dir, "chosen", NULL);
+  g_autofree char *home = NULL, *expected_home = NULL;
+  g_autoptr(GFile) chosen_file = g_file_new_for_path (chosen);
+  g_autoptr(GError) error = NULL;
+  const char *bad[] = { "models", "./models", "relative/dir", file };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *now = NULL;
+
+      gtk_editable_set_text (GTK_EDITABLE (f->window->folder_row), bad[i]);
+      g_signal_emit_by_name (f->window->folder_row, "apply");
+      now = g_settings_get_string (f->gsettings, "models-folder");
+      g_assert_cmpstr (now, ==, before);
+      g_assert_true (gtk_widget_has_css_class (GTK_WIDGET (f->window->folder_row), "error"));
+    }
+  g_assert_null (dcp_window_check_models_folder ("relative", &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  home = dcp_window_check_models_folder ("~", NULL);
+  expected_home = g_canonicalize_filename (g_get_home_dir (), NULL);
+  g_assert_cmpstr (home, ==, expected_home);
+
+  gtk_editable_set_text (GTK_EDITABLE (f->window->folder_row), fresh);
+  g_signal_emit_by_name (f->window->folder_row, "apply");
+  g_assert_true (g_file_test (fresh, G_FILE_TEST_IS_DIR));
+  g_assert_false (gtk_widget_has_css_class (GTK_WIDGET (f->window->folder_row), "error"));
+  {
+    g_autofree char *now = g_settings_get_string (f->gsettings, "models-folder");
+    g_assert_cmpstr (now, ==, fresh);
+  }
+
+  g_assert_cmpint (g_mkdir (chosen, 0755), ==, 0);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.choose-folder", NULL));
+  g_assert_nonnull (f->window->folder_dialog);
+  g_assert_cmpint (gtk_file_chooser_get_action (GTK_FILE_CHOOSER (f->window->folder_dialog)), ==,
+                   GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  /* Without a portal the native chooser shows GTK's own dialog: answer it as a user would. */
+  iterate_until (chooser_shown, f);
+  g_assert_true (gtk_file_chooser_set_file (GTK_FILE_CHOOSER (shown_chooser), chosen_file, NULL));
+  wanted_folder = chosen_file;
+  iterate_until (chooser_has_selection, f);
+  gtk_dialog_response (GTK_DIALOG (shown_chooser), GTK_RESPONSE_ACCEPT);
+  g_assert_null (f->window->folder_dialog);
+  {
+    g_autofree char *now = g_settings_get_string (f->gsettings, "models-folder");
+    g_assert_cmpstr (now, ==, chosen);
+  }
+  g_assert_cmpstr (gtk_editable_get_text (GTK_EDITABLE (f->window->folder_row)), ==, chosen);
+}
+
+static GtkWidget *
+find_widget (GtkWidget *root, gboolean (*match) (GtkWidget *w))
+{
+  if (match (root))
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child != NULL; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_widget (child, match);
+
+      if (found != NULL)
+        return found;
+    }
+  return NULL;
+}
+
+static gboolean
+is_resume_button (GtkWidget *w)
+{
+  return GTK_IS_BUTTON (w) && g_strcmp0 (gtk_button_get_label (GTK_BUTTON (w)), "_Resume") == 0 &&
+         gtk_widget_get_visible (w);
+}
+
+static gboolean
+is_kept_row (GtkWidget *w)
+{
+  return ADW_IS_ACTION_ROW (w) && adw_action_row_get_subtitle (ADW_ACTION_ROW (w)) != NULL &&
+         strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (w)), "kept (42 %)") != NULL;
+}
+
+/* An interrupted download's kept part is shown with Resume, not as "not downloaded yet"; a
+ * message too long for a toast gets a short title and its Details. */
+static void
+test_kept_part (Fixture *f, gconstpointer data)
+{
+  g_autofree char *state = g_build_filename (f->dir, "remote.mcapy.part.json", NULL);
+  g_autofree char *title = NULL;
+  GPtrArray *entries = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  DcpModelEntry *e = g_new0 (DcpModelEntry, 1);
+  const char *checksum = "Downloading qwen3.8-27b-medium.mcapy failed: the SHA-256 of the file is "
+                         "0123456789abcdef, not fedcba9876543210 as the repository says";
+
+  /* 42 of 100 MiB kept, in two parts. */
+  g_assert_true (g_file_set_contents (state, "{\"url\": \"http://127.0.0.1:9/remote.mcapy\", \"size\": 104857600,"
+                                      " \"parts\": [[0, 52428799, 22020096], [52428800, 104857599, 22020096]]}", -1, NULL));
+  e->name = g_strdup ("remote.mcapy");
+  e->url = g_strdup ("http://127.0.0.1:9/remote.mcapy");
+  e->size = 104857600;
+  g_ptr_array_add (entries, e);
+  dcp_model_list_set_entries (f->window->model_list, entries, f->dir);
+  g_assert_nonnull (find_widget (GTK_WIDGET (f->window->model_list), is_resume_button));
+  g_assert_nonnull (find_widget (GTK_WIDGET (f->window->model_list), is_kept_row));
+  g_unlink (state);
+
+  g_assert_null (dcp_window_toast_title ("Command line copied"));
+  title = dcp_window_toast_title (checksum);
+  g_assert_cmpstr (title, ==, "Downloading qwen3.8-27b-medium.mcapy failed");
+  g_free (title);
+  title = dcp_window_toast_title ("An unusually long message without any colon in it that goes on and on past the width");
+  g_assert_cmpint (g_utf8_strlen (title, -1), ==, DCP_WINDOW_TOAST_CHARS);
+  dcp_window_toast (f->window, checksum);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.show-message", "s", checksum));
+}
+
+static gboolean
+is_narrow (Fixture *f)
+{
+  return f->window->narrow;
+}
+
+/* Down to 360 px (the metainfo's display_length): one column, and nothing asks for more width. */
+static void
+test_narrow (Fixture *f, gconstpointer data)
+{
+  int min = 0, nat = 0;
+
+  gtk_window_set_default_size (GTK_WINDOW (f->window), 360, 720);
+  iterate_until (is_narrow, f);
+  g_assert_false (gtk_widget_get_visible (f->window->right_scroll));
+  g_assert_true (gtk_widget_get_parent (GTK_WIDGET (f->window->right_box)) == GTK_WIDGET (f->window->left_box));
+  gtk_widget_measure (GTK_WIDGET (f->window), GTK_ORIENTATION_HORIZONTAL, -1, &min, &nat, NULL, NULL);
+  g_test_message ("narrow: minimum width %d, natural %d", min, nat);
+  g_assert_cmpint (min, <=, 360);
+  /* The Monitor page too. */
+  adw_view_stack_set_visible_child_name (f->window->view_stack, "monitor");
+  gtk_widget_measure (GTK_WIDGET (f->window), GTK_ORIENTATION_HORIZONTAL, -1, &min, &nat, NULL, NULL);
+  g_assert_cmpint (min, <=, 360);
+  adw_view_stack_set_visible_child_name (f->window->view_stack, "setup");
+
+  /* Wide again: two columns. */
+  gtk_window_set_default_size (GTK_WINDOW (f->window), 1300, 800);
+  g_assert_false (f->window->narrow);
+  g_assert_true (gtk_widget_get_visible (f->window->right_scroll));
+  g_assert_true (gtk_widget_get_parent (GTK_WIDGET (f->window->right_box)) != GTK_WIDGET (f->window->left_box));
+}
+
 int
 main (int argc, char **argv)
 {
+  g_autofree char *share = g_dir_make_tmp ("dcp-window-share-XXXXXX", NULL);
+  g_autofree char *demo_dir = g_build_filename (share, "decapybara", "models", NULL);
+  g_autofree char *runtime = g_build_filename (share, "run", NULL);
+  g_autofree char *data_dirs = g_strconcat (share, ":", g_getenv ("XDG_DATA_DIRS") ? g_getenv ("XDG_DATA_DIRS")
+                                                                                  : "/usr/local/share:/usr/share", NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  TestHead demo;
+  int status;
+
+  /* An installed demo model in a system data folder, and the launcher's run files kept here. */
+  g_assert_cmpint (g_mkdir_with_parents (demo_dir, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (runtime, 0700), ==, 0);
+  g_setenv ("XDG_DATA_DIRS", data_dirs, TRUE);
+  g_setenv ("XDG_RUNTIME_DIR", runtime, TRUE);
   g_setenv ("GSK_RENDERER", "cairo", TRUE);
   g_test_init (&argc, &argv, NULL);
+  test_head_random (&demo, rand);
+  demo_path = test_head_write (demo_dir, "demo.mcapy", &demo);
   if (!gtk_init_check ())
     {
       g_print ("1..0 # SKIP no display\n");
+      remove_tree (share);
       return 77;
     }
   adw_init ();
@@ -436,5 +745,11 @@ main (int argc, char **argv)
   g_test_add ("/window/repository-download", Fixture, NULL, setup, test_repository, teardown);
   g_test_add ("/window/engine-crash", Fixture, NULL, setup, test_engine_crash, teardown);
   g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);
-  return g_test_run ();
+  g_test_add ("/window/first-start", Fixture, "no-gpu", setup, test_first_start, teardown);
+  g_test_add ("/window/models-folder", Fixture, NULL, setup, test_models_folder, teardown);
+  g_test_add ("/window/narrow", Fixture, NULL, setup, test_narrow, teardown);
+  g_test_add ("/window/kept-part", Fixture, NULL, setup, test_kept_part, teardown);
+  status = g_test_run ();
+  remove_tree (share);
+  return status;
 }

@@ -148,10 +148,14 @@ test_pool_capped_and_fixed (void)
   g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
   g_assert_cmpuint (p.pool_tokens, ==, 262144);
   g_assert_cmpuint (p.context_per_conversation, ==, 262144);
+  g_assert_false (p.yarn);
   /* YaRN x4 lifts that to 1M. */
   s.rope_scaling = DCP_ROPE_SCALING_1M;
   g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
   g_assert_cmpuint (p.pool_tokens, ==, 1048576);
+  g_assert_cmpuint (p.context_per_conversation, ==, 1048576);
+  g_assert_cmpuint (p.model_max_context, ==, 1048576);
+  g_assert_true (p.yarn);
 
   /* Fixed slots: 8 x 32K asked for; the disk cache needs the pool. */
   s.rope_scaling = DCP_ROPE_SCALING_AUTO;
@@ -165,6 +169,60 @@ test_pool_capped_and_fixed (void)
   g_assert_cmpuint (p.kv_pool, ==, G_GUINT64_CONSTANT (8) * 32768 * 16 * 4 * 272);
   g_assert_cmpuint (p.disk, ==, 16 * GIB);
   g_assert_true (p.fits);
+}
+
+/* auto: YaRN only when the context asked for is past the native length; off never; a config
+ * that asks for YaRN itself runs with it whatever the setting. */
+static void
+test_rope_scaling (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice h200 = { 140 * GIB, 139 * GIB };
+  DcpMemoryPlan p;
+  DcpModelConfig run;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+
+  model_tiny (&m);
+  dcp_plan_settings_init_default (&s);
+  s.context_tokens = 262144;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_false (p.yarn);
+  g_assert_cmpuint (p.model_max_context, ==, 262144);
+  run = m.config;
+  dcp_memory_plan_apply_rope (&p, &run);
+  g_assert_cmpint (run.rope_type, ==, DCP_ROPE_DEFAULT);
+
+  s.context_tokens = 262145;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_true (p.yarn);
+  g_assert_cmpuint (p.model_max_context, ==, 1048576);
+  g_assert_cmpuint (p.context_per_conversation, ==, 262144 + 512);
+  text = dcp_memory_plan_describe (&p);
+  g_assert_nonnull (strstr (text, "RoPE: YaRN, positions up to 1048576"));
+  dcp_memory_plan_apply_rope (&p, &run);
+  g_assert_cmpint (run.rope_type, ==, DCP_ROPE_YARN);
+  g_assert_cmpfloat (run.rope_factor, ==, 4);
+  g_assert_cmpuint (run.rope_original_max_positions, ==, 262144);
+
+  /* Fixed slots: the slot is what is asked for. */
+  s.context_mode = DCP_CONTEXT_FIXED;
+  s.conversations = 2;
+  s.context_tokens = 500000;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_true (p.yarn);
+  g_assert_cmpuint (p.context_per_conversation, ==, 500224);
+
+  /* A YaRN config: YaRN even with off, and its own longest context. */
+  m.config = run;
+  dcp_plan_settings_init_default (&s);
+  s.rope_scaling = DCP_ROPE_SCALING_OFF;
+  g_assert_true (dcp_memory_plan_compute (&p, &m, &s, &h200, &error));
+  g_assert_true (p.yarn);
+  g_assert_cmpuint (p.model_max_context, ==, 1048576);
+  dcp_memory_plan_apply_rope (&p, &run);
+  g_assert_cmpuint (run.rope_original_max_positions, ==, 262144);
 }
 
 static void
@@ -219,10 +277,19 @@ test_bad_settings (void)
   {
     g_autoptr(GError) error = NULL;
     dcp_plan_settings_init_default (&s);
+    s.rope_scaling = DCP_ROPE_SCALING_OFF;
     s.context_tokens = 300000;
     g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
     g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
-    g_assert_nonnull (strstr (error->message, "1m"));
+    g_assert_nonnull (strstr (error->message, "--rope-scaling auto or 1m stretches it to 1048576"));
+  }
+  {
+    g_autoptr(GError) error = NULL;
+    dcp_plan_settings_init_default (&s);
+    s.context_tokens = 1048577;
+    g_assert_false (dcp_memory_plan_compute (&p, &m, &s, &d, &error));
+    g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "past the model's 1048576"));
   }
   {
     g_autoptr(GError) error = NULL;
@@ -249,6 +316,7 @@ main (int argc, char **argv)
   g_test_add_func ("/memory-plan/gdn-bytes", test_gdn_bytes);
   g_test_add_func ("/memory-plan/pool-auto", test_pool_auto);
   g_test_add_func ("/memory-plan/pool-capped-and-fixed", test_pool_capped_and_fixed);
+  g_test_add_func ("/memory-plan/rope-scaling", test_rope_scaling);
   g_test_add_func ("/memory-plan/does-not-fit", test_does_not_fit);
   g_test_add_func ("/memory-plan/bad-settings", test_bad_settings);
   return g_test_run ();

@@ -74,6 +74,34 @@ test_27b (void)
   g_assert_cmpuint (c.mrope_section[0], ==, 11);
 }
 
+/* YaRN's fields as the model card writes them for 1M tokens, and the defaults of the rest. */
+static void
+test_27b_yarn (void)
+{
+  g_autofree char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) parts = g_strsplit (qwen_27b, "\"rope_type\":\"default\"", 2);
+  DcpModelConfig c;
+
+  g_assert_true (parse (qwen_27b, &c, &error));
+  g_assert_cmpint (c.rope_type, ==, DCP_ROPE_DEFAULT);
+  text = g_strjoin ("\"rope_type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":262144",
+                    parts[0], parts[1], NULL);
+  g_assert_true (parse (text, &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (c.rope_type, ==, DCP_ROPE_YARN);
+  g_assert_cmpfloat (c.rope_factor, ==, 4.0);
+  g_assert_cmpuint (c.rope_original_max_positions, ==, 262144);
+  g_assert_cmpfloat (c.rope_beta_fast, ==, 32);
+  g_assert_cmpfloat (c.rope_beta_slow, ==, 1);
+  g_assert_cmpfloat (c.rope_attention_factor, ==, 0);
+  g_assert_true (c.rope_truncate);
+  g_assert_cmpfloat (c.rope_theta, ==, 1e7);
+  g_assert_cmpuint (c.rotary_dim, ==, 64);
+  g_assert_cmpuint (dcp_model_config_max_context (&c), ==, 1048576);
+  g_assert_cmpuint (dcp_model_config_native_context (&c), ==, 262144);
+}
+
 static void
 expect_field_error (const char *from, const char *to, const char *field)
 {
@@ -101,6 +129,14 @@ test_bad_fields (void)
   expect_field_error ("[11,11,10]", "[11,11,11]", "mrope_section");
   expect_field_error ("[11,11,10]", "[11,{},10]", "mrope_section");
   expect_field_error ("\"mtp_num_hidden_layers\":1", "\"mtp_num_hidden_layers\":[]", "mtp_num_hidden_layers");
+  expect_field_error ("\"rope_type\":\"default\"", "\"rope_type\":\"linear\"", "rope_type");
+  expect_field_error ("\"rope_type\":\"default\"", "\"rope_type\":\"yarn\"", "factor");
+  expect_field_error ("\"rope_type\":\"default\"", "\"rope_type\":\"yarn\",\"factor\":-4", "factor");
+  expect_field_error ("\"rope_type\":\"default\"", "\"rope_type\":\"yarn\",\"factor\":4,\"beta_slow\":-1",
+                      "beta_slow");
+  expect_field_error ("\"rope_type\":\"default\"", "\"rope_type\":\"yarn\",\"factor\":4,\"truncate\":1",
+                      "truncate");
+  expect_field_error ("\"head_dim\":256", "\"head_dim\":4096", "partial_rotary_factor");
   expect_field_error ("\"full_attention_interval\":4",
                       "\"layer_types\":[\"full_attention\"]", "layer_types");
 }
@@ -111,6 +147,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/model-config/test-models", test_test_models);
   g_test_add_func ("/model-config/27b", test_27b);
+  g_test_add_func ("/model-config/27b-yarn", test_27b_yarn);
   g_test_add_func ("/model-config/bad-fields", test_bad_fields);
   return g_test_run ();
 }

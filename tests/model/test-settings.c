@@ -81,7 +81,7 @@ test_bad_values (void)
   static const struct { const char *key, *value; } cases[] = {
     { "port", "-1" }, { "port", "65536" }, { "port", "80x" }, { "conversations", "0" },
     { "context", "0" }, { "context", "-5" }, { "kv-bits", "5/5" }, { "kv-bits", "16" },
-    { "rope-scaling", "2m" }, { "draft-length", "9" }, { "keep-free", "lots" },
+    { "rope-scaling", "2m" }, { "draft-length", "16" }, { "keep-free", "lots" },
     { "keep-free", "-1" }, { "ram-cache", "" }, { "model", "" }, { "backend", "rocm" },
     { "integrity-interval", "-5" }, { "integrity-interval", "604801" },
     { "no-such-key", "1" },
@@ -138,7 +138,15 @@ static void
 test_validate (void)
 {
   DcpEngineCaps cpu_only = { 0 };
-  DcpEngineCaps everything = { TRUE, TRUE, TRUE, TRUE, TRUE, TRUE, TRUE };
+  DcpEngineCaps everything = {
+    .cuda = TRUE,
+    .kv_quantized = TRUE,
+    .fp8_activations = TRUE,
+    .speculators = TRUE,
+    .vision = TRUE,
+    .tiers = TRUE,
+    .rope_yarn = TRUE,
+  };
   g_auto(DcpSettings) s = { 0 };
   g_autoptr(GError) error = NULL;
 
@@ -155,6 +163,16 @@ test_validate (void)
   g_assert_nonnull (strstr (error->message, "not implemented yet"));
   g_clear_error (&error);
   g_assert_true (dcp_settings_validate (&s, &everything, &error));
+
+  /* speculators run on both backends; the DFlash drafter is refused, saying so */
+  dcp_settings_set (&s, "speculator", "ngram", NULL);
+  g_assert_true (dcp_settings_validate (&s, &everything, &error));
+  g_assert_true (dcp_settings_set (&s, "speculator", "dflash", NULL));
+  g_assert_false (dcp_settings_validate (&s, &everything, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "dflash"));
+  g_clear_error (&error);
+  dcp_settings_set (&s, "speculator", "off", NULL);
 
   dcp_settings_set (&s, "context-mode", "fixed", NULL);
   dcp_settings_set (&s, "disk-cache", "10", NULL);

@@ -79,7 +79,7 @@ lookup (gpointer data, const char *name)
 DcpTensorSource
 test_tensors_source (TestTensors *self)
 {
-  DcpTensorSource source = { lookup, self };
+  DcpTensorSource source = { .lookup = lookup, .data = self };
 
   return source;
 }

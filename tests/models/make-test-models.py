@@ -77,6 +77,22 @@ MODELS = {
         linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
         rope_parameters=dict(ROPE, mrope_section=[11, 11, 10]),
     )),
+    # YaRN x4 over an original length of 16 (transformers' defaults for the rest: beta 32 / 1,
+    # attention factor 0.1 ln 4 + 1), so that the golden sequence's 62 positions run to almost
+    # four times past it; 16 rotary pairs, of which the correction range leaves the first
+    # extrapolated, the second blended and the rest interpolated. Otherwise default-init-small.
+    "yarn-small": ("default", dict(
+        vocab_size=256, hidden_size=64, intermediate_size=160, num_hidden_layers=5,
+        layer_types=["linear_attention", "full_attention", "linear_attention",
+                     "linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=64,
+        linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=32, linear_value_head_dim=48, linear_conv_kernel_dim=4,
+        max_position_embeddings=64,
+        rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, partial_rotary_factor=0.5,
+                             factor=4.0, original_max_position_embeddings=16,
+                             mrope_section=[6, 5, 5], mrope_interleaved=True),
+    )),
 }
 
 PROMPT_LEN, DECODE_LEN, GREEDY_LEN = 40, 6, 16
@@ -124,8 +140,8 @@ def write_f32(path, t):
 def make(name, init, kwargs, outdir, device):
     gen = torch.Generator().manual_seed(1234 + len(name))
     torch.manual_seed(sum(name.encode()))
-    config = Qwen3_5TextConfig(**kwargs, rms_norm_eps=1e-6, max_position_embeddings=4096,
-                               tie_word_embeddings=False, bos_token_id=None,
+    config = Qwen3_5TextConfig(**dict(dict(max_position_embeddings=4096), **kwargs),
+                               rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=None,
                                eos_token_id=kwargs["vocab_size"] - 1, pad_token_id=None)
     model = Qwen3_5ForCausalLM(config)
     INITS[init](model, gen)

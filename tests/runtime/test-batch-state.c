@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The batch executor's cached prefixes in the engine state: after a request ends, the
  * scheduler keeps its prompt-end and answer-end snapshots, which show as idle conversations
- * on the device; when the watch is removed they leave the list. */
+ * on the device; when the mirror is removed they leave the list. */
 #include "config.h"
 
 #include "batch-open.h"
@@ -46,7 +46,7 @@ count_idle (DcpEngineState *state, guint64 *longest)
       const DcpConversation *c = &g_array_index (list, DcpConversation, i);
 
       g_assert_cmpint (c->state, ==, DCP_CONVERSATION_IDLE);
-      g_assert_cmpint (c->tier, ==, DCP_TIER_VRAM);
+      g_assert_cmpint (c->tier, ==, DCP_TIER_DEVICE);
       *longest = MAX (*longest, c->context_tokens);
       n++;
     }
@@ -63,28 +63,28 @@ test_idle_conversations (void)
   Result r = { loop, 0, 0, FALSE };
   gint64 deadline;
   guint64 longest = 0;
-  guint watch, n_idle = 0;
+  guint mirror, n_idle = 0;
 
   request->id = g_strdup ("cmpl-test");
   request->prompt = g_strdup_printf ("The capybara number %u swims", g_test_rand_int_range (1, 1000));
   request->max_tokens = 5;
   request->sampling.temperature = 0;
   request->cancellable = g_cancellable_new ();
-  watch = dcp_batch_state_watch (dcp_request_queue_get_executor (queue), state);
+  mirror = dcp_batch_state_mirror (dcp_request_queue_get_executor (queue), state);
   g_assert_cmpuint (count_idle (state, &longest), ==, 0);
   dcp_request_queue_submit (queue, request, on_event, &r, on_done);
   g_main_loop_run (loop);
   g_assert_true (r.finished);
   g_assert_cmpint (r.completion_tokens, >, 0);
 
-  /* The watch refreshes four times a second. */
+  /* The mirror refreshes four times a second. */
   deadline = g_get_monotonic_time () + 3 * G_USEC_PER_SEC;
   while (g_get_monotonic_time () < deadline && (n_idle = count_idle (state, &longest)) < 2)
     g_main_context_iteration (NULL, TRUE);
   g_assert_cmpuint (n_idle, ==, 2);   /* prompt end and answer end */
   g_assert_cmpuint (longest, >, 5);
 
-  g_source_remove (watch);
+  g_source_remove (mirror);
   g_assert_cmpuint (count_idle (state, &longest), ==, 0);
 }
 

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The engine's command line (DECAPYBARA_ENGINE): settings.json < DECAPYBARA_* < options (the
  * model path an error names shows which won), --help lists every setting of the table, what the
- * CPU backend cannot do is refused with "not implemented yet", D-Bus options. */
+ * CPU backend cannot do is refused with "not implemented yet", D-Bus options; rope scaling
+ * starts the CPU backend with YaRN (1m, or auto and a context past the native one). */
 #include "config.h"
 
 #include <gio/gio.h>
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dcp-settings.h"
 
@@ -82,7 +85,8 @@ test_precedence (void)
     g_auto(Result) r = { 0 };
 
     run_engine (&r, home, NULL, cpu);
-    g_assert_cmpint (r.status, ==, 1);
+    /* Settings that cannot work end with status 2: the systemd unit does not restart on it. */
+    g_assert_cmpint (r.status, ==, 2);
     g_assert_nonnull (strstr (r.err, "from-file.mcapy: no such file"));
   }
   {
@@ -145,14 +149,14 @@ test_help_and_refusals (void)
     g_auto(Result) r = { 0 };
 
     run_engine (&r, home, NULL, fp8);
-    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpint (r.status, ==, 2);
     g_assert_nonnull (strstr (r.err, "--activations fp8 is not implemented yet"));
   }
   {
     g_auto(Result) r = { 0 };
 
     run_engine (&r, home, NULL, cuda);
-    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpint (r.status, ==, 2);
     g_assert_nonnull (strstr (r.err, "--backend cpu"));
   }
   {
@@ -165,11 +169,87 @@ test_help_and_refusals (void)
   g_rmdir (home);
 }
 
+/* Starts the engine on the tiny model (native context 32,768) on the CPU backend with args, waits
+ * until it listens, stops it, and returns what it logged. */
+static char *
+run_listening (const char *const *args)
+{
+  g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GSubprocess) proc = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *log_path = NULL;
+  char *log = NULL;
+  int fd = g_file_open_tmp ("decapybara-rope-XXXXXX.log", &log_path, &error);
+
+  g_assert_no_error (error);
+  close (fd);
+  g_subprocess_launcher_set_stderr_file_path (launcher, log_path);
+  g_subprocess_launcher_unsetenv (launcher, "DECAPYBARA_API_KEY");
+  g_ptr_array_add (argv, (gpointer) g_getenv ("DECAPYBARA_ENGINE"));
+  for (const char *const *a = (const char *const[]) { "--backend", "cpu", "--model", g_getenv ("DECAPYBARA_TINY_MODEL"),
+                                                      "--port", "0", "--no-dbus", "--no-dashboard", NULL };
+       *a != NULL; a++)
+    g_ptr_array_add (argv, (gpointer) *a);
+  for (guint i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  proc = g_subprocess_launcher_spawnv (launcher, (const char *const *) argv->pdata, &error);
+  g_assert_no_error (error);
+  for (int tries = 0; tries < 1200; tries++)
+    {
+      g_clear_pointer (&log, g_free);
+      g_usleep (25000);
+      if (g_file_get_contents (log_path, &log, NULL, NULL) && strstr (log, "listening on") != NULL)
+        break;
+    }
+  g_assert_nonnull (strstr (log, "listening on"));
+  g_subprocess_send_signal (proc, SIGTERM);
+  g_subprocess_wait (proc, NULL, &error);
+  g_assert_no_error (error);
+  g_unlink (log_path);
+  return log;
+}
+
+static void
+test_rope_scaling (void)
+{
+  g_autofree char *home = g_dir_make_tmp ("dcp-cli-XXXXXX", NULL);
+  const char *off_long[] = { "--backend", "cpu", "--model", g_getenv ("DECAPYBARA_TINY_MODEL"),
+                             "--rope-scaling", "off", "--context", "40000", NULL };
+
+  {
+    g_autofree char *log = run_listening ((const char *const[]) { "--rope-scaling", "1m", NULL });
+
+    g_assert_nonnull (strstr (log, "RoPE: YaRN, positions up to 131072"));
+  }
+  {
+    g_autofree char *log = run_listening ((const char *const[]) { "--context", "40000", NULL });
+
+    g_assert_nonnull (strstr (log, "RoPE: YaRN, positions up to 131072"));
+    g_assert_nonnull (strstr (log, "context size to 40448"));
+  }
+  {
+    g_autofree char *log = run_listening ((const char *const[]) { "--context", "32768", NULL });
+
+    g_assert_null (strstr (log, "YaRN"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, off_long);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (r.err, "past the model's 32768 (--rope-scaling auto or 1m stretches it to 131072"));
+  }
+  g_rmdir (home);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/engine-cli/precedence", test_precedence);
   g_test_add_func ("/engine-cli/help-and-refusals", test_help_and_refusals);
+  g_test_add_func ("/engine-cli/rope-scaling", test_rope_scaling);
   return g_test_run ();
 }

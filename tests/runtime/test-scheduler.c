@@ -160,7 +160,11 @@ on_finished (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *u
   r->usage = *usage;
 }
 
-static const DcpSeqCallbacks callbacks = { on_progress, on_token, on_finished };
+static const DcpSeqCallbacks callbacks = {
+  .progress = on_progress,
+  .token = on_token,
+  .finished = on_finished,
+};
 
 static void
 request_free (Request *r)
@@ -577,7 +581,11 @@ engine_thread (gpointer sched)
 static void
 test_thread (void)
 {
-  static const DcpSeqCallbacks wake = { on_progress, on_token, on_finished_wake };
+  static const DcpSeqCallbacks wake = {
+    .progress = on_progress,
+    .token = on_token,
+    .finished = on_finished_wake,
+  };
   g_autoptr(GRand) rand = g_rand_new_with_seed (9);
   g_autoptr(GError) error = NULL;
   g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func ((GDestroyNotify) request_free);
@@ -673,7 +681,12 @@ on_pick (gpointer user_data, guint32 *token)
 static void
 test_pick (void)
 {
-  static const DcpSeqCallbacks pick_callbacks = { on_progress, on_token, on_finished, NULL, on_pick };
+  static const DcpSeqCallbacks pick_callbacks = {
+    .progress = on_progress,
+    .token = on_token,
+    .finished = on_finished,
+    .pick = on_pick,
+  };
   g_autoptr(GRand) rand = g_rand_new_with_seed (11);
   g_autoptr(GError) error = NULL;
   DcpSchedulerConfig config;

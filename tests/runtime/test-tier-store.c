@@ -3,7 +3,8 @@
  * a custom allocator is used for RAM, and a damaged, truncated, swapped or missing disk file is
  * refused (CORRUPT_FILE, IO), deleted and counted. Disk work runs on the worker: with a slow
  * disk, moves and fetches return at once, the RAM of a blob being written counts until the
- * write ends, and keys removed while their read or write runs leave nothing behind. */
+ * write ends, and keys removed while their read or write runs leave nothing behind. The tiers
+ * carry the names the engine's interfaces show. */
 #include "config.h"
 
 #include <string.h>
@@ -42,7 +43,7 @@ test_round_trip (void)
 {
   g_autoptr(GRand) rand = g_rand_new_with_seed (7);
   g_autofree char *dir = g_dir_make_tmp ("dcp-tier-XXXXXX", NULL);
-  DcpHostAllocator alloc = { counting_alloc, counting_free, NULL };
+  DcpHostAllocator alloc = { .alloc = counting_alloc, .free = counting_free };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpTierStore) store = dcp_tier_store_new (1000, 5000, dir, &alloc, &error);
   g_autofree guint8 *a = random_blob (rand, 300);
@@ -169,7 +170,7 @@ test_async (void)
 {
   g_autoptr(GRand) rand = g_rand_new_with_seed (5);
   g_autofree char *dir = g_dir_make_tmp ("dcp-tier-XXXXXX", NULL);
-  DcpHostAllocator alloc = { counting_alloc, counting_free, NULL };
+  DcpHostAllocator alloc = { .alloc = counting_alloc, .free = counting_free };
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpTierStore) store = dcp_tier_store_new (10000, 10000, dir, &alloc, &error);
   g_autofree guint8 *a = random_blob (rand, 3000);
@@ -240,6 +241,17 @@ test_async (void)
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
+/* The one DcpTier and the names the D-Bus Conversations list and GET /stats show. */
+static void
+test_tier_names (void)
+{
+  g_assert_cmpint (DCP_TIER_DEVICE, <, DCP_TIER_RAM);
+  g_assert_cmpint (DCP_TIER_RAM, <, DCP_TIER_DISK);
+  g_assert_cmpstr (dcp_tier_to_string (DCP_TIER_DEVICE), ==, "vram");
+  g_assert_cmpstr (dcp_tier_to_string (DCP_TIER_RAM), ==, "ram");
+  g_assert_cmpstr (dcp_tier_to_string (DCP_TIER_DISK), ==, "disk");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -247,5 +259,6 @@ main (int argc, char **argv)
   g_test_add_func ("/tier-store/round-trip", test_round_trip);
   g_test_add_func ("/tier-store/damaged", test_damaged);
   g_test_add_func ("/tier-store/async", test_async);
+  g_test_add_func ("/tier-store/tier-names", test_tier_names);
   return g_test_run ();
 }

@@ -10,7 +10,7 @@
 #include "dcp-backend-cuda.h"
 #endif
 #include "dcp-batch-executor.h"
-#include "dcp-engine-model.h"
+#include "dcp-engine-executor.h"
 #include "dcp-gpu.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
@@ -19,32 +19,27 @@
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
  * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
-static const DcpEngineCaps cpu_caps = { FALSE, FALSE, FALSE, FALSE, FALSE, TRUE, FALSE };
+static const DcpEngineCaps cpu_caps = {
+  .cuda = FALSE,
+  .kv_quantized = FALSE,
+  .fp8_activations = FALSE,
+  .speculators = TRUE,
+  .vision = FALSE,
+  .tiers = TRUE,
+  .rope_yarn = TRUE,
+};
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only); tiers go through state_save and state_load. */
-static const DcpEngineCaps cuda_caps = { TRUE, TRUE, TRUE, FALSE, FALSE, TRUE, FALSE };
-
-/* MemTotal and MemAvailable from /proc/meminfo, in bytes; zeros when unreadable. */
-static void
-read_ram (DcpPlanDevice *device)
-{
-  g_autofree char *text = NULL;
-  g_auto(GStrv) lines = NULL;
-
-  if (!g_file_get_contents ("/proc/meminfo", &text, NULL, NULL))
-    return;
-  lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    {
-      guint64 kib;
-
-      if (sscanf (lines[i], "MemTotal: %" G_GUINT64_FORMAT " kB", &kib) == 1)
-        device->vram_total_bytes = kib * 1024;
-      else if (sscanf (lines[i], "MemAvailable: %" G_GUINT64_FORMAT " kB", &kib) == 1)
-        device->vram_free_bytes = kib * 1024;
-    }
-}
+static const DcpEngineCaps cuda_caps = {
+  .cuda = TRUE,
+  .kv_quantized = TRUE,
+  .fp8_activations = TRUE,
+  .speculators = TRUE,
+  .vision = FALSE,
+  .tiers = TRUE,
+  .rope_yarn = TRUE,
+};
 
 /* The memory plan for the settings; logs it. The CPU backend keeps KV and GDN conv state in
  * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). */
@@ -59,14 +54,10 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
   g_autofree char *text = NULL;
 
   dcp_model_source_get_plan_model (model, &plan_model);
+  /* The backend's storage is in dcp_settings_to_plan, which the launcher's costs use too. */
   dcp_settings_to_plan (settings, &plan_settings);
   if (cpu)
-    {
-      plan_settings.kv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
-      plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
-    }
-  if (cpu)
-    read_ram (&device);
+    dcp_plan_device_read_ram (&device);
   else
     {
       g_auto(DcpGpuInfo) gpu = { 0 };
@@ -75,8 +66,6 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
         return FALSE;
       device.vram_total_bytes = gpu.total_bytes;
       device.vram_free_bytes = gpu.free_bytes;
-      /* The CUDA backend keeps the GDN conv state in FP32 too. */
-      plan_settings.gdn_conv_value_bytes = DCP_PLAN_CPU_VALUE_BYTES;
     }
   if (!dcp_memory_plan_compute (plan, &plan_model, &plan_settings, &device, error))
     return FALSE;
@@ -153,6 +142,18 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
   return monitor;
 }
 
+/* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
+ * drafter yet (and the CUDA backend does not run the MTP head). */
+static DcpSpeculator
+effective_speculator (const DcpSettings *settings)
+{
+  if (settings->speculator != DCP_SPECULATOR_MTP)
+    return settings->speculator;
+  g_warning ("--speculator mtp: the MTP drafter is not built yet; speculation is off "
+             "(--speculator ngram drafts from the conversation)");
+  return DCP_SPECULATOR_OFF;
+}
+
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
  * conversation and the snapshots': dcp_plan_gdn_blocks). */
@@ -167,10 +168,13 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->page_tokens = DCP_PAGE_TOKENS;
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
+  c->speculator = settings->speculator;
+  c->draft_length = settings->draft_length > 0 ? settings->draft_length : DCP_DRAFT_DEFAULT;
 }
 
 DcpExecutor *
-dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **error)
+dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
+                          DcpLoadProgressFunc progress, gpointer user_data, GError **error)
 {
   const DcpSettings *settings = &cli->settings;
   g_autoptr(DcpModelSource) model = NULL;
@@ -180,11 +184,13 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   g_autofree char *disk_dir = NULL;
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
+  DcpModelConfig model_config;
   DcpTensorSource source;
   DcpMemoryPlan plan;
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
   DcpExecutor *batch;
+  DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_settings_validate (settings,
@@ -201,17 +207,31 @@ dcp_engine_open_model (const DcpCli *cli, DcpEngineCapacity *capacity, GError **
   if (model == NULL)
     return NULL;
   g_message ("model %s", dcp_model_source_get_path (model));
+  /* The stages' shares are rough: reading and uploading the weights is most of the time. */
+  if (progress != NULL)
+    progress (0.1, user_data);
   backend_name = dcp_settings_get (settings, "backend");
+  effective = *settings;
+  effective.speculator = effective_speculator (settings);
+  settings = &effective;
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
+  capacity->memory_bytes = plan.vram_total;
+  if (progress != NULL)
+    progress (0.15, user_data);
   source = dcp_model_source_get_tensors (model);
-  backend = dcp_backend_open (backend_name, dcp_model_source_get_config (model), &source,
+  /* With YaRN on (rope scaling), the backend runs the stretched config. */
+  model_config = *dcp_model_source_get_config (model);
+  dcp_memory_plan_apply_rope (&plan, &model_config);
+  backend = dcp_backend_open (backend_name, &model_config, &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;
   monitor = open_monitor (backend, model, settings);
   if (monitor != NULL)
     hook = dcp_integrity_monitor_get_hook (monitor);
+  if (progress != NULL)
+    progress (0.9, user_data);
   dcp_model_executor_options_init (&options);
   options.context_length = (gint64) plan.context_per_conversation;
   loop_guard = dcp_settings_get (settings, "loop-guard");
