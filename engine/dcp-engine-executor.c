@@ -118,6 +118,30 @@ setup_cuda (DcpBackend *backend, DcpModelSource *model, const DcpSettings *setti
   return TRUE;
 }
 
+/* The integrity monitor of --integrity-interval (NULL when 0, or when the model or backend
+ * has nothing to check: said in the log). */
+static DcpIntegrityMonitor *
+open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *settings)
+{
+  g_autoptr(GError) local = NULL;
+  DcpIntegrityMonitor *monitor;
+  DcpIntegrityStats stats;
+
+  if (settings->integrity_interval == 0)
+    return NULL;
+  monitor = dcp_integrity_monitor_new (backend, model, settings->integrity_interval, &local);
+  if (monitor == NULL)
+    {
+      g_message ("integrity: no weight checks while serving: %s", local->message);
+      return NULL;
+    }
+  dcp_integrity_monitor_get_stats (monitor, &stats);
+  g_message ("integrity: %u weight tensors (%.2f GiB) checked against the model file once every "
+             "%u s while serving", stats.n_tensors, stats.sweep_bytes / (double) (1 << 30),
+             stats.interval_s);
+  return monitor;
+}
+
 /* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
  * drafter yet (and the CUDA backend does not run the MTP head). */
 static DcpSpeculator
@@ -163,6 +187,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   DcpModelConfig model_config;
   DcpTensorSource source;
   DcpMemoryPlan plan;
+  g_autoptr(DcpIntegrityMonitor) monitor = NULL;
+  DcpStepHook hook = { NULL, NULL };
+  DcpExecutor *batch;
   DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
@@ -200,6 +227,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
     return NULL;
+  monitor = open_monitor (backend, model, settings);
+  if (monitor != NULL)
+    hook = dcp_integrity_monitor_get_hook (monitor);
   if (progress != NULL)
     progress (0.9, user_data);
   dcp_model_executor_options_init (&options);
@@ -210,6 +240,7 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (executor == NULL)
     return NULL;
   scheduler_config (settings, &plan, &config);
+  config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))
     return NULL;
@@ -221,5 +252,8 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
              "blocks, a snapshot every %u tokens of a prompt", config.max_running,
              config.max_running == 1 ? "" : "s", config.kv_pages, config.page_tokens,
              config.gdn_blocks, config.snapshot_pages * config.page_tokens);
-  return dcp_batch_executor_new (g_steal_pointer (&executor), &config, error);
+  batch = dcp_batch_executor_new (g_steal_pointer (&executor), &config, error);
+  if (batch != NULL)
+    capacity->integrity = g_steal_pointer (&monitor);
+  return batch;
 }

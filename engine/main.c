@@ -24,6 +24,7 @@
 #include "dcp-executor-scripted.h"
 #include "dcp-gpu.h"
 #include "dcp-http-server.h"
+#include "dcp-integrity-state.h"
 #include "dcp-log.h"
 #include "dcp-stats.h"
 
@@ -122,6 +123,8 @@ typedef struct {
   DcpHttpOptions options;
   char *key_from_file;
   guint batch_mirror;
+  DcpIntegrityMonitor *integrity;   /* freed after the queue, whose executor calls it */
+  guint integrity_watch;
   gboolean loading;
   int status;
 } Engine;
@@ -194,6 +197,11 @@ serve (Engine *engine, DcpExecutor *executor, const DcpEngineCapacity *capacity,
       engine->batch_mirror = dcp_batch_state_mirror (executor, engine->state);
       dcp_stats_set_extra (dcp_http_server_get_stats (engine->server), dcp_batch_executor_stats_json, executor);
     }
+  if (engine->integrity != NULL)
+    {
+      engine->integrity_watch = dcp_integrity_state_watch (engine->integrity, engine->state);
+      dcp_stats_set_integrity (dcp_http_server_get_stats (engine->server), engine->integrity);
+    }
   return TRUE;
 }
 
@@ -263,9 +271,11 @@ loaded (GObject *source, GAsyncResult *result, gpointer user_data)
   DcpExecutor *executor = g_task_propagate_pointer (G_TASK (result), &error);
 
   engine->loading = FALSE;
+  engine->integrity = g_steal_pointer (&load->capacity.integrity);
   if (dcp_engine_state_is_stopping (engine->state))
     {
       g_clear_pointer (&executor, dcp_executor_free);
+      g_clear_pointer (&engine->integrity, dcp_integrity_monitor_free);
       return;
     }
   if (executor == NULL)
@@ -366,12 +376,15 @@ run_engine (const DcpCli *cli)
     }
   if (engine.batch_mirror != 0)
     g_source_remove (engine.batch_mirror);
+  if (engine.integrity_watch != 0)
+    g_source_remove (engine.integrity_watch);
   g_source_remove (sigint);
   g_source_remove (sigterm);
   g_clear_pointer (&engine.dashboard, dcp_dashboard_free);
   g_clear_object (&service);
   g_clear_pointer (&engine.server, dcp_http_server_free);
   g_clear_pointer (&engine.queue, dcp_request_queue_free);
+  g_clear_pointer (&engine.integrity, dcp_integrity_monitor_free);
   g_free (engine.key_from_file);
   return engine.status;
 }

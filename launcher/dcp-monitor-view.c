@@ -350,6 +350,16 @@ sample (DcpMonitorView *self)
                                       dcp_dbus_engine1_get_vram_bytes (proxy) / GIB,
                                       dcp_dbus_engine1_get_ram_bytes (proxy) / GIB,
                                       dcp_dbus_engine1_get_disk_bytes (proxy) / GIB);
+  if (dcp_dbus_engine1_get_integrity_errors (proxy) > 0)
+    {
+      char *with = g_strdup_printf (
+        /* Translators: weight tensors found damaged in GPU memory by the integrity monitor */
+        _("%s · %" G_GUINT64_FORMAT " damaged weight tensors found (the log says which)"),
+        self->queue_text, (guint64) dcp_dbus_engine1_get_integrity_errors (proxy));
+
+      g_free (self->queue_text);
+      self->queue_text = with;
+    }
   gtk_label_set_text (self->queue_label, self->queue_text);
   dcp_dbus_engine1_call_list_conversations (proxy, self->cancellable, conversations_done, self);
   dcp_dbus_engine1_call_get_stats (proxy, self->cancellable, stats_done, self);

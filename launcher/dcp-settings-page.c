@@ -44,6 +44,7 @@ static const RowSpec row_specs[] = {
   { "keep-free", 3, N_("VRAM left free (GiB)"), CONTROL_SPIN, 0, 64, 0.25, 2 },
   { "ram-cache", 3, N_("RAM cache (GiB, auto or 0)"), CONTROL_ENTRY },
   { "disk-cache", 3, N_("Disk cache (GiB, auto or 0)"), CONTROL_ENTRY },
+  { "integrity-interval", 3, N_("Weight check every (seconds)"), CONTROL_SPIN, 0, 7 * 24 * 3600, 60, 0 },
   { "backend", 3, N_("Backend"), CONTROL_CHOICE },
 };
 

@@ -487,6 +487,37 @@ dcp_backend_cpu_finalize (GObject *object)
   G_OBJECT_CLASS (dcp_backend_cpu_parent_class)->finalize (object);
 }
 
+/* The integrity monitor's view of the weights (dcp-cpu-weights.h). */
+static guint
+cpu_weights_count (DcpBackend *backend)
+{
+  return DCP_BACKEND_CPU (backend)->weights->stored->len;
+}
+
+static const char *
+cpu_weight_name (DcpBackend *backend, guint index, guint64 *nbytes)
+{
+  const DcpCpuStoredTensor *t = &g_array_index (DCP_BACKEND_CPU (backend)->weights->stored,
+                                                DcpCpuStoredTensor, index);
+
+  *nbytes = t->nbytes;
+  return t->name;
+}
+
+static gboolean
+cpu_weight_sum (DcpBackend *backend, guint index, guint64 *sum, GError **error)
+{
+  *sum = dcp_cpu_weights_sum (DCP_BACKEND_CPU (backend)->weights, index);
+  return TRUE;
+}
+
+static gboolean
+cpu_weight_restore (DcpBackend *backend, guint index, const guint8 *bytes, gsize nbytes,
+                    GError **error)
+{
+  return dcp_cpu_weights_restore (DCP_BACKEND_CPU (backend)->weights, index, bytes, nbytes, error);
+}
+
 static void
 dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
 {
@@ -508,6 +539,10 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->state_new_paged = cpu_state_new_paged;
   backend_class->state_set_pages = cpu_state_set_pages;
   backend_class->kv_pool_copy_page = cpu_kv_pool_copy_page;
+  backend_class->weights_count = cpu_weights_count;
+  backend_class->weight_name = cpu_weight_name;
+  backend_class->weight_sum = cpu_weight_sum;
+  backend_class->weight_restore = cpu_weight_restore;
 }
 
 static void

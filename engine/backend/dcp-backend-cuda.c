@@ -655,6 +655,13 @@ dcp_backend_cuda_finalize (GObject *object)
   G_OBJECT_CLASS (dcp_backend_cuda_parent_class)->finalize (object);
 }
 
+static guint       cuda_weights_count  (DcpBackend *backend);
+static const char *cuda_weight_name    (DcpBackend *backend, guint index, guint64 *nbytes);
+static gboolean    cuda_weight_sum     (DcpBackend *backend, guint index, guint64 *sum,
+                                        GError **error);
+static gboolean    cuda_weight_restore (DcpBackend *backend, guint index, const guint8 *bytes,
+                                        gsize nbytes, GError **error);
+
 static void
 dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
 {
@@ -674,6 +681,10 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_new_paged = cuda_state_new_paged;
   backend_class->state_set_pages = cuda_state_set_pages;
   backend_class->kv_pool_copy_page = cuda_kv_pool_copy_page;
+  backend_class->weights_count = cuda_weights_count;
+  backend_class->weight_name = cuda_weight_name;
+  backend_class->weight_sum = cuda_weight_sum;
+  backend_class->weight_restore = cuda_weight_restore;
   backend_class->sampler_data_new = cuda_sampler_data_new;
   backend_class->sampler_data_free = cuda_sampler_data_free;
   backend_class->sampler_data_add = cuda_sampler_data_add;
@@ -871,6 +882,77 @@ range_sum (const guint8 *d, gsize n, guint64 *sum, GError **error)
   if (rest > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (tail, d + head, rest), "weight checksum", error))
     return FALSE;
   *sum = on_device + dcpk_checksum_ref (tail, padded);
+  return TRUE;
+}
+
+/* The integrity monitor's view of the weights: the uploaded tensors as recorded for the
+ * checksum pass. One converted when uploaded has no VRAM range in the file's format: its check
+ * compares the sum of its file bytes taken then, and it cannot be restored. */
+static guint
+cuda_weights_count (DcpBackend *backend)
+{
+  return DCP_BACKEND_CUDA (backend)->weights->stored->len;
+}
+
+static const DcpCudaStoredTensor *
+stored_tensor (DcpBackend *backend, guint index)
+{
+  return &g_array_index (DCP_BACKEND_CUDA (backend)->weights->stored, DcpCudaStoredTensor, index);
+}
+
+static const char *
+cuda_weight_name (DcpBackend *backend, guint index, guint64 *nbytes)
+{
+  const DcpCudaStoredTensor *t = stored_tensor (backend, index);
+
+  *nbytes = t->nbytes[0] + t->nbytes[1];
+  return t->name;
+}
+
+static gboolean
+cuda_weight_sum (DcpBackend *backend, guint index, guint64 *sum, GError **error)
+{
+  const DcpCudaStoredTensor *t = stored_tensor (backend, index);
+  guint64 got = t->n_ranges == 0 ? t->host_sum : 0;
+
+  for (guint r = 0; r < t->n_ranges; r++)
+    {
+      guint64 part;
+
+      if (!range_sum (t->data[r], t->nbytes[r], &part, error))
+        return FALSE;
+      got += part;
+    }
+  *sum = got;
+  return TRUE;
+}
+
+static gboolean
+cuda_weight_restore (DcpBackend *backend, guint index, const guint8 *bytes, gsize nbytes,
+                     GError **error)
+{
+  const DcpCudaStoredTensor *t = stored_tensor (backend, index);
+
+  if (t->n_ranges == 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "tensor “%s” was converted when uploaded: it is not restored while serving",
+                   t->name);
+      return FALSE;
+    }
+  for (guint r = 0; r < t->n_ranges; r++)
+    if (t->file_offset[r] + t->nbytes[r] > nbytes)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                     "tensor “%s”: %" G_GSIZE_FORMAT " bytes to restore, too few for its VRAM copy",
+                     t->name, nbytes);
+        return FALSE;
+      }
+  /* Between steps: the stream is idle, and the graphs keep these addresses. */
+  for (guint r = 0; r < t->n_ranges; r++)
+    if (!dcp_cuda_check (dcpk_memcpy_h2d ((void *) t->data[r], bytes + t->file_offset[r], t->nbytes[r]),
+                         t->name, error))
+      return FALSE;
   return TRUE;
 }
 

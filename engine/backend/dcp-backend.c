@@ -254,3 +254,35 @@ dcp_backend_kv_pool_copy_page (DcpBackend *self, DcpKvPool *pool, guint src, gui
   g_return_val_if_fail (DCP_IS_BACKEND (self) && pool != NULL, FALSE);
   return DCP_BACKEND_GET_CLASS (self)->kv_pool_copy_page (self, pool, src, dst, n_tokens, error);
 }
+
+guint
+dcp_backend_weights_count (DcpBackend *self)
+{
+  DcpBackendClass *klass;
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self), 0);
+  klass = DCP_BACKEND_GET_CLASS (self);
+  return klass->weights_count != NULL ? klass->weights_count (self) : 0;
+}
+
+const char *
+dcp_backend_weight_name (DcpBackend *self, guint index, guint64 *nbytes)
+{
+  g_return_val_if_fail (index < dcp_backend_weights_count (self) && nbytes != NULL, NULL);
+  return DCP_BACKEND_GET_CLASS (self)->weight_name (self, index, nbytes);
+}
+
+gboolean
+dcp_backend_weight_sum (DcpBackend *self, guint index, guint64 *sum, GError **error)
+{
+  g_return_val_if_fail (index < dcp_backend_weights_count (self) && sum != NULL, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->weight_sum (self, index, sum, error);
+}
+
+gboolean
+dcp_backend_weight_restore (DcpBackend *self, guint index, const guint8 *bytes, gsize nbytes,
+                            GError **error)
+{
+  g_return_val_if_fail (index < dcp_backend_weights_count (self) && bytes != NULL, FALSE);
+  return DCP_BACKEND_GET_CLASS (self)->weight_restore (self, index, bytes, nbytes, error);
+}

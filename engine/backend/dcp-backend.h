@@ -162,6 +162,30 @@ struct _DcpBackendClass {
                                       const guint32      *tokens,
                                       guint               n_tokens,
                                       gboolean            generated);
+
+  /* Optional, for the integrity monitor (engine/runtime/dcp-integrity-monitor.h): the weight
+   * tensors the backend holds, by index 0 .. weights_count - 1, each with its canonical name
+   * and the bytes a check of it reads. */
+  guint        (*weights_count)      (DcpBackend         *self);
+  const char  *(*weight_name)        (DcpBackend         *self,
+                                      guint               index,
+                                      guint64            *nbytes);
+  /* The checksum (dcp-checksum.h) of tensor index as the backend holds it, in the file's
+   * format, summed where it lies (VRAM, RAM). A copy converted when loaded is not in the file's
+   * format: its file bytes' sum taken then, or, where the backend can tell that the copy has
+   * changed since, a sum that differs from it. An error only when the sum could not be taken
+   * (a device error). */
+  gboolean     (*weight_sum)         (DcpBackend         *self,
+                                      guint               index,
+                                      guint64            *sum,
+                                      GError            **error);
+  /* Rewrites the backend's copy of tensor index from bytes, the tensor as the model file stores
+   * it (checked against the index by the caller). */
+  gboolean     (*weight_restore)     (DcpBackend         *self,
+                                      guint               index,
+                                      const guint8       *bytes,
+                                      gsize               nbytes,
+                                      GError            **error);
 };
 
 const char           *dcp_backend_get_name   (DcpBackend        *self);
@@ -242,6 +266,21 @@ guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
                                              const guint32      *allowed,
                                              const guint32      *banned,
                                              guint               n_banned);
+
+/* The weight tensors the backend can check and restore (0: it cannot); the vfuncs above. */
+guint        dcp_backend_weights_count      (DcpBackend         *self);
+const char  *dcp_backend_weight_name        (DcpBackend         *self,
+                                             guint               index,
+                                             guint64            *nbytes);
+gboolean     dcp_backend_weight_sum         (DcpBackend         *self,
+                                             guint               index,
+                                             guint64            *sum,
+                                             GError            **error);
+gboolean     dcp_backend_weight_restore     (DcpBackend         *self,
+                                             guint               index,
+                                             const guint8       *bytes,
+                                             gsize               nbytes,
+                                             GError            **error);
 
 /* For implementations: the sampler's host half and the backend's data. */
 DcpSampler  *dcp_seq_sampler_get_host       (DcpSeqSampler      *sampler);

@@ -142,6 +142,7 @@ record_matrix (DcpCudaWeights *w, const HostMatrix *h, const guint8 *d, gsize el
   t.nbytes[0] = l.row_bytes * h->rows;
   t.data[1] = d + scales_at + scale_offset;
   t.nbytes[1] = l.blocks_per_row * h->rows;
+  t.file_offset[1] = l.scales_offset;
   g_array_append_val (w->stored, t);
 }
 
@@ -568,6 +569,16 @@ typedef struct {
   guint64 seed;
 } Rand;
 
+/* Random weights are recorded too, as ranges named random.N, so that the integrity monitor's
+ * benchmark can check them (against their sums taken once filled). */
+static void
+record_random (DcpCudaWeights *w, const void *d, gsize nbytes)
+{
+  g_autofree char *name = g_strdup_printf ("random.%u", w->stored->len);
+
+  record_range (w, name, d, nbytes);
+}
+
 static gboolean
 rand_matrix (Rand *r, DcpTensorGroup group, int rows, int cols, DcpCudaMatrix *m, GError **error)
 {
@@ -581,6 +592,7 @@ rand_matrix (Rand *r, DcpTensorGroup group, int rows, int cols, DcpCudaMatrix *m
   m->cols = cols;
   if ((m->data = device_alloc (r->w, bytes, "random weight", error)) == NULL)
     return FALSE;
+  record_random (r->w, m->data, bytes);
   r->w->gemv_bytes += bytes;
   r->seed++;
   if (format == DCPK_FORMAT_BF16)
@@ -627,6 +639,7 @@ rand_vector (Rand *r, gsize n, gboolean bf16, float lo, float hi, GError **error
   r->seed++;
   if (d == NULL)
     return NULL;
+  record_random (r->w, d, n * (bf16 ? 2 : 4));
   if (!dcp_cuda_check (bf16 ? dcpk_fill_random_bf16 (d, n, lo, hi, r->seed)
                             : dcpk_fill_random_f32 (d, n, lo, hi, r->seed), "fill", error))
     return NULL;

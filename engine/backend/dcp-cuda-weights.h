@@ -47,13 +47,15 @@ typedef struct {
  * against the file (dcp_backend_cuda_verify_weights): one range, or two for an MX part of a
  * fused projection (its element rows, its scale rows; the file has zeros between and after
  * them). A tensor converted when uploaded (F32 norms made BF16, a dequantized embedding) has no
- * range; host_sum is then its file bytes' checksum, taken while they were read. */
+ * range; host_sum is then its file bytes' checksum, taken while they were read. file_offset:
+ * where each range's bytes start in the tensor's file bytes (to restore them from the file). */
 typedef struct {
   char *name;
   guint n_ranges;
   const void *data[2];
   gsize nbytes[2];
   guint64 host_sum;
+  gsize file_offset[2];
 } DcpCudaStoredTensor;
 
 /* What the backend and its forward take from the config, derived once with the weights: layer
@@ -75,7 +77,7 @@ typedef struct {
   guint16 *norm;
   DcpCudaLayer *layers;
   GPtrArray *allocations;        /* device pointers, freed with the weights */
-  GArray *stored;                /* DcpCudaStoredTensor, uploads from a source only */
+  GArray *stored;                /* DcpCudaStoredTensor (random weights: random.N) */
   guint64 device_bytes;          /* all of it */
   guint64 gemv_bytes;            /* what one decode step's GEMVs read */
 } DcpCudaWeights;

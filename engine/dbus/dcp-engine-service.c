@@ -33,7 +33,7 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (DcpEngineService, dcp_engine_service, DCP_DBUS_TY
 static const char *const bound_properties[] = {
   "state", "model", "context-size", "pool-tokens", "max-conversations",
   "active-conversations", "queue-length", "vram-bytes", "ram-bytes", "disk-bytes",
-  "tokens-per-second", "prompt-tokens-per-second",
+  "tokens-per-second", "prompt-tokens-per-second", "integrity-errors",
 };
 
 static gboolean
@@ -143,6 +143,15 @@ on_log (GLogLevelFlags level, const char *domain, const char *message, gpointer 
 }
 
 static void
+on_integrity_error (DcpEngineState *state, const char *tensor, gboolean healed, gpointer user_data)
+{
+  DcpEngineService *self = user_data;
+
+  if (self->connection != NULL && !g_dbus_connection_is_closed (self->connection))
+    dcp_dbus_engine1_emit_integrity_error (DCP_DBUS_ENGINE1 (self), tensor, healed);
+}
+
+static void
 dcp_engine_service_dispose (GObject *object)
 {
   DcpEngineService *self = DCP_ENGINE_SERVICE (object);
@@ -165,6 +174,8 @@ dcp_engine_service_dispose (GObject *object)
       g_dbus_connection_flush_sync (self->session, NULL, NULL);
       g_clear_object (&self->session);
     }
+  if (self->state != NULL)
+    g_signal_handlers_disconnect_by_func (self->state, on_integrity_error, self);
   g_clear_object (&self->state);
   G_OBJECT_CLASS (dcp_engine_service_parent_class)->dispose (object);
 }
@@ -226,6 +237,7 @@ dcp_engine_service_new (DcpEngineState *state)
   dcp_dbus_engine1_set_version (DCP_DBUS_ENGINE1 (self), PACKAGE_VERSION);
   dcp_dbus_engine1_set_pid (DCP_DBUS_ENGINE1 (self), (guint) getpid ());
   publish_settings (self);
+  g_signal_connect (state, "integrity-error", G_CALLBACK (on_integrity_error), self);
   return self;
 }
 

@@ -31,6 +31,7 @@ struct _DcpStats {
   Histogram  gap;
   JsonNode  *(*extra) (gpointer);
   gpointer   extra_data;
+  DcpIntegrityMonitor *integrity;
 };
 
 static void
@@ -174,6 +175,14 @@ dcp_stats_to_json (DcpStats *self, guint waiting, guint running)
       add_int (b, name, *(guint64 *) value);
     }
   json_builder_end_object (b);
+  if (self->integrity != NULL)
+    {
+      g_autoptr(JsonNode) integrity = dcp_integrity_monitor_to_json (self->integrity);
+
+      json_builder_set_member_name (b, "integrity");
+      json_builder_add_value (b, json_node_copy (json_object_get_member (json_node_get_object (integrity),
+                                                                         "integrity")));
+    }
   if (self->extra != NULL)
     {
       g_autoptr(JsonNode) extra = self->extra (self->extra_data);
@@ -198,6 +207,13 @@ dcp_stats_set_extra (DcpStats *self, JsonNode *(*func) (gpointer), gpointer data
   g_return_if_fail (self != NULL);
   self->extra = func;
   self->extra_data = data;
+}
+
+void
+dcp_stats_set_integrity (DcpStats *self, DcpIntegrityMonitor *monitor)
+{
+  g_return_if_fail (self != NULL);
+  self->integrity = monitor;
 }
 
 static void
@@ -261,6 +277,28 @@ dcp_stats_to_prometheus (DcpStats *self, guint waiting, guint running)
                       "From the request's arrival to its first output token.", &self->ttft);
   add_histogram_text (out, "decapybara_time_per_output_token_seconds",
                       "Time between consecutive output tokens of a request.", &self->gap);
+  if (self->integrity != NULL)
+    {
+      DcpIntegrityStats st;
+
+      dcp_integrity_monitor_get_stats (self->integrity, &st);
+      add_counter (out, "decapybara_integrity_sweeps_total",
+                   "Full sweeps of the weights against the model file's checksums.", "counter", st.sweeps);
+      add_counter (out, "decapybara_integrity_bytes_checked_total", "Weight bytes checked while serving.",
+                   "counter", st.bytes_checked);
+      add_counter (out, "decapybara_integrity_mismatches_total",
+                   "Weight tensors found not to match the model file (damaged in memory).", "counter",
+                   st.mismatches);
+      add_counter (out, "decapybara_integrity_healed_total",
+                   "Damaged weight tensors restored from the model file and checked again.", "counter",
+                   st.healed);
+      add_counter (out, "decapybara_integrity_heal_failures_total",
+                   "Damaged weight tensors that could not be restored.", "counter", st.heal_failures);
+      g_string_append_printf (out, "# HELP decapybara_integrity_check_seconds_total Time spent checking "
+                                   "and restoring weights.\n# TYPE decapybara_integrity_check_seconds_total "
+                                   "counter\ndecapybara_integrity_check_seconds_total %.6f\n",
+                              st.check_us / 1e6);
+    }
   if (self->extra != NULL)
     {
       /* The batching scheduler's numbers, as /stats names them (counters and gauges mixed). */

@@ -4,6 +4,7 @@
 #include <json-glib/json-glib.h>
 
 #include "dcp-executor.h"
+#include "dcp-integrity-monitor.h"
 
 G_BEGIN_DECLS
 
@@ -23,6 +24,9 @@ void      dcp_stats_generation_error  (DcpStats *self);
  * scheduler's counters and conversation list); it may be called from any thread that reads
  * the JSON. */
 void      dcp_stats_set_extra         (DcpStats *self, JsonNode *(*func) (gpointer), gpointer data);
+/* The integrity monitor's counters ("integrity" in the JSON, decapybara_integrity_* metrics);
+ * borrowed: it must outlive the stats' use. */
+void      dcp_stats_set_integrity     (DcpStats *self, DcpIntegrityMonitor *monitor);
 JsonNode *dcp_stats_to_json           (DcpStats *self, guint waiting, guint running);
 char     *dcp_stats_to_prometheus     (DcpStats *self, guint waiting, guint running);
 

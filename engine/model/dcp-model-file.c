@@ -3,7 +3,13 @@
 
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #include "dcp-checksum.h"
 #include "dcp-error.h"
@@ -362,6 +368,91 @@ dcp_model_file_get_checksum (DcpModelFile *self, const DcpTensorView *view)
   i = view - (const DcpTensorView *) self->tensors->data;
   g_return_val_if_fail (i < self->tensors->len, 0);
   return g_array_index (self->checksums, guint64, i);
+}
+
+/* Up to n bytes at offset of fd into out: how many there were before the end of the file, or
+ * -1 with errno set. */
+static gssize
+read_at (int fd, guint8 *out, gsize n, guint64 offset)
+{
+  gsize done = 0;
+
+  while (done < n)
+    {
+      gssize got = pread (fd, out + done, n - done, (off_t) (offset + done));
+
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0)
+        return -1;
+      if (got == 0)
+        break;
+      done += (gsize) got;
+    }
+  return (gssize) done;
+}
+
+/* Through O_DIRECT: whole 4 KiB blocks around the range, into an aligned buffer, so that a
+ * damaged page of the page cache is not read back. FALSE (errno set) where the file system
+ * refuses it. */
+static gboolean
+read_direct (const char *path, guint8 *out, gsize n, guint64 offset)
+{
+  const guint64 block = 4096;
+  guint64 start = offset / block * block;
+  gsize span = (gsize) ((offset + n + block - 1) / block * block - start);
+  void *aligned = NULL;
+  gssize got;
+  int fd = open (path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+  if (fd < 0)
+    return FALSE;
+  if (posix_memalign (&aligned, block, MAX (span, block)) != 0)
+    {
+      close (fd);
+      errno = ENOMEM;
+      return FALSE;
+    }
+  /* The last block may pass the end of the file: fewer bytes come back, the range's are there. */
+  got = read_at (fd, aligned, span, start);
+  if (got >= 0 && (guint64) got >= offset - start + n)
+    memcpy (out, (guint8 *) aligned + (offset - start), n);
+  else if (got >= 0)
+    errno = EIO;
+  free (aligned);
+  close (fd);
+  return got >= 0 && (guint64) got >= offset - start + n;
+}
+
+GBytes *
+dcp_model_file_read_tensor (DcpModelFile *self, const DcpTensorView *view, GError **error)
+{
+  const guint8 *base;
+  guint64 offset;
+  g_autofree guint8 *out = NULL;
+  int fd, saved;
+
+  g_return_val_if_fail (self != NULL && view != NULL, NULL);
+  base = g_bytes_get_data (self->bytes, NULL);
+  offset = (guint64) (view->data - base);
+  if (self->map == NULL)
+    return g_bytes_new (view->data, view->nbytes);
+  out = g_malloc (MAX (view->nbytes, 1));
+  if (read_direct (self->path, out, view->nbytes, offset))
+    return g_bytes_new_take (g_steal_pointer (&out), view->nbytes);
+  errno = 0;
+  fd = g_open (self->path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd >= 0 && read_at (fd, out, view->nbytes, offset) == (gssize) view->nbytes)
+    {
+      close (fd);
+      return g_bytes_new_take (g_steal_pointer (&out), view->nbytes);
+    }
+  saved = fd >= 0 && errno == 0 ? EIO : errno;
+  if (fd >= 0)
+    close (fd);
+  g_set_error (error, DCP_ERROR, DCP_ERROR_IO, "%s: reading tensor “%s” again: %s", self->path,
+               view->name, g_strerror (saved));
+  return NULL;
 }
 
 gboolean

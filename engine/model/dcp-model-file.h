@@ -53,6 +53,12 @@ DcpTensorSource       dcp_model_file_get_source    (DcpModelFile  *file);
 /* The checksum the index stores for a tensor of this file (dcp-checksum.h). */
 guint64               dcp_model_file_get_checksum  (DcpModelFile        *file,
                                                     const DcpTensorView *view);
+/* The tensor's bytes read again from the file on disk, past the mapping and, where the file
+ * system allows, past the page cache (O_DIRECT); a file opened from bytes gives a copy of them.
+ * Not checked against the checksum: the caller does that. */
+GBytes               *dcp_model_file_read_tensor   (DcpModelFile        *file,
+                                                    const DcpTensorView *view,
+                                                    GError             **error);
 /* Reads every tensor and compares it with its checksum. */
 gboolean              dcp_model_file_verify        (DcpModelFile  *file,
                                                     GError       **error);

@@ -175,6 +175,27 @@ dcp_model_source_get_checksum (DcpModelSource *self, const char *name, guint64 *
   return TRUE;
 }
 
+GBytes *
+dcp_model_source_read_tensor (DcpModelSource *self, const char *name, GError **error)
+{
+  const DcpTensorView *view;
+
+  g_return_val_if_fail (self != NULL && name != NULL, NULL);
+  if (self->file == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "tensor “%s”: a checkpoint folder is not read again", name);
+      return NULL;
+    }
+  view = dcp_model_file_lookup (self->file, name);
+  if (view == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND, "tensor “%s” is not in %s", name, self->path);
+      return NULL;
+    }
+  return dcp_model_file_read_tensor (self->file, view, error);
+}
+
 DcpTensorSource
 dcp_model_source_get_tensors (DcpModelSource *self)
 {

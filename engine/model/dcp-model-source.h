@@ -26,6 +26,12 @@ void                   dcp_model_source_free              (DcpModelSource  *self
 gboolean               dcp_model_source_get_checksum      (DcpModelSource  *self,
                                                            const char      *name,
                                                            guint64         *checksum);
+/* The tensor of this canonical name read again from the .mcapy file on disk
+ * (dcp_model_file_read_tensor); NOT_SUPPORTED for a checkpoint folder, NOT_FOUND for a tensor
+ * not there. */
+GBytes                *dcp_model_source_read_tensor       (DcpModelSource  *self,
+                                                           const char      *name,
+                                                           GError         **error);
 /* The file or folder actually opened (a folder's .mcapy file once found). */
 const char            *dcp_model_source_get_path          (DcpModelSource  *self);
 const DcpModelConfig  *dcp_model_source_get_config        (DcpModelSource  *self);

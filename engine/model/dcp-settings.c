@@ -132,6 +132,11 @@ static const Setting settings_table[] = {
   { { "keep-free", "GiB", "VRAM to leave to the desktop and other programs (default 0.5)",
       "Memory the engine will not use, so the desktop and other programs keep working." },
     KIND_GIB, OFF (keep_free_bytes) },
+  { { "integrity-interval", "SECONDS", "Re-check every weight against the model file once per this many seconds (0 = not while serving)",
+      "While it serves, the engine checks the weights in GPU memory against the model file's checksums, "
+      "a little between steps (under 1% of the time), and restores a damaged one from the file. Cards "
+      "without ECC can flip a bit hours after loading; default: a full check every 600 seconds." },
+    KIND_UINT, OFF (integrity_interval), 0, 7 * 24 * 3600 },
   { { "backend", "cuda|cpu", "Where the model runs (default cuda; cpu is slow, for testing)",
       "cuda runs on the NVIDIA GPU. cpu runs the plain reference code: correct but far slower." },
     KIND_CHOICE, OFF (backend), 0, 0, backends },
@@ -157,6 +162,7 @@ dcp_settings_init_default (DcpSettings *s)
   s->speculator = DCP_SPECULATOR_OFF;
   s->prefill_policy = DCP_PREFILL_BALANCED;
   s->prefill_chunk = 2048;
+  s->integrity_interval = 600;
   s->loop_guard = DCP_SETTING_LOOP_GUARD_STOP;
   s->vision = DCP_VISION_OFF;
   s->ram_cache_bytes = 0;

@@ -53,6 +53,7 @@ typedef struct {
   guint64 disk_cache_bytes;
   char *disk_cache_dir;          /* NULL: $XDG_CACHE_HOME/decapybara/states */
   guint64 keep_free_bytes;
+  guint integrity_interval;      /* seconds per sweep of the weights; 0 = the check at start only */
   DcpSettingBackend backend;
 } DcpSettings;
 

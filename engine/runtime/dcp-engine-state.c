@@ -33,6 +33,7 @@ struct _DcpEngineState {
   guint64          vram_bytes;
   guint64          ram_bytes;
   guint64          disk_bytes;
+  guint64          integrity_errors;
   double           tokens_per_second;
   double           prompt_tokens_per_second;
   gboolean         model_set;
@@ -74,11 +75,13 @@ enum {
   PROP_DISK_BYTES,
   PROP_TOKENS_PER_SECOND,
   PROP_PROMPT_TOKENS_PER_SECOND,
+  PROP_INTEGRITY_ERRORS,
   N_PROPS
 };
 
 enum {
   SIGNAL_STOPPED,
+  SIGNAL_INTEGRITY_ERROR,
   N_SIGNALS
 };
 
@@ -217,6 +220,7 @@ dcp_engine_state_get_property (GObject *object, guint prop_id, GValue *value, GP
     case PROP_DISK_BYTES:               g_value_set_uint64 (value, self->disk_bytes); break;
     case PROP_TOKENS_PER_SECOND:        g_value_set_double (value, self->tokens_per_second); break;
     case PROP_PROMPT_TOKENS_PER_SECOND: g_value_set_double (value, self->prompt_tokens_per_second); break;
+    case PROP_INTEGRITY_ERRORS:         g_value_set_uint64 (value, self->integrity_errors); break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -262,11 +266,16 @@ dcp_engine_state_class_init (DcpEngineStateClass *klass)
   props[PROP_TOKENS_PER_SECOND] = g_param_spec_double ("tokens-per-second", NULL, NULL, 0, G_MAXDOUBLE, 0, flags);
   props[PROP_PROMPT_TOKENS_PER_SECOND] = g_param_spec_double ("prompt-tokens-per-second", NULL, NULL, 0, G_MAXDOUBLE, 0,
                                                               flags);
+  props[PROP_INTEGRITY_ERRORS] = g_param_spec_uint64 ("integrity-errors", NULL, NULL, 0, G_MAXUINT64, 0, flags);
   g_object_class_install_properties (object_class, N_PROPS, props);
 
   /* The engine has stopped: every stream has ended; main quits its loop. */
   signals[SIGNAL_STOPPED] = g_signal_new ("stopped", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                           NULL, NULL, NULL, G_TYPE_NONE, 0);
+  /* The integrity monitor found a damaged weight tensor (its name) and restored it or not. */
+  signals[SIGNAL_INTEGRITY_ERROR] = g_signal_new ("integrity-error", G_TYPE_FROM_CLASS (klass),
+                                                  G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                                  G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_BOOLEAN);
 }
 
 static void
@@ -329,6 +338,17 @@ dcp_engine_state_set_memory (DcpEngineState *self, guint64 vram_bytes, guint64 r
   set_uint64 (self, &self->vram_bytes, vram_bytes, PROP_VRAM_BYTES);
   set_uint64 (self, &self->ram_bytes, ram_bytes, PROP_RAM_BYTES);
   set_uint64 (self, &self->disk_bytes, disk_bytes, PROP_DISK_BYTES);
+}
+
+void
+dcp_engine_state_report_integrity (DcpEngineState *self, guint64 errors, const char *tensor,
+                                   gboolean healed)
+{
+  g_return_if_fail (DCP_IS_ENGINE_STATE (self));
+
+  set_uint64 (self, &self->integrity_errors, errors, PROP_INTEGRITY_ERRORS);
+  if (tensor != NULL)
+    g_signal_emit (self, signals[SIGNAL_INTEGRITY_ERROR], 0, tensor, healed);
 }
 
 const char *

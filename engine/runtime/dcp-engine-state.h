@@ -12,7 +12,8 @@ G_BEGIN_DECLS
 /* DcpEngineState: what a running engine is doing, for the D-Bus service and the dashboard.
  * Its properties mirror the D-Bus interface io.github.decapybara.Engine1 (state, model, address,
  * context-size, pool-tokens, max-conversations, active-conversations, queue-length, vram-bytes,
- * ram-bytes, disk-bytes, tokens-per-second, prompt-tokens-per-second); they change on the main
+ * ram-bytes, disk-bytes, tokens-per-second, prompt-tokens-per-second, integrity-errors) and its
+ * signal "integrity-error" (tensor name, healed); they change on the main
  * thread only, refreshed four times a second, and notify only when the value changes.
  *
  * Conversations: the engine side (any thread) reports each conversation it holds with
@@ -73,6 +74,12 @@ void            dcp_engine_state_set_memory    (DcpEngineState *self,
                                                 guint64         vram_bytes,
                                                 guint64         ram_bytes,
                                                 guint64         disk_bytes);
+/* Main thread: the integrity monitor's damaged tensors so far and, when tensor is not NULL, one
+ * just found (emits "integrity-error"); dcp-integrity-state.h calls it. */
+void            dcp_engine_state_report_integrity (DcpEngineState *self,
+                                                   guint64         errors,
+                                                   const char     *tensor,
+                                                   gboolean        healed);
 void            dcp_engine_state_stop          (DcpEngineState *self);
 /* Ends the request conversation id runs (its cancellable, as when the client leaves); FALSE
  * when no running request has that id. */

@@ -1129,6 +1129,7 @@ void
 dcp_scheduler_run (DcpScheduler *self)
 {
   gboolean busy = FALSE;
+  gint64 hook_wait = 0;          /* the step hook's first call comes at once */
 
   g_return_if_fail (self != NULL);
   for (;;)
@@ -1140,8 +1141,9 @@ dcp_scheduler_run (DcpScheduler *self)
              g_queue_is_empty (&self->incoming) && self->cancels->len == 0)
         {
           /* Stalled: the worker's report wakes us (the short timeout is a safety net only).
-           * Idle: a step a minute all the same, so that disk files idle for an hour go. */
-          gint64 wait = busy ? 50 * G_TIME_SPAN_MILLISECOND : G_TIME_SPAN_MINUTE;
+           * Idle: a step a minute all the same, so that disk files idle for an hour go, or
+           * sooner when the step hook asks to be called. */
+          gint64 wait = busy ? 50 * G_TIME_SPAN_MILLISECOND : MIN (G_TIME_SPAN_MINUTE, hook_wait);
 
           if (!g_cond_wait_until (&self->cond, &self->lock, g_get_monotonic_time () + wait))
             break;
@@ -1155,6 +1157,7 @@ dcp_scheduler_run (DcpScheduler *self)
       g_mutex_unlock (&self->lock);
       if (!dcp_scheduler_step (self, &busy, &error))
         g_warning ("step failed: %s", error->message);
+      hook_wait = dcp_step_hook_call (&self->config.step_hook, busy);
     }
   cancel_everything (self);
   publish (self);

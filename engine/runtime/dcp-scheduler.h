@@ -4,6 +4,7 @@
 #include "dcp-backend.h"
 #include "dcp-eviction.h"
 #include "dcp-memory-plan.h"
+#include "dcp-step-hook.h"
 #include "dcp-tier-store.h"
 
 G_BEGIN_DECLS
@@ -37,6 +38,7 @@ typedef struct {
   guint speculator;            /* a DcpSpeculator (dcp-settings.h): who drafts tokens for
                                   greedy sequences to verify (dcp-speculation.h) */
   guint draft_length;          /* drafts per step and sequence, 1..DCP_DRAFT_MAX */
+  DcpStepHook step_hook;       /* called between steps by dcp_scheduler_run (none by default) */
 } DcpSchedulerConfig;
 
 /* Defaults: one sequence, chunks of 2048, balanced, 256 pages of DCP_PAGE_TOKENS, pool mode,

@@ -21,6 +21,7 @@ typedef struct {
   gboolean fp8;                  /* FP8 activations in the prompt path's matrix products */
   gboolean json;
   gboolean verify;               /* time verify steps of 1..DCP_BENCH_VERIFY_ROWS rows */
+  gboolean integrity;            /* also the integrity monitor: a full sweep, decode with it on */
 } DcpBenchOptions;
 
 #define DCP_BENCH_MAX_BATCH 16

@@ -9,8 +9,9 @@
  * share, dcp-time-share.h, decides which calls carry a chunk); with --verify, the step time of
  * speculative verify steps (each conversation reads 1..16 rows, all rows' logits back, as the
  * scheduler's verify items do) at batch 1 and 4 next to the 1-row step. Contexts are synthetic: random
- * KV and GDN states (dcp_backend_cuda_state_fill_random). docs/PERFORMANCE.md explains the
- * columns. Exit status: 0, 1 device error, 2 bad options, 77 no CUDA device. */
+ * KV and GDN states (dcp_backend_cuda_state_fill_random). With --integrity: a full sweep of
+ * the integrity monitor, and each decode row again with the monitor off, at 600 s and at 1 s
+ * (dcp-bench-integrity.h). docs/PERFORMANCE.md explains the columns. Exit status: 0, 1 device error, 2 bad options, 77 no CUDA device. */
 #define G_LOG_DOMAIN "decapybara-bench"
 
 #include "config.h"
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "dcp-backend-cuda.h"
+#include "dcp-bench-integrity.h"
 #include "dcp-bench-options.h"
 #include "dcp-cuda-error.h"
 #include "dcp-cuda-forward.h"
@@ -46,6 +48,8 @@ typedef struct {
   guint64 pool_tokens;           /* the KV pool's size */
   float *logits;                 /* DCP_BENCH_MAX_BATCH + 1 rows */
   GRand *rand;
+  DcpBenchIntegrity integrity;   /* --integrity */
+  DcpIntegrityMonitor *monitor;  /* called after every timed decode step, or NULL */
 } Bench;
 
 /* KV pool tokens that n sequences of len tokens each take, in whole pages. */
@@ -174,6 +178,8 @@ time_decode (Bench *b, DcpSeqState **states, guint n, guint steps, double *secon
       decode_items (b, states, tokens, items, n);
       if (!dcp_backend_forward (b->backend, items, n, error))
         return FALSE;
+      if (b->monitor != NULL)
+        dcp_integrity_monitor_between_steps (b->monitor, TRUE);
     }
   *seconds = (g_get_monotonic_time () - start) / 1e6 / steps;
   return TRUE;
@@ -227,6 +233,81 @@ run_decode (Bench *b, guint batch, guint context, GError **error)
     g_print ("  %-7u %-9u %9.3f %10.1f %11.2f %12.2f %10.3f %8.1f%%\n", batch, context,
              seconds * 1e3, batch / seconds, b->step_bytes / 1e9, kv_state_bytes / 1e9,
              floor_s * 1e3, 100 * floor_s / seconds);
+  return TRUE;
+}
+
+/* Decode with the monitor off, on at 600 s (the default) and on at 1 s (always behind, so at
+ * its 1% cap): tokens/s of each and the cost. */
+static gboolean
+run_decode_integrity (Bench *b, guint batch, guint context, GError **error)
+{
+  DcpSeqState *states[DCP_BENCH_MAX_BATCH] = { NULL };
+  DcpIntegrityMonitor *monitors[3] = { NULL, b->integrity.every_600s, b->integrity.every_1s };
+  double seconds[3] = { 0 };
+  DcpIntegrityStats st;
+  gboolean ok;
+
+  if (b->cost.n_attn > 0 &&
+      pool_need (batch, (guint64) context + WARMUP_STEPS + b->opt->steps) > b->pool_tokens)
+    return TRUE;   /* run_decode said why */
+  ok = states_new (b, states, batch, context, error);
+  for (guint m = 0; ok && m < G_N_ELEMENTS (monitors); m++)
+    {
+      b->monitor = monitors[m];
+      ok = time_decode (b, states, batch, b->opt->steps, &seconds[m], error);
+    }
+  b->monitor = NULL;
+  states_free (b, states, batch);
+  if (!ok)
+    return FALSE;
+  dcp_integrity_monitor_get_stats (b->integrity.every_1s, &st);
+  if (b->opt->json)
+    {
+      JsonBuilder *j = row_begin (b, "decode_integrity");
+
+      row_int (j, "batch", batch);
+      row_int (j, "context", context);
+      row_double (j, "tokens_per_s_off", batch / seconds[0]);
+      row_double (j, "tokens_per_s_600s", batch / seconds[1]);
+      row_double (j, "tokens_per_s_1s", batch / seconds[2]);
+      row_double (j, "cost_percent_600s", 100 * (seconds[1] / seconds[0] - 1));
+      row_double (j, "cost_percent_1s", 100 * (seconds[2] / seconds[0] - 1));
+      row_end (j);
+    }
+  else
+    g_print ("  integrity: batch %-3u context %-7u %8.1f tokens/s off, %8.1f every 600 s "
+             "(%+.2f%%), %8.1f every 1 s (%+.2f%%; %" G_GUINT64_FORMAT " tensors checked so far)\n",
+             batch, context, batch / seconds[0], batch / seconds[1],
+             100 * (seconds[0] / seconds[1] - 1), batch / seconds[2],
+             100 * (seconds[0] / seconds[2] - 1), st.tensors_checked);
+  return TRUE;
+}
+
+/* A full sweep of the weights (the monitor's, and the plain sums) against the bandwidth. */
+static gboolean
+run_sweep (Bench *b, GError **error)
+{
+  double sweep_ms;
+
+  if (!dcp_bench_integrity_init (&b->integrity, b->backend, &sweep_ms, error))
+    return FALSE;
+  if (b->opt->json)
+    {
+      JsonBuilder *j = row_begin (b, "integrity_sweep");
+
+      row_int (j, "tensors", b->integrity.n_tensors);
+      row_int (j, "bytes", (gint64) b->integrity.bytes);
+      row_double (j, "sweep_ms", sweep_ms);
+      row_double (j, "sums_ms", b->integrity.first_sweep_ms);
+      row_double (j, "gbps", b->integrity.bytes / (sweep_ms * 1e6));
+      row_double (j, "floor_ms", b->integrity.bytes / (b->gbps * 1e6));
+      row_end (j);
+    }
+  else
+    g_print ("  integrity sweep: %u tensors, %.2f GB in %.2f ms (%.0f GB/s; floor %.2f ms); "
+             "taking the sums %.2f ms\n", b->integrity.n_tensors, b->integrity.bytes / 1e9,
+             sweep_ms, b->integrity.bytes / (sweep_ms * 1e6), b->integrity.bytes / (b->gbps * 1e6),
+             b->integrity.first_sweep_ms);
   return TRUE;
 }
 
@@ -621,10 +702,15 @@ run_recipe (Bench *b, GError **error)
   if (o->contexts->len > 0 && !o->json)
     g_print ("  %-7s %-9s %9s %10s %11s %12s %10s %9s\n", "batch", "context", "ms/step",
              "tokens/s", "weights GB", "KV+state GB", "floor ms", "of floor");
+  if (o->integrity && !run_sweep (b, error))
+    return FALSE;
   for (guint c = 0; c < o->contexts->len; c++)
     for (guint i = 0; i < o->batches->len; i++)
       if (!run_decode (b, g_array_index (o->batches, guint, i), g_array_index (o->contexts, guint, c),
-                       error))
+                       error) ||
+          (o->integrity &&
+           !run_decode_integrity (b, g_array_index (o->batches, guint, i),
+                                  g_array_index (o->contexts, guint, c), error)))
         return FALSE;
   if (o->prefill->len > 0 && !o->json)
     g_print ("  %-9s %-9s %9s %10s %10s %10s\n", "prompt", "done", "seconds", "tokens/s",
@@ -638,6 +724,7 @@ run_recipe (Bench *b, GError **error)
   if (o->mixed > 0 &&
       !run_mixed (b, o->contexts->len > 0 ? g_array_index (o->contexts, guint, 0) : 1024, error))
     return FALSE;
+  dcp_bench_integrity_clear (&b->integrity);
   g_clear_object (&b->backend);
   return TRUE;
 }
@@ -700,6 +787,7 @@ main (int argc, char **argv)
         {
           g_printerr ("decapybara-bench: recipe %s: %s\n", dcp_recipe_name (b.recipe),
                       error->message);
+          dcp_bench_integrity_clear (&b.integrity);
           g_clear_object (&b.backend);
           return 1;
         }

@@ -369,6 +369,14 @@ test_session_bus (void)
   g_assert_cmpuint (dcp_dbus_engine1_get_max_conversations (proxy), ==, 1);
   g_assert_cmpuint (dcp_dbus_engine1_get_active_conversations (proxy), ==, 0);
   g_assert_cmpuint (dcp_dbus_engine1_get_queue_length (proxy), ==, 0);
+  {
+    /* Exported (the scripted executor has no weights to check: zero). */
+    g_autoptr(GVariant) integrity = g_dbus_proxy_get_cached_property (G_DBUS_PROXY (proxy),
+                                                                       "IntegrityErrors");
+
+    g_assert_nonnull (integrity);
+    g_assert_cmpuint (g_variant_get_uint64 (integrity), ==, 0);
+  }
 
   /* A short answer: its conversation is logged as it starts and ends. */
   for (guint i = 0; i < n_words; i++)

@@ -19,7 +19,7 @@ test_every_key_round_trips (void)
     { "prefill-policy", "decode-priority" }, { "prefill-chunk", "4096" },
     { "loop-guard", "end-thinking" }, { "vision", "fp8" }, { "ram-cache", "auto" },
     { "disk-cache", "64" }, { "disk-cache-dir", "/fast disk/states" }, { "keep-free", "1.5" },
-    { "backend", "cpu" },
+    { "integrity-interval", "0" }, { "backend", "cpu" },
   };
   g_auto(DcpSettings) s = { 0 };
   g_auto(DcpSettings) back = { 0 };
@@ -83,6 +83,7 @@ test_bad_values (void)
     { "context", "0" }, { "context", "-5" }, { "kv-bits", "5/5" }, { "kv-bits", "16" },
     { "rope-scaling", "2m" }, { "draft-length", "16" }, { "keep-free", "lots" },
     { "keep-free", "-1" }, { "ram-cache", "" }, { "model", "" }, { "backend", "rocm" },
+    { "integrity-interval", "-5" }, { "integrity-interval", "604801" },
     { "no-such-key", "1" },
   };
 

@@ -59,6 +59,7 @@ test_defaults (void)
   g_assert_cmpuint (o.mixed, ==, 32768);
   g_assert_false (o.json);
   g_assert_false (o.fp8);
+  g_assert_false (o.integrity);
 }
 
 static void
@@ -70,7 +71,7 @@ test_given (void)
   g_assert_true (parse (&o, &error, "--recipe", "medium, BF16", "--layers", "16", "--batches",
                         "1,12", "--contexts", "1k,32K,1M", "--prefill", "none", "--steps", "7",
                         "--chunk", "256", "--mixed", "0", "--max-seconds", "2.5", "--json",
-                        "--activations", "fp8", NULL));
+                        "--activations", "fp8", "--integrity", NULL));
   g_assert_no_error (error);
   g_assert_cmpuint (o.recipes->len, ==, 2);
   g_assert_cmpint (g_array_index (o.recipes, DcpRecipe, 0), ==, DCP_RECIPE_MEDIUM);
@@ -87,6 +88,7 @@ test_given (void)
   g_assert_cmpfloat (o.max_seconds, ==, 2.5);
   g_assert_true (o.json);
   g_assert_true (o.fp8);
+  g_assert_true (o.integrity);
 }
 
 static void

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "weight-fault.h"
+
+void
+weight_fault_flip_bit (DcpModelSource *model, const char *name, guint bit)
+{
+  DcpTensorSource source = dcp_model_source_get_tensors (model);
+  const DcpTensorView *view = dcp_tensor_source_lookup (&source, name);
+  gsize page = (gsize) sysconf (_SC_PAGESIZE);
+  guint8 *p, *start;
+  int rc;
+
+  g_assert_nonnull (view);
+  /* An odd byte mid-tensor: the high byte of a BF16 weight, bit 6 its exponent's top bit. */
+  p = (guint8 *) view->data + (view->nbytes / 2 | 1);
+  start = (guint8 *) ((guintptr) p / page * page);
+  rc = mprotect (start, page, PROT_READ | PROT_WRITE);
+  g_assert_cmpint (rc, ==, 0);
+  *p ^= (guint8) (1u << bit);
+  rc = mprotect (start, page, PROT_READ);
+  g_assert_cmpint (rc, ==, 0);
+}
