@@ -24,7 +24,8 @@ dcp_backend_open (const char            *name,
 #if HAVE_CUDA
       if (dcp_backend_cuda_available ())
         return dcp_backend_cuda_new (config, source, 0, error);
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_DEVICE,
+      /* a property of this machine, like a build without CUDA: settings that cannot work */
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                            "backend “cuda”: no CUDA device was found; use --backend cpu");
 #else
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,

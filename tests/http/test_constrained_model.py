@@ -129,11 +129,21 @@ class Weather(pydantic.BaseModel):
 
 
 def check_parse_helper(oai):
-    r = oai.chat.completions.parse(model="m", messages=ASK, seed=5, temperature=1, max_tokens=MAX_TOKENS,
-                                   response_format=Weather)
-    parsed = r.choices[0].message.parsed
-    assert isinstance(parsed, Weather), r
-    print(f"parse(): {parsed!r}"[:200])
+    """The SDK's parse() on an answer the model finished: a seed whose answer max_tokens cut
+    (the SDK raises LengthFinishReasonError) is the known limit counted above, so the next seed
+    is tried; every finished answer must parse into the model."""
+    for seed in range(5, 15):
+        try:
+            r = oai.chat.completions.parse(model="m", messages=ASK, seed=seed, temperature=1,
+                                           max_tokens=MAX_TOKENS, response_format=Weather)
+        except openai.LengthFinishReasonError:
+            print(f"parse(): seed {seed} cut by max_tokens")
+            continue
+        parsed = r.choices[0].message.parsed
+        assert isinstance(parsed, Weather), r
+        print(f"parse(): {parsed!r}"[:200])
+        return
+    raise AssertionError("parse(): every seed was cut by max_tokens")
 
 
 def check_langchain(url):

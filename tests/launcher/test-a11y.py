@@ -52,7 +52,7 @@ def find_app(name, deadline):
             if app is not None and app.get_name() == name:
                 # The window's widgets are there once the model list is.
                 texts = [o.get_name() for o in walk(app)]
-                if any(t and "tiny.mcapy" in t for t in texts):
+                if any(t and ".mcapy" in t for t in texts):
                     return app
         time.sleep(0.3)
     return None
