@@ -75,7 +75,7 @@ def describe(obj):
     return " < ".join(path)
 
 
-def run(build, language):
+def run(build, language, attempt=0):
     tmp = tempfile.mkdtemp()
     env = dict(os.environ)
     for key in ("NO_AT_BRIDGE", "GSETTINGS_SCHEMA_DIR", "DECAPYBARA_PRESETS_DIR", "DECAPYBARA_ENGINE", "G_DEBUG"):
@@ -89,7 +89,13 @@ def run(build, language):
         app = find_app("decapybara-launcher", time.time() + 60)
         if app is None:
             proc.kill()
-            sys.exit(f"{language}: the launcher did not show up on the accessibility bus:\n{proc.stderr.read()}")
+            err = proc.stderr.read()
+            if "cannot open display" in err and attempt == 0:
+                # Xvfb not there yet for this client (seen under load): once more
+                print(f"{language}: the display was not ready; again")
+                time.sleep(2)
+                return run(build, language, attempt + 1)
+            sys.exit(f"{language}: the launcher did not show up on the accessibility bus:\n{err}")
         unnamed, names, controls = [], [], 0
         for obj in walk(app):
             name = obj.get_name() or ""
