@@ -410,18 +410,27 @@ gemm_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float 
                     y, FALSE);
 }
 
-/* The matrix product of the pass: GEMVs in a decode pass, GEMMs in a prompt pass. */
+/* The matrix product of the pass: GEMVs when the pass has few rows (a decode pass, a verify
+ * step's drafts, a prompt's short tail), GEMMs otherwise. A GEMM of an MX matrix converts the
+ * whole matrix first: at 2..16 rows that conversion alone cost 3.7x a decode step (H200, 27B
+ * shapes, 2026-12-03), where the GEMV reads the weights once as they are. */
+static DcpCudaMatmulFn
+matmul_fn (const Pass *p)
+{
+  return p->kind == DCP_CUDA_PASS_DECODE || p->n_rows <= DCPK_GEMV_MAX_BATCH ? gemv_on : gemm_on;
+}
+
 static int
 matmul (DcpCudaForward *s, const Pass *p, const DcpCudaMatrix *m, const float *x, float *y)
 {
-  return (p->kind == DCP_CUDA_PASS_DECODE ? gemv_on : gemm_on) (s, m, x, (int) p->n_rows, y);
+  return matmul_fn (p) (s, m, x, (int) p->n_rows, y);
 }
 
 static int
 proj_rows (DcpCudaForward *s, const Pass *p, const DcpCudaProj *proj, const float *x, float *out,
            float *tmp)
 {
-  return dcp_cuda_proj_rows (proj, p->kind == DCP_CUDA_PASS_DECODE ? gemv_on : gemm_on, s, x,
+  return dcp_cuda_proj_rows (proj, matmul_fn (p), s, x,
                              (int) p->n_rows, out, tmp, s->stream);
 }
 
