@@ -8,7 +8,8 @@ decapybara (or any OpenAI-compatible server) and prints what the clients see.
   tools/loadgen.py --url http://127.0.0.1:8080 --returning-agent --agent-tokens 30000
 
 Load: each client sends --requests streaming requests one after another (different short
-prompts, so that they do not resume from each other), all clients at once. Printed: tokens/s
+prompts, so that they do not resume from each other; --prompts code asks for Python functions),
+all clients at once. Printed: tokens/s
 seen by the clients in all (completion tokens of every request / the wall time from the first
 request to the last answer's end) and per client (its completion tokens / the time from its
 first streamed token to its last, summed over its requests), and the time to first token
@@ -131,6 +132,34 @@ class Server:
         return out
 
 
+# Python functions to write (--prompts code): what the demo model was trained on, and the kind of
+# text where speculation's drafters find their drafts.
+CODE_TASKS = (
+    ("is_even(n)", "Return True when n is even."),
+    ("fibonacci(n)", "Return the n-th Fibonacci number, fibonacci(0) == 0."),
+    ("reverse_words(text)", "Return text with the order of its words reversed."),
+    ("count_vowels(s)", "Return how many vowels s contains."),
+    ("flatten(items)", "Return a flat list of the elements of a list of lists."),
+    ("clamp(x, low, high)", "Return x limited to the range low..high."),
+    ("is_palindrome(s)", "Return True when s reads the same backwards."),
+    ("word_counts(text)", "Return a dict of each word of text and how often it occurs."),
+    ("chunks(items, size)", "Return items cut into lists of at most size elements."),
+    ("median(values)", "Return the median of a non-empty list of numbers."),
+    ("dedupe(items)", "Return items without repeats, keeping the first occurrence's order."),
+    ("to_snake_case(name)", "Return a CamelCase name written in snake_case."),
+)
+
+
+def make_question(prompts, i, r):
+    """Client i's request r: a different prompt for each, so that none resumes from another."""
+    if prompts == "code":
+        signature, doc = CODE_TASKS[(i * 5 + r) % len(CODE_TASKS)]
+        return (f"Write this Python function (client {i}, request {r}):\n\n"
+                f"def {signature}:\n    \"\"\"{doc}\"\"\"\n")
+    return (f"Client {i}, request {r}: tell a long story about a "
+            f"{WORDS[(i + r) % len(WORDS)]} and a {WORDS[(3 * i + r + 1) % len(WORDS)]}.")
+
+
 def sampling_of(args):
     sampling = {"temperature": args.temperature}
     if args.top_p is not None:
@@ -149,8 +178,7 @@ def run_load(server, args):
 
     def client(i):
         for r in range(args.requests):
-            question = (f"Client {i}, request {r}: tell a long story about a "
-                        f"{WORDS[(i + r) % len(WORDS)]} and a {WORDS[(3 * i + r + 1) % len(WORDS)]}.")
+            question = make_question(args.prompts, i, r)
             try:
                 results[i].append(server.stream_chat([{"role": "user", "content": question}], sampling,
                                                      args.max_tokens))
@@ -233,6 +261,8 @@ def main():
     p.add_argument("--top-p", type=float)
     p.add_argument("--top-k", type=int)
     p.add_argument("--seed", type=int)
+    p.add_argument("--prompts", choices=("story", "code"), default="story",
+                   help="what each request asks: a story, or a Python function to write")
     p.add_argument("--returning-agent", action="store_true", help="run the returning-agent case instead")
     p.add_argument("--agent-tokens", type=int, default=30000)
     p.add_argument("--agent-new-tokens", type=int, default=1000)

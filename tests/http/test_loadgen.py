@@ -46,6 +46,14 @@ class LoadGen(unittest.TestCase):
         self.assertGreater(r["ttft_p95"], 0, r)
         self.assertLessEqual(r["ttft_p50"], r["ttft_p95"], r)
 
+    def test_code_prompts(self):
+        rc, out, err = loadgen("--url", self.engine.url, "--clients", "2", "--requests", "2",
+                               "--max-tokens", "4", "--prompts", "code", "--json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)["load"]
+        self.assertEqual((r["requests"], r["errors"]), (4, []), r)
+        self.assertGreater(r["completion_tokens"], 0, r)
+
     def test_returning_agent(self):
         rc, out, err = loadgen("--url", self.engine.url, "--returning-agent", "--agent-tokens", "600",
                                "--agent-new-tokens", "60", "--agent-answer", "4", "--json")
