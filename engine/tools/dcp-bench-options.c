@@ -86,7 +86,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   g_autofree char *activations = NULL;
   int layers = 64, steps = 20, chunk = 2048, mixed = 32768;
   double max_seconds = 60, tflops = 790;
-  gboolean json = FALSE, verify = FALSE, integrity = FALSE;
+  gboolean json = FALSE, verify = FALSE, integrity = FALSE, yarn = FALSE;
   const GOptionEntry entries[] = {
     { "recipe", 0, 0, G_OPTION_ARG_STRING, &recipes,
       "Recipes, a comma list of tiny, small, medium, large, xxl, bf16 (default all)", "LIST" },
@@ -113,6 +113,8 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
       "Speculative verify steps: 1..16 rows per conversation at batch 1 and 4, next to the "
       "1-row step", NULL },
+    { "yarn", 0, 0, G_OPTION_ARG_NONE, &yarn,
+      "YaRN x4 positions, as --rope-scaling 1m serves them (contexts past 262,144 tokens)", NULL },
     { "integrity", 0, 0, G_OPTION_ARG_NONE, &integrity,
       "Also time a full integrity sweep of the weights, and each decode row with the monitor "
       "on (every 600 s, and every 1 s: its 1% cap)", NULL },
@@ -183,6 +185,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   o->json = json;
   o->verify = verify;
   o->integrity = integrity;
+  o->yarn = yarn;
   o->fp8 = g_strcmp0 (activations, "fp8") == 0;
   return TRUE;
 }

@@ -780,6 +780,8 @@ main (int argc, char **argv)
       Bench b = { &opt, g_array_index (opt.recipes, DcpRecipe, r) };
 
       dcp_model_config_27b (&b.config, opt.layers);
+      if (opt.yarn)
+        dcp_model_config_enable_yarn (&b.config, DCP_ROPE_YARN_FACTOR);
       b.gbps = gbps;
       b.logits = logits;
       b.rand = rand;
