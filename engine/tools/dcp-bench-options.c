@@ -111,7 +111,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
       "Matrix inputs of the prompt path: bf16 (default) or fp8 (Hopper)", "bf16|fp8" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per result line", NULL },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
-      "Speculative verify steps: 1..16 rows per conversation at batch 1 and 4, next to the "
+      "Speculative verify steps: 1..16 rows per conversation at batch 1, 4 and 12, next to the "
       "1-row step", NULL },
     { "integrity", 0, 0, G_OPTION_ARG_NONE, &integrity,
       "Also time a full integrity sweep of the weights, and each decode row with the monitor "
