@@ -29,6 +29,8 @@ typedef struct {
   DcpSeqFinishReason reason;
 } Entry;
 
+G_STATIC_ASSERT (1 + DCP_DRAFT_MAX <= DCP_STEP_SAVE_ROWS);
+
 struct _DcpSpeculation {
   DcpSpeculator kind;
   guint draft_length;
