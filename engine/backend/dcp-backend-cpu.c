@@ -37,7 +37,7 @@ struct _DcpSeqState {
 struct _DcpStepSave {
   DcpStepSaveHeader header;
   guint n_layers;
-  DcpCpuGdnSave *gdn;            /* [n_layers]; unused for attention layers */
+  DcpCpuGdnSave *gdn; /* [n_layers]; unused for attention layers */
 };
 
 /* Per attention layer, n_pages x page_tokens rows of K and of V (NULL for GDN layers). */
@@ -422,8 +422,7 @@ decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
   if (layer->is_full_attention)
     dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, h, n, delta);
   else
-    dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, save,
-                         delta);
+    dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, save, delta);
   for (gsize i = 0; i < (gsize) n * H; i++)
     x[i] += delta[i];
 

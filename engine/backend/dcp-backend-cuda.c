@@ -410,9 +410,14 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
 
       if (!reserve (self, s, s->n_tokens + 1, error))
         return FALSE;
-      rows[j] = (DcpCudaSeq) { .tokens = &item->tokens[r], .n_tokens = 1, .pos = s->n_tokens,
-                               .pages = s->pages, .conv = s->conv, .recurrent = s->recurrent,
-                               .save = dcp_cuda_step_save_rows (item->save), .save_row = r };
+      rows[j] = (DcpCudaSeq){ .tokens = &item->tokens[r],
+                              .n_tokens = 1,
+                              .pos = s->n_tokens,
+                              .pages = s->pages,
+                              .conv = s->conv,
+                              .recurrent = s->recurrent,
+                              .save = dcp_cuda_step_save_rows (item->save),
+                              .save_row = r };
     }
   if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_DECODE, rows, n, error))
     return FALSE;
@@ -546,12 +551,16 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
             continue;
           if (!reserve (self, s, s->n_tokens + t, error))
             return FALSE;
-          seqs[n] = (DcpCudaSeq) { .tokens = items[i].tokens + done[i], .n_tokens = t,
-                                   .pos = s->n_tokens, .pages = s->pages, .conv = s->conv,
-                                   .recurrent = s->recurrent, .all_rows = all,
-                                   .no_rows = want == 0,
-                                   .save = dcp_cuda_step_save_rows (items[i].save),
-                                   .save_row = done[i] };
+          seqs[n] = (DcpCudaSeq){ .tokens = items[i].tokens + done[i],
+                                  .n_tokens = t,
+                                  .pos = s->n_tokens,
+                                  .pages = s->pages,
+                                  .conv = s->conv,
+                                  .recurrent = s->recurrent,
+                                  .all_rows = all,
+                                  .no_rows = want == 0,
+                                  .save = dcp_cuda_step_save_rows (items[i].save),
+                                  .save_row = done[i] };
           owner[n++] = i;
           rows += t;
           outs += want;
@@ -579,8 +588,8 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
             {
               gboolean row_draw = item->row_tokens != NULL;
 
-              draws[outs + k].item = item->sampler != NULL &&
-                                     (row_draw || (ends && k + 1 == rows_out)) ? item : NULL;
+              draws[outs + k].item =
+                  item->sampler != NULL && (row_draw || (ends && k + 1 == rows_out)) ? item : NULL;
               draws[outs + k].row = row_draw ? done[owner[q]] + k : DCP_CUDA_DRAW_TOKEN;
               n_draws += draws[outs + k].item != NULL;
             }

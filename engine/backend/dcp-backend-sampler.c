@@ -147,7 +147,7 @@ dcp_backend_forward_host_draws (DcpBackend *self, DcpBatchItem *items, guint n_i
     {
       DcpBatchItem *item = &items[i];
 
-      asked[i] = (Asked) { item->sampler, item->row_tokens, item->logits_mode, item->logits };
+      asked[i] = (Asked){ item->sampler, item->row_tokens, item->logits_mode, item->logits };
       if (!draws_on_host (self, item))
         {
           asked[i].sampler = NULL;

@@ -201,8 +201,9 @@ dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GErro
   /* a save describes the step it saved; spent until the step has run */
   for (guint i = 0; i < n_items; i++)
     if (items[i].save != NULL)
-      *(DcpStepSaveHeader *) items[i].save = (DcpStepSaveHeader) {
-        NULL, dcp_backend_state_get_n_tokens (self, items[i].state), items[i].n_tokens };
+      *(DcpStepSaveHeader *) items[i].save =
+          (DcpStepSaveHeader){ NULL, dcp_backend_state_get_n_tokens (self, items[i].state),
+                               items[i].n_tokens };
   if (dcp_backend_needs_host_draws (self, items, n_items))
     ok = dcp_backend_forward_host_draws (self, items, n_items, error);
   else
@@ -247,7 +248,8 @@ dcp_backend_state_keep (DcpBackend *self, DcpSeqState *state, DcpStepSave *save,
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                    "state keep: the save holds no last step of this state, or %u rows are more "
-                   "than it read", n_keep);
+                   "than it read",
+                   n_keep);
       h->state = NULL;
       return FALSE;
     }

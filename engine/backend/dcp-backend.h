@@ -137,17 +137,12 @@ struct _DcpBackendClass {
                                       GError            **error);
 
   /* What dcp_backend_state_keep needs, for one sequence's verify steps. */
-  DcpStepSave *(*step_save_new)      (DcpBackend         *self,
-                                      GError            **error);
-  void         (*step_save_free)     (DcpBackend         *self,
-                                      DcpStepSave        *save);
+  DcpStepSave *(*step_save_new) (DcpBackend *self, GError **error);
+  void (*step_save_free) (DcpBackend *self, DcpStepSave *save);
   /* state, which read the rows of the last step that saved into save, becomes as if it had
    * read only the first n_keep of them (checked by the base class). */
-  gboolean     (*state_keep)         (DcpBackend         *self,
-                                      DcpSeqState        *state,
-                                      DcpStepSave        *save,
-                                      guint               n_keep,
-                                      GError            **error);
+  gboolean (*state_keep) (DcpBackend *self, DcpSeqState *state, DcpStepSave *save, guint n_keep,
+                          GError **error);
 
   /* A pool of n_pages pages (NOT_SUPPORTED: the backend keeps KV in each state). */
   DcpKvPool   *(*kv_pool_new)        (DcpBackend         *self,
@@ -243,20 +238,15 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
-DcpStepSave *dcp_backend_step_save_new      (DcpBackend         *self,
-                                             GError            **error);
-void         dcp_backend_step_save_free     (DcpBackend         *self,
-                                             DcpStepSave        *save);
+DcpStepSave *dcp_backend_step_save_new (DcpBackend *self, GError **error);
+void dcp_backend_step_save_free (DcpBackend *self, DcpStepSave *save);
 /* Cuts a verify step back: state, which read n rows in the last step whose item saved into
  * save, becomes what it would be had it read only the first n_keep (0 .. n) of them: the
  * attention KV count shorter, the GDN conv window and recurrent state recomputed from the state
  * before the step and the saved inputs (no weight is read). INVALID_ARGUMENT: save holds no
  * step of state, or n_keep is over its rows; a device error. Either way save is spent. */
-gboolean     dcp_backend_state_keep         (DcpBackend         *self,
-                                             DcpSeqState        *state,
-                                             DcpStepSave        *save,
-                                             guint               n_keep,
-                                             GError            **error);
+gboolean dcp_backend_state_keep (DcpBackend *self, DcpSeqState *state, DcpStepSave *save,
+                                 guint n_keep, GError **error);
 gboolean     dcp_backend_state_save         (DcpBackend         *self,
                                              const DcpSeqState  *state,
                                              GByteArray         *out,
@@ -304,9 +294,7 @@ void         dcp_backend_sampler_accept     (DcpBackend         *self,
                                              DcpSeqSampler      *sampler,
                                              guint32             token);
 /* n draws made elsewhere are counted as taken (row draws a caller keeps); none when greedy. */
-void         dcp_backend_sampler_skip_draws (DcpBackend         *self,
-                                             DcpSeqSampler      *sampler,
-                                             guint               n);
+void dcp_backend_sampler_skip_draws (DcpBackend *self, DcpSeqSampler *sampler, guint n);
 /* A draw on the host from logits the caller holds (a choice that starts from another's
  * logits); the same stream as the backend's draws. */
 guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
@@ -343,9 +331,7 @@ DcpSampler  *dcp_seq_sampler_get_host       (DcpSeqSampler      *sampler);
 gpointer     dcp_seq_sampler_get_data       (DcpSeqSampler      *sampler);
 /* Whether some item's draws are made on the host: every draw where the backend does not draw,
  * row draws where a penalty is on. */
-gboolean     dcp_backend_needs_host_draws   (DcpBackend         *self,
-                                             const DcpBatchItem *items,
-                                             guint               n_items);
+gboolean dcp_backend_needs_host_draws (DcpBackend *self, const DcpBatchItem *items, guint n_items);
 /* The base class's draws on the host, around the backend's forward, for those items. */
 gboolean     dcp_backend_forward_host_draws (DcpBackend         *self,
                                              DcpBatchItem       *items,

@@ -48,7 +48,7 @@ dcp_cpu_gdn_save_init (DcpCpuGdnSave *save, const DcpModelConfig *c, guint max_r
   save->mixed = g_new (float, (gsize) max_rows * save->before.conv_dim);
   save->q = g_new (float, (gsize) max_rows * save->key_width);
   save->k = g_new (float, (gsize) max_rows * save->key_width);
-  save->v = g_new (float, (gsize) max_rows * value_width);
+  save->v = g_new (float, (gsize) max_rows *value_width);
   save->beta = g_new (float, (gsize) max_rows * c->linear_n_value_heads);
   save->g = g_new (float, (gsize) max_rows * c->linear_n_value_heads);
 }
@@ -257,10 +257,10 @@ keep_conv (const DcpCpuGdnSave *save, DcpCpuGdnState *s, guint n_keep)
   for (guint c = 0; c < D; c++)
     for (guint i = 0; i < W; i++)
       {
-        guint t = n_keep + i;    /* index into [before (W) | rows] */
+        guint t = n_keep + i; /* index into [before (W) | rows] */
 
-        s->conv[(gsize) c * W + i] = t < W ? save->before.conv[(gsize) c * W + t]
-                                           : save->mixed[(gsize) (t - W) * D + c];
+        s->conv[(gsize) c * W + i] =
+            t < W ? save->before.conv[(gsize) c * W + t] : save->mixed[(gsize) (t - W) * D + c];
       }
 }
 
@@ -270,8 +270,12 @@ dcp_cpu_gdn_keep (DcpCpuPool *pool, const DcpModelConfig *c, const DcpCpuGdnSave
 {
   guint hv = c->linear_n_value_heads, dv = c->linear_value_head_dim;
   g_autofree float *o = g_new (float, (gsize) MAX (n_keep, 1) * hv * dv);
-  DcpCpuDeltaRule rule = { n_keep, c->linear_n_key_heads, hv, c->linear_key_head_dim, dv,
-                           save->q, save->k, save->v, save->beta, save->g, s->state, o };
+  DcpCpuDeltaRule rule = { n_keep,     c->linear_n_key_heads,
+                           hv,         c->linear_key_head_dim,
+                           dv,         save->q,
+                           save->k,    save->v,
+                           save->beta, save->g,
+                           s->state,   o };
 
   g_assert (n_keep <= save->max_rows);
   dcp_cpu_gdn_state_copy (s, &save->before);
@@ -285,15 +289,9 @@ dcp_cpu_gdn_keep (DcpCpuPool *pool, const DcpModelConfig *c, const DcpCpuGdnSave
 }
 
 void
-dcp_cpu_gdn_forward (DcpCpuPool             *pool,
-                     const DcpModelConfig   *c,
-                     const DcpCpuGdnWeights *w,
-                     DcpCpuGdnState         *s,
-                     const float            *h,
-                     guint                   n_tokens,
-                     guint                   chunk_size,
-                     DcpCpuGdnSave          *save,
-                     float                  *out)
+dcp_cpu_gdn_forward (DcpCpuPool *pool, const DcpModelConfig *c, const DcpCpuGdnWeights *w,
+                     DcpCpuGdnState *s, const float *h, guint n_tokens, guint chunk_size,
+                     DcpCpuGdnSave *save, float *out)
 {
   guint hk = c->linear_n_key_heads, hv = c->linear_n_value_heads;
   guint dk = c->linear_key_head_dim, dv = c->linear_value_head_dim;

@@ -465,9 +465,11 @@ gdn_layer (DcpCudaForward *s, const Pass *p, const DcpCudaLayer *L, guint gi)
       TRY (dcpk_memcpy_d2d_async (q->save->qkv[gi] + (gsize) q->save_row * conv_dim,
                                   part[0] + (gsize) r * conv_dim,
                                   (gsize) q->n_tokens * conv_dim * sizeof (float), s->stream));
-      TRY (dcpk_memcpy_d2d_async (q->save->b[gi] + (gsize) q->save_row * hv, part[2] + (gsize) r * hv,
+      TRY (dcpk_memcpy_d2d_async (q->save->b[gi] + (gsize) q->save_row * hv,
+                                  part[2] + (gsize) r * hv,
                                   (gsize) q->n_tokens * hv * sizeof (float), s->stream));
-      TRY (dcpk_memcpy_d2d_async (q->save->a[gi] + (gsize) q->save_row * hv, part[3] + (gsize) r * hv,
+      TRY (dcpk_memcpy_d2d_async (q->save->a[gi] + (gsize) q->save_row * hv,
+                                  part[3] + (gsize) r * hv,
                                   (gsize) q->n_tokens * hv * sizeof (float), s->stream));
     }
   if (n_single > 0)
@@ -781,8 +783,8 @@ gdn_keep (DcpCudaForward *s, const DcpCudaRowSave *save, guint n_keep)
       /* z only gates the output, which nobody reads: the activations' z serves */
       if (n_keep > 1 && s->gdn_ws != NULL)
         TRY (dcpk_gdn_prefill (&n->gdn_shape, &L->gdn, (int) n_keep, save->qkv[gi], s->z,
-                               save->b[gi], save->a[gi], s->h_ptrs[gi],
-                               s->h_ptrs[n->n_gdn + gi], s->mix, s->gdn_ws, s->stream));
+                               save->b[gi], save->a[gi], s->h_ptrs[gi], s->h_ptrs[n->n_gdn + gi],
+                               s->mix, s->gdn_ws, s->stream));
       else
         for (guint r = 0; r < n_keep; r++)
           TRY (dcpk_gdn_decode (&n->gdn_shape, &L->gdn, 1, save->qkv[gi] + (gsize) r * n->conv_dim,
@@ -795,9 +797,8 @@ gdn_keep (DcpCudaForward *s, const DcpCudaRowSave *save, guint n_keep)
 }
 
 gboolean
-dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save,
-                           float *const *conv, float *const *recurrent, guint n_keep,
-                           GError **error)
+dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save, float *const *conv,
+                           float *const *recurrent, guint n_keep, GError **error)
 {
   const DcpCudaCounts *n = self->n;
 
@@ -812,7 +813,8 @@ dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save,
     }
   return dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_ptrs, self->h_ptrs,
                                                 2 * (gsize) n->n_gdn * sizeof (float *),
-                                                self->stream), "state keep", error) &&
+                                                self->stream),
+                         "state keep", error) &&
          dcp_cuda_check (gdn_keep (self, save, n_keep), "state keep", error) &&
          dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state keep", error);
 }

@@ -38,7 +38,7 @@ typedef enum {
  * rows of the raw q|k|v projection [rows, conv_dim] and of b and a [rows, H_v] (the conv, norms
  * and gates are recomputed from them: no weight matrix is read again). */
 typedef struct {
-  float **qkv, **b, **a;         /* [n_gdn] device pointers (a host array) */
+  float **qkv, **b, **a; /* [n_gdn] device pointers (a host array) */
 } DcpCudaRowSave;
 
 /* One sequence of a pass: n_tokens new tokens at positions pos .. pos + n_tokens - 1 (a decode
@@ -91,12 +91,9 @@ gboolean        dcp_cuda_forward_run        (DcpCudaForward       *self,
  * holding the states before the step) read the first n_keep rows of save again, through the
  * step kernel for one row and the chunked rule for more (as a forward of those rows would;
  * the step kernel row by row on a forward without prompt passes). save's rows are spent. */
-gboolean        dcp_cuda_forward_gdn_keep   (DcpCudaForward       *self,
-                                             const DcpCudaRowSave *save,
-                                             float *const         *conv,
-                                             float *const         *recurrent,
-                                             guint                 n_keep,
-                                             GError              **error);
+gboolean dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save,
+                                    float *const *conv, float *const *recurrent, guint n_keep,
+                                    GError **error);
 /* Device pointers to output row r's logits [vocab] (the draws overwrite them with the
  * penalised logits) and final-normed hidden state [hidden]. */
 float          *dcp_cuda_forward_logits     (DcpCudaForward       *self,

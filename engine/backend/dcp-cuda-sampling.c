@@ -196,7 +196,8 @@ flush_history (DcpCudaSampling *self, const DcpCudaDraw *draws, guint n, GError 
 /* Rows with an allowed-token mask: each mask up (vocab / 8 bytes), then one launch sets the
  * others' logits to -inf. Nothing when no row has one. */
 static gboolean
-apply_masks (DcpCudaSampling *self, float *d_logits, const DcpCudaDraw *draws, guint n, GError **error)
+apply_masks (DcpCudaSampling *self, float *d_logits, const DcpCudaDraw *draws, guint n,
+             GError **error)
 {
   gboolean any = FALSE;
   gsize bytes = (gsize) self->n_words * sizeof (uint32_t);
@@ -263,9 +264,9 @@ dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, const DcpCudaDra
         self->h_tables[j] = d->d_table;
         for (guint b = 0; b < draws[j].item->n_banned; b++)
           if (draws[j].item->banned[b] < self->vocab &&
-              !dcp_cuda_check (dcpk_memcpy_h2d_async (d_logits + (gsize) j * self->vocab +
-                                                      draws[j].item->banned[b], self->h_neg_inf,
-                                                      sizeof (float), self->stream),
+              !dcp_cuda_check (dcpk_memcpy_h2d_async (
+                                   d_logits + (gsize) j * self->vocab + draws[j].item->banned[b],
+                                   self->h_neg_inf, sizeof (float), self->stream),
                                "banned token", error))
             return FALSE;
       }

@@ -40,13 +40,8 @@ typedef struct {
  * penalised logits): row j draws as draws[j] says. Raw logits a caller wants must be copied out
  * before. The ids land in the items once the stream is synchronised and
  * dcp_cuda_sampling_collect has run. */
-gboolean         dcp_cuda_sampling_draw       (DcpCudaSampling   *self,
-                                               float             *d_logits,
-                                               const DcpCudaDraw *draws,
-                                               guint              n,
-                                               GError           **error);
-void             dcp_cuda_sampling_collect    (DcpCudaSampling   *self,
-                                               const DcpCudaDraw *draws,
-                                               guint              n);
+gboolean dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, const DcpCudaDraw *draws,
+                                 guint n, GError **error);
+void dcp_cuda_sampling_collect (DcpCudaSampling *self, const DcpCudaDraw *draws, guint n);
 
 G_END_DECLS

@@ -76,8 +76,9 @@ dcp_cuda_step_save_begin (DcpBackendCuda *self, DcpStepSave *save, DcpSeqState *
                           GError **error)
 {
   return save->block_bytes == 0 ||
-         dcp_cuda_check (dcpk_memcpy_d2d_async (save->before, state->block, save->block_bytes,
-                                                self->stream), "step save", error);
+         dcp_cuda_check (
+             dcpk_memcpy_d2d_async (save->before, state->block, save->block_bytes, self->stream),
+             "step save", error);
 }
 
 const DcpCudaRowSave *
@@ -95,8 +96,9 @@ dcp_cuda_state_keep (DcpBackend *backend, DcpSeqState *s, DcpStepSave *save, gui
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
 
   if (save->block_bytes > 0 &&
-      (!dcp_cuda_check (dcpk_memcpy_d2d_async (s->block, save->before, save->block_bytes,
-                                               self->stream), "state keep", error) ||
+      (!dcp_cuda_check (
+           dcpk_memcpy_d2d_async (s->block, save->before, save->block_bytes, self->stream),
+           "state keep", error) ||
        !dcp_cuda_forward_gdn_keep (self->forward, &save->row_save, s->conv, s->recurrent, n_keep,
                                    error)))
     return FALSE;

@@ -557,8 +557,8 @@ dcp_sampler_sample (DcpSampler *self, const float *logits, const guint32 *allowe
 }
 
 void
-dcp_sampler_sample_rows (DcpSampler *self, const float *logits, guint n_rows,
-                         const guint32 *drafts, guint32 *out)
+dcp_sampler_sample_rows (DcpSampler *self, const float *logits, guint n_rows, const guint32 *drafts,
+                         guint32 *out)
 {
   guint64 draws;
   g_autofree guint8 *was_seen = NULL;

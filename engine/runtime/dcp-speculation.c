@@ -220,8 +220,7 @@ dcp_speculation_plan (DcpScheduler *sched, Seq *s, DcpBatchItem *item, guint ind
  * with the argmax itself excluded), or an earlier row was forced (a sampled row's draw index
  * would be one less). */
 static gboolean
-row_token (Seq *s, const Entry *e, guint j, gboolean greedy, gboolean forced_before,
-           guint32 *token)
+row_token (Seq *s, const Entry *e, guint j, gboolean greedy, gboolean forced_before, guint32 *token)
 {
   const guint32 *allowed = dcp_sched_allowed (s);
   guint32 t = e->rows[j];
@@ -247,7 +246,8 @@ accept (DcpScheduler *sched, Entry *e)
 {
   Seq *s = e->s;
   guint n0 = s->n_read;
-  gboolean greedy = dcp_sampler_get_params (dcp_seq_sampler_get_host (s->sampler))->temperature == 0;
+  gboolean greedy =
+      dcp_sampler_get_params (dcp_seq_sampler_get_host (s->sampler))->temperature == 0;
   gboolean forced_before = FALSE;
 
   e->end = FALSE;
@@ -268,7 +268,7 @@ accept (DcpScheduler *sched, Entry *e)
         dcp_backend_sampler_skip_draws (sched->backend, s->sampler, 1);
       else
         {
-          s->pick_held = TRUE;   /* row j is read again as the next step's anchor */
+          s->pick_held = TRUE; /* row j is read again as the next step's anchor */
           break;
         }
       forced_before |= s->forced;

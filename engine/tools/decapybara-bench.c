@@ -362,9 +362,12 @@ verify_step (Bench *b, Verify *v, guint batch, guint rows, GError **error)
   for (guint s = 0; s < batch; s++)
     {
       for (guint r = 0; r < rows; r++)
-        v->tokens[s * rows + r] = (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
-      items[s] = (DcpBatchItem) { .state = v->states[s], .tokens = &v->tokens[s * rows],
-                                  .n_tokens = rows, .sampler = v->samplers[s] };
+        v->tokens[s * rows + r] =
+            (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
+      items[s] = (DcpBatchItem){ .state = v->states[s],
+                                 .tokens = &v->tokens[s * rows],
+                                 .n_tokens = rows,
+                                 .sampler = v->samplers[s] };
       if (rows > 1)
         {
           items[s].row_tokens = &v->drawn[s * rows];
@@ -377,8 +380,7 @@ verify_step (Bench *b, Verify *v, guint batch, guint rows, GError **error)
 /* A rejected draft undone, keeping n of the step's rows: cut back from the saves, or (replay:
  * the way before them) the GDN state before the step back and the n rows read again. */
 static gboolean
-verify_undo (Bench *b, Verify *v, guint batch, guint rows, guint n, gboolean replay,
-             GError **error)
+verify_undo (Bench *b, Verify *v, guint batch, guint rows, guint n, gboolean replay, GError **error)
 {
   DcpBatchItem items[DCP_BENCH_MAX_BATCH];
 
@@ -386,8 +388,8 @@ verify_undo (Bench *b, Verify *v, guint batch, guint rows, guint n, gboolean rep
     {
       if (!dcp_backend_state_keep (b->backend, v->states[s], v->saves[s], replay ? 0 : n, error))
         return FALSE;
-      items[s] = (DcpBatchItem) { .state = v->states[s], .tokens = &v->tokens[s * rows],
-                                  .n_tokens = n };
+      items[s] =
+          (DcpBatchItem){ .state = v->states[s], .tokens = &v->tokens[s * rows], .n_tokens = n };
     }
   return !replay || dcp_backend_forward (b->backend, items, batch, error);
 }

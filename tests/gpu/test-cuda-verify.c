@@ -23,7 +23,7 @@
 
 typedef struct {
   CudaTestCase model;
-  double row;                    /* CPU against GPU, one row's logits (test-cuda-prefill.c) */
+  double row; /* CPU against GPU, one row's logits (test-cuda-prefill.c) */
 } Case;
 
 static DcpBackend *
@@ -55,7 +55,7 @@ row_draws (const Case *c, gboolean prefill)
   cuda_test_model_open (&m, &c->model);
   V = m.config->vocab_size;
   gpu = cuda_new (&m, prefill);
-  raw = g_new (float, (gsize) N * (1 + K) * V);
+  raw = g_new (float, (gsize) N *(1 + K) * V);
   for (guint s = 0; s < N; s++)
     {
       DcpSamplerParams p;
@@ -78,10 +78,13 @@ row_draws (const Case *c, gboolean prefill)
       verify[s][0] = ids[s][PROMPT - 1];
       for (guint j = 1; j <= K; j++)
         verify[s][j] = j % 3 == 0 ? verify[s][j - 1] : ids[s][(j * 7) % PROMPT];
-      items[s] = (DcpBatchItem) { .state = st[s], .tokens = verify[s], .n_tokens = 1 + K,
-                                  .logits_mode = DCP_LOGITS_ALL,
-                                  .logits = raw + (gsize) s * (1 + K) * V, .sampler = dev[s],
-                                  .row_tokens = rows[s] };
+      items[s] = (DcpBatchItem){ .state = st[s],
+                                 .tokens = verify[s],
+                                 .n_tokens = 1 + K,
+                                 .logits_mode = DCP_LOGITS_ALL,
+                                 .logits = raw + (gsize) s * (1 + K) * V,
+                                 .sampler = dev[s],
+                                 .row_tokens = rows[s] };
     }
   g_assert_true (dcp_backend_forward (gpu, items, N, &error));
   g_assert_no_error (error);
@@ -241,8 +244,10 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       const char *model = cases[i].model.model, *suffix = cases[i].model.mxfp4 ? "-mxfp4" : "";
-      g_autofree char *p1 = g_strdup_printf ("/gpu/cuda-verify/%s%s/row-draws-prompt", model, suffix);
-      g_autofree char *p2 = g_strdup_printf ("/gpu/cuda-verify/%s%s/row-draws-decode", model, suffix);
+      g_autofree char *p1 =
+          g_strdup_printf ("/gpu/cuda-verify/%s%s/row-draws-prompt", model, suffix);
+      g_autofree char *p2 =
+          g_strdup_printf ("/gpu/cuda-verify/%s%s/row-draws-decode", model, suffix);
       g_autofree char *p3 = g_strdup_printf ("/gpu/cuda-verify/%s%s/keep", model, suffix);
       g_autofree char *p4 = g_strdup_printf ("/gpu/cuda-verify/%s%s/keep-paged", model, suffix);
 

@@ -21,7 +21,8 @@ static Model *
 model_open (const char *name)
 {
   g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", name, NULL);
-  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
+  g_autofree char *tokenizer_dir =
+      g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autoptr(GError) error = NULL;
   Model *m = g_new0 (Model, 1);
   DcpTensorSource source;
@@ -118,8 +119,9 @@ test_row_draws (gconstpointer data)
   DcpSeqState *s = dcp_backend_state_new (b, NULL), *one = dcp_backend_state_new (b, NULL);
   DcpSeqSampler *vs = sampler_new (b, temperature, ids, PROMPT);
   DcpSeqSampler *os = sampler_new (b, temperature, ids, PROMPT);
-  DcpBatchItem item = { .state = s, .tokens = verify, .n_tokens = 1 + K, .sampler = vs,
-                        .row_tokens = rows };
+  DcpBatchItem item = {
+    .state = s, .tokens = verify, .n_tokens = 1 + K, .sampler = vs, .row_tokens = rows
+  };
   guint64 draws = dcp_sampler_peek_draw (dcp_seq_sampler_get_host (vs));
 
   dcp_backend_cpu_set_gdn_chunk_size (DCP_BACKEND_CPU (b), 0);
@@ -223,8 +225,11 @@ test_keep (gconstpointer data)
     {
       DcpSeqState *s = state_new (b, pool, 0), *ref = state_new (b, pool, 8);
       DcpBatchItem item = { .state = s, .tokens = ids + PROMPT, .n_tokens = ROWS, .save = save };
-      DcpBatchItem step = { .state = s, .tokens = ids + PROMPT + ROWS, .n_tokens = 1,
-                            .logits_mode = DCP_LOGITS_LAST, .logits = next };
+      DcpBatchItem step = { .state = s,
+                            .tokens = ids + PROMPT + ROWS,
+                            .n_tokens = 1,
+                            .logits_mode = DCP_LOGITS_LAST,
+                            .logits = next };
       g_autoptr(GByteArray) got = NULL, want = NULL;
 
       read_tokens (b, s, ids, PROMPT);
@@ -276,7 +281,9 @@ test_keep_bad (void)
   g_autoptr(GError) error = NULL;
   DcpStepSave *save = dcp_backend_step_save_new (b, NULL);
   DcpSeqState *s = dcp_backend_state_new (b, NULL);
-  DcpBatchItem item = { .state = s, .tokens = ids, .n_tokens = DCP_STEP_SAVE_ROWS + 1, .save = save };
+  DcpBatchItem item = {
+    .state = s, .tokens = ids, .n_tokens = DCP_STEP_SAVE_ROWS + 1, .save = save
+  };
 
   g_assert_false (dcp_backend_forward (b, &item, 1, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
@@ -297,7 +304,7 @@ main (int argc, char **argv)
 {
   static const double greedy = 0, sampled = 0.8;
   static const KeepCase cases[] = {
-    { "odd-sizes", FALSE, 64 }, { "odd-sizes", TRUE, 64 }, { "odd-sizes", FALSE, 0 },
+    { "odd-sizes", FALSE, 64 },  { "odd-sizes", TRUE, 64 }, { "odd-sizes", FALSE, 0 },
     { "real-heads", FALSE, 64 }, { "real-heads", TRUE, 0 },
   };
 
@@ -306,9 +313,9 @@ main (int argc, char **argv)
   g_test_add_data_func ("/cpu-verify/row-draws/sampled", &sampled, test_row_draws);
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
-      g_autofree char *path = g_strdup_printf ("/cpu-verify/keep/%s/%s/chunk-%u", cases[i].model,
-                                               cases[i].paged ? "paged" : "unpaged",
-                                               cases[i].chunk);
+      g_autofree char *path =
+          g_strdup_printf ("/cpu-verify/keep/%s/%s/chunk-%u", cases[i].model,
+                           cases[i].paged ? "paged" : "unpaged", cases[i].chunk);
 
       g_test_add_data_func (path, &cases[i], test_keep);
     }

@@ -91,7 +91,7 @@ typedef struct {
   gboolean done;
   DcpSeqFinishReason reason;
   guint picks;
-  const guint32 *force, *ban;  /* optional, per generated token: forced or banned (NONE: not) */
+  const guint32 *force, *ban; /* optional, per generated token: forced or banned (NONE: not) */
   guint n_picks_planned;
 } Request;
 
@@ -334,7 +334,8 @@ test_picks_identical (void)
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
     "class Stack:\n    \"\"\"A last-in first-out stack.\"\"\"\n\n    def __init__(self):\n",
   };
-  g_autofree char *path = g_test_build_filename (G_TEST_BUILT, "..", "data", "demo-model", "demo.mcapy", NULL);
+  g_autofree char *path =
+      g_test_build_filename (G_TEST_BUILT, "..", "data", "demo-model", "demo.mcapy", NULL);
   g_autoptr(GRand) rand = g_rand_new_with_seed (23);
   guint32 force[N], ban[N], phrase[4];
 
