@@ -9,7 +9,8 @@
  *   - state_keep: a 500-token prompt, then a step of 16 rows that saves (it crosses the KV page
  *     at 512), cut back to n rows for several n; the next step's logits against a state that
  *     read the prompt and the same n rows in one item, on the GPU (the same kernels: within
- *     1e-2) and on the CPU backend (BF16 matrix inputs of the prompt path: test-cuda-prefill.c's
+ *     1e-2, except one row, which a fresh state reads through the decode step) and on the CPU
+ *     backend (BF16 matrix inputs of the prompt path: test-cuda-prefill.c's
  *     bounds), unpaged and paged. A keep that restored nothing or the wrong rows is off by
  *     order 1. */
 #include "config.h"
@@ -200,7 +201,10 @@ keep (const Case *c, gboolean paged)
       e_cpu = cuda_test_rel_error (got, want, V);
       g_test_message ("%s%s: kept %u of %u rows: against a fresh GPU state %.2e, the CPU %.2e",
                       c->model.model, paged ? " (paged)" : "", n, ROWS, e_gpu, e_cpu);
-      g_assert_cmpfloat (e_gpu, <=, 1e-2);
+      /* one row alone goes through the decode step (FP32 GEMV inputs), the step's rows
+       * through the prompt pass (BF16): only then do the two GPU states differ by more than
+       * the same kernels' rounding */
+      g_assert_cmpfloat (e_gpu, <=, n == 1 ? c->row : 1e-2);
       g_assert_cmpfloat (e_cpu, <=, c->row);
       dcp_backend_state_free (gpu, s);
       dcp_backend_state_free (gpu, f);
