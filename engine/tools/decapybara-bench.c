@@ -32,6 +32,8 @@
 #include "dcp-time-share.h"
 
 #define WARMUP_STEPS 3
+/* The largest batch of the verify run. */
+#define DCP_BENCH_VERIFY_BATCH 12
 /* The mixed run plans the decoders' KV for at most this many calls per prompt chunk (the
  * balanced share makes ~(prompt call / decode call) decode-only calls after each chunk: ~15 on
  * the H200), and stops there. */
@@ -436,7 +438,7 @@ time_verify (Bench *b, Verify *v, guint batch, guint rows, double *step_s, doubl
 static gboolean
 run_verify (Bench *b, guint context, GError **error)
 {
-  static const guint batches[] = { 1, 4, 12 };
+  static const guint batches[] = { 1, 4, DCP_BENCH_VERIFY_BATCH };
 
   if (!b->opt->json)
     g_print ("  %-7s %-9s %5s %9s %9s %10s %9s %10s\n", "batch", "context", "rows", "ms/step",
@@ -717,6 +719,14 @@ plan_pool (Bench *b, guint64 free_bytes)
     }
   for (guint i = 0; i < o->prefill->len; i++)
     want = MAX (want, pool_need (1, g_array_index (o->prefill, guint, i)));
+  /* --verify: its largest batch, each state with a step save (about one more GDN state) */
+  if (o->verify)
+    {
+      max_states = MAX (max_states, 2 * DCP_BENCH_VERIFY_BATCH);
+      want = MAX (want, pool_need (DCP_BENCH_VERIFY_BATCH,
+                                   (guint64) mixed_context +
+                                       (WARMUP_STEPS + o->steps) * DCP_BENCH_VERIFY_ROWS));
+    }
   if (o->mixed > 0)
     {
       max_states = MAX (max_states, DCP_BENCH_MIXED_DECODERS + 1);
