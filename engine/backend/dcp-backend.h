@@ -13,8 +13,9 @@ G_BEGIN_DECLS
  * the Gated DeltaNet layers, the MTP head's KV cache) and hands the backend a batch of items per
  * step: each item is one sequence with its own new tokens (one decode token, a draft to verify,
  * or a chunk of its prompt). The backend appends those tokens to the sequence's state and
- * returns logits for the last or for every new position. A state can be copied into another
- * (snapshot before speculative tokens or at a reusable prefix; restore by copying back).
+ * returns logits for the last or for every new position, or draws the next token itself. A
+ * state can be copied into another (a snapshot at a reusable prefix; restore by copying back);
+ * a verify step can be cut back to its first rows (dcp_backend_state_keep).
  * One thread drives a backend at a time (the engine thread); a backend may use more inside.
  * Positions are the state's token count: text-only input, where mRoPE is plain RoPE. */
 
