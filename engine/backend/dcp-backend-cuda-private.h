@@ -46,4 +46,16 @@ struct _DcpSeqState {
   float **conv, **recurrent;     /* n_gdn device pointers into block */
 };
 
+/* A verify step's save (dcp-cuda-step-save.c): the GDN state block before the step and the
+ * rows' GDN inputs; the backend's step_save_* and state_keep slots. */
+DcpStepSave *dcp_cuda_step_save_new (DcpBackend *backend, GError **error);
+void dcp_cuda_step_save_free (DcpBackend *backend, DcpStepSave *save);
+gboolean dcp_cuda_state_keep (DcpBackend *backend, DcpSeqState *state, DcpStepSave *save,
+                              guint n_keep, GError **error);
+/* Queues the copy of state's GDN block into save, before a step that saves into it. */
+gboolean dcp_cuda_step_save_begin (DcpBackendCuda *self, DcpStepSave *save, DcpSeqState *state,
+                                   GError **error);
+/* Where the forward puts the rows' inputs (NULL for a NULL save). */
+const DcpCudaRowSave *dcp_cuda_step_save_rows (DcpStepSave *save);
+
 G_END_DECLS

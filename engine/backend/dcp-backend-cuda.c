@@ -383,10 +383,10 @@ copy_outputs (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n
                                                 self->stream), "hidden states", error);
 }
 
-/* Queues the draws of output rows [0, n) (draws[j]: the item that draws from row j, or NULL),
- * after the raw rows asked for are copied out. */
+/* Queues the draws of output rows [0, n) (draws[j]: who draws from row j), after the raw rows
+ * asked for are copied out. */
 static gboolean
-draw (DcpBackendCuda *self, DcpBatchItem **draws, guint n, guint n_draws, GError **error)
+draw (DcpBackendCuda *self, const DcpCudaDraw *draws, guint n, guint n_draws, GError **error)
 {
   return n_draws == 0 ||
          dcp_cuda_sampling_draw (self->sampling, dcp_cuda_forward_logits (self->forward, 0), draws,
@@ -400,7 +400,7 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
               GError **error)
 {
   DcpCudaSeq rows[DCP_CUDA_DECODE_ROWS];
-  DcpBatchItem *draws[DCP_CUDA_DECODE_ROWS];
+  DcpCudaDraw draws[DCP_CUDA_DECODE_ROWS];
   guint n_draws = 0;
 
   for (guint j = 0; j < n; j++)
@@ -410,8 +410,14 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
 
       if (!reserve (self, s, s->n_tokens + 1, error))
         return FALSE;
-      rows[j] = (DcpCudaSeq) { .tokens = &item->tokens[r], .n_tokens = 1, .pos = s->n_tokens,
-                               .pages = s->pages, .conv = s->conv, .recurrent = s->recurrent };
+      rows[j] = (DcpCudaSeq){ .tokens = &item->tokens[r],
+                              .n_tokens = 1,
+                              .pos = s->n_tokens,
+                              .pages = s->pages,
+                              .conv = s->conv,
+                              .recurrent = s->recurrent,
+                              .save = dcp_cuda_step_save_rows (item->save),
+                              .save_row = r };
     }
   if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_DECODE, rows, n, error))
     return FALSE;
@@ -420,8 +426,10 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
       DcpBatchItem *item = &items[which[j]];
       gboolean last = r + 1 == item->n_tokens;
 
-      draws[j] = item->sampler != NULL && last ? item : NULL;
-      n_draws += draws[j] != NULL;
+      /* a verify item draws every row, others the last */
+      draws[j].item = item->sampler != NULL && (last || item->row_tokens != NULL) ? item : NULL;
+      draws[j].row = item->row_tokens != NULL ? r : DCP_CUDA_DRAW_TOKEN;
+      n_draws += draws[j].item != NULL;
       if ((item->logits_mode == DCP_LOGITS_ALL ||
            (item->logits_mode == DCP_LOGITS_LAST && last)) &&
           !copy_outputs (self, item, j, 1, item->logits_mode == DCP_LOGITS_ALL ? r : 0, error))
@@ -514,7 +522,7 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
   g_autofree guint *order = g_new (guint, n_items), *done = g_new0 (guint, n_items);
   g_autofree guint *owner = g_new (guint, n_items);
   g_autofree DcpCudaSeq *seqs = g_new (DcpCudaSeq, n_items);
-  DcpBatchItem *draws[DCP_CUDA_PROMPT_MAX_OUT];
+  DcpCudaDraw draws[DCP_CUDA_PROMPT_MAX_OUT];
   guint n_order = 0, n_draws;
 
   for (guint i = 0; i < n_items; i++)
@@ -531,7 +539,8 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
         {
           guint i = order[j], left = items[i].n_tokens - done[i], t = MIN (left, max_rows - rows);
           DcpSeqState *s = items[i].state;
-          gboolean all = items[i].logits_mode == DCP_LOGITS_ALL;
+          /* a verify item's rows are all outputs: each is drawn from */
+          gboolean all = items[i].logits_mode == DCP_LOGITS_ALL || items[i].row_tokens != NULL;
           gboolean last = items[i].logits_mode == DCP_LOGITS_LAST || items[i].sampler != NULL;
           guint want;
 
@@ -542,10 +551,16 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
             continue;
           if (!reserve (self, s, s->n_tokens + t, error))
             return FALSE;
-          seqs[n] = (DcpCudaSeq) { .tokens = items[i].tokens + done[i], .n_tokens = t,
-                                   .pos = s->n_tokens, .pages = s->pages, .conv = s->conv,
-                                   .recurrent = s->recurrent, .all_rows = all,
-                                   .no_rows = want == 0 };
+          seqs[n] = (DcpCudaSeq){ .tokens = items[i].tokens + done[i],
+                                  .n_tokens = t,
+                                  .pos = s->n_tokens,
+                                  .pages = s->pages,
+                                  .conv = s->conv,
+                                  .recurrent = s->recurrent,
+                                  .all_rows = all,
+                                  .no_rows = want == 0,
+                                  .save = dcp_cuda_step_save_rows (items[i].save),
+                                  .save_row = done[i] };
           owner[n++] = i;
           rows += t;
           outs += want;
@@ -562,13 +577,22 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
           guint rows_out = seqs[q].no_rows ? 0 : seqs[q].all_rows ? seqs[q].n_tokens : 1;
           gboolean ends = done[owner[q]] + seqs[q].n_tokens == item->n_tokens;
 
-          if (rows_out > 0 && item->logits_mode != DCP_LOGITS_NONE &&
-              !copy_outputs (self, item, outs, rows_out, seqs[q].all_rows ? done[owner[q]] : 0,
-                             error))
+          if (rows_out > 0 && item->logits_mode == DCP_LOGITS_ALL &&
+              !copy_outputs (self, item, outs, rows_out, done[owner[q]], error))
+            return FALSE;
+          /* the last row only (a verify item's rows are outputs, drawn below) */
+          if (rows_out > 0 && ends && item->logits_mode == DCP_LOGITS_LAST &&
+              !copy_outputs (self, item, outs + rows_out - 1, 1, 0, error))
             return FALSE;
           for (guint k = 0; k < rows_out; k++)
-            draws[outs + k] = item->sampler != NULL && ends && k + 1 == rows_out ? item : NULL;
-          n_draws += item->sampler != NULL && ends;
+            {
+              gboolean row_draw = item->row_tokens != NULL;
+
+              draws[outs + k].item =
+                  item->sampler != NULL && (row_draw || (ends && k + 1 == rows_out)) ? item : NULL;
+              draws[outs + k].row = row_draw ? done[owner[q]] + k : DCP_CUDA_DRAW_TOKEN;
+              n_draws += draws[outs + k].item != NULL;
+            }
           outs += rows_out;
         }
       if (!draw (self, draws, outs, n_draws, error) ||
@@ -608,6 +632,10 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
     return TRUE;
   if (!ensure_forward (self, max_n > 1, items[0].state->kv, error))
     return FALSE;
+  for (guint i = 0; i < n_items; i++)
+    if (items[i].save != NULL &&
+        !dcp_cuda_step_save_begin (self, items[i].save, items[i].state, error))
+      return FALSE;
   if (max_n > 1 && dcp_cuda_forward_prompt_rows (self->forward) > 0)
     return forward_passes (self, items, n_items, error);
   return forward_steps (self, items, n_items, max_n, error);
@@ -685,6 +713,9 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->weight_name = cuda_weight_name;
   backend_class->weight_sum = cuda_weight_sum;
   backend_class->weight_restore = cuda_weight_restore;
+  backend_class->step_save_new = dcp_cuda_step_save_new;
+  backend_class->step_save_free = dcp_cuda_step_save_free;
+  backend_class->state_keep = dcp_cuda_state_keep;
   backend_class->sampler_data_new = cuda_sampler_data_new;
   backend_class->sampler_data_free = cuda_sampler_data_free;
   backend_class->sampler_data_add = cuda_sampler_data_add;

@@ -13,8 +13,9 @@ G_BEGIN_DECLS
  * the Gated DeltaNet layers, the MTP head's KV cache) and hands the backend a batch of items per
  * step: each item is one sequence with its own new tokens (one decode token, a draft to verify,
  * or a chunk of its prompt). The backend appends those tokens to the sequence's state and
- * returns logits for the last or for every new position. A state can be copied into another
- * (snapshot before speculative tokens or at a reusable prefix; restore by copying back).
+ * returns logits for the last or for every new position, or draws the next token itself. A
+ * state can be copied into another (a snapshot at a reusable prefix; restore by copying back);
+ * a verify step can be cut back to its first rows (dcp_backend_state_keep).
  * One thread drives a backend at a time (the engine thread); a backend may use more inside.
  * Positions are the state's token count: text-only input, where mRoPE is plain RoPE. */
 
@@ -33,6 +34,14 @@ typedef struct _DcpKvPool DcpKvPool;
  * the reference every backend's draws follow) and what the backend keeps for it on the device
  * (dcp-backend-sampler.c). */
 typedef struct _DcpSeqSampler DcpSeqSampler;
+
+/* What a verify step keeps so that its state can be cut back afterwards
+ * (dcp_backend_state_keep): the Gated DeltaNet layers' conv and recurrent state before the step
+ * (not the KV, which only needs a shorter count) and the step's inputs to their recurrence, per
+ * row. Made by the backend, reused step after step; at most DCP_STEP_SAVE_ROWS rows. */
+typedef struct _DcpStepSave DcpStepSave;
+
+#define DCP_STEP_SAVE_ROWS 16
 
 typedef enum {
   DCP_LOGITS_NONE,   /* only fill the state (a prompt chunk that is not the last) */
@@ -57,6 +66,16 @@ typedef struct {
                              bitmask of (vocab_size + 31) / 32 words (bit id % 32 of word
                              id / 32; a grammar's mask); NULL: no constraint */
   guint32 token;          /* out, with sampler */
+  guint32 *row_tokens;    /* with sampler, optional (a verify item): out, n_tokens of them, in
+                             place of token: row j's draw, the token after new position j,
+                             drawn as a one-token step would after tokens[1 .. j] had been
+                             generated (they count for the penalties), taking the draw index
+                             the (j + 1)-th next draw would. The sampler is left as it was: the
+                             caller accepts the tokens it keeps and counts their draws
+                             (dcp_backend_sampler_skip_draws). No banned or allowed with it. */
+  DcpStepSave *save;      /* optional: the step's GDN state before it and its recurrence inputs
+                             go there (n_tokens <= DCP_STEP_SAVE_ROWS), for
+                             dcp_backend_state_keep */
 } DcpBatchItem;
 
 /* One sequence's rows for the MTP head (docs/MODEL.md §4): row i combines token
@@ -117,6 +136,14 @@ struct _DcpBackendClass {
                                       const guint8       *data,
                                       gsize               size,
                                       GError            **error);
+
+  /* What dcp_backend_state_keep needs, for one sequence's verify steps. */
+  DcpStepSave *(*step_save_new) (DcpBackend *self, GError **error);
+  void (*step_save_free) (DcpBackend *self, DcpStepSave *save);
+  /* state, which read the rows of the last step that saved into save, becomes as if it had
+   * read only the first n_keep of them (checked by the base class). */
+  gboolean (*state_keep) (DcpBackend *self, DcpSeqState *state, DcpStepSave *save, guint n_keep,
+                          GError **error);
 
   /* A pool of n_pages pages (NOT_SUPPORTED: the backend keeps KV in each state). */
   DcpKvPool   *(*kv_pool_new)        (DcpBackend         *self,
@@ -212,6 +239,15 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
+DcpStepSave *dcp_backend_step_save_new (DcpBackend *self, GError **error);
+void dcp_backend_step_save_free (DcpBackend *self, DcpStepSave *save);
+/* Cuts a verify step back: state, which read n rows in the last step whose item saved into
+ * save, becomes what it would be had it read only the first n_keep (0 .. n) of them: the
+ * attention KV count shorter, the GDN conv window and recurrent state recomputed from the state
+ * before the step and the saved inputs (no weight is read). INVALID_ARGUMENT: save holds no
+ * step of state, or n_keep is over its rows; a device error. Either way save is spent. */
+gboolean dcp_backend_state_keep (DcpBackend *self, DcpSeqState *state, DcpStepSave *save,
+                                 guint n_keep, GError **error);
 gboolean     dcp_backend_state_save         (DcpBackend         *self,
                                              const DcpSeqState  *state,
                                              GByteArray         *out,
@@ -258,6 +294,8 @@ void         dcp_backend_sampler_add_prompt (DcpBackend         *self,
 void         dcp_backend_sampler_accept     (DcpBackend         *self,
                                              DcpSeqSampler      *sampler,
                                              guint32             token);
+/* n draws made elsewhere are counted as taken (row draws a caller keeps); none when greedy. */
+void dcp_backend_sampler_skip_draws (DcpBackend *self, DcpSeqSampler *sampler, guint n);
 /* A draw on the host from logits the caller holds (a choice that starts from another's
  * logits); the same stream as the backend's draws. */
 guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
@@ -282,10 +320,20 @@ gboolean     dcp_backend_weight_restore     (DcpBackend         *self,
                                              gsize               nbytes,
                                              GError            **error);
 
+/* For implementations: a step save's common part, first in every backend's DcpStepSave: the
+ * state its last step saved, that state's token count before the step, and the rows read. */
+typedef struct {
+  const DcpSeqState *state;
+  guint n_before, n_rows;
+} DcpStepSaveHeader;
+
 /* For implementations: the sampler's host half and the backend's data. */
 DcpSampler  *dcp_seq_sampler_get_host       (DcpSeqSampler      *sampler);
 gpointer     dcp_seq_sampler_get_data       (DcpSeqSampler      *sampler);
-/* The base class's draws on the host, around a backend's forward that does not draw. */
+/* Whether some item's draws are made on the host: every draw where the backend does not draw,
+ * row draws where a penalty is on. */
+gboolean dcp_backend_needs_host_draws (DcpBackend *self, const DcpBatchItem *items, guint n_items);
+/* The base class's draws on the host, around the backend's forward, for those items. */
 gboolean     dcp_backend_forward_host_draws (DcpBackend         *self,
                                              DcpBatchItem       *items,
                                              guint               n_items,

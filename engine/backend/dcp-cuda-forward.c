@@ -464,6 +464,23 @@ gdn_layer (DcpCudaForward *s, const Pass *p, const DcpCudaLayer *L, guint gi)
         }
       col += in->rows[i];
     }
+  /* a verify item's inputs, before the step kernel overwrites its q|k|v with the conv's */
+  for (guint i = 0, r = 0; i < p->n_seqs; r += p->seqs[i++].n_tokens)
+    {
+      const DcpCudaSeq *q = &p->seqs[i];
+
+      if (q->save == NULL)
+        continue;
+      TRY (dcpk_memcpy_d2d_async (q->save->qkv[gi] + (gsize) q->save_row * conv_dim,
+                                  part[0] + (gsize) r * conv_dim,
+                                  (gsize) q->n_tokens * conv_dim * sizeof (float), s->stream));
+      TRY (dcpk_memcpy_d2d_async (q->save->b[gi] + (gsize) q->save_row * hv,
+                                  part[2] + (gsize) r * hv,
+                                  (gsize) q->n_tokens * hv * sizeof (float), s->stream));
+      TRY (dcpk_memcpy_d2d_async (q->save->a[gi] + (gsize) q->save_row * hv,
+                                  part[3] + (gsize) r * hv,
+                                  (gsize) q->n_tokens * hv * sizeof (float), s->stream));
+    }
   if (n_single > 0)
     TRY (dcpk_gdn_decode (&s->n->gdn_shape, &L->gdn, (int) n_single, part[0], part[1], part[2],
                           part[3], s->d_ptrs + (gsize) gi * n_single,
@@ -615,7 +632,11 @@ launch_decode (DcpCudaForward *self, const Pass *p, GError **error)
   void **graph;
   int err;
 
-  if (!self->graphs_enabled)
+  gboolean saves = FALSE;
+
+  for (guint i = 0; i < p->n_seqs; i++)
+    saves |= p->seqs[i].save != NULL;
+  if (!self->graphs_enabled || saves)
     return dcp_cuda_check (enqueue (self, p), "decode step", error);
   graph = &self->graphs[p->n_rows][bucket_index (MAX (p->kv_bucket, 512))];
   if (*graph == NULL)
@@ -754,6 +775,57 @@ dcp_cuda_forward_run (DcpCudaForward *self, DcpCudaPassKind kind, const DcpCudaS
   if (kind == DCP_CUDA_PASS_DECODE)
     return launch_decode (self, &p, error);
   return dcp_cuda_check (enqueue (self, &p), "prompt pass", error);
+}
+
+static int
+gdn_keep (DcpCudaForward *s, const DcpCudaRowSave *save, guint n_keep)
+{
+  const DcpCudaCounts *n = s->n;
+  guint gi = 0;
+
+  for (guint l = 0; l < s->w->config.n_layers; l++)
+    {
+      const DcpCudaLayer *L = &s->w->layers[l];
+
+      if (L->is_full_attention)
+        continue;
+      /* z only gates the output, which nobody reads: the activations' z serves */
+      if (n_keep > 1 && s->gdn_ws != NULL)
+        TRY (dcpk_gdn_prefill (&n->gdn_shape, &L->gdn, (int) n_keep, save->qkv[gi], s->z,
+                               save->b[gi], save->a[gi], s->h_ptrs[gi], s->h_ptrs[n->n_gdn + gi],
+                               s->mix, s->gdn_ws, s->stream));
+      else
+        for (guint r = 0; r < n_keep; r++)
+          TRY (dcpk_gdn_decode (&n->gdn_shape, &L->gdn, 1, save->qkv[gi] + (gsize) r * n->conv_dim,
+                                s->z, save->b[gi] + (gsize) r * n->hv,
+                                save->a[gi] + (gsize) r * n->hv, s->d_ptrs + gi,
+                                s->d_ptrs + n->n_gdn + gi, s->mix, s->stream));
+      gi++;
+    }
+  return 0;
+}
+
+gboolean
+dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save, float *const *conv,
+                           float *const *recurrent, guint n_keep, GError **error)
+{
+  const DcpCudaCounts *n = self->n;
+
+  g_return_val_if_fail (n_keep <= self->max_rows, FALSE);
+  if (n_keep == 0 || n->n_gdn == 0)
+    return TRUE;
+  /* the states' pointers as a pass of one single-token sequence lays them out */
+  for (guint g = 0; g < n->n_gdn; g++)
+    {
+      self->h_ptrs[g] = conv[g];
+      self->h_ptrs[n->n_gdn + g] = recurrent[g];
+    }
+  return dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_ptrs, self->h_ptrs,
+                                                2 * (gsize) n->n_gdn * sizeof (float *),
+                                                self->stream),
+                         "state keep", error) &&
+         dcp_cuda_check (gdn_keep (self, save, n_keep), "state keep", error) &&
+         dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state keep", error);
 }
 
 float *

@@ -45,6 +45,8 @@ typedef struct {
   gboolean forced;           /* this step's token is picked, not drawn */
   guint32 picked;            /* forced: the token; else a banned one when ban is set */
   gboolean ban;
+  gboolean pick_held;        /* forced, picked and ban hold a pick not used yet (speculation
+                                stopped before the row it was for): the next pick is that one */
   GPtrArray *followers;      /* Seq: the other choices of its group, forked from its state
                                 once its prompt is read */
   gboolean pending_first;    /* a follower swapped out before its first token: the logits are

@@ -440,7 +440,14 @@ static void
 pick (DcpScheduler *self, Seq *s)
 {
   guint32 token = 0;
-  DcpSeqPick p = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
+  DcpSeqPick p;
+
+  if (s->pick_held)
+    {
+      s->pick_held = FALSE;
+      return;
+    }
+  p = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
 
   if (p != DCP_SEQ_PICK_SAMPLE && token >= self->vocab)
     {

@@ -121,8 +121,8 @@ typedef struct {
   guint64 drafted_tokens;      /* drafts verified */
   guint64 accepted_tokens;     /* drafts the model agreed with (each saves a step) */
   guint64 verify_steps;        /* a sequence's anchor and drafts verified in one forward */
-  guint64 replays;             /* verifies that rejected a draft: the state was restored and
-                                  the accepted tokens read again */
+  guint64 replays;             /* verifies that rejected a draft: the state was cut back to
+                                  the accepted tokens */
   guint64 snapshots_taken;
   guint64 pages_copied;        /* copy-on-write of shared KV pages */
   guint64 preemptions;

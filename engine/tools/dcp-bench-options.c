@@ -99,25 +99,28 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
     { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed decode steps per row (default 20)", "N" },
     { "prefill", 0, 0, G_OPTION_ARG_STRING, &prefill,
       "Prompt sizes (default 1K,8K,32K,128K; none: no prefill)", "SIZES" },
-    { "chunk", 0, 0, G_OPTION_ARG_INT, &chunk,
-      "Prompt tokens per forward call (default 2048)", "N" },
+    { "chunk", 0, 0, G_OPTION_ARG_INT, &chunk, "Prompt tokens per forward call (default 2048)",
+      "N" },
     { "mixed", 0, 0, G_OPTION_ARG_INT, &mixed,
       "Prompt of the run with 8 decoding conversations (default 32768; 0: off)", "TOKENS" },
     { "max-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &max_seconds,
       "Time cap of each prefill size and of the mixed run (default 60)", "S" },
     { "tflops", 0, 0, G_OPTION_ARG_DOUBLE, &tflops,
-      "BF16 matrix rate of the prefill limit in TFLOP/s (default 790, the H200's dense rate)", "R" },
+      "BF16 matrix rate of the prefill limit in TFLOP/s (default 790, the H200's dense rate)",
+      "R" },
     { "activations", 0, 0, G_OPTION_ARG_STRING, &activations,
       "Matrix inputs of the prompt path: bf16 (default) or fp8 (Hopper)", "bf16|fp8" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per result line", NULL },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
-      "Speculative verify steps: 1..16 rows per conversation at batch 1 and 4, next to the "
-      "1-row step", NULL },
+      "Speculative verify steps: 1..16 rows per conversation at batch 1, 4 and 12, next to the "
+      "1-row step",
+      NULL },
     { "yarn", 0, 0, G_OPTION_ARG_NONE, &yarn,
       "YaRN x4 positions, as --rope-scaling 1m serves them (contexts past 262,144 tokens)", NULL },
     { "integrity", 0, 0, G_OPTION_ARG_NONE, &integrity,
       "Also time a full integrity sweep of the weights, and each decode row with the monitor "
-      "on (every 600 s, and every 1 s: its 1% cap)", NULL },
+      "on (every 600 s, and every 1 s: its 1% cap)",
+      NULL },
     { NULL }
   };
   g_autoptr(GOptionContext) context =

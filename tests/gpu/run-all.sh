@@ -37,6 +37,12 @@ timeout 60 "$here/bin/decapybara-bench" --layers 64 --recipe bf16 --batches 1,12
 timeout 60 "$here/bin/decapybara-bench" --layers 16 --recipe medium,bf16 --batches 1 --contexts 1K \
   --steps 10 --prefill 8K --chunk 2048 --mixed 0 --max-seconds 8 2>&1 \
   | tee "$out/decapybara-bench-16.log"
+# Speculative verify steps (issue 19): 1..16 rows at batch 1, 4, 12 against the 1-row step, and
+# the cut-back of a rejection against the replay it replaced; the 27B's shapes and 16 layers.
+timeout 150 "$here/bin/decapybara-bench" --layers 64 --recipe medium --verify --batches 1 \
+  --contexts 1K --steps 10 --prefill none --mixed 0 2>&1 | tee "$out/decapybara-bench-verify.log"
+timeout 90 "$here/bin/decapybara-bench" --layers 16 --recipe medium --verify --batches 1 \
+  --contexts 1K --steps 10 --prefill none --mixed 0 2>&1 | tee "$out/decapybara-bench-verify-16.log"
 
 table=""
 for t in "$here"/tests/test-*; do
