@@ -437,9 +437,10 @@ embedding (DcpCudaWeights *w, const DcpTensorSource *source, const DcpModelConfi
 
 #define NAME(...) (g_free (name), name = g_strdup_printf (__VA_ARGS__))
 
+/* The layer whose tensors are named prefix.* ("layers.3", "mtp.layers.0"). */
 static gboolean
-upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer *L,
-              GError **error)
+upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, const char *prefix,
+              gboolean full_attention, DcpCudaLayer *L, GError **error)
 {
   const DcpModelConfig *c = &w->config;
   g_autofree char *name = NULL;
@@ -448,17 +449,17 @@ upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer
   guint64 mlp_rows[2] = { I, I };
   gboolean ok;
 
-  L->is_full_attention = c->is_full_attention[i];
+  L->is_full_attention = full_attention;
   if (L->is_full_attention)
     {
       guint64 qd = (guint64) c->n_heads * c->head_dim, kvd = (guint64) c->n_kv_heads * c->head_dim;
 
-      if (!matrix (w, s, NAME ("layers.%u.self_attn.q_proj.weight", i), 2 * qd, H, &L->q, error) ||
-          !matrix (w, s, NAME ("layers.%u.self_attn.k_proj.weight", i), kvd, H, &L->k, error) ||
-          !matrix (w, s, NAME ("layers.%u.self_attn.v_proj.weight", i), kvd, H, &L->v, error) ||
-          !matrix (w, s, NAME ("layers.%u.self_attn.o_proj.weight", i), H, qd, &L->o, error) ||
-          !(L->q_norm = vector (w, s, NAME ("layers.%u.self_attn.q_norm.weight", i), c->head_dim, TRUE, error)) ||
-          !(L->k_norm = vector (w, s, NAME ("layers.%u.self_attn.k_norm.weight", i), c->head_dim, TRUE, error)))
+      if (!matrix (w, s, NAME ("%s.self_attn.q_proj.weight", prefix), 2 * qd, H, &L->q, error) ||
+          !matrix (w, s, NAME ("%s.self_attn.k_proj.weight", prefix), kvd, H, &L->k, error) ||
+          !matrix (w, s, NAME ("%s.self_attn.v_proj.weight", prefix), kvd, H, &L->v, error) ||
+          !matrix (w, s, NAME ("%s.self_attn.o_proj.weight", prefix), H, qd, &L->o, error) ||
+          !(L->q_norm = vector (w, s, NAME ("%s.self_attn.q_norm.weight", prefix), c->head_dim, TRUE, error)) ||
+          !(L->k_norm = vector (w, s, NAME ("%s.self_attn.k_norm.weight", prefix), c->head_dim, TRUE, error)))
         return FALSE;
     }
   else
@@ -468,32 +469,50 @@ upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer
       guint64 rows[4] = { conv_dim, vd, hv, hv };
       char *names[4];
 
-      names[0] = g_strdup_printf ("layers.%u.linear_attn.in_proj_qkv.weight", i);
-      names[1] = g_strdup_printf ("layers.%u.linear_attn.in_proj_z.weight", i);
-      names[2] = g_strdup_printf ("layers.%u.linear_attn.in_proj_b.weight", i);
-      names[3] = g_strdup_printf ("layers.%u.linear_attn.in_proj_a.weight", i);
+      names[0] = g_strdup_printf ("%s.linear_attn.in_proj_qkv.weight", prefix);
+      names[1] = g_strdup_printf ("%s.linear_attn.in_proj_z.weight", prefix);
+      names[2] = g_strdup_printf ("%s.linear_attn.in_proj_b.weight", prefix);
+      names[3] = g_strdup_printf ("%s.linear_attn.in_proj_a.weight", prefix);
       ok = proj (w, s, (const char *const *) names, rows, 4, H, &L->in_proj, error);
       for (guint j = 0; j < 4; j++)
         g_free (names[j]);
       if (!ok ||
-          !matrix (w, s, NAME ("layers.%u.linear_attn.out_proj.weight", i), H, vd, &L->out, error) ||
-          !(L->gdn.conv_weight = vector (w, s, NAME ("layers.%u.linear_attn.conv1d.weight", i),
+          !matrix (w, s, NAME ("%s.linear_attn.out_proj.weight", prefix), H, vd, &L->out, error) ||
+          !(L->gdn.conv_weight = vector (w, s, NAME ("%s.linear_attn.conv1d.weight", prefix),
                                          conv_dim * c->linear_conv_kernel, TRUE, error)) ||
-          !(L->gdn.a_log = vector (w, s, NAME ("layers.%u.linear_attn.A_log", i), hv, FALSE, error)) ||
-          !(L->gdn.dt_bias = vector (w, s, NAME ("layers.%u.linear_attn.dt_bias", i), hv, FALSE, error)) ||
-          !(L->gdn.norm_weight = vector (w, s, NAME ("layers.%u.linear_attn.norm.weight", i),
+          !(L->gdn.a_log = vector (w, s, NAME ("%s.linear_attn.A_log", prefix), hv, FALSE, error)) ||
+          !(L->gdn.dt_bias = vector (w, s, NAME ("%s.linear_attn.dt_bias", prefix), hv, FALSE, error)) ||
+          !(L->gdn.norm_weight = vector (w, s, NAME ("%s.linear_attn.norm.weight", prefix),
                                          c->linear_value_head_dim, FALSE, error)))
         return FALSE;
     }
-  mlp_names[0] = g_strdup_printf ("layers.%u.mlp.gate_proj.weight", i);
-  mlp_names[1] = g_strdup_printf ("layers.%u.mlp.up_proj.weight", i);
+  mlp_names[0] = g_strdup_printf ("%s.mlp.gate_proj.weight", prefix);
+  mlp_names[1] = g_strdup_printf ("%s.mlp.up_proj.weight", prefix);
   ok = proj (w, s, (const char *const *) mlp_names, mlp_rows, 2, H, &L->gate_up, error);
   g_free (mlp_names[0]);
   g_free (mlp_names[1]);
   return ok &&
-         matrix (w, s, NAME ("layers.%u.mlp.down_proj.weight", i), H, I, &L->down, error) &&
-         (L->input_norm = vector (w, s, NAME ("layers.%u.input_layernorm.weight", i), H, TRUE, error)) &&
-         (L->post_norm = vector (w, s, NAME ("layers.%u.post_attention_layernorm.weight", i), H, TRUE, error));
+         matrix (w, s, NAME ("%s.mlp.down_proj.weight", prefix), H, I, &L->down, error) &&
+         (L->input_norm = vector (w, s, NAME ("%s.input_layernorm.weight", prefix), H, TRUE, error)) &&
+         (L->post_norm = vector (w, s, NAME ("%s.post_attention_layernorm.weight", prefix), H, TRUE, error));
+}
+
+/* The MTP head, in the formats the file stores (the recipe's mtp group); what it reads is not
+ * part of a decode step's GEMV bytes. */
+static gboolean
+upload_mtp (DcpCudaWeights *w, const DcpTensorSource *s, GError **error)
+{
+  DcpCudaMtpWeights *m = &w->mtp;
+  guint64 H = w->config.hidden_size, step_bytes = w->gemv_bytes;
+  gboolean ok;
+
+  ok = (m->pre_fc_norm_embedding = vector (w, s, "mtp.pre_fc_norm_embedding.weight", H, TRUE, error)) &&
+       (m->pre_fc_norm_hidden = vector (w, s, "mtp.pre_fc_norm_hidden.weight", H, TRUE, error)) &&
+       (m->norm = vector (w, s, "mtp.norm.weight", H, TRUE, error)) &&
+       matrix (w, s, "mtp.fc.weight", H, 2 * H, &m->fc, error) &&
+       upload_layer (w, s, "mtp.layers.0", TRUE, &m->layer, error);
+  w->gemv_bytes = step_bytes;
+  return ok;
 }
 
 static void
@@ -556,8 +575,15 @@ dcp_cuda_weights_upload (const DcpModelConfig *config, const DcpTensorSource *so
                     config->vocab_size, config->hidden_size, &w->lm_head, error))
     return NULL;
   for (guint i = 0; i < config->n_layers; i++)
-    if (!upload_layer (w, source, i, &w->layers[i], error))
-      return NULL;
+    {
+      g_autofree char *prefix = g_strdup_printf ("layers.%u", i);
+
+      if (!upload_layer (w, source, prefix, config->is_full_attention[i], &w->layers[i], error))
+        return NULL;
+    }
+  w->has_mtp = dcp_tensor_source_lookup (source, "mtp.fc.weight") != NULL;
+  if (w->has_mtp && !upload_mtp (w, source, error))
+    return NULL;
   return g_steal_pointer (&w);
 }
 
