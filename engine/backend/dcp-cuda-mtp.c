@@ -32,12 +32,13 @@ dcp_cuda_mtp_kv_reserve (DcpCudaMtpKv *kv, gsize page_bytes, guint n_tokens, voi
                          GError **error)
 {
   guint need = dcp_cuda_kv_pages_for (n_tokens), held = dcp_cuda_kv_pages_for (kv->n_tokens);
-  guint cap = MAX (need, 2 * kv->cap_pages);
   void *d = NULL;
 
+  /* Exactly the pages needed, as the memory plan counts them (a move copies at most the
+   * state's rows, every 512 of them: cheap next to the forwards that made them). */
   if (need <= kv->cap_pages)
     return TRUE;
-  if (!dcp_cuda_check (dcpk_malloc (&d, (gsize) cap * page_bytes), "MTP KV cache", error))
+  if (!dcp_cuda_check (dcpk_malloc (&d, (gsize) need * page_bytes), "MTP KV cache", error))
     return FALSE;
   /* the old block may still be read by queued work: freed once the stream is past it */
   if (held > 0 &&
@@ -57,7 +58,7 @@ dcp_cuda_mtp_kv_reserve (DcpCudaMtpKv *kv, gsize page_bytes, guint n_tokens, voi
   if (kv->pages != NULL)
     dcpk_free (kv->pages);
   kv->pages = d;
-  kv->cap_pages = cap;
+  kv->cap_pages = need;
   return TRUE;
 }
 

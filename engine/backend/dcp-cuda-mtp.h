@@ -10,8 +10,8 @@ G_BEGIN_DECLS
  * one full-attention decoder layer, the MTP norm, the model's lm_head, run with the forward's
  * kernels (GEMVs with FP32 activations, decode attention) on the backend's stream.
  *
- * Its KV cache is the state's own: one layer's pages in one device block that grows (doubling)
- * as rows come in; page i holds positions i · DCPK_KV_PAGE_TOKENS ..., so a position's slot is
+ * Its KV cache is the state's own: one layer's pages in one device block that grows a page at
+ * a time as rows come in (moved to a larger block); page i holds positions i · DCPK_KV_PAGE_TOKENS ..., so a position's slot is
  * the position itself and the page table is 0, 1, 2, ... In the backend's KV formats. */
 typedef struct {
   guint n_tokens;
