@@ -286,7 +286,7 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
   if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->counts->n_gdn ||
       head[3] != self->counts->n_attn || head[4] != (guint32) self->kv_layout.k_format ||
       head[5] != (guint32) self->kv_layout.v_format ||
-      (head[6] > 0 && !self->weights->has_mtp) ||
+      (head[6] > 0 && !self->weights->has_mtp) || head[6] > G_MAXINT32 ||
       size != sizeof head + block + (gsize) self->counts->n_attn * n_pages * page_bytes +
               dcp_cuda_mtp_kv_saved_bytes (mtp_page_bytes (self), head[6]))
     {

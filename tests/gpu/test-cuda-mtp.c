@@ -7,7 +7,9 @@
  * bytes; the CUDA one reads prompts through decode passes (FP32 activations), so the bounds are
  * test-cuda-backend.c's: per row ||cuda - cpu|| / ||cpu|| <= 1e-2 and the same top-1 (near-ties
  * allowed as in cuda-test-model.c). Checked:
- *   - the forward's final-normed hidden rows (DcpBatchItem.hidden) for a 24-token prompt;
+ *   - the forward's final-normed hidden rows (DcpBatchItem.hidden) for a 24-token prompt; read
+ *     through the prompt path too (BF16 matrix inputs: within 0.25, where a row from the wrong
+ *     position would be off by about 1.4);
  *   - one MTP call over the prompt's 23 (token, hidden) rows, logits at every row (two blocks of
  *     rows, attention in calls of up to 8 queries), and its hidden_out rows;
  *   - 4 chained draft steps, each fed its own backend's previous hidden_out;
@@ -251,6 +253,41 @@ same_as_before (const float *now, const float *before, gsize n, const char *what
   g_assert_cmpfloat (e, <=, 1e-4);
 }
 
+/* The prompt's hidden rows through the prompt passes (GEMMs with BF16 inputs), every row and
+ * the last alone, against the CPU's. */
+static void
+prompt_path_hidden (const Model *m, const guint32 *ids, const float *want)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpBackend) gpu = dcp_backend_cuda_new (m->config, &m->source, 4096, &error);
+  guint V = m->config->vocab_size, H = m->config->hidden_size;
+  g_autofree float *logits = g_new (float, (gsize) PROMPT * V);
+  g_autofree float *hidden = g_new (float, (gsize) PROMPT * H);
+  DcpSeqState *s;
+  double worst = 0;
+
+  g_assert_no_error (error);
+  s = dcp_backend_state_new (gpu, &error);
+  g_assert_no_error (error);
+  forward_hidden (gpu, s, ids, PROMPT, logits, hidden);
+  for (guint r = 0; r < PROMPT; r++)
+    worst = MAX (worst, cuda_test_rel_error (hidden + (gsize) r * H, want + (gsize) r * H, H));
+  dcp_backend_state_free (gpu, s);
+  /* the last row alone: gathered from the pass's rows before the final norm */
+  s = dcp_backend_state_new (gpu, &error);
+  g_assert_no_error (error);
+  {
+    DcpBatchItem item = { s, ids, PROMPT, DCP_LOGITS_LAST, logits, hidden };
+
+    g_assert_true (dcp_backend_forward (gpu, &item, 1, &error));
+    g_assert_no_error (error);
+  }
+  worst = MAX (worst, cuda_test_rel_error (hidden, want + (gsize) (PROMPT - 1) * H, H));
+  g_test_message ("prompt path: worst relative error of a hidden row %.2e", worst);
+  g_assert_cmpfloat (worst, <=, 0.25);
+  dcp_backend_state_free (gpu, s);
+}
+
 static void
 test_mtp (gconstpointer data)
 {
@@ -306,6 +343,7 @@ test_mtp (gconstpointer data)
   forward_hidden (p.gpu, gs, ids, PROMPT, gl, gh);
   compare (&p, gh, ch, PROMPT, FALSE);
   compare (&p, gl, cl, PROMPT, TRUE);
+  prompt_path_hidden (&m, ids, ch);
 
   /* the MTP over the prompt, both fed the CPU's hidden rows */
   before = dcp_backend_state_get_bytes (p.gpu, gs);
