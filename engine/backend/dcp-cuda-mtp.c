@@ -125,7 +125,9 @@ struct _DcpCudaMtp {
   void *attn_ws;                 /* decode attention, for KV lengths up to ws_kv */
   guint ws_kv;
   /* activations, BLOCK_ROWS rows each */
-  float *e, *hid, *cat, *x, *h, *delta, *qg, *k, *v, *mix, *gu, *tmp, *act, *out_h, *logits;
+  float *e, *hid, *cat, *x, *h, *delta, *qg, *k, *v, *mix, *gu, *tmp, *act, *logits;
+  float *out_h;                  /* the call's output rows, normed: out_cap rows */
+  gsize out_cap;
   GPtrArray *allocations;
 };
 
@@ -181,7 +183,6 @@ dcp_cuda_mtp_new (const DcpCudaWeights *w, void *stream, GError **error)
       !(self->gu = rows_of (self, 2 * I, error)) ||
       !(self->tmp = rows_of (self, 2 * I, error)) ||
       !(self->act = rows_of (self, I, error)) ||
-      !(self->out_h = rows_of (self, H, error)) ||
       !(self->logits = rows_of (self, c->vocab_size, error)))
     {
       dcp_cuda_mtp_free (self);
@@ -203,15 +204,17 @@ dcp_cuda_mtp_free (DcpCudaMtp *self)
   g_free (self);
 }
 
-/* Room for n input values, the page table of the longest state and the attention workspace
- * for its length (grown between calls: the stream is waited for first). */
+/* Room for n_in input values, n_out output rows, the page table of the longest state and the
+ * attention workspace for its length (grown between calls: the stream is waited for first). */
 static gboolean
-reserve (DcpCudaMtp *self, const DcpkKvLayout *layout, gsize n_in, guint max_kv, GError **error)
+reserve (DcpCudaMtp *self, const DcpkKvLayout *layout, gsize n_in, gsize n_out, guint max_kv,
+         GError **error)
 {
   guint pages = dcp_cuda_kv_pages_for (max_kv), bucket = dcp_cuda_forward_kv_bucket (max_kv);
   void *p = NULL;
 
-  if (n_in > self->in_cap || pages > self->iota_pages || bucket > self->ws_kv)
+  if (n_in > self->in_cap || n_out > self->out_cap || pages > self->iota_pages ||
+      bucket > self->ws_kv)
     if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "MTP inputs", error))
       return FALSE;
   if (n_in > self->in_cap)
@@ -228,6 +231,17 @@ reserve (DcpCudaMtp *self, const DcpkKvLayout *layout, gsize n_in, guint max_kv,
       if (!(self->d_in = device_alloc (self, cap * sizeof (gint32), error)))
         return FALSE;
       self->in_cap = cap;
+    }
+  if (n_out > self->out_cap)
+    {
+      gsize cap = MAX (n_out, MAX (2 * self->out_cap, BLOCK_ROWS));
+
+      device_free (self, self->out_h);
+      self->out_cap = 0;
+      if (!(self->out_h = device_alloc (self, cap * self->w->config.hidden_size * sizeof (float),
+                                        error)))
+        return FALSE;
+      self->out_cap = cap;
     }
   if (pages > self->iota_pages)
     {
@@ -274,6 +288,8 @@ typedef struct {
   gsize at_calls;                /* where the calls' inputs begin */
   gsize n_calls;                 /* calls enqueued so far */
   gboolean chunked;              /* decode attention (up to 8 queries), else one row a call */
+  guint *out_item, *out_at;      /* per output row: its item and its row in the item's logits */
+  guint n_out;                   /* output rows planned, or gathered so far */
 } Plan;
 
 #define TRY(call) do { int err_ = (call); if (err_ != 0) return err_; } while (0)
@@ -377,7 +393,6 @@ block (DcpCudaMtp *s, Plan *p, const Segment *segs, guint n_segs, gsize row0, gu
   long qrow = 2L * nh * hd, krow = (long) nkv * hd;
   float eps = (float) c->rms_norm_eps;
   const gint32 *tokens = s->d_in + row0, *pos = s->d_in + p->n_rows + row0;
-  guint n_out = 0;
 
   for (guint i = 0; i < n_segs; i++)
     TRY (dcpk_memcpy_h2d_async (s->hid + (gsize) segs[i].row * H,
@@ -422,36 +437,51 @@ block (DcpCudaMtp *s, Plan *p, const Segment *segs, guint n_segs, gsize row0, gu
   TRY (gemv_on (s, &L->down, s->act, (int) M, s->delta));
   TRY (dcpk_add_rms_norm (s->x, s->delta, mtp->norm, (int) M, (int) H, eps, s->h, s->stream));
 
-  /* the output rows, gathered, through the shared lm_head */
+  /* the output rows, gathered for the lm_head after the last block */
   for (guint i = 0; i < n_segs; i++)
     {
       guint first, n, at;
 
       segment_outputs (p, &segs[i], &first, &n, &at);
       if (n > 0)
-        TRY (dcpk_memcpy_d2d_async (s->out_h + n_out * H, s->h + (segs[i].row + first) * H,
-                                    n * H * sizeof (float), s->stream));
-      n_out += n;
+        TRY (dcpk_memcpy_d2d_async (s->out_h + (gsize) p->n_out * H,
+                                    s->h + (segs[i].row + first) * H, n * H * sizeof (float),
+                                    s->stream));
+      p->n_out += n;
     }
-  if (n_out == 0)
-    return 0;
-  TRY (dcpk_gemv (w->lm_head.format, w->lm_head.data, w->lm_head.rows, w->lm_head.cols, s->out_h,
-                  (int) n_out, s->logits, s->stream));
-  n_out = 0;
-  for (guint i = 0; i < n_segs; i++)
-    {
-      const DcpMtpItem *item = &p->items[segs[i].item];
-      guint first, n, at;
+  return 0;
+}
 
-      segment_outputs (p, &segs[i], &first, &n, &at);
-      if (n == 0)
-        continue;
-      TRY (dcpk_memcpy_d2h_async (item->logits + (gsize) at * V, s->logits + n_out * V,
-                                  n * V * sizeof (float), s->stream));
-      if (item->hidden_out != NULL)
-        TRY (dcpk_memcpy_d2h_async (item->hidden_out + (gsize) at * H, s->out_h + n_out * H,
-                                    n * H * sizeof (float), s->stream));
-      n_out += n;
+/* The call's output rows through the shared lm_head, 16 at a time (it is read once for up to
+ * 16 rows of any items), logits and hidden rows copied out, consecutive rows of an item at
+ * once. */
+static int
+outputs (DcpCudaMtp *s, const Plan *p)
+{
+  const DcpCudaWeights *w = s->w;
+  gsize H = w->config.hidden_size, V = w->config.vocab_size;
+
+  for (guint r = 0; r < p->n_out; r += DCPK_GEMV_MAX_BATCH)
+    {
+      guint m = MIN (DCPK_GEMV_MAX_BATCH, p->n_out - r);
+
+      TRY (dcpk_gemv (w->lm_head.format, w->lm_head.data, w->lm_head.rows, w->lm_head.cols,
+                      s->out_h + (gsize) r * H, (int) m, s->logits, s->stream));
+      for (guint j = 0, run; j < m; j += run)
+        {
+          const DcpMtpItem *item = &p->items[p->out_item[r + j]];
+          guint at = p->out_at[r + j];
+
+          for (run = 1; j + run < m && p->out_item[r + j + run] == p->out_item[r + j] &&
+                        p->out_at[r + j + run] == at + run; run++)
+            ;
+          TRY (dcpk_memcpy_d2h_async (item->logits + (gsize) at * V, s->logits + (gsize) j * V,
+                                      run * V * sizeof (float), s->stream));
+          if (item->hidden_out != NULL)
+            TRY (dcpk_memcpy_d2h_async (item->hidden_out + (gsize) at * H,
+                                        s->out_h + (gsize) (r + j) * H, run * H * sizeof (float),
+                                        s->stream));
+        }
     }
   return 0;
 }
@@ -477,7 +507,17 @@ walk (DcpCudaMtp *s, Plan *p, guint n_items, gboolean enqueue)
 
               segs[n_segs] = (Segment) { i, done, t, M };
               if (!enqueue)
-                plan_calls (s, p, &segs[n_segs], &n_calls);
+                {
+                  guint first, n_out, at;
+
+                  plan_calls (s, p, &segs[n_segs], &n_calls);
+                  segment_outputs (p, &segs[n_segs], &first, &n_out, &at);
+                  for (guint j = 0; j < n_out; j++, p->n_out++)
+                    {
+                      p->out_item[p->n_out] = i;
+                      p->out_at[p->n_out] = at + j;
+                    }
+                }
               n_segs++;
               M += t;
               done += t;
@@ -494,7 +534,7 @@ walk (DcpCudaMtp *s, Plan *p, guint n_items, gboolean enqueue)
     }
   if (!enqueue)
     p->n_calls = n_calls;
-  return 0;
+  return enqueue ? outputs (s, p) : 0;
 }
 
 gboolean
@@ -504,14 +544,17 @@ dcp_cuda_mtp_run (DcpCudaMtp *self, const DcpkKvLayout *layout, const DcpMtpItem
   gsize page_bytes = dcpk_kv_page_bytes (layout);
   int hd = (int) self->w->config.head_dim;
   g_autofree guint *pos0 = g_new (guint, MAX (n_items, 1));
+  g_autofree guint *out_item = NULL, *out_at = NULL;
   Plan p = { layout, items, kvs, pos0, 0, 0, 0, hd == 64 || hd == 128 || hd == 256 };
   guint max_kv = 0;
-  gsize row = 0;
+  gsize row = 0, n_out = 0;
 
   for (guint i = 0; i < n_items; i++)
     {
       pos0[i] = kvs[i]->n_tokens;
       p.n_rows += items[i].n_tokens;
+      n_out += items[i].logits_mode == DCP_LOGITS_ALL ? items[i].n_tokens :
+               items[i].logits_mode == DCP_LOGITS_LAST ? 1 : 0;
       max_kv = MAX (max_kv, pos0[i] + items[i].n_tokens);
       if (!dcp_cuda_mtp_kv_reserve (kvs[i], page_bytes, pos0[i] + items[i].n_tokens,
                                     self->stream, error))
@@ -521,8 +564,10 @@ dcp_cuda_mtp_run (DcpCudaMtp *self, const DcpkKvLayout *layout, const DcpMtpItem
     return TRUE;
   p.at_calls = 2 * p.n_rows;
   /* at most one call per row */
-  if (!reserve (self, layout, p.at_calls + p.n_rows * CALL_INTS, max_kv, error))
+  if (!reserve (self, layout, p.at_calls + p.n_rows * CALL_INTS, n_out, max_kv, error))
     return FALSE;
+  p.out_item = out_item = g_new (guint, MAX (n_out, 1));
+  p.out_at = out_at = g_new (guint, MAX (n_out, 1));
   for (guint i = 0; i < n_items; i++)
     for (guint t = 0; t < items[i].n_tokens; t++, row++)
       {
@@ -530,11 +575,13 @@ dcp_cuda_mtp_run (DcpCudaMtp *self, const DcpkKvLayout *layout, const DcpMtpItem
         self->h_in[p.n_rows + row] = (gint32) (pos0[i] + t);
       }
   walk (self, &p, n_items, FALSE);
+  g_assert (p.n_out == n_out);
   if (!dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_in, self->h_in,
                                               (p.at_calls + p.n_calls * CALL_INTS) * sizeof (gint32),
                                               self->stream), "MTP inputs", error))
     return FALSE;
   p.n_calls = 0;
+  p.n_out = 0;
   if (!dcp_cuda_check (walk (self, &p, n_items, TRUE), "MTP head", error) ||
       !dcp_cuda_check (dcpk_stream_synchronize (self->stream), "MTP head", error))
     return FALSE;

@@ -56,8 +56,9 @@ DcpCudaMtp *dcp_cuda_mtp_new  (const DcpCudaWeights *weights,
                                GError              **error);
 void        dcp_cuda_mtp_free (DcpCudaMtp           *self);
 /* items[i]'s rows through the head, appended to kvs[i] at its next positions; its logits (and
- * hidden_out) rows copied out. Items in blocks of DCPK_GEMV_MAX_BATCH rows (the weights read
- * once per block), their rows in order. Waits for the stream. */
+ * hidden_out) rows copied out. The rows in blocks of DCPK_GEMV_MAX_BATCH (the head's weights
+ * read once per block), items after one another; the output rows of every block through the
+ * lm_head at the end, DCPK_GEMV_MAX_BATCH at a time. Waits for the stream. */
 gboolean    dcp_cuda_mtp_run  (DcpCudaMtp           *self,
                                const DcpkKvLayout   *layout,
                                const DcpMtpItem     *items,

@@ -672,18 +672,84 @@ rand_vector (Rand *r, gsize n, gboolean bf16, float lo, float hi, GError **error
   return d;
 }
 
-static DcpCudaWeights *
-random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64 seed,
-                GError **error)
+/* One random decoder layer; every matrix of an MTP layer in the recipe's mtp group. */
+static gboolean
+rand_layer (Rand *r, gboolean full_attention, gboolean mtp, DcpCudaLayer *L, GError **error)
 {
   static const DcpTensorGroup gdn_groups[4] = {
     DCP_GROUP_GDN_QKV, DCP_GROUP_GDN_Z, DCP_GROUP_GDN_AB, DCP_GROUP_GDN_AB
   };
   static const DcpTensorGroup mlp_groups[2] = { DCP_GROUP_MLP_GATE_UP, DCP_GROUP_MLP_GATE_UP };
-  g_autoptr(DcpCudaWeights) w = weights_new (config);
-  Rand r = { w, { 0 }, seed };
+  static const DcpTensorGroup mtp_groups[2] = { DCP_GROUP_MTP, DCP_GROUP_MTP };
+  const DcpModelConfig *config = &r->w->config;
   int H = (int) config->hidden_size, I = (int) config->intermediate_size;
   int mlp_rows[2] = { I, I };
+
+  L->is_full_attention = full_attention;
+  if (L->is_full_attention)
+    {
+      int qd = (int) (config->n_heads * config->head_dim);
+      int kvd = (int) (config->n_kv_heads * config->head_dim);
+      DcpTensorGroup qkv = mtp ? DCP_GROUP_MTP : DCP_GROUP_ATTN_QKV;
+
+      if (!rand_matrix (r, qkv, 2 * qd, H, &L->q, error) ||
+          !rand_matrix (r, qkv, kvd, H, &L->k, error) ||
+          !rand_matrix (r, qkv, kvd, H, &L->v, error) ||
+          !rand_matrix (r, mtp ? DCP_GROUP_MTP : DCP_GROUP_ATTN_O, H, qd, &L->o, error) ||
+          !(L->q_norm = rand_vector (r, config->head_dim, TRUE, -0.1f, 0.1f, error)) ||
+          !(L->k_norm = rand_vector (r, config->head_dim, TRUE, -0.1f, 0.1f, error)))
+        return FALSE;
+    }
+  else
+    {
+      int hv = (int) config->linear_n_value_heads;
+      int vd = hv * (int) config->linear_value_head_dim;
+      int conv_dim = 2 * (int) (config->linear_n_key_heads * config->linear_key_head_dim) + vd;
+      int rows[4] = { conv_dim, vd, hv, hv };
+
+      if (!rand_proj (r, gdn_groups, rows, 4, H, &L->in_proj, error) ||
+          !rand_matrix (r, DCP_GROUP_GDN_OUT, H, vd, &L->out, error) ||
+          !(L->gdn.conv_weight = rand_vector (r, (gsize) conv_dim * config->linear_conv_kernel,
+                                              TRUE, -0.5f, 0.5f, error)) ||
+          !(L->gdn.a_log = rand_vector (r, hv, FALSE, -1, 1, error)) ||
+          !(L->gdn.dt_bias = rand_vector (r, hv, FALSE, -1, 1, error)) ||
+          !(L->gdn.norm_weight = rand_vector (r, config->linear_value_head_dim, FALSE, 0.9f,
+                                              1.1f, error)))
+        return FALSE;
+    }
+  return rand_proj (r, mtp ? mtp_groups : mlp_groups, mlp_rows, 2, H, &L->gate_up, error) &&
+         rand_matrix (r, mtp ? DCP_GROUP_MTP : DCP_GROUP_MLP_DOWN, H, I, &L->down, error) &&
+         (L->input_norm = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+         (L->post_norm = rand_vector (r, H, TRUE, -0.1f, 0.1f, error));
+}
+
+/* The MTP head, when the config has one (not part of a decode step's GEMV bytes). */
+static gboolean
+rand_mtp (Rand *r, GError **error)
+{
+  DcpCudaWeights *w = r->w;
+  DcpCudaMtpWeights *m = &w->mtp;
+  int H = (int) w->config.hidden_size;
+  guint64 step_bytes = w->gemv_bytes;
+  gboolean ok;
+
+  ok = (m->pre_fc_norm_embedding = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+       (m->pre_fc_norm_hidden = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+       (m->norm = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+       rand_matrix (r, DCP_GROUP_MTP, H, 2 * H, &m->fc, error) &&
+       rand_layer (r, TRUE, TRUE, &m->layer, error);
+  w->gemv_bytes = step_bytes;
+  w->has_mtp = ok;
+  return ok;
+}
+
+static DcpCudaWeights *
+random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64 seed,
+                GError **error)
+{
+  g_autoptr(DcpCudaWeights) w = weights_new (config);
+  Rand r = { w, { 0 }, seed };
+  int H = (int) config->hidden_size;
 
   memcpy (r.formats, formats, sizeof r.formats);
   if (!(w->embed = rand_vector (&r, (gsize) config->vocab_size * H, TRUE, -1, 1, error)) ||
@@ -691,46 +757,10 @@ random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64
       !rand_matrix (&r, DCP_GROUP_LM_HEAD, (int) config->vocab_size, H, &w->lm_head, error))
     return NULL;
   for (guint i = 0; i < config->n_layers; i++)
-    {
-      DcpCudaLayer *L = &w->layers[i];
-
-      L->is_full_attention = config->is_full_attention[i];
-      if (L->is_full_attention)
-        {
-          int qd = (int) (config->n_heads * config->head_dim);
-          int kvd = (int) (config->n_kv_heads * config->head_dim);
-
-          if (!rand_matrix (&r, DCP_GROUP_ATTN_QKV, 2 * qd, H, &L->q, error) ||
-              !rand_matrix (&r, DCP_GROUP_ATTN_QKV, kvd, H, &L->k, error) ||
-              !rand_matrix (&r, DCP_GROUP_ATTN_QKV, kvd, H, &L->v, error) ||
-              !rand_matrix (&r, DCP_GROUP_ATTN_O, H, qd, &L->o, error) ||
-              !(L->q_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)) ||
-              !(L->k_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)))
-            return NULL;
-        }
-      else
-        {
-          int hv = (int) config->linear_n_value_heads;
-          int vd = hv * (int) config->linear_value_head_dim;
-          int conv_dim = 2 * (int) (config->linear_n_key_heads * config->linear_key_head_dim) + vd;
-          int rows[4] = { conv_dim, vd, hv, hv };
-
-          if (!rand_proj (&r, gdn_groups, rows, 4, H, &L->in_proj, error) ||
-              !rand_matrix (&r, DCP_GROUP_GDN_OUT, H, vd, &L->out, error) ||
-              !(L->gdn.conv_weight = rand_vector (&r, (gsize) conv_dim * config->linear_conv_kernel,
-                                                  TRUE, -0.5f, 0.5f, error)) ||
-              !(L->gdn.a_log = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
-              !(L->gdn.dt_bias = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
-              !(L->gdn.norm_weight = rand_vector (&r, config->linear_value_head_dim, FALSE, 0.9f,
-                                                  1.1f, error)))
-            return NULL;
-        }
-      if (!rand_proj (&r, mlp_groups, mlp_rows, 2, H, &L->gate_up, error) ||
-          !rand_matrix (&r, DCP_GROUP_MLP_DOWN, H, I, &L->down, error) ||
-          !(L->input_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)) ||
-          !(L->post_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)))
-        return NULL;
-    }
+    if (!rand_layer (&r, config->is_full_attention[i], FALSE, &w->layers[i], error))
+      return NULL;
+  if (config->mtp_n_layers > 0 && !rand_mtp (&r, error))
+    return NULL;
   if (!dcp_cuda_check (dcpk_synchronize (), "fill", error))
     return NULL;
   return g_steal_pointer (&w);
