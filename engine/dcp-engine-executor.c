@@ -154,6 +154,14 @@ effective_speculator (const DcpSettings *settings)
   return DCP_SPECULATOR_OFF;
 }
 
+/* Without --speculator mtp the backend does not load the MTP head: the memory plan counts its
+ * weights and KV only with it. */
+static const DcpTensorView *
+lookup_without_mtp (gpointer data, const char *name)
+{
+  return g_str_has_prefix (name, "mtp.") ? NULL : dcp_tensor_source_lookup (data, name);
+}
+
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
  * conversation and the snapshots': dcp_plan_gdn_blocks). */
@@ -185,7 +193,7 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
   DcpModelConfig model_config;
-  DcpTensorSource source;
+  DcpTensorSource all, source;
   DcpMemoryPlan plan;
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
@@ -219,7 +227,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   capacity->memory_bytes = plan.vram_total;
   if (progress != NULL)
     progress (0.15, user_data);
-  source = dcp_model_source_get_tensors (model);
+  all = dcp_model_source_get_tensors (model);
+  source = settings->speculator == DCP_SPECULATOR_MTP ? all
+                                                      : (DcpTensorSource) { lookup_without_mtp, &all };
   /* With YaRN on (rope scaling), the backend runs the stretched config. */
   model_config = *dcp_model_source_get_config (model);
   dcp_memory_plan_apply_rope (&plan, &model_config);

@@ -54,6 +54,7 @@ cuda_state_free (DcpBackend *backend, DcpSeqState *s)
   if (s->kv != NULL && !s->paged)
     dcp_cuda_kv_release (s->kv, s->pages);
   g_array_unref (s->pages);
+  dcp_cuda_mtp_kv_clear (&s->mtp);
   if (s->block != NULL)
     dcpk_free (s->block);
   g_free (s->conv);
@@ -223,18 +224,27 @@ reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
   return s->kv == NULL || dcp_cuda_kv_reserve (s->kv, s->pages, n_tokens, error);
 }
 
-#define STATE_MAGIC 0x32435544u   /* "DUC2" */
-#define HEAD_WORDS 6
+#define STATE_MAGIC 0x33435544u   /* "DUC3" */
+#define HEAD_WORDS 7
 
-/* [magic, n_tokens, n_gdn, n_attn, K format, V format] u32, the GDN block, then per attention
- * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). */
+/* The bytes of the MTP KV's pages in the backend's formats. */
+static gsize
+mtp_page_bytes (DcpBackendCuda *self)
+{
+  return dcpk_kv_page_bytes (&self->kv_layout);
+}
+
+/* [magic, n_tokens, n_gdn, n_attn, K format, V format, MTP rows] u32, the GDN block, then per
+ * attention layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save
+ * alike), then the MTP KV's pages that hold its rows, whole. */
 static gboolean
 cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
   const DcpCudaCounts *n = self->counts;
   guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, n->n_gdn, n->n_attn,
-                               self->kv_layout.k_format, self->kv_layout.v_format };
+                               self->kv_layout.k_format, self->kv_layout.v_format,
+                               s->mtp.n_tokens };
   gsize block = state_block_bytes (self), at;
   guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
   gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
@@ -256,7 +266,7 @@ cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GEr
                                             (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
                                             page_bytes), "state save", error))
         return FALSE;
-  return TRUE;
+  return dcp_cuda_mtp_kv_save (&s->mtp, mtp_page_bytes (self), out, error);
 }
 
 /* Only the saved positions are written: the rest of a last page may be another state's. */
@@ -276,7 +286,9 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
   if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->counts->n_gdn ||
       head[3] != self->counts->n_attn || head[4] != (guint32) self->kv_layout.k_format ||
       head[5] != (guint32) self->kv_layout.v_format ||
-      size != sizeof head + block + (gsize) self->counts->n_attn * n_pages * page_bytes)
+      (head[6] > 0 && !self->weights->has_mtp) || head[6] > G_MAXINT32 ||
+      size != sizeof head + block + (gsize) self->counts->n_attn * n_pages * page_bytes +
+              dcp_cuda_mtp_kv_saved_bytes (mtp_page_bytes (self), head[6]))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
                    "saved sequence state: wrong size or not from this model and KV format "
@@ -298,6 +310,9 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
                                   MIN (DCPK_KV_PAGE_TOKENS, head[1] - p * DCPK_KV_PAGE_TOKENS),
                                   error))
         return FALSE;
+  if (!dcp_cuda_mtp_kv_load (&s->mtp, mtp_page_bytes (self), head[6], data + at, self->stream,
+                             error))
+    return FALSE;
   s->n_tokens = head[1];
   return TRUE;
 }
@@ -340,6 +355,8 @@ cuda_state_copy (DcpBackend *backend, DcpSeqState *dst, const DcpSeqState *src, 
       !dcp_cuda_check (dcpk_memcpy_d2d_async (dst->block, src->block, bytes, self->stream),
                        "state copy", error))
     return FALSE;
+  if (!dcp_cuda_mtp_kv_copy (&dst->mtp, &src->mtp, mtp_page_bytes (self), self->stream, error))
+    return FALSE;
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state copy", error))
     return FALSE;
   dst->n_tokens = src->n_tokens;
@@ -357,10 +374,10 @@ cuda_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
 
-  /* K and V in the pool's formats, per attention layer and token */
+  /* K and V in the pool's formats, per attention layer and token, and per MTP row */
   return state_block_bytes (self) +
-         (guint64) s->n_tokens * self->counts->n_attn * dcpk_kv_page_bytes (&self->kv_layout) /
-         DCPK_KV_PAGE_TOKENS;
+         ((guint64) s->n_tokens * self->counts->n_attn + s->mtp.n_tokens) *
+         dcpk_kv_page_bytes (&self->kv_layout) / DCPK_KV_PAGE_TOKENS;
 }
 
 /* The output stage: forward output rows [out, out + n) to item's logits (and hidden) rows from
@@ -641,6 +658,38 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
   return forward_steps (self, items, n_items, max_n, error);
 }
 
+static gboolean
+cuda_has_mtp (DcpBackend *backend)
+{
+  return DCP_BACKEND_CUDA (backend)->weights->has_mtp;
+}
+
+/* The MTP head (dcp-cuda-mtp.c), on the same stream after the forwards before it. */
+static gboolean
+cuda_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  g_autofree DcpCudaMtpKv **kvs = g_new (DcpCudaMtpKv *, MAX (n_items, 1));
+
+  if (!self->weights->has_mtp)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "the model has no MTP head");
+      return FALSE;
+    }
+  if (mtp_page_bytes (self) == 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "MTP head: %u KV heads of %u dims is not a layout the kernels read",
+                   self->weights->config.n_kv_heads, self->weights->config.head_dim);
+      return FALSE;
+    }
+  if (self->mtp == NULL && !(self->mtp = dcp_cuda_mtp_new (self->weights, self->stream, error)))
+    return FALSE;
+  for (guint i = 0; i < n_items; i++)
+    kvs[i] = &items[i].state->mtp;
+  return dcp_cuda_mtp_run (self->mtp, &self->kv_layout, items, kvs, n_items, error);
+}
+
 static gpointer
 cuda_sampler_data_new (DcpBackend *backend, DcpSampler *host, GError **error)
 {
@@ -677,6 +726,7 @@ dcp_backend_cuda_finalize (GObject *object)
   g_clear_pointer (&self->forward, dcp_cuda_forward_free);
   g_clear_pointer (&self->kv, dcp_cuda_kv_free);
   g_clear_pointer (&self->sampling, dcp_cuda_sampling_free);
+  g_clear_pointer (&self->mtp, dcp_cuda_mtp_free);
   g_clear_pointer (&self->weights, dcp_cuda_weights_free);
   if (self->stream != NULL)
     dcpk_stream_destroy (self->stream);
@@ -702,6 +752,8 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_get_n_tokens = cuda_state_get_n_tokens;
   backend_class->state_get_bytes = cuda_state_get_bytes;
   backend_class->forward = cuda_forward;
+  backend_class->has_mtp = cuda_has_mtp;
+  backend_class->mtp_forward = cuda_mtp_forward;
   backend_class->state_save = cuda_state_save;
   backend_class->state_load = cuda_state_load;
   backend_class->kv_pool_new = cuda_kv_pool_new;
