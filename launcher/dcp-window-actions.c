@@ -6,6 +6,7 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
+#include "dcp-speculation-costs.h"
 #include "dcp-window-private.h"
 
 /* The window's actions: presets, Copy, Load server and Stop, and the engine's state. */
@@ -24,8 +25,8 @@ static const struct {
 
 /* ---- presets ---- */
 
-static const char *
-preset_title (const DcpPreset *preset)
+const char *
+dcp_window_preset_title (const DcpPreset *preset)
 {
   for (guint i = 0; i < G_N_ELEMENTS (builtin_names); i++)
     if (g_str_equal (preset->id, builtin_names[i].id))
@@ -154,7 +155,7 @@ dcp_window_load_presets (DcpWindow *self)
   g_clear_object (&self->preset_names);
   self->preset_names = gtk_string_list_new (NULL);
   for (guint i = 0; i < self->presets->len; i++)
-    gtk_string_list_append (self->preset_names, preset_title (self->presets->pdata[i]));
+    gtk_string_list_append (self->preset_names, dcp_window_preset_title (self->presets->pdata[i]));
   gtk_string_list_append (self->preset_names, _("Custom"));
   adw_combo_row_set_model (self->preset_row, G_LIST_MODEL (self->preset_names));
   self->applying_preset = FALSE;
@@ -187,8 +188,23 @@ save_preset_action (GtkWidget *widget, const char *action, GVariant *param)
 char *
 dcp_window_get_command_line (DcpWindow *self)
 {
+  const char *drafter_path = NULL;
+  const DcpDrafterInfo *drafter = dcp_window_get_drafter (self, &drafter_path);
+  DcpSpeculator speculator = dcp_speculation_resolve (&self->settings, self->meta, drafter, NULL);
   /* The API key stays out of the clipboard; the row's title says so. */
-  return dcp_settings_to_command_line (&self->settings, FALSE);
+  g_autofree char *line = dcp_settings_to_command_line (&self->settings, FALSE);
+  g_autofree char *dir = dcp_window_models_dir (self);
+  g_autofree char *path = drafter == NULL ? NULL
+                          : drafter_path ? g_strdup (drafter_path) : g_build_filename (dir, drafter->name, NULL);
+  g_autofree char *quoted = path ? g_shell_quote (path) : NULL;
+  g_autofree char *name = NULL;
+
+  if (speculator == self->settings.speculator && quoted == NULL)
+    return g_steal_pointer (&line);
+  name = dcp_speculation_name (speculator);
+  if (speculator == DCP_SPECULATOR_DFLASH && quoted != NULL)
+    return g_strdup_printf ("%s --speculator %s --drafter %s", line, name, quoted);
+  return g_strdup_printf ("%s --speculator %s", line, name);
 }
 
 static void
@@ -390,6 +406,9 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   g_autofree char *line = dcp_window_get_command_line (self);
   g_autofree char *health = NULL;
   g_autofree char *settings_path = dcp_engine_command_default_settings_path ();
+  const DcpDrafterInfo *drafter;
+  const char *drafter_path = NULL;
+  DcpSpeculator speculator;
   g_auto(DcpEngineCommand) command = { 0 };
   g_auto(GStrv) envp = g_get_environ ();
   g_autoptr(GError) error = NULL;
@@ -400,12 +419,25 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
       dcp_window_toast (self, _("Choose a model file on this PC first (download it if it is only in the repository)"));
       return;
     }
-  /* The engine runs exactly these settings: all of them in a file it reads with --settings. */
+  drafter = dcp_window_get_drafter (self, &drafter_path);
+  if (drafter != NULL && drafter_path == NULL)
+    {
+      /* Translators: %s is a drafter file's name */
+      g_autofree char *text = g_strdup_printf (_("The drafter %s is not on this PC yet: download it, or choose No drafter"),
+                                               drafter->name);
+      dcp_window_toast (self, text);
+      return;
+    }
+  /* The engine runs exactly these settings: all of them in a file it reads with --settings; the
+   * paired drafter (or the speculator that replaces mtp/dflash without one) on the command line. */
   if (!dcp_engine_command_build (&command, &self->settings, self->engine_path, settings_path, envp, &error))
     {
       dcp_window_toast (self, error->message);
       return;
     }
+  speculator = dcp_speculation_resolve (&self->settings, self->meta, drafter, NULL);
+  dcp_engine_command_add_speculation (&command, &self->settings, speculator,
+                                      speculator == DCP_SPECULATOR_DFLASH ? drafter_path : NULL);
   if (g_str_equal (host, "0.0.0.0") || g_str_equal (host, "::"))
     host = "127.0.0.1";
   health = strchr (host, ':') ? g_strdup_printf ("http://[%s]:%u/health", host, self->settings.port)
@@ -413,8 +445,8 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->log_view), "", 0);
   {
     /* Translators: the engine's command line, then the equivalent options it reads from the file */
-    g_autofree char *shown = g_strdup_printf (_("$ %s --settings %s\n(the same as: %s)"),
-                                              self->engine_path, settings_path, line);
+    g_autofree char *argv = g_strjoinv (" ", command.argv);
+    g_autofree char *shown = g_strdup_printf (_("$ %s\n(the same as: %s)"), argv, line);
     engine_log_line (self->engine, shown, self);
   }
   g_free (self->running_settings);
