@@ -163,7 +163,6 @@ download_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autofree char *name = g_strdup (item->name);
   gboolean ok = dcp_download_run_finish (DCP_DOWNLOAD (source), result, &error);
 
-  g_ptr_array_remove (self->downloads, item);
   if (item->row != NULL)
     {
       show_downloading (item, FALSE);
@@ -178,6 +177,8 @@ download_done (GObject *source, GAsyncResult *result, gpointer user_data)
       g_autofree char *text = g_strdup_printf (_("Downloading %s failed: %s"), name, error->message);
       g_signal_emit (self, signals[ERROR], 0, text);
     }
+  /* Only now: a handler that lists the files again must not free the item under us. */
+  g_ptr_array_remove (self->downloads, item);
   if (!g_ptr_array_find (self->items, item, NULL))
     item_free (item);
   g_object_unref (self);
@@ -366,6 +367,13 @@ dcp_model_list_add_none (DcpModelList *self, const char *title, const char *subt
   g_signal_connect (self->none_check, "toggled", G_CALLBACK (none_toggled), self);
   self->group = self->none_check;
   adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (row));
+}
+
+const char *
+dcp_model_list_get_note (DcpModelList *self)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self), NULL);
+  return self->note_row != NULL ? adw_action_row_get_subtitle (self->note_row) : NULL;
 }
 
 void

@@ -22,6 +22,8 @@ void          dcp_model_list_set_entries (DcpModelList  *self,
 /* A line under the list: why the repository's files are missing, or how to set a repository. */
 void          dcp_model_list_set_note    (DcpModelList  *self,
                                           const char    *note);
+/* The note shown, or NULL. */
+const char   *dcp_model_list_get_note    (DcpModelList  *self);
 /* Chooses the file called name; NULL chooses the "none" row when there is one. */
 void          dcp_model_list_select      (DcpModelList  *self,
                                           const char    *name);

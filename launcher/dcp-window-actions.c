@@ -190,21 +190,24 @@ dcp_window_get_command_line (DcpWindow *self)
 {
   const char *drafter_path = NULL;
   const DcpDrafterInfo *drafter = dcp_window_get_drafter (self, &drafter_path);
-  DcpSpeculator speculator = dcp_speculation_resolve (&self->settings, self->meta, drafter, NULL);
-  /* The API key stays out of the clipboard; the row's title says so. */
-  g_autofree char *line = dcp_settings_to_command_line (&self->settings, FALSE);
-  g_autofree char *dir = dcp_window_models_dir (self);
-  g_autofree char *path = drafter == NULL ? NULL
-                          : drafter_path ? g_strdup (drafter_path) : g_build_filename (dir, drafter->name, NULL);
-  g_autofree char *quoted = path ? g_shell_quote (path) : NULL;
-  g_autofree char *name = NULL;
+  g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+  g_autoptr(JsonNode) root = json_from_string (json, NULL);
+  g_auto(DcpSettings) shown = { 0 };
+  g_autofree char *line = NULL, *dir = NULL, *path = NULL, *quoted = NULL;
 
-  if (speculator == self->settings.speculator && quoted == NULL)
+  /* The speculator Load server passes (the paired drafter, or what replaces mtp without one). */
+  dcp_settings_init_default (&shown);
+  if (root == NULL || !dcp_settings_load_json (&shown, root, NULL))
+    g_return_val_if_reached (NULL);
+  shown.speculator = dcp_speculation_resolve (&self->settings, self->meta, drafter, NULL);
+  /* The API key stays out of the clipboard; the row's title says so. */
+  line = dcp_settings_to_command_line (&shown, FALSE);
+  if (shown.speculator != DCP_SPECULATOR_DFLASH)
     return g_steal_pointer (&line);
-  name = dcp_speculation_name (speculator);
-  if (speculator == DCP_SPECULATOR_DFLASH && quoted != NULL)
-    return g_strdup_printf ("%s --speculator %s --drafter %s", line, name, quoted);
-  return g_strdup_printf ("%s --speculator %s", line, name);
+  dir = dcp_window_models_dir (self);
+  path = drafter_path ? g_strdup (drafter_path) : g_build_filename (dir, drafter->name, NULL);
+  quoted = g_shell_quote (path);
+  return g_strdup_printf ("%s --drafter %s", line, quoted);
 }
 
 static void

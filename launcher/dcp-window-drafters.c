@@ -289,7 +289,11 @@ drafter_selected (DcpModelList *list, DcpWindow *self)
 static void
 drafter_downloaded (DcpModelList *list, const char *name, DcpWindow *self)
 {
-  /* The folder's monitor lists it again; keep it paired. */
+  /* Translators: %s is a file name */
+  g_autofree char *text = g_strdup_printf (_("%s is downloaded and its SHA-256 checked"), name);
+
+  dcp_window_toast (self, text);
+  /* Listed again now (not on the folder monitor's time), and kept paired. */
   g_free (self->drafter_choice);
   self->drafter_choice = g_strdup (name);
   dcp_window_show_models (self);

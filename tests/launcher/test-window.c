@@ -405,6 +405,199 @@ test_repository (Fixture *f, gconstpointer data)
   g_free (r.tree);
 }
 
+/* ---- drafters: a repository with a model, a drafter that fits it and one that does not ---- */
+
+static gboolean engine_ended (Fixture *f);
+static gboolean entry_listed (DcpWindow *window, const char *name);
+
+typedef struct {
+  GHashTable *files;      /* name -> GBytes */
+  char *tree;
+} DrafterRepo;
+
+static void
+serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
+{
+  DrafterRepo *r = user_data;
+  SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
+  const char *prefix = "/org/models/resolve/main/";
+  GBytes *file = g_str_has_prefix (path, prefix) ? g_hash_table_lookup (r->files, path + strlen (prefix)) : NULL;
+  SoupRange *ranges = NULL;
+  int n = 0;
+  gsize len;
+  const char *data;
+
+  if (g_str_equal (path, "/api/models/org/models/tree/main"))
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, r->tree, strlen (r->tree));
+      return;
+    }
+  /* The drafter repositories the launcher also lists are not on this server. */
+  if (file == NULL)
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
+      return;
+    }
+  data = g_bytes_get_data (file, &len);
+  soup_message_headers_replace (resp, "Accept-Ranges", "bytes");
+  if (soup_message_headers_get_ranges (req, len, &ranges, &n))
+    {
+      goffset end = MIN (ranges[0].end, (goffset) len - 1);
+
+      soup_server_message_set_status (msg, SOUP_STATUS_PARTIAL_CONTENT, NULL);
+      soup_message_headers_set_content_range (resp, ranges[0].start, end, len);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY,
+                                        data + ranges[0].start, end - ranges[0].start + 1);
+      soup_message_headers_free_ranges (req, ranges);
+      return;
+    }
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, data, len);
+}
+
+static gboolean
+drafters_listed (Fixture *f)
+{
+  GPtrArray *entries = dcp_model_list_get_entries (f->window->drafter_list);
+
+  return entries != NULL && entries->len > 0 && entry_listed (f->window, "remote-model.mcapy");
+}
+
+static gboolean
+drafter_downloaded (Fixture *f)
+{
+  const DcpModelEntry *e = dcp_model_list_get_selected (f->window->drafter_list);
+
+  return e != NULL && e->local_path != NULL;
+}
+
+
+static void
+test_drafter_pairing (Fixture *f, gconstpointer data)
+{
+  g_autoptr(SoupServer) server = soup_server_new (NULL, NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (35);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GString) tree = g_string_new ("[");
+  g_autofree char *endpoint = NULL, *local_other = NULL, *log = NULL, *want = NULL;
+  g_autofree char *drafter_path = g_build_filename (f->dir, "drafter-fits.mcapy", NULL);
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (f->window->log_view);
+  GtkTextIter start, end;
+  const char *names[] = { "remote-model.mcapy", "drafter-fits.mcapy", "drafter-other.mcapy" };
+  const char *speculation, *presets, *note;
+  GPtrArray *drafters;
+  DrafterRepo r = { 0 };
+  TestDrafter fits, other;
+  TestHead model;
+  GSList *uris;
+
+  test_head_random (&model, rand);
+  test_drafter_for_27b (&fits);
+  test_drafter_for_27b (&other);
+  other.hidden_size = 4096;
+  r.files = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) g_bytes_unref);
+  g_hash_table_insert (r.files, (gpointer) names[0], test_head_build (&model));
+  g_hash_table_insert (r.files, (gpointer) names[1], test_drafter_build (&fits));
+  g_hash_table_insert (r.files, (gpointer) names[2], test_drafter_build (&other));
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      GBytes *file = g_hash_table_lookup (r.files, names[i]);
+      g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, file);
+
+      g_string_append_printf (tree, "%s{\"type\":\"file\",\"path\":\"%s\",\"size\":134,"
+                              "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}",
+                              i ? "," : "", names[i], sha, g_bytes_get_size (file));
+    }
+  g_string_append (tree, "]");
+  r.tree = tree->str;
+  soup_server_add_handler (server, NULL, serve_drafter_repo, &r, NULL);
+  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  uris = soup_server_get_uris (server);
+  endpoint = g_strdup_printf ("http://127.0.0.1:%d", g_uri_get_port (uris->data));
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+
+  /* A local drafter for another vocabulary, and a preset that asks for speculation (mtp). */
+  other.hidden_size = 5120;
+  other.vocab_size = 151936;
+  local_other = test_drafter_write (f->dir, "local-other.mcapy", &other);
+  g_assert_true (dcp_window_apply_preset (f->window, "medium"));
+  gtk_editable_set_text (GTK_EDITABLE (f->window->repo_row), "org/models");
+  g_signal_emit_by_name (f->window->repo_row, "apply");
+  iterate_until (drafters_listed, f);
+
+  /* Drafters are not models; only the fitting one is offered, and paired at once. */
+  g_assert_true (entry_listed (f->window, "qwen-test.mcapy"));
+  for (guint i = 1; i < G_N_ELEMENTS (names); i++)
+    g_assert_false (entry_listed (f->window, names[i]));
+  g_assert_false (entry_listed (f->window, "local-other.mcapy"));
+  drafters = dcp_model_list_get_entries (f->window->drafter_list);
+  g_assert_cmpuint (drafters->len, ==, 1);
+  g_assert_cmpstr (((DcpModelEntry *) drafters->pdata[0])->name, ==, "drafter-fits.mcapy");
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->name, ==, "drafter-fits.mcapy");
+  g_assert_null (dcp_model_list_get_selected (f->window->drafter_list)->local_path);
+  note = dcp_model_list_get_note (f->window->drafter_list);
+  g_assert_nonnull (strstr (note, "drafter-other.mcapy is for hidden size 4096"));
+  g_assert_nonnull (strstr (note, "local-other.mcapy is for a vocabulary of 151936"));
+
+  /* The costs before anything is downloaded: both speeds, the drafter's VRAM, per preset. */
+  speculation = dcp_costs_view_get_text (f->window->costs_view, "speculation");
+  g_assert_nonnull (strstr (speculation, "dflash with drafter-fits.mcapy, 15 drafts per step"));
+  g_assert_nonnull (strstr (speculation, "tokens/s with it"));
+  g_assert_nonnull (strstr (speculation, "without"));
+  g_assert_nonnull (strstr (speculation, "(estimated)"));
+  g_assert_nonnull (strstr (speculation, "Drafter: 1.50 GiB weights"));
+  presets = dcp_costs_view_get_text (f->window->costs_view, "presets");
+  g_assert_nonnull (strstr (presets, "MaxEfficiency: "));
+  g_assert_nonnull (strstr (presets, "Medium: "));
+  g_assert_nonnull (strstr (presets, "MaxQuality: "));
+  g_assert_nonnull (strstr (presets, "(dflash)"));
+
+  /* Load server waits for the drafter's download. */
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  g_assert_cmpint (dcp_engine_process_get_state (f->window->engine), ==, DCP_ENGINE_STOPPED);
+  g_assert_true (dcp_model_list_download (f->window->drafter_list, "drafter-fits.mcapy"));
+  iterate_until (drafter_downloaded, f);
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==, drafter_path);
+
+  /* The engine gets the drafter on its command line, and Copy gives the same. */
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  iterate_until (engine_ended, f);
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  log = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  want = g_strdup_printf ("--speculator dflash --drafter %s", drafter_path);
+  {
+    const char *args = strstr (log, "args: ");
+    g_autofree char *line = NULL;
+    g_autofree char *copied = copy_text (f);
+    g_autofree char *quoted = g_shell_quote (drafter_path);
+    g_autofree char *copied_drafter = g_strdup_printf ("--drafter %s", quoted);
+
+    g_assert_nonnull (args);
+    line = g_strndup (args, strcspn (args, "\n"));
+
+    g_assert_nonnull (strstr (line, want));
+    g_assert_nonnull (strstr (copied, "--speculator 'dflash'"));
+    g_assert_null (strstr (copied, "--speculator 'mtp'"));
+    g_assert_nonnull (strstr (copied, copied_drafter));
+  }
+
+  /* No drafter: the preset's mtp, from the settings file alone. */
+  dcp_model_list_select (f->window->drafter_list, NULL);
+  g_assert_null (dcp_window_get_drafter (f->window, NULL));
+  g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "speculation"), "mtp, 4 drafts per step"));
+  {
+    g_autofree char *copied = copy_text (f);
+
+    g_assert_null (strstr (copied, "--drafter"));
+    g_assert_nonnull (strstr (copied, "--speculator 'mtp'"));
+  }
+  g_unsetenv ("HF_ENDPOINT");
+  g_hash_table_unref (r.files);
+}
+
 static gboolean
 engine_ended (Fixture *f)
 {
@@ -749,6 +942,7 @@ main (int argc, char **argv)
   g_test_add ("/window/models-folder", Fixture, NULL, setup, test_models_folder, teardown);
   g_test_add ("/window/narrow", Fixture, NULL, setup, test_narrow, teardown);
   g_test_add ("/window/kept-part", Fixture, NULL, setup, test_kept_part, teardown);
+  g_test_add ("/window/drafter-pairing", Fixture, NULL, setup, test_drafter_pairing, teardown);
   status = g_test_run ();
   remove_tree (share);
   return status;
