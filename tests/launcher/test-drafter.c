@@ -10,6 +10,7 @@
 #include "dcp-error.h"
 #include "dcp-model-meta.h"
 #include "dcp-speculation-costs.h"
+#include "dcp-speculation-stats.h"
 #include "launcher-test-util.h"
 
 #define GIB (G_GUINT64_CONSTANT (1) << 30)
@@ -452,6 +453,31 @@ test_command (Fixture *f, gconstpointer data)
   g_assert_cmpstr (c.argv[4], ==, "off");
 }
 
+/* The Monitor's acceptance length from GetStats' counters. */
+static void
+test_stats (Fixture *f, gconstpointer data)
+{
+  g_autoptr(JsonNode) first = json_from_string ("{\"scheduler\": {\"steps\": 90, \"verify_steps\": 40,"
+                                                " \"drafted_tokens\": 600, \"accepted_tokens\": 130}}", NULL);
+  g_autoptr(JsonNode) second = json_from_string ("{\"scheduler\": {\"verify_steps\": 50,"
+                                                 " \"drafted_tokens\": 750, \"accepted_tokens\": 185}}", NULL);
+  g_autoptr(JsonNode) none = json_from_string ("{\"scheduler\": {\"verify_steps\": 3}}", NULL);
+  DcpSpeculationStats a, b, restarted = { 2, 30, 7 };
+
+  g_assert_true (dcp_speculation_stats_read (first, &a));
+  g_assert_cmpuint (a.verify_steps, ==, 40);
+  g_assert_cmpuint (a.drafted, ==, 600);
+  g_assert_cmpuint (a.accepted, ==, 130);
+  g_assert_true (dcp_speculation_stats_read (second, &b));
+  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (NULL, &a), 130.0 / 40, 1e-12);
+  /* Over the last sample: 55 accepted in 10 steps. */
+  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (&a, &b), 5.5, 1e-12);
+  g_assert_cmpfloat (dcp_speculation_stats_accepted_per_step (&b, &b), ==, -1);
+  /* Counters that went back: a new engine, counted from its start. */
+  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (&b, &restarted), 3.5, 1e-12);
+  g_assert_false (dcp_speculation_stats_read (none, &a));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -465,5 +491,6 @@ main (int argc, char **argv)
   g_test_add ("/speculation/expected", Fixture, NULL, setup, test_expected, teardown);
   g_test_add ("/speculation/costs", Fixture, NULL, setup, test_costs, teardown);
   g_test_add ("/speculation/command", Fixture, NULL, setup, test_command, teardown);
+  g_test_add ("/speculation/stats", Fixture, NULL, setup, test_stats, teardown);
   return g_test_run ();
 }
