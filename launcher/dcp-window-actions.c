@@ -224,13 +224,17 @@ copy_action (GtkWidget *widget, const char *action, GVariant *param)
 
 /* ---- Load server and Stop ---- */
 
-/* Every setting and the key, as one string to compare. */
+/* Every setting, the key and the paired drafter, as one string to compare. */
 static char *
 settings_fingerprint (DcpWindow *self)
 {
   g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+  const char *drafter_path = NULL;
 
-  return g_strconcat (json, "\n", self->settings.api_key ? self->settings.api_key : "", NULL);
+  /* The paired drafter is part of what the engine runs with. */
+  dcp_window_get_drafter (self, &drafter_path);
+  return g_strconcat (json, "\n", self->settings.api_key ? self->settings.api_key : "", "\n",
+                      drafter_path ? drafter_path : "", NULL);
 }
 
 gboolean
