@@ -5,6 +5,7 @@
 
 #include <glib/gi18n.h>
 
+#include "dcp-hf-auth.h"
 #include "dcp-window-private.h"
 
 /* The window's drafters: the repositories' files are listed and each head read (by Range) so
@@ -54,6 +55,8 @@ pending_done (DcpWindow *self)
     return;
   g_clear_pointer (&self->remote, g_ptr_array_unref);
   self->remote = g_steal_pointer (&self->listing);
+  g_clear_pointer (&self->checkpoints, g_ptr_array_unref);
+  self->checkpoints = g_steal_pointer (&self->listing_checkpoints);
   refresh_models_done (self);
 }
 
@@ -124,6 +127,58 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
   pending_free (p);
 }
 
+static void
+checkpoint_config_read (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Pending *p = user_data;
+  DcpWindow *self = p->self;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) body = soup_session_send_and_read_finish (SOUP_SESSION (source), result, &error);
+  SoupMessage *msg = soup_session_get_async_result_message (SOUP_SESSION (source), result);
+  DcpDrafterInfo *info = NULL;
+
+  if (p->generation != self->listing_generation)
+    {
+      pending_free (p);
+      return;
+    }
+  if (body != NULL && soup_message_get_status (msg) == SOUP_STATUS_OK)
+    info = dcp_drafter_info_new_from_checkpoint (body, p->url, GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (msg), "weights")), &error);
+  if (info != NULL)
+    g_ptr_array_add (self->listing_checkpoints, info);
+  else
+    g_debug ("%s: %s", p->url, error ? error->message : "config.json could not be read");
+  pending_done (self);
+  pending_free (p);
+}
+
+static void
+checkpoint_listed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Pending *p = user_data;
+  DcpWindow *self = p->self;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpCheckpointListing) c = dcp_model_catalog_list_checkpoint_finish (result, &error);
+
+  if (p->generation == self->listing_generation && c != NULL)
+    {
+      g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
+      g_autoptr(SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, c->config_url);
+
+      if (msg != NULL)
+        {
+          /* Its weights' size rides on the message to the answer. */
+          g_object_set_data (G_OBJECT (msg), "weights", GSIZE_TO_POINTER ((gsize) c->weight_bytes));
+          dcp_hf_authorize (msg, dcp_model_catalog_default_endpoint (), token);
+          soup_session_send_and_read_async (self->session, msg, G_PRIORITY_DEFAULT, self->cancellable,
+                                            checkpoint_config_read, pending_new (self, FALSE, c->repo));
+        }
+    }
+  if (p->generation == self->listing_generation)
+    pending_done (self);
+  pending_free (p);
+}
+
 void
 dcp_window_list_remote (DcpWindow *self, const char *repo)
 {
@@ -135,12 +190,21 @@ dcp_window_list_remote (DcpWindow *self, const char *repo)
   g_clear_pointer (&self->listing_error, g_free);
   g_clear_pointer (&self->listing, g_ptr_array_unref);
   self->listing = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  g_clear_pointer (&self->listing_checkpoints, g_ptr_array_unref);
+  self->listing_checkpoints = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_drafter_info_free);
   dcp_model_catalog_list_remote_async (self->session, endpoint, repo, "main", token, self->cancellable,
                                        listed, pending_new (self, TRUE, NULL));
+  /* Drafter repositories: drafter files, or a DFlash checkpoint folder. */
   for (guint i = 0; dcp_window_drafter_repositories[i] != NULL; i++)
-    if (g_ascii_strcasecmp (dcp_window_drafter_repositories[i], repo) != 0)
-      dcp_model_catalog_list_remote_async (self->session, endpoint, dcp_window_drafter_repositories[i], "main", token,
-                                           self->cancellable, listed, pending_new (self, FALSE, NULL));
+    {
+      const char *r = dcp_window_drafter_repositories[i];
+
+      if (g_ascii_strcasecmp (r, repo) != 0)
+        dcp_model_catalog_list_remote_async (self->session, endpoint, r, "main", token, self->cancellable, listed,
+                                             pending_new (self, FALSE, NULL));
+      dcp_model_catalog_list_checkpoint_async (self->session, endpoint, r, "main", token, self->cancellable,
+                                               checkpoint_listed, pending_new (self, FALSE, NULL));
+    }
 }
 
 DcpModelMeta *
@@ -212,6 +276,7 @@ dcp_window_update_drafters (DcpWindow *self)
 {
   GPtrArray *fitting = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   g_autoptr(GString) unfit = g_string_new (NULL);
+  g_autoptr(GString) checkpoints = g_string_new (NULL);
   const char *choice = NULL;
 
   for (guint i = 0; self->drafters != NULL && i < self->drafters->len; i++)
@@ -224,6 +289,19 @@ dcp_window_update_drafters (DcpWindow *self)
         continue;
       if (dcp_drafter_info_fits (d, &self->meta->plan.config, self->meta->architecture, self->meta->model_id, &error))
         g_ptr_array_add (fitting, dcp_model_entry_copy (e));
+      else
+        g_string_append_printf (unfit, "\n%s", error->message);
+    }
+  for (guint i = 0; self->meta != NULL && self->checkpoints != NULL && i < self->checkpoints->len; i++)
+    {
+      const DcpDrafterInfo *d = self->checkpoints->pdata[i];
+      g_autoptr(GError) error = NULL;
+
+      if (dcp_drafter_info_fits (d, &self->meta->plan.config, self->meta->architecture, self->meta->model_id, &error))
+        /* Translators: a repository, then the size of its weights in GiB */
+        g_string_append_printf (checkpoints, _("\n%s: a DFlash checkpoint folder that fits this model (%.1f GiB); "
+                                               "the launcher cannot convert it into a drafter file yet"),
+                                d->name, d->weight_bytes / (double) (1 << 30));
       else
         g_string_append_printf (unfit, "\n%s", error->message);
     }
@@ -251,18 +329,20 @@ dcp_window_update_drafters (DcpWindow *self)
   }
   if (self->meta == NULL)
     dcp_model_list_set_note (self->drafter_list, _("Choose a model: the drafters that fit it are listed here."));
-  else if (unfit->len > 0)
-    {
-      /* Translators: followed by one line per drafter file that does not fit, saying why */
-      g_autofree char *note = g_strdup_printf (_("Not for this model:%s"), unfit->str);
-      dcp_model_list_set_note (self->drafter_list, note);
-    }
-  else if (fitting->len == 0)
-    dcp_model_list_set_note (self->drafter_list,
-                             _("No drafter file for this model in the models folder or the repositories: "
-                               "speculation uses the model's own MTP head when it has one."));
   else
-    dcp_model_list_set_note (self->drafter_list, NULL);
+    {
+      g_autoptr(GString) note = g_string_new (NULL);
+
+      if (fitting->len == 0)
+        g_string_append (note, _("No drafter file for this model in the models folder or the repositories: "
+                                 "speculation uses the model's own MTP head when it has one."));
+      if (unfit->len > 0)
+        /* Translators: followed by one line per drafter that does not fit, saying why */
+        g_string_append_printf (note, "\n%s%s", _("Not for this model:"), unfit->str);
+      /* Each line of unfit and checkpoints starts with a line break. */
+      g_string_append (note, checkpoints->str);
+      dcp_model_list_set_note (self->drafter_list, note->len == 0 ? NULL : note->str + (note->str[0] == '\n'));
+    }
 }
 
 const DcpDrafterInfo *
@@ -327,6 +407,8 @@ dcp_window_finalize_drafters (DcpWindow *self)
   g_clear_pointer (&self->heads, g_hash_table_unref);
   g_clear_pointer (&self->drafters, g_ptr_array_unref);
   g_clear_pointer (&self->listing, g_ptr_array_unref);
+  g_clear_pointer (&self->checkpoints, g_ptr_array_unref);
+  g_clear_pointer (&self->listing_checkpoints, g_ptr_array_unref);
   g_clear_pointer (&self->listing_error, g_free);
   g_free (self->drafter_choice);
 }

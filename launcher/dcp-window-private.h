@@ -65,6 +65,8 @@ struct _DcpWindow
   GPtrArray *drafters;            /* DcpModelEntry *: every drafter file listed, fitting or not */
   char *drafter_choice;           /* NULL: the first that fits; "": none; else a file name */
   GPtrArray *listing;             /* the repositories' files while their heads are read */
+  GPtrArray *checkpoints;         /* DcpDrafterInfo *: drafter repositories that are checkpoint folders */
+  GPtrArray *listing_checkpoints; /* the same while they are read */
   guint listing_pending;          /* listings and head reads still running */
   guint listing_generation;       /* a refresh makes the answers of the one before stale */
   char *listing_error;            /* why the model repository could not be listed, or NULL */

@@ -8,6 +8,7 @@
 #include "dcp-drafter.h"
 #include "dcp-engine-command.h"
 #include "dcp-error.h"
+#include "dcp-model-catalog.h"
 #include "dcp-model-meta.h"
 #include "dcp-speculation-costs.h"
 #include "dcp-speculation-stats.h"
@@ -219,6 +220,33 @@ test_checkpoint (Fixture *f, gconstpointer data)
     g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
     g_assert_nonnull (strstr (error->message, "x/y/config.json"));
   }
+}
+
+/* A repository's file list read as a checkpoint folder: config.json and the weights' LFS sizes at
+ * its top level; anything else is not one. */
+static void
+test_checkpoint_tree (Fixture *f, gconstpointer data)
+{
+  const char *tree = "[{\"type\":\"file\",\"path\":\"config.json\",\"size\":900},"
+                     "{\"type\":\"file\",\"path\":\"model-1.safetensors\",\"size\":134,\"lfs\":{\"size\":1000}},"
+                     "{\"type\":\"file\",\"path\":\"model-2.safetensors\",\"size\":2000},"
+                     "{\"type\":\"file\",\"path\":\"old/model.safetensors\",\"size\":50000},"
+                     "{\"type\":\"directory\",\"path\":\"old\"}]";
+  const char *no_config = "[{\"type\":\"file\",\"path\":\"model.safetensors\",\"size\":10}]";
+  g_autoptr(GBytes) a = g_bytes_new_static (tree, strlen (tree));
+  g_autoptr(GBytes) b = g_bytes_new_static (no_config, strlen (no_config));
+  g_autoptr(GBytes) c = g_bytes_new_static ("{}", 2);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpCheckpointListing) listing = dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", a, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (listing->config_url, ==, "http://h/z-lab/D/resolve/main/config.json");
+  g_assert_cmpuint (listing->weight_bytes, ==, 3000);
+  g_assert_cmpstr (listing->repo, ==, "z-lab/D");
+  g_assert_null (dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", b, &error));
+  g_assert_no_error (error);
+  g_assert_null (dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", c, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
 }
 
 /* ---- a drafter's head by Range from a loopback server ---- */
@@ -487,6 +515,7 @@ main (int argc, char **argv)
   g_test_add ("/drafter/fits", Fixture, NULL, setup, test_fits, teardown);
   g_test_add ("/drafter/checkpoint", Fixture, NULL, setup, test_checkpoint, teardown);
   g_test_add ("/drafter/remote", Fixture, NULL, setup, test_remote, teardown);
+  g_test_add ("/drafter/checkpoint-tree", Fixture, NULL, setup, test_checkpoint_tree, teardown);
   g_test_add ("/speculation/resolve", Fixture, NULL, setup, test_resolve, teardown);
   g_test_add ("/speculation/expected", Fixture, NULL, setup, test_expected, teardown);
   g_test_add ("/speculation/costs", Fixture, NULL, setup, test_costs, teardown);

@@ -434,7 +434,28 @@ serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path
       soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, r->tree, strlen (r->tree));
       return;
     }
-  /* The drafter repositories the launcher also lists are not on this server. */
+  /* The drafter repository the launcher also lists: a DFlash checkpoint folder as z-lab's. */
+  if (g_str_equal (path, "/api/models/z-lab/Qwen3.5-27B-DFlash/tree/main"))
+    {
+      const char *tree = "[{\"type\":\"file\",\"path\":\"config.json\",\"size\":900},"
+                         "{\"type\":\"file\",\"path\":\"model.safetensors\",\"size\":134,"
+                         "\"lfs\":{\"oid\":\"00\",\"size\":3435973836}}]";
+
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, tree, strlen (tree));
+      return;
+    }
+  if (g_str_equal (path, "/z-lab/Qwen3.5-27B-DFlash/resolve/main/config.json"))
+    {
+      const char *config = "{\"architectures\": [\"DFlashDraftModel\"], \"block_size\": 16, \"hidden_size\": 5120,"
+                           " \"vocab_size\": 248320, \"num_hidden_layers\": 5, \"num_key_value_heads\": 8,"
+                           " \"head_dim\": 128, \"dflash_config\": {\"mask_token_id\": 248070,"
+                           " \"target_layer_ids\": [1, 16, 31, 46, 61]}}";
+
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, config, strlen (config));
+      return;
+    }
   if (file == NULL)
     {
       soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
@@ -541,6 +562,8 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   note = dcp_model_list_get_note (f->window->drafter_list);
   g_assert_nonnull (strstr (note, "drafter-other.mcapy is for hidden size 4096"));
   g_assert_nonnull (strstr (note, "local-other.mcapy is for a vocabulary of 151936"));
+  /* The checkpoint folder is named, but not offered: it needs converting. */
+  g_assert_nonnull (strstr (note, "z-lab/Qwen3.5-27B-DFlash: a DFlash checkpoint folder that fits this model (3.2 GiB)"));
 
   /* The costs before anything is downloaded: both speeds, the drafter's VRAM, per preset. */
   speculation = dcp_costs_view_get_text (f->window->costs_view, "speculation");
