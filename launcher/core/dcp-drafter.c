@@ -161,7 +161,8 @@ read_acceptance (JsonObject *drafter, DcpDrafterInfo *d, GError **error)
 static guint64
 weights_from_sizes (JsonObject *sizes, guint64 data_bytes)
 {
-  const char *const members[] = { "text", "tensors" };
+  /* A drafter file writes gpu_weights (its layers, fc and norms: everything it holds). */
+  const char *const members[] = { "gpu_weights", "tensors" };
 
   for (guint i = 0; i < G_N_ELEMENTS (members); i++)
     {

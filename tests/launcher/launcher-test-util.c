@@ -176,6 +176,8 @@ test_drafter_build (const TestDrafter *d)
   g_autoptr(JsonNode) meta = NULL;
 
   json_builder_begin_object (b);
+  json_builder_set_member_name (b, "architecture");
+  json_builder_add_string_value (b, "dflash");
   json_builder_set_member_name (b, "drafter");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "kind");
@@ -225,7 +227,9 @@ test_drafter_build (const TestDrafter *d)
   json_builder_end_object (b);
   json_builder_set_member_name (b, "sizes");
   json_builder_begin_object (b);
-  add_uint (b, "text", d->weights);
+  add_uint (b, "layers", d->weights - 4096);
+  add_uint (b, "gpu_weights", d->weights);
+  add_uint (b, "tensors", d->weights);
   add_uint (b, "file", d->weights + (1 << 20));
   json_builder_end_object (b);
   json_builder_set_member_name (b, "recipe");

@@ -29,7 +29,7 @@ typedef struct {
   double mean_accepted;       /* < 0: "acceptance": null */
   guint block_size;
   guint layers, kv_heads, head_dim;   /* its own */
-  guint64 weights;            /* sizes.text */
+  guint64 weights;            /* sizes.gpu_weights */
 } TestDrafter;
 
 /* A drafter for the 27B config of tests/model (hidden 5120, vocabulary 248320, 64 layers). */
