@@ -22,13 +22,23 @@ typedef struct {
   guint generation;
   gboolean is_model_repo;   /* the model repository's listing (its errors are shown) */
   char *url;                /* a head being read */
+  DcpCheckpointListing *listing;  /* a checkpoint folder whose config.json is being read */
 } Pending;
+
+static void
+checkpoint_free (DcpCheckpoint *c)
+{
+  dcp_drafter_info_free (c->info);
+  dcp_checkpoint_listing_free (c->listing);
+  g_free (c);
+}
 
 static void
 pending_free (Pending *p)
 {
   g_object_unref (p->self);
   g_free (p->url);
+  dcp_checkpoint_listing_free (p->listing);
   g_free (p);
 }
 
@@ -143,9 +153,15 @@ checkpoint_config_read (GObject *source, GAsyncResult *result, gpointer user_dat
       return;
     }
   if (body != NULL && soup_message_get_status (msg) == SOUP_STATUS_OK)
-    info = dcp_drafter_info_new_from_checkpoint (body, p->url, GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (msg), "weights")), &error);
+    info = dcp_drafter_info_new_from_checkpoint (body, p->url, p->listing->weight_bytes, &error);
   if (info != NULL)
-    g_ptr_array_add (self->listing_checkpoints, info);
+    {
+      DcpCheckpoint *c = g_new0 (DcpCheckpoint, 1);
+
+      c->info = info;
+      c->listing = g_steal_pointer (&p->listing);
+      g_ptr_array_add (self->listing_checkpoints, c);
+    }
   else
     g_debug ("%s: %s", p->url, error ? error->message : "config.json could not be read");
   pending_done (self);
@@ -167,11 +183,12 @@ checkpoint_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 
       if (msg != NULL)
         {
-          /* Its weights' size rides on the message to the answer. */
-          g_object_set_data (G_OBJECT (msg), "weights", GSIZE_TO_POINTER ((gsize) c->weight_bytes));
+          Pending *read = pending_new (self, FALSE, c->repo);
+
+          read->listing = g_steal_pointer (&c);
           dcp_hf_authorize (msg, dcp_model_catalog_default_endpoint (), token);
           soup_session_send_and_read_async (self->session, msg, G_PRIORITY_DEFAULT, self->cancellable,
-                                            checkpoint_config_read, pending_new (self, FALSE, c->repo));
+                                            checkpoint_config_read, read);
         }
     }
   if (p->generation == self->listing_generation)
@@ -191,7 +208,7 @@ dcp_window_list_remote (DcpWindow *self, const char *repo)
   g_clear_pointer (&self->listing, g_ptr_array_unref);
   self->listing = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   g_clear_pointer (&self->listing_checkpoints, g_ptr_array_unref);
-  self->listing_checkpoints = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_drafter_info_free);
+  self->listing_checkpoints = g_ptr_array_new_with_free_func ((GDestroyNotify) checkpoint_free);
   dcp_model_catalog_list_remote_async (self->session, endpoint, repo, "main", token, self->cancellable,
                                        listed, pending_new (self, TRUE, NULL));
   /* Drafter repositories: drafter files, or a DFlash checkpoint folder. */
@@ -276,7 +293,7 @@ dcp_window_update_drafters (DcpWindow *self)
 {
   GPtrArray *fitting = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   g_autoptr(GString) unfit = g_string_new (NULL);
-  g_autoptr(GString) checkpoints = g_string_new (NULL);
+  g_autoptr(GPtrArray) convertible = g_ptr_array_new ();
   const char *choice = NULL;
 
   for (guint i = 0; self->drafters != NULL && i < self->drafters->len; i++)
@@ -292,18 +309,21 @@ dcp_window_update_drafters (DcpWindow *self)
       else
         g_string_append_printf (unfit, "\n%s", error->message);
     }
+  /* Checkpoint folders that fit, unless the drafter file they become is listed already. */
   for (guint i = 0; self->meta != NULL && self->checkpoints != NULL && i < self->checkpoints->len; i++)
     {
-      const DcpDrafterInfo *d = self->checkpoints->pdata[i];
+      const DcpCheckpoint *c = self->checkpoints->pdata[i];
+      g_autofree char *output = dcp_checkpoint_list_output_name (c->listing->repo);
       g_autoptr(GError) error = NULL;
+      gboolean have = FALSE;
 
-      if (dcp_drafter_info_fits (d, &self->meta->plan.config, self->meta->architecture, self->meta->model_id, &error))
-        /* Translators: a repository, then the size of its weights in GiB */
-        g_string_append_printf (checkpoints, _("\n%s: a DFlash checkpoint folder that fits this model (%.1f GiB); "
-                                               "the launcher cannot convert it into a drafter file yet"),
-                                d->name, d->weight_bytes / (double) (1 << 30));
-      else
+      for (guint j = 0; self->drafters != NULL && j < self->drafters->len && !have; j++)
+        have = g_str_equal (((DcpModelEntry *) self->drafters->pdata[j])->name, output);
+      if (!dcp_drafter_info_fits (c->info, &self->meta->plan.config, self->meta->architecture, self->meta->model_id,
+                                  &error))
         g_string_append_printf (unfit, "\n%s", error->message);
+      else if (!have)
+        g_ptr_array_add (convertible, c->listing);
     }
   /* The first fitting one on this PC, else the first in a repository (its costs show before the
    * download), unless the user chose. */
@@ -329,18 +349,24 @@ dcp_window_update_drafters (DcpWindow *self)
   }
   if (self->meta == NULL)
     dcp_model_list_set_note (self->drafter_list, _("Choose a model: the drafters that fit it are listed here."));
-  else
+  {
+    g_autofree char *models = dcp_window_models_dir (self);
+
+    if (self->engine_path != NULL)
+      dcp_checkpoint_list_set_converter (self->checkpoint_list, self->engine_path,
+                                         self->meta ? self->meta->model_id : NULL);
+    dcp_checkpoint_list_set_entries (self->checkpoint_list, convertible, models);
+  }
+  if (self->meta != NULL)
     {
       g_autoptr(GString) note = g_string_new (NULL);
 
-      if (fitting->len == 0)
+      if (fitting->len == 0 && convertible->len == 0)
         g_string_append (note, _("No drafter file for this model in the models folder or the repositories: "
                                  "speculation uses the model's own MTP head when it has one."));
       if (unfit->len > 0)
         /* Translators: followed by one line per drafter that does not fit, saying why */
         g_string_append_printf (note, "\n%s%s", _("Not for this model:"), unfit->str);
-      /* Each line of unfit and checkpoints starts with a line break. */
-      g_string_append (note, checkpoints->str);
       dcp_model_list_set_note (self->drafter_list, note->len == 0 ? NULL : note->str + (note->str[0] == '\n'));
     }
 }
@@ -380,9 +406,21 @@ drafter_downloaded (DcpModelList *list, const char *name, DcpWindow *self)
 }
 
 static void
-drafter_error (DcpModelList *list, const char *message, DcpWindow *self)
+drafter_error (GObject *list, const char *message, DcpWindow *self)
 {
   dcp_window_toast (self, message);
+}
+
+static void
+checkpoint_converted (DcpCheckpointList *list, const char *name, DcpWindow *self)
+{
+  /* Translators: %s is a drafter file's name */
+  g_autofree char *text = g_strdup_printf (_("%s is ready and paired with the model"), name);
+
+  dcp_window_toast (self, text);
+  g_free (self->drafter_choice);
+  self->drafter_choice = g_strdup (name);
+  dcp_window_show_models (self);
 }
 
 void
@@ -399,6 +437,9 @@ dcp_window_init_drafters (DcpWindow *self)
   g_signal_connect (self->drafter_list, "selected", G_CALLBACK (drafter_selected), self);
   g_signal_connect (self->drafter_list, "downloaded", G_CALLBACK (drafter_downloaded), self);
   g_signal_connect (self->drafter_list, "error", G_CALLBACK (drafter_error), self);
+  self->checkpoint_list = dcp_checkpoint_list_new (self->session);
+  g_signal_connect (self->checkpoint_list, "converted", G_CALLBACK (checkpoint_converted), self);
+  g_signal_connect (self->checkpoint_list, "error", G_CALLBACK (drafter_error), self);
 }
 
 void

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-checkpoint-list.h"
 #include "dcp-costs-view.h"
 #include "dcp-download.h"
 #include "dcp-engine-command.h"
@@ -65,7 +66,8 @@ struct _DcpWindow
   GPtrArray *drafters;            /* DcpModelEntry *: every drafter file listed, fitting or not */
   char *drafter_choice;           /* NULL: the first that fits; "": none; else a file name */
   GPtrArray *listing;             /* the repositories' files while their heads are read */
-  GPtrArray *checkpoints;         /* DcpDrafterInfo *: drafter repositories that are checkpoint folders */
+  DcpCheckpointList *checkpoint_list;  /* the checkpoint folders that fit, to download and convert */
+  GPtrArray *checkpoints;         /* DcpCheckpoint *: drafter repositories that are checkpoint folders */
   GPtrArray *listing_checkpoints; /* the same while they are read */
   guint listing_pending;          /* listings and head reads still running */
   guint listing_generation;       /* a refresh makes the answers of the one before stale */
@@ -102,6 +104,11 @@ char        *dcp_window_check_models_folder (const char       *text,
 void         dcp_window_set_narrow        (DcpWindow          *self,
                                            gboolean            narrow);
 /* dcp-window-drafters.c */
+/* A checkpoint folder read while listing: what its config.json says, and its files. */
+typedef struct {
+  DcpDrafterInfo *info;
+  DcpCheckpointListing *listing;
+} DcpCheckpoint;
 /* Drafter repositories listed beside the model repository (docs/LAUNCHER.md). */
 extern const char *const dcp_window_drafter_repositories[];
 void         dcp_window_init_drafters     (DcpWindow          *self);

@@ -781,6 +781,7 @@ dcp_window_init (DcpWindow *self)
   gtk_box_prepend (self->left_box, GTK_WIDGET (self->model_list));
   dcp_window_init_drafters (self);
   gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->drafter_list), GTK_WIDGET (self->model_list));
+  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->checkpoint_list), GTK_WIDGET (self->drafter_list));
   self->settings_page = dcp_settings_page_new (&self->settings);
   gtk_box_append (self->left_box, GTK_WIDGET (self->settings_page));
   self->costs_view = dcp_costs_view_new ();
@@ -855,6 +856,7 @@ token_changed (GSettings *settings, const char *key, DcpWindow *self)
 
   dcp_model_list_set_token (self->model_list, g_strstrip (token));
   dcp_model_list_set_token (self->drafter_list, token);
+  dcp_checkpoint_list_set_token (self->checkpoint_list, token);
 }
 
 DcpWindow *

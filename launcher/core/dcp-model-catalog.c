@@ -152,6 +152,55 @@ file_url (const char *endpoint, const char *repo, const char *revision, const ch
   return g_strdup_printf ("%s/%s/resolve/%s/%s", endpoint, repo, revision, escaped);
 }
 
+DcpCheckpointListing *
+dcp_checkpoint_listing_copy (const DcpCheckpointListing *listing)
+{
+  DcpCheckpointListing *c;
+
+  g_return_val_if_fail (listing != NULL, NULL);
+  c = g_new0 (DcpCheckpointListing, 1);
+  c->repo = g_strdup (listing->repo);
+  c->config_url = g_strdup (listing->config_url);
+  c->weight_bytes = listing->weight_bytes;
+  c->files = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  for (guint i = 0; listing->files != NULL && i < listing->files->len; i++)
+    g_ptr_array_add (c->files, dcp_model_entry_copy (listing->files->pdata[i]));
+  return c;
+}
+
+/* The file's size: its LFS size when it has one (the pointer's own size is not the file's). */
+static guint64
+tree_file_size (JsonObject *o)
+{
+  JsonNode *lfs = json_object_get_member (o, "lfs");
+  gint64 size = json_object_get_int_member_with_default (o, "size", 0);
+
+  if (lfs != NULL && JSON_NODE_HOLDS_OBJECT (lfs))
+    size = json_object_get_int_member_with_default (json_node_get_object (lfs), "size", size);
+  return (guint64) MAX (0, size);
+}
+
+/* A file of the listing: its size and SHA-256 from its LFS pointer when it has one. */
+static DcpModelEntry *
+tree_entry (JsonObject *o, const char *path, const char *endpoint, const char *repo, const char *revision)
+{
+  DcpModelEntry *e = g_new0 (DcpModelEntry, 1);
+  JsonNode *lfs = json_object_get_member (o, "lfs");
+  const char *base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
+
+  e->name = g_strdup (base);
+  e->size = tree_file_size (o);
+  if (lfs && JSON_NODE_HOLDS_OBJECT (lfs))
+    {
+      const char *oid = json_object_get_string_member_with_default (json_node_get_object (lfs), "oid", NULL);
+
+      if (oid && strlen (oid) == 64)
+        e->sha256 = g_ascii_strdown (oid, -1);
+    }
+  e->url = file_url (endpoint, repo, revision, path);
+  return e;
+}
+
 GPtrArray *
 dcp_model_catalog_parse_tree (const char *endpoint, const char *repo, const char *revision,
                               GBytes *json, GError **error)
@@ -167,30 +216,14 @@ dcp_model_catalog_parse_tree (const char *endpoint, const char *repo, const char
     {
       JsonNode *node = json_array_get_element (files, i);
       JsonObject *o = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-      JsonNode *lfs;
-      const char *path, *base;
-      DcpModelEntry *e;
+      const char *path;
 
       if (o == NULL || g_strcmp0 (json_object_get_string_member_with_default (o, "type", ""), "file") != 0)
         continue;
       path = json_object_get_string_member_with_default (o, "path", "");
-      base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
-      if (!g_str_has_suffix (base, ".mcapy") || strstr (path, "..") != NULL)
+      if (!g_str_has_suffix (path, ".mcapy") || strstr (path, "..") != NULL)
         continue;
-      e = g_new0 (DcpModelEntry, 1);
-      e->name = g_strdup (base);
-      e->size = (guint64) MAX (0, json_object_get_int_member_with_default (o, "size", 0));
-      lfs = json_object_get_member (o, "lfs");
-      if (lfs && JSON_NODE_HOLDS_OBJECT (lfs))
-        {
-          JsonObject *l = json_node_get_object (lfs);
-          const char *oid = json_object_get_string_member_with_default (l, "oid", NULL);
-          e->size = (guint64) MAX (0, json_object_get_int_member_with_default (l, "size", (gint64) e->size));
-          if (oid && strlen (oid) == 64)
-            e->sha256 = g_ascii_strdown (oid, -1);
-        }
-      e->url = file_url (endpoint, repo, revision, path);
-      g_ptr_array_add (entries, e);
+      g_ptr_array_add (entries, tree_entry (o, path, endpoint, repo, revision));
     }
   g_ptr_array_sort (entries, compare_entries);
   return g_steal_pointer (&entries);
@@ -203,19 +236,8 @@ dcp_checkpoint_listing_free (DcpCheckpointListing *listing)
     return;
   g_free (listing->repo);
   g_free (listing->config_url);
+  g_clear_pointer (&listing->files, g_ptr_array_unref);
   g_free (listing);
-}
-
-/* The file's size: its LFS size when it has one (the pointer's own size is not the file's). */
-static guint64
-tree_file_size (JsonObject *o)
-{
-  JsonNode *lfs = json_object_get_member (o, "lfs");
-  gint64 size = json_object_get_int_member_with_default (o, "size", 0);
-
-  if (lfs != NULL && JSON_NODE_HOLDS_OBJECT (lfs))
-    size = json_object_get_int_member_with_default (json_node_get_object (lfs), "size", size);
-  return (guint64) MAX (0, size);
 }
 
 DcpCheckpointListing *
@@ -229,6 +251,7 @@ dcp_model_catalog_parse_checkpoint (const char *endpoint, const char *repo, cons
 
   if (root == NULL)
     return NULL;
+  c->files = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   files = json_node_get_array (root);
   for (guint i = 0; i < json_array_get_length (files); i++)
     {
@@ -249,6 +272,9 @@ dcp_model_catalog_parse_checkpoint (const char *endpoint, const char *repo, cons
           have_weights = TRUE;
           c->weight_bytes += tree_file_size (o);
         }
+      else
+        continue;
+      g_ptr_array_add (c->files, tree_entry (o, path, endpoint, repo, revision));
     }
   if (c->config_url == NULL || !have_weights)
     return NULL;

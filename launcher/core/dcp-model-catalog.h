@@ -48,9 +48,11 @@ typedef struct {
   char *repo;
   char *config_url;        /* config.json */
   guint64 weight_bytes;    /* the .safetensors files together */
+  GPtrArray *files;        /* DcpModelEntry *: config.json and the .safetensors files */
 } DcpCheckpointListing;
 
 void       dcp_checkpoint_listing_free (DcpCheckpointListing *listing);
+DcpCheckpointListing *dcp_checkpoint_listing_copy (const DcpCheckpointListing *listing);
 /* From the API's JSON answer: NULL without error when the repository has no config.json or no
  * .safetensors file. */
 DcpCheckpointListing *dcp_model_catalog_parse_checkpoint (const char *endpoint,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dcp-drafter.h"
+#include "dcp-drafter-convert.h"
 #include "dcp-engine-command.h"
 #include "dcp-error.h"
 #include "dcp-model-catalog.h"
@@ -243,6 +244,11 @@ test_checkpoint_tree (Fixture *f, gconstpointer data)
   g_assert_cmpstr (listing->config_url, ==, "http://h/z-lab/D/resolve/main/config.json");
   g_assert_cmpuint (listing->weight_bytes, ==, 3000);
   g_assert_cmpstr (listing->repo, ==, "z-lab/D");
+  /* What a download of the folder fetches: config.json and the top level's weights. */
+  g_assert_cmpuint (listing->files->len, ==, 3);
+  g_assert_cmpstr (((DcpModelEntry *) listing->files->pdata[1])->name, ==, "model-1.safetensors");
+  g_assert_cmpuint (((DcpModelEntry *) listing->files->pdata[1])->size, ==, 1000);
+  g_assert_cmpstr (((DcpModelEntry *) listing->files->pdata[2])->url, ==, "http://h/z-lab/D/resolve/main/model-2.safetensors");
   g_assert_null (dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", b, &error));
   g_assert_no_error (error);
   g_assert_null (dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", c, &error));
@@ -506,6 +512,80 @@ test_stats (Fixture *f, gconstpointer data)
   g_assert_false (dcp_speculation_stats_read (none, &a));
 }
 
+/* decapybara-convert run on a folder: its file moved into place, or its status and last line. */
+static void
+converted (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GError **error = user_data;
+
+  if (!dcp_drafter_convert_finish (result, error) && *error == NULL)
+    g_assert_not_reached ();
+  if (*error == NULL)
+    *error = g_error_new_literal (DCP_ERROR, DCP_ERROR_N_CODES, "done");
+}
+
+static GError *
+run_converter (const char *converter, const char *folder, const char *target, const char *output)
+{
+  GError *error = NULL;
+
+  dcp_drafter_convert_async (converter, folder, target, output, NULL, converted, &error);
+  while (error == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  return error;
+}
+
+static void
+test_convert (Fixture *f, gconstpointer data)
+{
+  g_autofree char *good = g_build_filename (f->dir, "good-convert", NULL);
+  g_autofree char *bad = g_build_filename (f->dir, "bad-convert", NULL);
+  g_autofree char *args = g_build_filename (f->dir, "args", NULL);
+  g_autofree char *output = g_build_filename (f->dir, "Out-DFlash.mcapy", NULL);
+  g_autofree char *written = g_build_filename (f->dir, "drafter.mcapy", NULL);
+  g_autofree char *script = g_strdup_printf ("#!/bin/sh\necho \"$@\" > '%s'\n"
+                                             "for last; do :; done\necho converted > \"$last\"\n", args);
+  g_autofree char *got = NULL;
+  g_autofree char *want = g_strdup_printf ("--target-name Qwen/Qwen3.8-27B %s %s", f->dir, written);
+  GError *error;
+
+  g_assert_true (g_file_set_contents (good, script, -1, NULL));
+  g_assert_true (g_file_set_contents (bad, "#!/bin/sh\necho reading\necho 'fc.weight: missing' >&2\n"
+                                           "echo partial > \"$2\"\nexit 3\n", -1, NULL));
+  g_assert_cmpint (g_chmod (good, 0755), ==, 0);
+  g_assert_cmpint (g_chmod (bad, 0755), ==, 0);
+
+  error = run_converter (good, f->dir, "Qwen/Qwen3.8-27B", output);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_N_CODES);
+  g_clear_error (&error);
+  g_assert_true (g_file_get_contents (args, &got, NULL, NULL));
+  g_assert_cmpstr (g_strstrip (got), ==, want);
+  g_assert_true (g_file_test (output, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (written, G_FILE_TEST_EXISTS));
+
+  g_remove (output);
+  error = run_converter (bad, f->dir, NULL, output);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "status 3"));
+  g_assert_nonnull (strstr (error->message, "fc.weight: missing"));
+  g_clear_error (&error);
+  /* Nothing half-written is left, and nothing reached the models folder. */
+  g_assert_false (g_file_test (written, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (output, G_FILE_TEST_EXISTS));
+
+  error = run_converter ("/nonexistent/decapybara-convert", f->dir, NULL, output);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_remove (args);
+  g_remove (good);
+  g_remove (bad);
+
+  g_setenv ("DECAPYBARA_CONVERT", "/opt/x/convert", TRUE);
+  g_assert_cmpstr (dcp_drafter_converter_path ("/usr/bin/decapybara"), ==, "/opt/x/convert");
+  g_unsetenv ("DECAPYBARA_CONVERT");
+  g_assert_cmpstr (dcp_drafter_converter_path ("/usr/bin/decapybara"), ==, "/usr/bin/decapybara-convert");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -521,5 +601,6 @@ main (int argc, char **argv)
   g_test_add ("/speculation/costs", Fixture, NULL, setup, test_costs, teardown);
   g_test_add ("/speculation/command", Fixture, NULL, setup, test_command, teardown);
   g_test_add ("/speculation/stats", Fixture, NULL, setup, test_stats, teardown);
+  g_test_add ("/drafter/convert", Fixture, NULL, setup, test_convert, teardown);
   return g_test_run ();
 }

@@ -410,9 +410,25 @@ test_repository (Fixture *f, gconstpointer data)
 static gboolean engine_ended (Fixture *f);
 static gboolean entry_listed (DcpWindow *window, const char *name);
 
+static gboolean
+checkpoint_paired (Fixture *f)
+{
+  const DcpModelEntry *e = dcp_model_list_get_selected (f->window->drafter_list);
+
+  return e != NULL && e->local_path != NULL && g_str_equal (e->name, "Qwen3.5-27B-DFlash.mcapy");
+}
+
+/* The z-lab checkpoint folder the launcher also lists (dcp_window_drafter_repositories). */
+#define ZLAB "/z-lab/Qwen3.5-27B-DFlash"
+static const char zlab_config[] =
+  "{\"architectures\": [\"DFlashDraftModel\"], \"block_size\": 16, \"hidden_size\": 5120,"
+  " \"vocab_size\": 248320, \"num_hidden_layers\": 5, \"num_key_value_heads\": 8,"
+  " \"head_dim\": 128, \"dflash_config\": {\"mask_token_id\": 248070,"
+  " \"target_layer_ids\": [1, 16, 31, 46, 61]}}";
+
 typedef struct {
-  GHashTable *files;      /* name -> GBytes */
-  char *tree;
+  GHashTable *files;      /* path -> GBytes */
+  GHashTable *trees;      /* path -> the API's file list */
 } DrafterRepo;
 
 static void
@@ -421,39 +437,17 @@ serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path
   DrafterRepo *r = user_data;
   SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
   SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
-  const char *prefix = "/org/models/resolve/main/";
-  GBytes *file = g_str_has_prefix (path, prefix) ? g_hash_table_lookup (r->files, path + strlen (prefix)) : NULL;
+  GBytes *file = g_hash_table_lookup (r->files, path);
+  const char *tree = g_hash_table_lookup (r->trees, path);
   SoupRange *ranges = NULL;
   int n = 0;
   gsize len;
   const char *data;
 
-  if (g_str_equal (path, "/api/models/org/models/tree/main"))
+  if (tree != NULL)
     {
       soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
-      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, r->tree, strlen (r->tree));
-      return;
-    }
-  /* The drafter repository the launcher also lists: a DFlash checkpoint folder as z-lab's. */
-  if (g_str_equal (path, "/api/models/z-lab/Qwen3.5-27B-DFlash/tree/main"))
-    {
-      const char *tree = "[{\"type\":\"file\",\"path\":\"config.json\",\"size\":900},"
-                         "{\"type\":\"file\",\"path\":\"model.safetensors\",\"size\":134,"
-                         "\"lfs\":{\"oid\":\"00\",\"size\":3435973836}}]";
-
-      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
-      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, tree, strlen (tree));
-      return;
-    }
-  if (g_str_equal (path, "/z-lab/Qwen3.5-27B-DFlash/resolve/main/config.json"))
-    {
-      const char *config = "{\"architectures\": [\"DFlashDraftModel\"], \"block_size\": 16, \"hidden_size\": 5120,"
-                           " \"vocab_size\": 248320, \"num_hidden_layers\": 5, \"num_key_value_heads\": 8,"
-                           " \"head_dim\": 128, \"dflash_config\": {\"mask_token_id\": 248070,"
-                           " \"target_layer_ids\": [1, 16, 31, 46, 61]}}";
-
-      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
-      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, config, strlen (config));
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, tree, strlen (tree));
       return;
     }
   if (file == NULL)
@@ -476,6 +470,25 @@ serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path
     }
   soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
   soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, data, len);
+}
+
+/* Adds files to the server and returns the API's list of them. */
+static char *
+add_files (DrafterRepo *r, const char *repo, const char *const *names, GBytes **contents, guint n)
+{
+  GString *tree = g_string_new ("[");
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, contents[i]);
+
+      g_string_append_printf (tree, "%s{\"type\":\"file\",\"path\":\"%s\",\"size\":134,"
+                              "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}",
+                              i ? "," : "", names[i], sha, g_bytes_get_size (contents[i]));
+      g_hash_table_insert (r->files, g_strdup_printf ("%s/resolve/main/%s", repo, names[i]), contents[i]);
+    }
+  g_string_append (tree, "]");
+  return g_string_free (tree, FALSE);
 }
 
 static gboolean
@@ -501,7 +514,6 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   g_autoptr(SoupServer) server = soup_server_new (NULL, NULL);
   g_autoptr(GRand) rand = g_rand_new_with_seed (35);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GString) tree = g_string_new ("[");
   g_autofree char *endpoint = NULL, *local_other = NULL, *log = NULL, *want = NULL;
   g_autofree char *drafter_path = g_build_filename (f->dir, "drafter-fits.mcapy", NULL);
   GtkTextBuffer *buffer = gtk_text_view_get_buffer (f->window->log_view);
@@ -518,21 +530,21 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   test_drafter_for_27b (&fits);
   test_drafter_for_27b (&other);
   other.hidden_size = 4096;
-  r.files = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) g_bytes_unref);
-  g_hash_table_insert (r.files, (gpointer) names[0], test_head_build (&model));
-  g_hash_table_insert (r.files, (gpointer) names[1], test_drafter_build (&fits));
-  g_hash_table_insert (r.files, (gpointer) names[2], test_drafter_build (&other));
-  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
-    {
-      GBytes *file = g_hash_table_lookup (r.files, names[i]);
-      g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, file);
+  r.files = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_bytes_unref);
+  r.trees = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  {
+    GBytes *org[] = { test_head_build (&model), test_drafter_build (&fits), test_drafter_build (&other) };
+    const char *zlab_names[] = { "config.json", "model.safetensors" };
+    g_autofree guint8 *weights = g_malloc (1 << 16);
+    GBytes *zlab[2];
 
-      g_string_append_printf (tree, "%s{\"type\":\"file\",\"path\":\"%s\",\"size\":134,"
-                              "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}",
-                              i ? "," : "", names[i], sha, g_bytes_get_size (file));
-    }
-  g_string_append (tree, "]");
-  r.tree = tree->str;
+    for (guint i = 0; i < 1 << 16; i++)
+      weights[i] = g_rand_int (rand);
+    zlab[0] = g_bytes_new_static (zlab_config, strlen (zlab_config));
+    zlab[1] = g_bytes_new (weights, 1 << 16);
+    g_hash_table_insert (r.trees, (gpointer) "/api/models/org/models/tree/main", add_files (&r, "/org/models", names, org, 3));
+    g_hash_table_insert (r.trees, (gpointer) ("/api/models" ZLAB "/tree/main"), add_files (&r, ZLAB, zlab_names, zlab, 2));
+  }
   soup_server_add_handler (server, NULL, serve_drafter_repo, &r, NULL);
   g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
   uris = soup_server_get_uris (server);
@@ -562,8 +574,9 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   note = dcp_model_list_get_note (f->window->drafter_list);
   g_assert_nonnull (strstr (note, "drafter-other.mcapy is for hidden size 4096"));
   g_assert_nonnull (strstr (note, "local-other.mcapy is for a vocabulary of 151936"));
-  /* The checkpoint folder is named, but not offered: it needs converting. */
-  g_assert_nonnull (strstr (note, "z-lab/Qwen3.5-27B-DFlash: a DFlash checkpoint folder that fits this model (3.2 GiB)"));
+  /* The z-lab checkpoint folder fits: offered for download and conversion. */
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (f->window->checkpoint_list)));
+  g_assert_null (strstr (note, "z-lab"));
 
   /* The costs before anything is downloaded: both speeds, the drafter's VRAM, per preset. */
   speculation = dcp_costs_view_get_text (f->window->costs_view, "speculation");
@@ -617,8 +630,42 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
     g_assert_null (strstr (copied, "--drafter"));
     g_assert_nonnull (strstr (copied, "--speculator 'mtp'"));
   }
+
+  /* The checkpoint folder: downloaded (SHA-256 checked), converted, listed and paired. The
+   * converter here checks the folder and writes a drafter head where it is asked to. */
+  {
+    g_autofree char *prepared = test_drafter_write (f->dir, "prepared.bin", &fits);
+    g_autofree char *converter = g_build_filename (f->dir, "fake-convert", NULL);
+    g_autofree char *script = g_strdup_printf ("#!/bin/sh\n"
+                                               "cmp -s \"$1/config.json\" '%s/config.json' || exit 5\n"
+                                               "[ -f \"$1/model.safetensors\" ] || exit 6\n"
+                                               "cp '%s' \"$2\"\n", f->dir, prepared);
+    g_autofree char *folder = g_build_filename (f->dir, "checkpoints", "z-lab_Qwen3.5-27B-DFlash", NULL);
+    g_autofree char *config = g_build_filename (f->dir, "config.json", NULL);
+    g_autofree char *converted = g_build_filename (f->dir, "Qwen3.5-27B-DFlash.mcapy", NULL);
+    g_autofree char *copied = NULL, *quoted = g_shell_quote (converted), *expected = NULL;
+    g_autofree char *weights = NULL;
+    gsize weights_len = 0;
+
+    g_assert_true (g_file_set_contents (config, zlab_config, -1, NULL));
+    g_assert_true (g_file_set_contents (converter, script, -1, NULL));
+    g_assert_cmpint (g_chmod (converter, 0755), ==, 0);
+    g_setenv ("DECAPYBARA_CONVERT", converter, TRUE);
+    g_assert_true (dcp_checkpoint_list_start (f->window->checkpoint_list, "z-lab/Qwen3.5-27B-DFlash"));
+    iterate_until (checkpoint_paired, f);
+    g_unsetenv ("DECAPYBARA_CONVERT");
+    g_assert_true (g_file_get_contents (g_build_filename (folder, "model.safetensors", NULL), &weights, &weights_len, NULL));
+    g_assert_cmpmem (weights, weights_len, g_bytes_get_data (g_hash_table_lookup (r.files, ZLAB "/resolve/main/model.safetensors"), NULL), 1 << 16);
+    g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==, converted);
+    /* Its drafter file is listed now: the folder is not offered again. */
+    g_assert_false (gtk_widget_get_visible (GTK_WIDGET (f->window->checkpoint_list)));
+    copied = copy_text (f);
+    expected = g_strdup_printf ("--drafter %s", quoted);
+    g_assert_nonnull (strstr (copied, expected));
+  }
   g_unsetenv ("HF_ENDPOINT");
   g_hash_table_unref (r.files);
+  g_hash_table_unref (r.trees);
 }
 
 static gboolean
