@@ -56,6 +56,14 @@ pending_new (DcpWindow *self, gboolean is_model_repo, const char *url)
 }
 
 static void refresh_models_done (DcpWindow *self);
+
+/* An answer for a listing that a newer one replaced, or for a window that is closing (its
+ * cancellable is cancelled in dispose): dropped. */
+static gboolean
+stale (Pending *p)
+{
+  return p->generation != p->self->listing_generation || g_cancellable_is_cancelled (p->self->cancellable);
+}
 /* One answer less to wait for; the last one shows the catalogue. */
 static void
 pending_done (DcpWindow *self)
@@ -92,7 +100,7 @@ head_read (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   DcpModelMeta *meta = dcp_model_meta_fetch_finish (result, &error);
 
-  if (p->generation == self->listing_generation)
+  if (!stale (p))
     {
       /* An unreadable head is listed as a model: choosing it says what is wrong. */
       if (meta == NULL)
@@ -114,7 +122,7 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GPtrArray) found = dcp_model_catalog_list_remote_finish (result, &error);
   g_autofree char *token = NULL;
 
-  if (p->generation != self->listing_generation)
+  if (stale (p))
     {
       pending_free (p);
       return;
@@ -147,7 +155,7 @@ checkpoint_config_read (GObject *source, GAsyncResult *result, gpointer user_dat
   SoupMessage *msg = soup_session_get_async_result_message (SOUP_SESSION (source), result);
   DcpDrafterInfo *info = NULL;
 
-  if (p->generation != self->listing_generation)
+  if (stale (p))
     {
       pending_free (p);
       return;
@@ -176,7 +184,12 @@ checkpoint_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpCheckpointListing) c = dcp_model_catalog_list_checkpoint_finish (result, &error);
 
-  if (p->generation == self->listing_generation && c != NULL)
+  if (stale (p))
+    {
+      pending_free (p);
+      return;
+    }
+  if (c != NULL)
     {
       g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
       g_autoptr(SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, c->config_url);
@@ -191,8 +204,7 @@ checkpoint_listed (GObject *source, GAsyncResult *result, gpointer user_data)
                                             checkpoint_config_read, read);
         }
     }
-  if (p->generation == self->listing_generation)
-    pending_done (self);
+  pending_done (self);
   pending_free (p);
 }
 

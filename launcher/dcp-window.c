@@ -92,7 +92,6 @@ dcp_window_update_costs (DcpWindow *self)
 {
   g_auto(DcpCosts) costs = { 0 };
   guint64 plan_vram = (guint64) (gtk_spin_button_get_value (dcp_costs_view_get_plan_vram (self->costs_view)) * GIB);
-
   const DcpDeviceReport *device = self->have_device ? &self->device : NULL;
   const DcpDrafterInfo *drafter = dcp_window_get_drafter (self, NULL);
   DcpSpeculationCosts spec;
