@@ -14,12 +14,12 @@
 /* One folder being fetched and converted; it outlives the rows (the list may be shown again
  * while it runs) and finds its row by repository. */
 typedef struct {
-  DcpCheckpointList *list;     /* a reference while it runs */
+  DcpCheckpointList *list; /* a reference while it runs */
   DcpCheckpointListing *listing;
-  char *folder;                /* models_dir/checkpoints/OWNER_NAME */
-  char *output;                /* models_dir/NAME.mcapy */
-  guint next;                  /* the file being downloaded */
-  guint64 done_bytes;          /* of the files before it */
+  char *folder;       /* models_dir/checkpoints/OWNER_NAME */
+  char *output;       /* models_dir/NAME.mcapy */
+  guint next;         /* the file being downloaded */
+  guint64 done_bytes; /* of the files before it */
   DcpDownload *download;
   GCancellable *cancellable;
 } Job;
@@ -31,15 +31,14 @@ typedef struct {
   GtkProgressBar *progress;
 } Row;
 
-struct _DcpCheckpointList
-{
+struct _DcpCheckpointList {
   AdwPreferencesGroup parent_instance;
 
   SoupSession *session;
   char *models_dir, *engine_path, *target_name, *token;
-  GPtrArray *listings;         /* DcpCheckpointListing * shown */
-  GPtrArray *rows;             /* Row * */
-  GHashTable *jobs;            /* repo -> Job * */
+  GPtrArray *listings; /* DcpCheckpointListing * shown */
+  GPtrArray *rows;     /* Row * */
+  GHashTable *jobs;    /* repo -> Job * */
 };
 
 G_DEFINE_FINAL_TYPE (DcpCheckpointList, dcp_checkpoint_list, ADW_TYPE_PREFERENCES_GROUP)
@@ -98,17 +97,22 @@ show_job (DcpCheckpointList *self, const char *repo)
     return;
   if (job->next < job->listing->files->len)
     {
-      guint64 received = job->done_bytes + (job->download ? dcp_download_get_received (job->download) : 0);
-      g_autofree char *got = g_format_size (received), *all = g_format_size (job->listing->weight_bytes);
+      guint64 received =
+          job->done_bytes + (job->download ? dcp_download_get_received (job->download) : 0);
+      g_autofree char *got = g_format_size (received),
+                      *all = g_format_size (job->listing->weight_bytes);
 
       /* Translators: the file being downloaded of how many, then bytes received of the folder's */
-      text = g_strdup_printf (_("Downloading %u of %u · %s / %s"), job->next + 1, job->listing->files->len, got, all);
-      gtk_progress_bar_set_fraction (row->progress, job->listing->weight_bytes
-                                     ? MIN (1.0, (double) received / job->listing->weight_bytes) : 0);
+      text = g_strdup_printf (_ ("Downloading %u of %u · %s / %s"), job->next + 1,
+                              job->listing->files->len, got, all);
+      gtk_progress_bar_set_fraction (row->progress,
+                                     job->listing->weight_bytes
+                                         ? MIN (1.0, (double) received / job->listing->weight_bytes)
+                                         : 0);
     }
   else
     {
-      text = g_strdup (_("Converting into a drafter file…"));
+      text = g_strdup (_ ("Converting into a drafter file…"));
       gtk_progress_bar_set_fraction (row->progress, 1);
     }
   gtk_progress_bar_set_text (row->progress, text);
@@ -123,7 +127,8 @@ job_failed (Job *job, const char *what, const GError *error)
   if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
       /* Translators: what failed (a download or the conversion), the repository, the reason */
-      g_autofree char *text = g_strdup_printf (_("%s of %s failed: %s"), what, repo, error->message);
+      g_autofree char *text =
+          g_strdup_printf (_ ("%s of %s failed: %s"), what, repo, error->message);
       g_signal_emit (self, signals[ERROR], 0, text);
     }
   g_hash_table_remove (self->jobs, repo);
@@ -142,7 +147,7 @@ converted (GObject *source, GAsyncResult *result, gpointer user_data)
 
   if (!dcp_drafter_convert_finish (result, &error))
     {
-      job_failed (job, _("Converting"), error);
+      job_failed (job, _ ("Converting"), error);
       return;
     }
   name = g_path_get_basename (job->output);
@@ -162,7 +167,7 @@ downloaded (GObject *source, GAsyncResult *result, gpointer user_data)
 
   if (!dcp_download_run_finish (DCP_DOWNLOAD (source), result, &error))
     {
-      job_failed (job, _("Downloading"), error);
+      job_failed (job, _ ("Downloading"), error);
       return;
     }
   job->done_bytes += dcp_download_get_size (job->download);
@@ -189,8 +194,8 @@ next_file (Job *job)
     {
       g_autofree char *converter = dcp_drafter_converter_path (self->engine_path);
 
-      dcp_drafter_convert_async (converter, job->folder, self->target_name, job->output, job->cancellable,
-                                 converted, job);
+      dcp_drafter_convert_async (converter, job->folder, self->target_name, job->output,
+                                 job->cancellable, converted, job);
       return;
     }
   e = job->listing->files->pdata[job->next];
@@ -227,8 +232,8 @@ dcp_checkpoint_list_start (DcpCheckpointList *self, const char *repo)
   if (g_mkdir_with_parents (job->folder, 0755) != 0)
     {
       g_autoptr(GError) error = g_error_new (G_FILE_ERROR, g_file_error_from_errno (errno),
-                                             _("cannot create %s"), job->folder);
-      job_failed (job, _("Downloading"), error);
+                                              _ ("cannot create %s"), job->folder);
+      job_failed (job, _ ("Downloading"), error);
       return FALSE;
     }
   next_file (job);
@@ -248,10 +253,10 @@ add_row (DcpCheckpointList *self, const DcpCheckpointListing *listing)
   g_autofree char *size = g_format_size (listing->weight_bytes);
   g_autofree char *name = dcp_checkpoint_list_output_name (listing->repo);
   /* Translators: the folder's size, then the drafter file it becomes */
-  g_autofree char *subtitle = g_strdup_printf (_("A DFlash checkpoint folder, %s: downloaded and converted into %s"),
-                                               size, name);
+  g_autofree char *subtitle = g_strdup_printf (
+      _ ("A DFlash checkpoint folder, %s: downloaded and converted into %s"), size, name);
   /* Translators: a button's name for screen readers; %s is a repository */
-  g_autofree char *label = g_strdup_printf (_("Download and convert %s"), listing->repo);
+  g_autofree char *label = g_strdup_printf (_ ("Download and convert %s"), listing->repo);
 
   row->repo = g_strdup (listing->repo);
   row->row = ADW_ACTION_ROW (adw_action_row_new ());
@@ -260,9 +265,11 @@ add_row (DcpCheckpointList *self, const DcpCheckpointListing *listing)
   row->button = gtk_button_new_from_icon_name ("folder-download-symbolic");
   gtk_widget_add_css_class (row->button, "flat");
   gtk_widget_set_valign (row->button, GTK_ALIGN_CENTER);
-  gtk_widget_set_tooltip_text (row->button, _("Download the folder (resumable, SHA-256 checked) and convert it "
-                                              "into a drafter file with decapybara-convert"));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (row->button), GTK_ACCESSIBLE_PROPERTY_LABEL, label, -1);
+  gtk_widget_set_tooltip_text (row->button,
+                               _ ("Download the folder (resumable, SHA-256 checked) and convert it "
+                                  "into a drafter file with decapybara-convert"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (row->button), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  label, -1);
   g_object_set_data_full (G_OBJECT (row->button), "repo", g_strdup (listing->repo), g_free);
   g_signal_connect (row->button, "clicked", G_CALLBACK (button_clicked), self);
   row->progress = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
@@ -277,12 +284,14 @@ add_row (DcpCheckpointList *self, const DcpCheckpointListing *listing)
 }
 
 void
-dcp_checkpoint_list_set_entries (DcpCheckpointList *self, GPtrArray *listings, const char *models_dir)
+dcp_checkpoint_list_set_entries (DcpCheckpointList *self, GPtrArray *listings,
+                                 const char *models_dir)
 {
   g_return_if_fail (DCP_IS_CHECKPOINT_LIST (self) && listings != NULL);
 
   for (guint i = 0; i < self->rows->len; i++)
-    adw_preferences_group_remove (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (((Row *) self->rows->pdata[i])->row));
+    adw_preferences_group_remove (ADW_PREFERENCES_GROUP (self),
+                                  GTK_WIDGET (((Row *) self->rows->pdata[i])->row));
   g_ptr_array_set_size (self->rows, 0);
   g_ptr_array_set_size (self->listings, 0);
   g_free (self->models_dir);
@@ -296,7 +305,8 @@ dcp_checkpoint_list_set_entries (DcpCheckpointList *self, GPtrArray *listings, c
 }
 
 void
-dcp_checkpoint_list_set_converter (DcpCheckpointList *self, const char *engine_path, const char *target_name)
+dcp_checkpoint_list_set_converter (DcpCheckpointList *self, const char *engine_path,
+                                   const char *target_name)
 {
   g_return_if_fail (DCP_IS_CHECKPOINT_LIST (self) && engine_path != NULL);
   g_free (self->engine_path);
@@ -351,8 +361,8 @@ dcp_checkpoint_list_class_init (DcpCheckpointListClass *klass)
   object_class->finalize = dcp_checkpoint_list_finalize;
   signals[CONVERTED] = g_signal_new ("converted", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
                                      NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
-  signals[ERROR] = g_signal_new ("error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
-                                 NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[ERROR] = g_signal_new ("error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                                 NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
 }
 
 static void
@@ -361,10 +371,11 @@ dcp_checkpoint_list_init (DcpCheckpointList *self)
   self->rows = g_ptr_array_new_with_free_func ((GDestroyNotify) row_free);
   self->listings = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_checkpoint_listing_free);
   self->jobs = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) job_free);
-  adw_preferences_group_set_title (ADW_PREFERENCES_GROUP (self), _("Drafter checkpoints"));
-  adw_preferences_group_set_description (ADW_PREFERENCES_GROUP (self),
-                                         _("DFlash checkpoint folders that fit the chosen model: one click downloads "
-                                           "one and turns it into a drafter file"));
+  adw_preferences_group_set_title (ADW_PREFERENCES_GROUP (self), _ ("Drafter checkpoints"));
+  adw_preferences_group_set_description (
+      ADW_PREFERENCES_GROUP (self),
+      _ ("DFlash checkpoint folders that fit the chosen model: one click downloads "
+         "one and turns it into a drafter file"));
   gtk_widget_set_visible (GTK_WIDGET (self), FALSE);
 }
 

@@ -23,10 +23,8 @@ void          dcp_costs_view_update (DcpCostsView          *self,
 /* Speculation: what Load server passes, the drafter's VRAM (on the bar too) and the expected
  * speed with and without; per_preset: one line per preset, or NULL. spec NULL: unknown. Call
  * after dcp_costs_view_update. */
-void          dcp_costs_view_update_speculation (DcpCostsView              *self,
-                                                 const DcpSpeculationCosts *spec,
-                                                 const char                *drafter_name,
-                                                 const char                *per_preset);
+void dcp_costs_view_update_speculation (DcpCostsView *self, const DcpSpeculationCosts *spec,
+                                        const char *drafter_name, const char *per_preset);
 /* The text of one line: "gpu", "vram", "ram", "disk", "context", "client", "accuracy", "speed",
  * "speculation", "presets". */
 const char   *dcp_costs_view_get_text (DcpCostsView        *self,

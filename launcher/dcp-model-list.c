@@ -32,7 +32,7 @@ struct _DcpModelList
   GPtrArray *downloads;      /* Item * of running downloads: they outlive a refresh */
   GtkCheckButton *group;     /* the first radio: the others join it */
   AdwActionRow *note_row;
-  GtkCheckButton *none_check;  /* "choose none" row's radio (dcp_model_list_add_none), or NULL */
+  GtkCheckButton *none_check; /* "choose none" row's radio (dcp_model_list_add_none), or NULL */
   char *selected;
   char *token;
 };
@@ -360,7 +360,8 @@ dcp_model_list_add_none (DcpModelList *self, const char *title, const char *subt
   adw_action_row_set_subtitle (row, subtitle);
   self->none_check = GTK_CHECK_BUTTON (gtk_check_button_new ());
   gtk_widget_set_valign (GTK_WIDGET (self->none_check), GTK_ALIGN_CENTER);
-  gtk_accessible_update_property (GTK_ACCESSIBLE (self->none_check), GTK_ACCESSIBLE_PROPERTY_LABEL, title, -1);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->none_check), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  title, -1);
   adw_action_row_add_prefix (row, GTK_WIDGET (self->none_check));
   adw_action_row_set_activatable_widget (row, GTK_WIDGET (self->none_check));
   gtk_check_button_set_active (self->none_check, TRUE);

@@ -37,7 +37,7 @@ struct _DcpMonitorView
   GArray *conversations;                 /* Conversation */
   guint64 context_size;
   char *stats_text, *queue_text, *speculation_text;
-  DcpSpeculationStats last_speculation;  /* the previous sample's counters */
+  DcpSpeculationStats last_speculation; /* the previous sample's counters */
   gboolean have_speculation;
 };
 
@@ -284,25 +284,26 @@ show_speculation (DcpMonitorView *self, JsonNode *root)
 
   g_clear_pointer (&self->speculation_text, g_free);
   if (!dcp_speculation_stats_read (root, &now))
-    self->speculation_text = g_strdup (_("The engine reports no speculation counters"));
+    self->speculation_text = g_strdup (_ ("The engine reports no speculation counters"));
   else if (now.verify_steps == 0)
-    self->speculation_text = g_strdup (_("No verify steps yet: speculation is off, or nothing was written since start"));
+    self->speculation_text = g_strdup (
+        _ ("No verify steps yet: speculation is off, or nothing was written since start"));
   else
     {
       g_autofree char *recent = NULL;
 
-      live = dcp_speculation_stats_accepted_per_step (self->have_speculation ? &self->last_speculation : NULL, &now);
+      live = dcp_speculation_stats_accepted_per_step (
+          self->have_speculation ? &self->last_speculation : NULL, &now);
       overall = dcp_speculation_stats_accepted_per_step (NULL, &now);
       /* Translators: drafts accepted per verify step over the last second */
-      recent = live >= 0 ? g_strdup_printf (_("%.2f drafts accepted per step now"), live)
-                         : g_strdup (_("no verify step in the last second"));
+      recent = live >= 0 ? g_strdup_printf (_ ("%.2f drafts accepted per step now"), live)
+                         : g_strdup (_ ("no verify step in the last second"));
       /* Translators: the line before, then the mean since start, tokens per step (1 + it), and
        * accepted of drafted */
-      self->speculation_text = g_strdup_printf (_("%s · %.2f since start (%.2f tokens per step) · %" G_GUINT64_FORMAT
-                                                  " of %" G_GUINT64_FORMAT " drafts accepted in %" G_GUINT64_FORMAT
-                                                  " verify steps"),
-                                                recent, overall, 1 + overall, now.accepted, now.drafted,
-                                                now.verify_steps);
+      self->speculation_text = g_strdup_printf (
+          _ ("%s · %.2f since start (%.2f tokens per step) · %" G_GUINT64_FORMAT
+             " of %" G_GUINT64_FORMAT " drafts accepted in %" G_GUINT64_FORMAT " verify steps"),
+          recent, overall, 1 + overall, now.accepted, now.drafted, now.verify_steps);
     }
   self->last_speculation = now;
   self->have_speculation = TRUE;
@@ -579,11 +580,13 @@ dcp_monitor_view_init (DcpMonitorView *self)
            "a ring is idle, a filled dot is reading or writing"), tier_box);
 
   self->speculation_label = GTK_LABEL (label (FALSE));
-  gtk_label_set_text (self->speculation_label, _("The acceptance length appears here while the engine runs"));
-  group (self, _("Speculative decoding"),
-         _("Drafts the model accepted per verify step (the acceptance length less the model's own token), "
-           "from the counters scheduler.verify_steps, drafted_tokens and accepted_tokens"),
-         GTK_WIDGET (self->speculation_label));
+  gtk_label_set_text (self->speculation_label,
+                      _ ("The acceptance length appears here while the engine runs"));
+  group (
+      self, _ ("Speculative decoding"),
+      _ ("Drafts the model accepted per verify step (the acceptance length less the model's own token), "
+         "from the counters scheduler.verify_steps, drafted_tokens and accepted_tokens"),
+      GTK_WIDGET (self->speculation_label));
 
   self->stats_label = GTK_LABEL (label (TRUE));
   gtk_label_set_text (self->stats_label, _("The engine's counters appear here while it runs"));

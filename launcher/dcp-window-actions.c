@@ -430,8 +430,9 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   if (drafter != NULL && drafter_path == NULL)
     {
       /* Translators: %s is a drafter file's name */
-      g_autofree char *text = g_strdup_printf (_("The drafter %s is not on this PC yet: download it, or choose No drafter"),
-                                               drafter->name);
+      g_autofree char *text = g_strdup_printf (
+          _ ("The drafter %s is not on this PC yet: download it, or choose No drafter"),
+          drafter->name);
       dcp_window_toast (self, text);
       return;
     }
@@ -453,7 +454,7 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   {
     /* Translators: the engine's command line, then the equivalent options it reads from the file */
     g_autofree char *argv = g_strjoinv (" ", command.argv);
-    g_autofree char *shown = g_strdup_printf (_("$ %s\n(the same as: %s)"), argv, line);
+    g_autofree char *shown = g_strdup_printf (_ ("$ %s\n(the same as: %s)"), argv, line);
     engine_log_line (self->engine, shown, self);
   }
   g_free (self->running_settings);

@@ -18,11 +18,11 @@ const char *const dcp_window_drafter_repositories[] = {
 };
 
 typedef struct {
-  DcpWindow *self;          /* a reference */
+  DcpWindow *self; /* a reference */
   guint generation;
-  gboolean is_model_repo;   /* the model repository's listing (its errors are shown) */
-  char *url;                /* a head being read */
-  DcpCheckpointListing *listing;  /* a checkpoint folder whose config.json is being read */
+  gboolean is_model_repo;        /* the model repository's listing (its errors are shown) */
+  char *url;                     /* a head being read */
+  DcpCheckpointListing *listing; /* a checkpoint folder whose config.json is being read */
 } Pending;
 
 static void
@@ -62,7 +62,8 @@ static void refresh_models_done (DcpWindow *self);
 static gboolean
 stale (Pending *p)
 {
-  return p->generation != p->self->listing_generation || g_cancellable_is_cancelled (p->self->cancellable);
+  return p->generation != p->self->listing_generation ||
+         g_cancellable_is_cancelled (p->self->cancellable);
 }
 /* One answer less to wait for; the last one shows the catalogue. */
 static void
@@ -84,7 +85,8 @@ refresh_models_done (DcpWindow *self)
   if (self->listing_error != NULL)
     {
       /* Translators: %s is why the repository's file list could not be read */
-      g_autofree char *note = g_strdup_printf (_("The repository's files could not be listed: %s"), self->listing_error);
+      g_autofree char *note = g_strdup_printf (_ ("The repository's files could not be listed: %s"),
+                                               self->listing_error);
       dcp_model_list_set_note (self->model_list, note);
     }
   else
@@ -137,8 +139,9 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
       DcpModelEntry *e = found->pdata[i];
 
       if (!g_hash_table_contains (self->heads, e->url))
-        dcp_model_meta_fetch_async (self->session, e->url, dcp_model_catalog_default_endpoint (), token,
-                                    self->cancellable, head_read, pending_new (self, FALSE, e->url));
+        dcp_model_meta_fetch_async (self->session, e->url, dcp_model_catalog_default_endpoint (),
+                                    token, self->cancellable, head_read,
+                                    pending_new (self, FALSE, e->url));
       g_ptr_array_add (self->listing, g_ptr_array_steal_index (found, i--));
     }
   pending_done (self);
@@ -151,7 +154,8 @@ checkpoint_config_read (GObject *source, GAsyncResult *result, gpointer user_dat
   Pending *p = user_data;
   DcpWindow *self = p->self;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) body = soup_session_send_and_read_finish (SOUP_SESSION (source), result, &error);
+  g_autoptr(GBytes) body =
+                 soup_session_send_and_read_finish (SOUP_SESSION (source), result, &error);
   SoupMessage *msg = soup_session_get_async_result_message (SOUP_SESSION (source), result);
   DcpDrafterInfo *info = NULL;
 
@@ -200,8 +204,8 @@ checkpoint_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 
           read->listing = g_steal_pointer (&c);
           dcp_hf_authorize (msg, dcp_model_catalog_default_endpoint (), token);
-          soup_session_send_and_read_async (self->session, msg, G_PRIORITY_DEFAULT, self->cancellable,
-                                            checkpoint_config_read, read);
+          soup_session_send_and_read_async (self->session, msg, G_PRIORITY_DEFAULT,
+                                            self->cancellable, checkpoint_config_read, read);
         }
     }
   pending_done (self);
@@ -221,18 +225,20 @@ dcp_window_list_remote (DcpWindow *self, const char *repo)
   self->listing = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   g_clear_pointer (&self->listing_checkpoints, g_ptr_array_unref);
   self->listing_checkpoints = g_ptr_array_new_with_free_func ((GDestroyNotify) checkpoint_free);
-  dcp_model_catalog_list_remote_async (self->session, endpoint, repo, "main", token, self->cancellable,
-                                       listed, pending_new (self, TRUE, NULL));
+  dcp_model_catalog_list_remote_async (self->session, endpoint, repo, "main", token,
+                                       self->cancellable, listed, pending_new (self, TRUE, NULL));
   /* Drafter repositories: drafter files, or a DFlash checkpoint folder. */
   for (guint i = 0; dcp_window_drafter_repositories[i] != NULL; i++)
     {
       const char *r = dcp_window_drafter_repositories[i];
 
       if (g_ascii_strcasecmp (r, repo) != 0)
-        dcp_model_catalog_list_remote_async (self->session, endpoint, r, "main", token, self->cancellable, listed,
+        dcp_model_catalog_list_remote_async (self->session, endpoint, r, "main", token,
+                                             self->cancellable, listed,
                                              pending_new (self, FALSE, NULL));
-      dcp_model_catalog_list_checkpoint_async (self->session, endpoint, r, "main", token, self->cancellable,
-                                               checkpoint_listed, pending_new (self, FALSE, NULL));
+      dcp_model_catalog_list_checkpoint_async (self->session, endpoint, r, "main", token,
+                                               self->cancellable, checkpoint_listed,
+                                               pending_new (self, FALSE, NULL));
     }
 }
 
@@ -316,13 +322,15 @@ dcp_window_update_drafters (DcpWindow *self)
 
       if (self->meta == NULL || d == NULL)
         continue;
-      if (dcp_drafter_info_fits (d, &self->meta->plan.config, self->meta->architecture, self->meta->model_id, &error))
+      if (dcp_drafter_info_fits (d, &self->meta->plan.config, self->meta->architecture,
+                                 self->meta->model_id, &error))
         g_ptr_array_add (fitting, dcp_model_entry_copy (e));
       else
         g_string_append_printf (unfit, "\n%s", error->message);
     }
   /* Checkpoint folders that fit, unless the drafter file they become is listed already. */
-  for (guint i = 0; self->meta != NULL && self->checkpoints != NULL && i < self->checkpoints->len; i++)
+  for (guint i = 0; self->meta != NULL && self->checkpoints != NULL && i < self->checkpoints->len;
+       i++)
     {
       const DcpCheckpoint *c = self->checkpoints->pdata[i];
       g_autofree char *output = dcp_checkpoint_list_output_name (c->listing->repo);
@@ -331,8 +339,8 @@ dcp_window_update_drafters (DcpWindow *self)
 
       for (guint j = 0; self->drafters != NULL && j < self->drafters->len && !have; j++)
         have = g_str_equal (((DcpModelEntry *) self->drafters->pdata[j])->name, output);
-      if (!dcp_drafter_info_fits (c->info, &self->meta->plan.config, self->meta->architecture, self->meta->model_id,
-                                  &error))
+      if (!dcp_drafter_info_fits (c->info, &self->meta->plan.config, self->meta->architecture,
+                                  self->meta->model_id, &error))
         g_string_append_printf (unfit, "\n%s", error->message);
       else if (!have)
         g_ptr_array_add (convertible, c->listing);
@@ -354,13 +362,16 @@ dcp_window_update_drafters (DcpWindow *self)
     g_autofree char *chosen = g_strdup (choice);
 
     /* set_entries emits "selected", which would take its automatic pick for the user's. */
-    g_signal_handlers_block_matched (self->drafter_list, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, self);
+    g_signal_handlers_block_matched (self->drafter_list, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL,
+                                     self);
     dcp_model_list_set_entries (self->drafter_list, fitting, models);
     dcp_model_list_select (self->drafter_list, chosen);
-    g_signal_handlers_unblock_matched (self->drafter_list, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL, self);
+    g_signal_handlers_unblock_matched (self->drafter_list, G_SIGNAL_MATCH_DATA, 0, 0, NULL, NULL,
+                                       self);
   }
   if (self->meta == NULL)
-    dcp_model_list_set_note (self->drafter_list, _("Choose a model: the drafters that fit it are listed here."));
+    dcp_model_list_set_note (self->drafter_list,
+                             _ ("Choose a model: the drafters that fit it are listed here."));
   {
     g_autofree char *models = dcp_window_models_dir (self);
 
@@ -374,12 +385,14 @@ dcp_window_update_drafters (DcpWindow *self)
       g_autoptr(GString) note = g_string_new (NULL);
 
       if (fitting->len == 0 && convertible->len == 0)
-        g_string_append (note, _("No drafter file for this model in the models folder or the repositories: "
-                                 "speculation uses the model's own MTP head when it has one."));
+        g_string_append (
+            note, _ ("No drafter file for this model in the models folder or the repositories: "
+                     "speculation uses the model's own MTP head when it has one."));
       if (unfit->len > 0)
         /* Translators: followed by one line per drafter that does not fit, saying why */
-        g_string_append_printf (note, "\n%s%s", _("Not for this model:"), unfit->str);
-      dcp_model_list_set_note (self->drafter_list, note->len == 0 ? NULL : note->str + (note->str[0] == '\n'));
+        g_string_append_printf (note, "\n%s%s", _ ("Not for this model:"), unfit->str);
+      dcp_model_list_set_note (self->drafter_list,
+                               note->len == 0 ? NULL : note->str + (note->str[0] == '\n'));
     }
 }
 
@@ -408,7 +421,7 @@ static void
 drafter_downloaded (DcpModelList *list, const char *name, DcpWindow *self)
 {
   /* Translators: %s is a file name */
-  g_autofree char *text = g_strdup_printf (_("%s is downloaded and its SHA-256 checked"), name);
+  g_autofree char *text = g_strdup_printf (_ ("%s is downloaded and its SHA-256 checked"), name);
 
   dcp_window_toast (self, text);
   /* Listed again now (not on the folder monitor's time), and kept paired. */
@@ -427,7 +440,7 @@ static void
 checkpoint_converted (DcpCheckpointList *list, const char *name, DcpWindow *self)
 {
   /* Translators: %s is a drafter file's name */
-  g_autofree char *text = g_strdup_printf (_("%s is ready and paired with the model"), name);
+  g_autofree char *text = g_strdup_printf (_ ("%s is ready and paired with the model"), name);
 
   dcp_window_toast (self, text);
   g_free (self->drafter_choice);
@@ -438,14 +451,17 @@ checkpoint_converted (DcpCheckpointList *list, const char *name, DcpWindow *self
 void
 dcp_window_init_drafters (DcpWindow *self)
 {
-  self->heads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) dcp_model_meta_free);
+  self->heads =
+      g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) dcp_model_meta_free);
   self->drafter_list = dcp_model_list_new (self->session);
-  adw_preferences_group_set_title (ADW_PREFERENCES_GROUP (self->drafter_list), _("Drafter"));
-  adw_preferences_group_set_description (ADW_PREFERENCES_GROUP (self->drafter_list),
-                                         _("A small model that drafts tokens for the model to check "
-                                           "(speculative decoding): the answers stay the same, writing gets faster"));
-  dcp_model_list_add_none (self->drafter_list, _("No drafter"),
-                           _("The model's own MTP head drafts when the preset asks for speculation"));
+  adw_preferences_group_set_title (ADW_PREFERENCES_GROUP (self->drafter_list), _ ("Drafter"));
+  adw_preferences_group_set_description (
+      ADW_PREFERENCES_GROUP (self->drafter_list),
+      _ ("A small model that drafts tokens for the model to check "
+         "(speculative decoding): the answers stay the same, writing gets faster"));
+  dcp_model_list_add_none (
+      self->drafter_list, _ ("No drafter"),
+      _ ("The model's own MTP head drafts when the preset asks for speculation"));
   g_signal_connect (self->drafter_list, "selected", G_CALLBACK (drafter_selected), self);
   g_signal_connect (self->drafter_list, "downloaded", G_CALLBACK (drafter_downloaded), self);
   g_signal_connect (self->drafter_list, "error", G_CALLBACK (drafter_error), self);

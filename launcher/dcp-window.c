@@ -110,16 +110,19 @@ dcp_window_update_costs (DcpWindow *self)
       DcpSpeculationCosts p;
 
       dcp_settings_init_default (&scratch);
-      if (!dcp_settings_load_json (&scratch, root, NULL) || !dcp_preset_apply (preset, &scratch, NULL) ||
+      if (!dcp_settings_load_json (&scratch, root, NULL) ||
+          !dcp_preset_apply (preset, &scratch, NULL) ||
           !dcp_speculation_costs_compute (&p, self->meta, &scratch, drafter, device, plan_vram) ||
           p.tokens_per_s_without <= 0)
         continue;
       name = dcp_speculation_name (p.speculator);
       /* Translators: a preset, its tokens/s without speculation, with it, and the speculator */
-      g_string_append_printf (presets, _("%s%s: %.0f → %.0f tokens/s (%s)"), presets->len ? "\n" : "",
-                              dcp_window_preset_title (preset), p.tokens_per_s_without, p.tokens_per_s_with, name);
+      g_string_append_printf (presets, _ ("%s%s: %.0f → %.0f tokens/s (%s)"),
+                              presets->len ? "\n" : "", dcp_window_preset_title (preset),
+                              p.tokens_per_s_without, p.tokens_per_s_with, name);
     }
-  if (!dcp_speculation_costs_compute (&spec, self->meta, &self->settings, drafter, device, plan_vram))
+  if (!dcp_speculation_costs_compute (&spec, self->meta, &self->settings, drafter, device,
+                                      plan_vram))
     dcp_costs_view_update_speculation (self->costs_view, NULL, NULL, NULL);
   else
     dcp_costs_view_update_speculation (self->costs_view, &spec, drafter ? drafter->name : NULL,
@@ -779,8 +782,10 @@ dcp_window_init (DcpWindow *self)
   self->model_list = dcp_model_list_new (self->session);
   gtk_box_prepend (self->left_box, GTK_WIDGET (self->model_list));
   dcp_window_init_drafters (self);
-  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->drafter_list), GTK_WIDGET (self->model_list));
-  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->checkpoint_list), GTK_WIDGET (self->drafter_list));
+  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->drafter_list),
+                              GTK_WIDGET (self->model_list));
+  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->checkpoint_list),
+                              GTK_WIDGET (self->drafter_list));
   self->settings_page = dcp_settings_page_new (&self->settings);
   gtk_box_append (self->left_box, GTK_WIDGET (self->settings_page));
   self->costs_view = dcp_costs_view_new ();

@@ -65,11 +65,12 @@ communicated (GObject *source, GAsyncResult *result, gpointer user_data)
   line = last_line (out);
   if (!g_subprocess_get_if_exited (process) || g_subprocess_get_exit_status (process) != 0)
     {
-      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_FAILED, "%s failed (%s %d): %s", c->converter,
-                               g_subprocess_get_if_exited (process) ? "status" : "signal",
-                               g_subprocess_get_if_exited (process) ? g_subprocess_get_exit_status (process)
-                                                                    : g_subprocess_get_term_sig (process),
-                               line);
+      g_task_return_new_error (
+          task, DCP_ERROR, DCP_ERROR_FAILED, "%s failed (%s %d): %s", c->converter,
+          g_subprocess_get_if_exited (process) ? "status" : "signal",
+          g_subprocess_get_if_exited (process) ? g_subprocess_get_exit_status (process)
+                                               : g_subprocess_get_term_sig (process),
+          line);
       g_unlink (c->written);
       return;
     }
@@ -77,8 +78,8 @@ communicated (GObject *source, GAsyncResult *result, gpointer user_data)
   to = g_file_new_for_path (c->output);
   if (!g_file_move (from, to, G_FILE_COPY_OVERWRITE, NULL, NULL, NULL, &error))
     {
-      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_IO, "%s: %s (its last line: %s)", c->converter,
-                               error->message, line);
+      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_IO, "%s: %s (its last line: %s)",
+                               c->converter, error->message, line);
       g_error_free (error);
       return;
     }
@@ -86,8 +87,9 @@ communicated (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 void
-dcp_drafter_convert_async (const char *converter, const char *folder, const char *target_name, const char *output,
-                           GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+dcp_drafter_convert_async (const char *converter, const char *folder, const char *target_name,
+                           const char *output, GCancellable *cancellable,
+                           GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
   g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
@@ -106,14 +108,17 @@ dcp_drafter_convert_async (const char *converter, const char *folder, const char
     g_strv_builder_add_many (b, "--target-name", target_name, NULL);
   g_strv_builder_add_many (b, folder, c->written, NULL);
   argv = g_strv_builder_end (b);
-  process = g_subprocess_newv ((const char *const *) argv, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE,
-                               &error);
+  process =
+      g_subprocess_newv ((const char *const *) argv,
+                         G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE, &error);
   if (process == NULL)
     {
-      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_NOT_FOUND, "Cannot run %s: %s", converter, error->message);
+      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_NOT_FOUND, "Cannot run %s: %s", converter,
+                               error->message);
       return;
     }
-  g_subprocess_communicate_utf8_async (process, NULL, cancellable, communicated, g_steal_pointer (&task));
+  g_subprocess_communicate_utf8_async (process, NULL, cancellable, communicated,
+                                       g_steal_pointer (&task));
 }
 
 gboolean

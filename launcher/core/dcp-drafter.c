@@ -26,20 +26,22 @@ dcp_drafter_info_free (DcpDrafterInfo *info)
 static gboolean
 is_integer (JsonNode *node)
 {
-  return node != NULL && JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_INT64;
+  return node != NULL && JSON_NODE_HOLDS_VALUE (node) &&
+         json_node_get_value_type (node) == G_TYPE_INT64;
 }
 
 /* A member that must be an integer in [min, G_MAXUINT]; the error names it as prefix.member. */
 static gboolean
-uint_member (JsonObject *o, const char *member, guint min, guint *out, const char *name, const char *prefix,
-             GError **error)
+uint_member (JsonObject *o, const char *member, guint min, guint *out, const char *name,
+             const char *prefix, GError **error)
 {
   JsonNode *node = o ? json_object_get_member (o, member) : NULL;
 
   if (!is_integer (node) || json_node_get_int (node) < min || json_node_get_int (node) > G_MAXUINT)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: “%s%s” is missing or not a whole number%s",
-                   name, prefix, member, min > 0 ? " above 0" : "");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "%s: “%s%s” is missing or not a whole number%s", name, prefix, member,
+                   min > 0 ? " above 0" : "");
       return FALSE;
     }
   *out = json_node_get_int (node);
@@ -53,7 +55,8 @@ optional_uint (JsonObject *o, const char *member)
   JsonNode *node = o ? json_object_get_member (o, member) : NULL;
 
   return is_integer (node) && json_node_get_int (node) > 0 && json_node_get_int (node) <= G_MAXUINT
-         ? json_node_get_int (node) : 0;
+             ? json_node_get_int (node)
+             : 0;
 }
 
 static char *
@@ -61,8 +64,8 @@ optional_string (JsonObject *o, const char *member)
 {
   JsonNode *node = o ? json_object_get_member (o, member) : NULL;
 
-  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING ||
-      *json_node_get_string (node) == '\0')
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) ||
+      json_node_get_value_type (node) != G_TYPE_STRING || *json_node_get_string (node) == '\0')
     return NULL;
   return g_strdup (json_node_get_string (node));
 }
@@ -76,15 +79,17 @@ object_member (JsonObject *o, const char *member)
 }
 
 static gboolean
-read_layer_ids (JsonObject *o, const char *member, DcpDrafterInfo *d, const char *prefix, GError **error)
+read_layer_ids (JsonObject *o, const char *member, DcpDrafterInfo *d, const char *prefix,
+                GError **error)
 {
   JsonNode *node = o ? json_object_get_member (o, member) : NULL;
   JsonArray *a;
 
-  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node) || json_array_get_length (json_node_get_array (node)) == 0)
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node) ||
+      json_array_get_length (json_node_get_array (node)) == 0)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: “%s%s” is missing or not a list of layers",
-                   d->name, prefix, member);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "%s: “%s%s” is missing or not a list of layers", d->name, prefix, member);
       return FALSE;
     }
   a = json_node_get_array (node);
@@ -96,8 +101,8 @@ read_layer_ids (JsonObject *o, const char *member, DcpDrafterInfo *d, const char
 
       if (!is_integer (e) || json_node_get_int (e) < 0 || json_node_get_int (e) > G_MAXUINT)
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: “%s%s[%u]” is not a layer number",
-                       d->name, prefix, member, i);
+          g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                       "%s: “%s%s[%u]” is not a layer number", d->name, prefix, member, i);
           return FALSE;
         }
       id = json_node_get_int (e);
@@ -133,12 +138,15 @@ read_acceptance (JsonObject *drafter, DcpDrafterInfo *d, GError **error)
     return TRUE;
   a = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
   mean = a ? json_object_get_member (a, "mean_accepted") : NULL;
-  if (mean == NULL || !JSON_NODE_HOLDS_VALUE (mean) || json_node_get_value_type (mean) == G_TYPE_STRING ||
-      json_node_get_value_type (mean) == G_TYPE_BOOLEAN || !isfinite (json_node_get_double (mean)) ||
-      json_node_get_double (mean) < 0)
+  if (mean == NULL || !JSON_NODE_HOLDS_VALUE (mean) ||
+      json_node_get_value_type (mean) == G_TYPE_STRING ||
+      json_node_get_value_type (mean) == G_TYPE_BOOLEAN ||
+      !isfinite (json_node_get_double (mean)) || json_node_get_double (mean) < 0)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "%s: “drafter.acceptance” is neither null nor an object with a number “mean_accepted”", d->name);
+      g_set_error (
+          error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+          "%s: “drafter.acceptance” is neither null nor an object with a number “mean_accepted”",
+          d->name);
       return FALSE;
     }
   d->have_acceptance = TRUE;
@@ -151,8 +159,8 @@ read_acceptance (JsonObject *drafter, DcpDrafterInfo *d, GError **error)
   if (d->mean_accepted > d->acceptance_block - 1)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "%s: “drafter.acceptance.mean_accepted” (%g) is more than a block of %u drafts", d->name,
-                   d->mean_accepted, d->acceptance_block - 1);
+                   "%s: “drafter.acceptance.mean_accepted” (%g) is more than a block of %u drafts",
+                   d->name, d->mean_accepted, d->acceptance_block - 1);
       return FALSE;
     }
   return TRUE;
@@ -175,7 +183,8 @@ weights_from_sizes (JsonObject *sizes, guint64 data_bytes)
 }
 
 DcpDrafterInfo *
-dcp_drafter_info_new_from_metadata (JsonNode *metadata, guint64 data_bytes, const char *name, GError **error)
+dcp_drafter_info_new_from_metadata (JsonNode *metadata, guint64 data_bytes, const char *name,
+                                    GError **error)
 {
   g_autoptr(DcpDrafterInfo) d = NULL;
   JsonObject *m, *drafter, *target;
@@ -190,28 +199,33 @@ dcp_drafter_info_new_from_metadata (JsonNode *metadata, guint64 data_bytes, cons
   target = object_member (drafter, "target");
   if (drafter == NULL || target == NULL)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: “drafter%s” is not an object", name,
-                   drafter == NULL ? "" : ".target");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: “drafter%s” is not an object",
+                   name, drafter == NULL ? "" : ".target");
       return NULL;
     }
   d->kind = optional_string (drafter, "kind");
   if (g_strcmp0 (d->kind, "dflash") != 0)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s: “drafter.kind” is “%s”; this launcher knows “dflash”",
-                   name, d->kind ? d->kind : "");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s: “drafter.kind” is “%s”; this launcher knows “dflash”", name,
+                   d->kind ? d->kind : "");
       return NULL;
     }
   d->target_architecture = optional_string (target, "architecture");
   if (d->target_architecture == NULL)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: “drafter.target.architecture” is missing", name);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "%s: “drafter.target.architecture” is missing", name);
       return NULL;
     }
   if (!uint_member (drafter, "block_size", 2, &d->block_size, name, "drafter.", error) ||
       !uint_member (drafter, "mask_token_id", 0, &d->mask_token_id, name, "drafter.", error) ||
-      !uint_member (target, "hidden_size", 1, &d->target_hidden_size, name, "drafter.target.", error) ||
-      !uint_member (target, "vocab_size", 1, &d->target_vocab_size, name, "drafter.target.", error) ||
-      !uint_member (target, "num_hidden_layers", 1, &d->target_layers, name, "drafter.target.", error) ||
+      !uint_member (target, "hidden_size", 1, &d->target_hidden_size, name, "drafter.target.",
+                    error) ||
+      !uint_member (target, "vocab_size", 1, &d->target_vocab_size, name, "drafter.target.",
+                    error) ||
+      !uint_member (target, "num_hidden_layers", 1, &d->target_layers, name, "drafter.target.",
+                    error) ||
       !read_layer_ids (target, "layer_ids", d, "drafter.target.", error) ||
       !read_acceptance (drafter, d, error))
     return NULL;
@@ -222,7 +236,8 @@ dcp_drafter_info_new_from_metadata (JsonNode *metadata, guint64 data_bytes, cons
 }
 
 DcpDrafterInfo *
-dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const char *repo, guint64 weight_bytes, GError **error)
+dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const char *repo, guint64 weight_bytes,
+                                      GError **error)
 {
   g_autoptr(DcpDrafterInfo) d = g_new0 (DcpDrafterInfo, 1);
   g_autoptr(JsonParser) parser = json_parser_new ();
@@ -237,8 +252,10 @@ dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const char *repo, gui
   data = g_bytes_get_data (config_json, &len);
   what = g_strdup_printf ("%s/config.json", repo);
   d->name = g_strdup (repo);
-  if (!g_utf8_validate (data, len, NULL) || !json_parser_load_from_data (parser, data, len, &local) ||
-      json_parser_get_root (parser) == NULL || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+  if (!g_utf8_validate (data, len, NULL) ||
+      !json_parser_load_from_data (parser, data, len, &local) ||
+      json_parser_get_root (parser) == NULL ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s is not a JSON object%s%s", what,
                    local ? ": " : "", local ? local->message : "");
@@ -246,10 +263,13 @@ dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const char *repo, gui
     }
   c = json_node_get_object (json_parser_get_root (parser));
   archs = json_object_get_member (c, "architectures");
-  if (archs == NULL || !JSON_NODE_HOLDS_ARRAY (archs) || json_array_get_length (json_node_get_array (archs)) == 0 ||
-      g_strcmp0 (json_array_get_string_element (json_node_get_array (archs), 0), "DFlashDraftModel") != 0)
+  if (archs == NULL || !JSON_NODE_HOLDS_ARRAY (archs) ||
+      json_array_get_length (json_node_get_array (archs)) == 0 ||
+      g_strcmp0 (json_array_get_string_element (json_node_get_array (archs), 0),
+                 "DFlashDraftModel") != 0)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s: “architectures” is not [\"DFlashDraftModel\"]", what);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s: “architectures” is not [\"DFlashDraftModel\"]", what);
       return NULL;
     }
   d->kind = g_strdup ("dflash");
@@ -258,7 +278,8 @@ dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const char *repo, gui
   if (dflash == NULL || !json_object_has_member (dflash, "target_layer_ids"))
     dflash = c;
   if (!uint_member (c, "block_size", 2, &d->block_size, what, "", error) ||
-      !uint_member (dflash, "mask_token_id", 0, &d->mask_token_id, what, dflash == c ? "" : "dflash_config.", error) ||
+      !uint_member (dflash, "mask_token_id", 0, &d->mask_token_id, what,
+                    dflash == c ? "" : "dflash_config.", error) ||
       !uint_member (c, "hidden_size", 1, &d->target_hidden_size, what, "", error) ||
       !uint_member (c, "vocab_size", 1, &d->target_vocab_size, what, "", error) ||
       !read_layer_ids (dflash, "target_layer_ids", d, dflash == c ? "" : "dflash_config.", error))
@@ -270,47 +291,54 @@ dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const char *repo, gui
 }
 
 gboolean
-dcp_drafter_info_fits (const DcpDrafterInfo *d, const DcpModelConfig *config, const char *architecture,
-                       const char *model_id, GError **error)
+dcp_drafter_info_fits (const DcpDrafterInfo *d, const DcpModelConfig *config,
+                       const char *architecture, const char *model_id, GError **error)
 {
   g_return_val_if_fail (d != NULL && config != NULL, FALSE);
 
-  if (d->target_architecture != NULL && architecture != NULL && g_strcmp0 (d->target_architecture, architecture) != 0)
+  if (d->target_architecture != NULL && architecture != NULL &&
+      g_strcmp0 (d->target_architecture, architecture) != 0)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s is for architecture “%s”, the model is “%s”",
-                   d->name, d->target_architecture, architecture);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s is for architecture “%s”, the model is “%s”", d->name,
+                   d->target_architecture, architecture);
       return FALSE;
     }
   if (d->target_hidden_size != config->hidden_size)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s is for hidden size %u, the model has %u",
-                   d->name, d->target_hidden_size, config->hidden_size);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s is for hidden size %u, the model has %u", d->name, d->target_hidden_size,
+                   config->hidden_size);
       return FALSE;
     }
   if (d->target_vocab_size != config->vocab_size)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s is for a vocabulary of %u tokens, the model has %u",
-                   d->name, d->target_vocab_size, config->vocab_size);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s is for a vocabulary of %u tokens, the model has %u", d->name,
+                   d->target_vocab_size, config->vocab_size);
       return FALSE;
     }
   for (guint i = 0; d->layer_ids != NULL && i < d->layer_ids->len; i++)
     if (g_array_index (d->layer_ids, guint, i) >= config->n_layers)
       {
-        g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s taps layer %u, the model has %u layers",
-                     d->name, g_array_index (d->layer_ids, guint, i), config->n_layers);
+        g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                     "%s taps layer %u, the model has %u layers", d->name,
+                     g_array_index (d->layer_ids, guint, i), config->n_layers);
         return FALSE;
       }
   if (d->mask_token_id >= config->vocab_size)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s masks with token %u, outside the model's vocabulary",
-                   d->name, d->mask_token_id);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s masks with token %u, outside the model's vocabulary", d->name,
+                   d->mask_token_id);
       return FALSE;
     }
   if (d->target_name != NULL && model_id != NULL && *model_id != '\0' &&
       g_ascii_strcasecmp (d->target_name, model_id) != 0)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s is for %s, the model was converted from %s",
-                   d->name, d->target_name, model_id);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s is for %s, the model was converted from %s", d->name, d->target_name,
+                   model_id);
       return FALSE;
     }
   return TRUE;

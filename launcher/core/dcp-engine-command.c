@@ -71,8 +71,8 @@ dcp_engine_command_build (DcpEngineCommand *command, const DcpSettings *settings
 }
 
 void
-dcp_engine_command_add_speculation (DcpEngineCommand *command, const DcpSettings *settings, DcpSpeculator speculator,
-                                    const char *drafter_path)
+dcp_engine_command_add_speculation (DcpEngineCommand *command, const DcpSettings *settings,
+                                    DcpSpeculator speculator, const char *drafter_path)
 {
   g_autoptr(GStrvBuilder) b = NULL;
   g_autofree char *name = NULL;

@@ -182,7 +182,8 @@ tree_file_size (JsonObject *o)
 
 /* A file of the listing: its size and SHA-256 from its LFS pointer when it has one. */
 static DcpModelEntry *
-tree_entry (JsonObject *o, const char *path, const char *endpoint, const char *repo, const char *revision)
+tree_entry (JsonObject *o, const char *path, const char *endpoint, const char *repo,
+            const char *revision)
 {
   DcpModelEntry *e = g_new0 (DcpModelEntry, 1);
   JsonNode *lfs = json_object_get_member (o, "lfs");
@@ -192,7 +193,8 @@ tree_entry (JsonObject *o, const char *path, const char *endpoint, const char *r
   e->size = tree_file_size (o);
   if (lfs && JSON_NODE_HOLDS_OBJECT (lfs))
     {
-      const char *oid = json_object_get_string_member_with_default (json_node_get_object (lfs), "oid", NULL);
+      const char *oid =
+          json_object_get_string_member_with_default (json_node_get_object (lfs), "oid", NULL);
 
       if (oid && strlen (oid) == 64)
         e->sha256 = g_ascii_strdown (oid, -1);
@@ -205,7 +207,8 @@ GPtrArray *
 dcp_model_catalog_parse_tree (const char *endpoint, const char *repo, const char *revision,
                               GBytes *json, GError **error)
 {
-  g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  g_autoptr(GPtrArray) entries =
+                 g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   g_autoptr(JsonNode) root = load_tree (repo, json, error);
   JsonArray *files;
 
@@ -259,7 +262,8 @@ dcp_model_catalog_parse_checkpoint (const char *endpoint, const char *repo, cons
       JsonObject *o = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
       const char *path;
 
-      if (o == NULL || g_strcmp0 (json_object_get_string_member_with_default (o, "type", ""), "file") != 0)
+      if (o == NULL ||
+          g_strcmp0 (json_object_get_string_member_with_default (o, "type", ""), "file") != 0)
         continue;
       path = json_object_get_string_member_with_default (o, "path", "");
       /* The folder's top level only: subfolders are other checkpoints or training files. */
@@ -285,7 +289,7 @@ dcp_model_catalog_parse_checkpoint (const char *endpoint, const char *repo, cons
 typedef struct {
   char *endpoint, *repo, *revision;
   SoupMessage *msg;
-  gboolean checkpoint;     /* list_checkpoint: the answer is a DcpCheckpointListing */
+  gboolean checkpoint; /* list_checkpoint: the answer is a DcpCheckpointListing */
 } ListData;
 
 static void
@@ -329,7 +333,8 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
     }
   if (d->checkpoint)
     {
-      DcpCheckpointListing *c = dcp_model_catalog_parse_checkpoint (d->endpoint, d->repo, d->revision, body, &error);
+      DcpCheckpointListing *c =
+          dcp_model_catalog_parse_checkpoint (d->endpoint, d->repo, d->revision, body, &error);
 
       if (error != NULL)
         g_task_return_error (task, error);
@@ -345,8 +350,9 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-list_async (SoupSession *session, const char *endpoint, const char *repo, const char *revision, const char *token,
-            gboolean checkpoint, GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+list_async (SoupSession *session, const char *endpoint, const char *repo, const char *revision,
+            const char *token, gboolean checkpoint, GCancellable *cancellable,
+            GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
   ListData *d = g_new0 (ListData, 1);
@@ -373,16 +379,18 @@ list_async (SoupSession *session, const char *endpoint, const char *repo, const 
 
 void
 dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint, const char *repo,
-                                     const char *revision, const char *token, GCancellable *cancellable,
-                                     GAsyncReadyCallback callback, gpointer user_data)
+                                     const char *revision, const char *token,
+                                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                                     gpointer user_data)
 {
   list_async (session, endpoint, repo, revision, token, FALSE, cancellable, callback, user_data);
 }
 
 void
-dcp_model_catalog_list_checkpoint_async (SoupSession *session, const char *endpoint, const char *repo,
-                                         const char *revision, const char *token, GCancellable *cancellable,
-                                         GAsyncReadyCallback callback, gpointer user_data)
+dcp_model_catalog_list_checkpoint_async (SoupSession *session, const char *endpoint,
+                                         const char *repo, const char *revision, const char *token,
+                                         GCancellable *cancellable, GAsyncReadyCallback callback,
+                                         gpointer user_data)
 {
   list_async (session, endpoint, repo, revision, token, TRUE, cancellable, callback, user_data);
 }

@@ -68,10 +68,13 @@ dcp_model_meta_new_from_info (const DcpModelInfo *info, const char *name, GError
       json_node_get_value_type (json_object_get_member (recipe, "name")) == G_TYPE_STRING)
     meta->recipe = g_strdup (json_object_get_string_member (recipe, "name"));
   meta->architecture = g_strdup (json_object_get_string_member (m, "architecture"));
-  source = json_object_has_member (m, "source") && JSON_NODE_HOLDS_OBJECT (json_object_get_member (m, "source"))
-           ? json_object_get_object_member (m, "source") : NULL;
+  source = json_object_has_member (m, "source") &&
+                   JSON_NODE_HOLDS_OBJECT (json_object_get_member (m, "source"))
+               ? json_object_get_object_member (m, "source")
+               : NULL;
   if (source != NULL)
-    meta->model_id = g_strdup (json_object_get_string_member_with_default (source, "model_id", NULL));
+    meta->model_id =
+        g_strdup (json_object_get_string_member_with_default (source, "model_id", NULL));
   accuracy = json_object_get_member (m, "accuracy");
   if (accuracy != NULL && JSON_NODE_HOLDS_OBJECT (accuracy))
     meta->accuracy = json_node_copy (accuracy);
@@ -163,10 +166,11 @@ meta_from_head (const guint8 *bytes, gsize length, const char *name, guint64 *ne
   if (dcp_checksum64 (text, info.header.metadata_size) != info.header.metadata_checksum ||
       !g_utf8_validate_len (text, info.header.metadata_size, NULL) ||
       !json_parser_load_from_data (parser, text, info.header.metadata_size, &local) ||
-      json_parser_get_root (parser) == NULL || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      json_parser_get_root (parser) == NULL ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: the metadata is damaged (%s)", name,
-                   local ? local->message : "its checksum or encoding does not match");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: the metadata is damaged (%s)",
+                   name, local ? local->message : "its checksum or encoding does not match");
       return NULL;
     }
   info.metadata = json_parser_get_root (parser);
@@ -175,7 +179,8 @@ meta_from_head (const guint8 *bytes, gsize length, const char *name, guint64 *ne
       meta = g_new0 (DcpModelMeta, 1);
       meta->name = g_strdup (name);
       meta->plan.file_bytes = info.header.file_size;
-      meta->drafter = dcp_drafter_info_new_from_metadata (info.metadata, info.header.data_size, name, error);
+      meta->drafter =
+          dcp_drafter_info_new_from_metadata (info.metadata, info.header.data_size, name, error);
       return meta->drafter != NULL ? g_steal_pointer (&meta) : NULL;
     }
   if (!dcp_model_info_check_metadata (info.metadata, &info.config, name, error))

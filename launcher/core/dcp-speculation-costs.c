@@ -8,10 +8,11 @@
 #include "dcp-speculation-costs.h"
 
 DcpSpeculator
-dcp_speculation_resolve (const DcpSettings *settings, const DcpModelMeta *model, const DcpDrafterInfo *drafter,
-                         gboolean *fell_back)
+dcp_speculation_resolve (const DcpSettings *settings, const DcpModelMeta *model,
+                         const DcpDrafterInfo *drafter, gboolean *fell_back)
 {
-  gboolean has_head = model == NULL || (model->plan.config.mtp_n_layers > 0 && model->plan.mtp_bytes > 0);
+  gboolean has_head =
+      model == NULL || (model->plan.config.mtp_n_layers > 0 && model->plan.mtp_bytes > 0);
   DcpSpeculator s;
 
   g_return_val_if_fail (settings != NULL, DCP_SPECULATOR_OFF);
@@ -21,7 +22,8 @@ dcp_speculation_resolve (const DcpSettings *settings, const DcpModelMeta *model,
     return settings->speculator;
   s = drafter != NULL ? DCP_SPECULATOR_DFLASH : has_head ? DCP_SPECULATOR_MTP : DCP_SPECULATOR_OFF;
   if (fell_back)
-    *fell_back = s == DCP_SPECULATOR_OFF || (settings->speculator == DCP_SPECULATOR_DFLASH && s != DCP_SPECULATOR_DFLASH);
+    *fell_back = s == DCP_SPECULATOR_OFF ||
+                 (settings->speculator == DCP_SPECULATOR_DFLASH && s != DCP_SPECULATOR_DFLASH);
   return s;
 }
 
@@ -73,7 +75,8 @@ dcp_speculation_rate_for (double accepted, guint drafts)
 /* settings with another speculator and more VRAM kept free: a copy through settings JSON (the
  * API key, which costs nothing, is not copied). */
 static void
-settings_variant (const DcpSettings *settings, DcpSpeculator speculator, guint64 reserve, DcpSettings *out)
+settings_variant (const DcpSettings *settings, DcpSpeculator speculator, guint64 reserve,
+                  DcpSettings *out)
 {
   g_autofree char *json = dcp_settings_to_json_data (settings);
   g_autoptr(JsonNode) root = json_from_string (json, NULL);
@@ -86,8 +89,9 @@ settings_variant (const DcpSettings *settings, DcpSpeculator speculator, guint64
 }
 
 gboolean
-dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *model, const DcpSettings *settings,
-                               const DcpDrafterInfo *drafter, const DcpDeviceReport *device, guint64 plan_vram_bytes)
+dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *model,
+                               const DcpSettings *settings, const DcpDrafterInfo *drafter,
+                               const DcpDeviceReport *device, guint64 plan_vram_bytes)
 {
   g_auto(DcpSettings) off = { 0 }, with = { 0 };
   g_auto(DcpCosts) c_off = { 0 }, c_spec = { 0 };
@@ -123,10 +127,13 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
       dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
       out->drafter_weight_bytes = drafter->weight_bytes;
       out->drafter_kv_bytes = per_token * c_spec.plan.pool_tokens;
-      out->drafts = settings->draft_length == 0 ? drafter->block_size - 1 : MIN (settings->draft_length, drafter->block_size - 1);
+      out->drafts = settings->draft_length == 0
+                        ? drafter->block_size - 1
+                        : MIN (settings->draft_length, drafter->block_size - 1);
       out->measured = drafter->have_acceptance;
       out->expected_accepted = dcp_speculation_expected (
-          dcp_speculation_rate_for (drafter->have_acceptance ? drafter->mean_accepted : DCP_SPECULATION_DFLASH_ACCEPTED,
+          dcp_speculation_rate_for (drafter->have_acceptance ? drafter->mean_accepted
+                                                             : DCP_SPECULATION_DFLASH_ACCEPTED,
                                     drafter->have_acceptance ? drafter->acceptance_block - 1 : 15),
           out->drafts);
       drafting = drafter->weight_bytes + per_token * DCP_COSTS_SHORT_CONTEXT;
@@ -136,9 +143,12 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
       settings_variant (settings, out->speculator, 0, &with);
       dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
       out->drafts = out->speculator == DCP_SPECULATOR_OFF ? 0
-                    : settings->draft_length == 0 ? DCP_DRAFT_DEFAULT : settings->draft_length;
-      out->expected_accepted = dcp_speculation_expected (out->speculator == DCP_SPECULATOR_MTP ? DCP_SPECULATION_RATE_MTP
-                                                         : DCP_SPECULATION_RATE_NGRAM, out->drafts);
+                    : settings->draft_length == 0         ? DCP_DRAFT_DEFAULT
+                                                          : settings->draft_length;
+      out->expected_accepted = dcp_speculation_expected (out->speculator == DCP_SPECULATOR_MTP
+                                                             ? DCP_SPECULATION_RATE_MTP
+                                                             : DCP_SPECULATION_RATE_NGRAM,
+                                                         out->drafts);
       /* The MTP head is read once per chained draft; prompt lookup reads nothing. */
       drafting = out->speculator == DCP_SPECULATOR_MTP ? out->drafts * c_spec.plan.weights_mtp : 0;
     }

@@ -30,18 +30,21 @@ dcp_speculation_stats_read (JsonNode *stats, DcpSpeculationStats *out)
   if (scheduler == NULL || !JSON_NODE_HOLDS_OBJECT (scheduler))
     return FALSE;
   o = json_node_get_object (scheduler);
-  return counter (o, "verify_steps", &out->verify_steps) && counter (o, "drafted_tokens", &out->drafted) &&
+  return counter (o, "verify_steps", &out->verify_steps) &&
+         counter (o, "drafted_tokens", &out->drafted) &&
          counter (o, "accepted_tokens", &out->accepted);
 }
 
 double
-dcp_speculation_stats_accepted_per_step (const DcpSpeculationStats *before, const DcpSpeculationStats *now)
+dcp_speculation_stats_accepted_per_step (const DcpSpeculationStats *before,
+                                         const DcpSpeculationStats *now)
 {
   DcpSpeculationStats zero = { 0 };
 
   g_return_val_if_fail (now != NULL, -1);
-  if (before == NULL || before->verify_steps > now->verify_steps || before->accepted > now->accepted)
-    before = &zero;   /* a new engine: its counters started again */
+  if (before == NULL || before->verify_steps > now->verify_steps ||
+      before->accepted > now->accepted)
+    before = &zero; /* a new engine: its counters started again */
   if (now->verify_steps == before->verify_steps)
     return -1;
   return (double) (now->accepted - before->accepted) / (now->verify_steps - before->verify_steps);

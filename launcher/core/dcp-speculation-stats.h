@@ -13,11 +13,10 @@ typedef struct {
 } DcpSpeculationStats;
 
 /* FALSE when the statistics do not hold the three counters. */
-gboolean dcp_speculation_stats_read  (JsonNode                  *stats,
-                                      DcpSpeculationStats       *out);
+gboolean dcp_speculation_stats_read (JsonNode *stats, DcpSpeculationStats *out);
 /* Drafts accepted per verify step between two readings (since start when before is NULL); -1
  * when no verify step ran in between. */
-double   dcp_speculation_stats_accepted_per_step (const DcpSpeculationStats *before,
-                                                  const DcpSpeculationStats *now);
+double dcp_speculation_stats_accepted_per_step (const DcpSpeculationStats *before,
+                                                const DcpSpeculationStats *now);
 
 G_END_DECLS

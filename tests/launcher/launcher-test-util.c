@@ -248,6 +248,7 @@ test_drafter_write (const char *dir, const char *name, const TestDrafter *d)
   g_autoptr(GBytes) bytes = test_drafter_build (d);
   char *path = g_build_filename (dir, name, NULL);
 
-  g_assert_true (g_file_set_contents (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes), NULL));
+  g_assert_true (
+      g_file_set_contents (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes), NULL));
   return path;
 }

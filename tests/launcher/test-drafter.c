@@ -22,7 +22,7 @@
 
 typedef struct {
   char *dir;
-  DcpModelMeta *model;     /* the 27B config of tests/model, random sizes */
+  DcpModelMeta *model; /* the 27B config of tests/model, random sizes */
   TestHead head;
 } Fixture;
 
@@ -107,10 +107,8 @@ test_malformed (Fixture *f, gconstpointer data)
     const char *field;
     guint case_;
   } cases[] = {
-    { "drafter.block_size", 0 },
-    { "drafter.target.hidden_size", 1 },
-    { "drafter.target.layer_ids", 2 },
-    { "drafter.acceptance.mean_accepted", 3 },
+    { "drafter.block_size", 0 },          { "drafter.target.hidden_size", 1 },
+    { "drafter.target.layer_ids", 2 },    { "drafter.acceptance.mean_accepted", 3 },
     { "drafter.target.architecture", 4 },
   };
 
@@ -123,11 +121,21 @@ test_malformed (Fixture *f, gconstpointer data)
       test_drafter_for_27b (&t);
       switch (cases[i].case_)
         {
-        case 0: t.block_size = 1; break;
-        case 1: t.hidden_size = 0; break;
-        case 2: t.n_layer_ids = 0; break;
-        case 3: t.mean_accepted = 15.5; break;    /* more than 15 drafts */
-        default: t.architecture = ""; break;
+        case 0:
+          t.block_size = 1;
+          break;
+        case 1:
+          t.hidden_size = 0;
+          break;
+        case 2:
+          t.n_layer_ids = 0;
+          break;
+        case 3:
+          t.mean_accepted = 15.5;
+          break; /* more than 15 drafts */
+        default:
+          t.architecture = "";
+          break;
         }
       meta = load_drafter (f, &t, &error);
       g_assert_null (meta);
@@ -144,11 +152,8 @@ test_fits (Fixture *f, gconstpointer data)
     const char *why;
     guint case_;
   } cases[] = {
-    { "hidden size 4096", 0 },
-    { "vocabulary of 151936", 1 },
-    { "taps layer 64", 2 },
-    { "architecture “llama”", 3 },
-    { "is for Qwen/Qwen3.5-27B", 4 },
+    { "hidden size 4096", 0 },     { "vocabulary of 151936", 1 },    { "taps layer 64", 2 },
+    { "architecture “llama”", 3 }, { "is for Qwen/Qwen3.5-27B", 4 },
   };
   const DcpModelConfig *config = &f->model->plan.config;
   TestDrafter t;
@@ -158,10 +163,12 @@ test_fits (Fixture *f, gconstpointer data)
   test_drafter_for_27b (&t);
   good = load_drafter (f, &t, &error);
   g_assert_no_error (error);
-  g_assert_true (dcp_drafter_info_fits (good->drafter, config, f->model->architecture, f->model->model_id, &error));
+  g_assert_true (dcp_drafter_info_fits (good->drafter, config, f->model->architecture,
+                                        f->model->model_id, &error));
   g_assert_no_error (error);
   /* The name is compared only when both say one. */
-  g_assert_true (dcp_drafter_info_fits (good->drafter, config, "qwen3_5", "Qwen/Qwen3.8-27B", NULL));
+  g_assert_true (
+      dcp_drafter_info_fits (good->drafter, config, "qwen3_5", "Qwen/Qwen3.8-27B", NULL));
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -170,15 +177,26 @@ test_fits (Fixture *f, gconstpointer data)
       test_drafter_for_27b (&t);
       switch (cases[i].case_)
         {
-        case 0: t.hidden_size = 4096; break;
-        case 1: t.vocab_size = 151936; break;
-        case 2: t.layer_ids[2] = 64; break;
-        case 3: t.architecture = "llama"; break;
-        default: t.target_name = "Qwen/Qwen3.5-27B"; break;
+        case 0:
+          t.hidden_size = 4096;
+          break;
+        case 1:
+          t.vocab_size = 151936;
+          break;
+        case 2:
+          t.layer_ids[2] = 64;
+          break;
+        case 3:
+          t.architecture = "llama";
+          break;
+        default:
+          t.target_name = "Qwen/Qwen3.5-27B";
+          break;
         }
       bad = load_drafter (f, &t, &error);
       g_assert_no_error (error);
-      g_assert_false (dcp_drafter_info_fits (bad->drafter, config, "qwen3_5", "Qwen/Qwen3.8-27B", &error));
+      g_assert_false (
+          dcp_drafter_info_fits (bad->drafter, config, "qwen3_5", "Qwen/Qwen3.8-27B", &error));
       g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
       g_assert_nonnull (strstr (error->message, cases[i].why));
       g_clear_error (&error);
@@ -202,7 +220,8 @@ test_checkpoint (Fixture *f, gconstpointer data)
   for (guint i = 0; i < G_N_ELEMENTS (configs); i++)
     {
       g_autoptr(GBytes) json = g_bytes_new_static (configs[i], strlen (configs[i]));
-      g_autoptr(DcpDrafterInfo) d = dcp_drafter_info_new_from_checkpoint (json, "z-lab/Qwen3.5-27B-DFlash", 3 * GIB, &error);
+      g_autoptr(DcpDrafterInfo) d = dcp_drafter_info_new_from_checkpoint (
+          json, "z-lab/Qwen3.5-27B-DFlash", 3 * GIB, &error);
 
       g_assert_no_error (error);
       g_assert_cmpuint (d->block_size, ==, 16);
@@ -228,17 +247,19 @@ test_checkpoint (Fixture *f, gconstpointer data)
 static void
 test_checkpoint_tree (Fixture *f, gconstpointer data)
 {
-  const char *tree = "[{\"type\":\"file\",\"path\":\"config.json\",\"size\":900},"
-                     "{\"type\":\"file\",\"path\":\"model-1.safetensors\",\"size\":134,\"lfs\":{\"size\":1000}},"
-                     "{\"type\":\"file\",\"path\":\"model-2.safetensors\",\"size\":2000},"
-                     "{\"type\":\"file\",\"path\":\"old/model.safetensors\",\"size\":50000},"
-                     "{\"type\":\"directory\",\"path\":\"old\"}]";
+  const char *tree =
+      "[{\"type\":\"file\",\"path\":\"config.json\",\"size\":900},"
+      "{\"type\":\"file\",\"path\":\"model-1.safetensors\",\"size\":134,\"lfs\":{\"size\":1000}},"
+      "{\"type\":\"file\",\"path\":\"model-2.safetensors\",\"size\":2000},"
+      "{\"type\":\"file\",\"path\":\"old/model.safetensors\",\"size\":50000},"
+      "{\"type\":\"directory\",\"path\":\"old\"}]";
   const char *no_config = "[{\"type\":\"file\",\"path\":\"model.safetensors\",\"size\":10}]";
   g_autoptr(GBytes) a = g_bytes_new_static (tree, strlen (tree));
   g_autoptr(GBytes) b = g_bytes_new_static (no_config, strlen (no_config));
   g_autoptr(GBytes) c = g_bytes_new_static ("{}", 2);
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpCheckpointListing) listing = dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", a, &error);
+  g_autoptr(DcpCheckpointListing) listing =
+                 dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", a, &error);
 
   g_assert_no_error (error);
   g_assert_cmpstr (listing->config_url, ==, "http://h/z-lab/D/resolve/main/config.json");
@@ -248,7 +269,8 @@ test_checkpoint_tree (Fixture *f, gconstpointer data)
   g_assert_cmpuint (listing->files->len, ==, 3);
   g_assert_cmpstr (((DcpModelEntry *) listing->files->pdata[1])->name, ==, "model-1.safetensors");
   g_assert_cmpuint (((DcpModelEntry *) listing->files->pdata[1])->size, ==, 1000);
-  g_assert_cmpstr (((DcpModelEntry *) listing->files->pdata[2])->url, ==, "http://h/z-lab/D/resolve/main/model-2.safetensors");
+  g_assert_cmpstr (((DcpModelEntry *) listing->files->pdata[2])->url, ==,
+                   "http://h/z-lab/D/resolve/main/model-2.safetensors");
   g_assert_null (dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", b, &error));
   g_assert_no_error (error);
   g_assert_null (dcp_model_catalog_parse_checkpoint ("http://h", "z-lab/D", "main", c, &error));
@@ -258,7 +280,8 @@ test_checkpoint_tree (Fixture *f, gconstpointer data)
 /* ---- a drafter's head by Range from a loopback server ---- */
 
 static void
-serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
+serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+       gpointer user_data)
 {
   GBytes *file = user_data;
   SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
@@ -272,9 +295,10 @@ serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable 
       goffset end = MIN (ranges[0].end, (goffset) len - 1);
 
       soup_server_message_set_status (msg, SOUP_STATUS_PARTIAL_CONTENT, NULL);
-      soup_message_headers_set_content_range (soup_server_message_get_response_headers (msg), ranges[0].start, end, len);
-      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, bytes + ranges[0].start,
-                                        end - ranges[0].start + 1);
+      soup_message_headers_set_content_range (soup_server_message_get_response_headers (msg),
+                                              ranges[0].start, end, len);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY,
+                                        bytes + ranges[0].start, end - ranges[0].start + 1);
       soup_message_headers_free_ranges (req, ranges);
       return;
     }
@@ -309,7 +333,8 @@ test_remote (Fixture *f, gconstpointer data)
   soup_server_add_handler (server, NULL, serve, file, (GDestroyNotify) g_bytes_unref);
   g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
   uris = soup_server_get_uris (server);
-  url = g_strdup_printf ("http://127.0.0.1:%d/org/r/resolve/main/d.mcapy", g_uri_get_port (uris->data));
+  url = g_strdup_printf ("http://127.0.0.1:%d/org/r/resolve/main/d.mcapy",
+                         g_uri_get_port (uris->data));
   g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
   dcp_model_meta_fetch_async (session, url, NULL, NULL, NULL, fetched, &meta);
   while (meta == NULL)
@@ -352,7 +377,8 @@ test_resolve (Fixture *f, gconstpointer data)
       dcp_settings_init_default (&s);
       s.speculator = cases[i].asked;
       f->model->plan.mtp_bytes = cases[i].head ? mtp_bytes : 0;
-      g_assert_cmpint (dcp_speculation_resolve (&s, f->model, cases[i].drafter ? drafter->drafter : NULL, &fell_back),
+      g_assert_cmpint (dcp_speculation_resolve (
+                           &s, f->model, cases[i].drafter ? drafter->drafter : NULL, &fell_back),
                        ==, cases[i].got);
       g_assert_cmpint (fell_back, ==, cases[i].fell_back);
     }
@@ -381,8 +407,12 @@ test_expected (Fixture *f, gconstpointer data)
 static void
 test_costs (Fixture *f, gconstpointer data)
 {
-  DcpDeviceReport device = { .available = TRUE, .name = (char *) "Fake", .total_bytes = 141 * GIB,
-                             .free_bytes = 139 * GIB, .bandwidth_gbps = 4100, .bandwidth_measured = TRUE };
+  DcpDeviceReport device = { .available = TRUE,
+                             .name = (char *) "Fake",
+                             .total_bytes = 141 * GIB,
+                             .free_bytes = 139 * GIB,
+                             .bandwidth_gbps = 4100,
+                             .bandwidth_measured = TRUE };
   g_auto(DcpSettings) s = { 0 }, reserved = { 0 };
   g_auto(DcpCosts) off = { 0 }, with = { 0 };
   TestDrafter t;
@@ -413,7 +443,8 @@ test_costs (Fixture *f, gconstpointer data)
   g_assert_cmpint (spec.speculator, ==, DCP_SPECULATOR_DFLASH);
   g_assert_cmpuint (spec.drafts, ==, 15);
   g_assert_true (spec.measured);
-  g_assert_cmpfloat_with_epsilon (spec.tokens_per_s_without, bytes_per_s / off.step_bytes_short, 1e-6);
+  g_assert_cmpfloat_with_epsilon (spec.tokens_per_s_without, bytes_per_s / off.step_bytes_short,
+                                  1e-6);
   g_assert_cmpuint (spec.drafter_weight_bytes, ==, t.weights);
   /* The drafter's VRAM is kept out of the model's KV pool. */
   reserved.keep_free_bytes += t.weights + per_token * off.plan.pool_tokens;
@@ -421,7 +452,8 @@ test_costs (Fixture *f, gconstpointer data)
   g_assert_cmpuint (spec.drafter_kv_bytes, ==, per_token * with.plan.pool_tokens);
   g_assert_cmpuint (spec.context_per_conversation, ==, with.plan.context_per_conversation);
   g_assert_cmpuint (spec.context_per_conversation, <, off.plan.context_per_conversation);
-  g_assert_cmpuint (spec.vram_total, ==, with.plan.vram_total + t.weights + per_token * with.plan.pool_tokens);
+  g_assert_cmpuint (spec.vram_total, ==,
+                    with.plan.vram_total + t.weights + per_token * with.plan.pool_tokens);
   g_assert_true (spec.fits);
   /* Measured: 5.5 of 15 drafts; all 15 verified. */
   g_assert_cmpfloat_with_epsilon (spec.expected_accepted, 5.5, 1e-6);
@@ -444,10 +476,12 @@ test_costs (Fixture *f, gconstpointer data)
   g_assert_false (spec.measured);
   g_assert_cmpuint (spec.drafts, ==, DCP_DRAFT_DEFAULT);
   g_assert_cmpuint (spec.drafter_weight_bytes + spec.drafter_kv_bytes, ==, 0);
-  g_assert_cmpfloat_with_epsilon (spec.expected_accepted, dcp_speculation_expected (DCP_SPECULATION_RATE_MTP, 4), 1e-12);
+  g_assert_cmpfloat_with_epsilon (spec.expected_accepted,
+                                  dcp_speculation_expected (DCP_SPECULATION_RATE_MTP, 4), 1e-12);
   dcp_costs_clear (&with);
   dcp_costs_compute (&with, f->model, &s, &device, 0);
-  g_assert_cmpuint (spec.verify_bytes, ==, with.step_bytes_short + (DCP_DRAFT_DEFAULT - 1) * with.plan.weights_mtp);
+  g_assert_cmpuint (spec.verify_bytes, ==,
+                    with.step_bytes_short + (DCP_DRAFT_DEFAULT - 1) * with.plan.weights_mtp);
 
   /* No GPU bandwidth: no speed, the VRAM still. */
   device.bandwidth_gbps = 0;
@@ -468,7 +502,8 @@ test_command (Fixture *f, gconstpointer data)
   g_autofree char *drafter_path = g_build_filename (f->dir, "my drafter.mcapy", NULL);
   g_autoptr(GError) error = NULL;
   char *envp[] = { NULL };
-  const char *want[] = { "engine", "--settings", settings_path, "--speculator", "dflash", "--drafter", drafter_path, NULL };
+  const char *want[] = { "engine", "--settings", settings_path, "--speculator",
+                         "dflash", "--drafter",  drafter_path,  NULL };
 
   dcp_settings_init_default (&s);
   s.speculator = DCP_SPECULATOR_MTP;
@@ -491,10 +526,14 @@ test_command (Fixture *f, gconstpointer data)
 static void
 test_stats (Fixture *f, gconstpointer data)
 {
-  g_autoptr(JsonNode) first = json_from_string ("{\"scheduler\": {\"steps\": 90, \"verify_steps\": 40,"
-                                                " \"drafted_tokens\": 600, \"accepted_tokens\": 130}}", NULL);
-  g_autoptr(JsonNode) second = json_from_string ("{\"scheduler\": {\"verify_steps\": 50,"
-                                                 " \"drafted_tokens\": 750, \"accepted_tokens\": 185}}", NULL);
+  g_autoptr(JsonNode) first =
+                 json_from_string ("{\"scheduler\": {\"steps\": 90, \"verify_steps\": 40,"
+                                   " \"drafted_tokens\": 600, \"accepted_tokens\": 130}}",
+                                   NULL);
+  g_autoptr(JsonNode) second =
+                 json_from_string ("{\"scheduler\": {\"verify_steps\": 50,"
+                                   " \"drafted_tokens\": 750, \"accepted_tokens\": 185}}",
+                                   NULL);
   g_autoptr(JsonNode) none = json_from_string ("{\"scheduler\": {\"verify_steps\": 3}}", NULL);
   DcpSpeculationStats a, b, restarted = { 2, 30, 7 };
 
@@ -503,12 +542,14 @@ test_stats (Fixture *f, gconstpointer data)
   g_assert_cmpuint (a.drafted, ==, 600);
   g_assert_cmpuint (a.accepted, ==, 130);
   g_assert_true (dcp_speculation_stats_read (second, &b));
-  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (NULL, &a), 130.0 / 40, 1e-12);
+  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (NULL, &a), 130.0 / 40,
+                                  1e-12);
   /* Over the last sample: 55 accepted in 10 steps. */
   g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (&a, &b), 5.5, 1e-12);
   g_assert_cmpfloat (dcp_speculation_stats_accepted_per_step (&b, &b), ==, -1);
   /* Counters that went back: a new engine, counted from its start. */
-  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (&b, &restarted), 3.5, 1e-12);
+  g_assert_cmpfloat_with_epsilon (dcp_speculation_stats_accepted_per_step (&b, &restarted), 3.5,
+                                  1e-12);
   g_assert_false (dcp_speculation_stats_read (none, &a));
 }
 
@@ -544,14 +585,17 @@ test_convert (Fixture *f, gconstpointer data)
   g_autofree char *output = g_build_filename (f->dir, "Out-DFlash.mcapy", NULL);
   g_autofree char *written = g_build_filename (f->dir, "drafter.mcapy", NULL);
   g_autofree char *script = g_strdup_printf ("#!/bin/sh\necho \"$@\" > '%s'\n"
-                                             "for last; do :; done\necho converted > \"$last\"\n", args);
+                                             "for last; do :; done\necho converted > \"$last\"\n",
+                                             args);
   g_autofree char *got = NULL;
   g_autofree char *want = g_strdup_printf ("--target-name Qwen/Qwen3.8-27B %s %s", f->dir, written);
   GError *error;
 
   g_assert_true (g_file_set_contents (good, script, -1, NULL));
-  g_assert_true (g_file_set_contents (bad, "#!/bin/sh\necho reading\necho 'fc.weight: missing' >&2\n"
-                                           "echo partial > \"$2\"\nexit 3\n", -1, NULL));
+  g_assert_true (g_file_set_contents (bad,
+                                      "#!/bin/sh\necho reading\necho 'fc.weight: missing' >&2\n"
+                                      "echo partial > \"$2\"\nexit 3\n",
+                                      -1, NULL));
   g_assert_cmpint (g_chmod (good, 0755), ==, 0);
   g_assert_cmpint (g_chmod (bad, 0755), ==, 0);
 
@@ -583,7 +627,8 @@ test_convert (Fixture *f, gconstpointer data)
   g_setenv ("DECAPYBARA_CONVERT", "/opt/x/convert", TRUE);
   g_assert_cmpstr (dcp_drafter_converter_path ("/usr/bin/decapybara"), ==, "/opt/x/convert");
   g_unsetenv ("DECAPYBARA_CONVERT");
-  g_assert_cmpstr (dcp_drafter_converter_path ("/usr/bin/decapybara"), ==, "/usr/bin/decapybara-convert");
+  g_assert_cmpstr (dcp_drafter_converter_path ("/usr/bin/decapybara"), ==,
+                   "/usr/bin/decapybara-convert");
 }
 
 int

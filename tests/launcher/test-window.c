@@ -421,18 +421,19 @@ checkpoint_paired (Fixture *f)
 /* The z-lab checkpoint folder the launcher also lists (dcp_window_drafter_repositories). */
 #define ZLAB "/z-lab/Qwen3.5-27B-DFlash"
 static const char zlab_config[] =
-  "{\"architectures\": [\"DFlashDraftModel\"], \"block_size\": 16, \"hidden_size\": 5120,"
-  " \"vocab_size\": 248320, \"num_hidden_layers\": 5, \"num_key_value_heads\": 8,"
-  " \"head_dim\": 128, \"dflash_config\": {\"mask_token_id\": 248070,"
-  " \"target_layer_ids\": [1, 16, 31, 46, 61]}}";
+    "{\"architectures\": [\"DFlashDraftModel\"], \"block_size\": 16, \"hidden_size\": 5120,"
+    " \"vocab_size\": 248320, \"num_hidden_layers\": 5, \"num_key_value_heads\": 8,"
+    " \"head_dim\": 128, \"dflash_config\": {\"mask_token_id\": 248070,"
+    " \"target_layer_ids\": [1, 16, 31, 46, 61]}}";
 
 typedef struct {
-  GHashTable *files;      /* path -> GBytes */
-  GHashTable *trees;      /* path -> the API's file list */
+  GHashTable *files; /* path -> GBytes */
+  GHashTable *trees; /* path -> the API's file list */
 } DrafterRepo;
 
 static void
-serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer user_data)
+serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+                    gpointer user_data)
 {
   DrafterRepo *r = user_data;
   SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
@@ -447,7 +448,8 @@ serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path
   if (tree != NULL)
     {
       soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
-      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, tree, strlen (tree));
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, tree,
+                                        strlen (tree));
       return;
     }
   if (file == NULL)
@@ -482,10 +484,12 @@ add_files (DrafterRepo *r, const char *repo, const char *const *names, GBytes **
     {
       g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, contents[i]);
 
-      g_string_append_printf (tree, "%s{\"type\":\"file\",\"path\":\"%s\",\"size\":134,"
+      g_string_append_printf (tree,
+                              "%s{\"type\":\"file\",\"path\":\"%s\",\"size\":134,"
                               "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}",
                               i ? "," : "", names[i], sha, g_bytes_get_size (contents[i]));
-      g_hash_table_insert (r->files, g_strdup_printf ("%s/resolve/main/%s", repo, names[i]), contents[i]);
+      g_hash_table_insert (r->files, g_strdup_printf ("%s/resolve/main/%s", repo, names[i]),
+                           contents[i]);
     }
   g_string_append (tree, "]");
   return g_string_free (tree, FALSE);
@@ -506,7 +510,6 @@ drafter_downloaded (Fixture *f)
 
   return e != NULL && e->local_path != NULL;
 }
-
 
 static void
 test_drafter_pairing (Fixture *f, gconstpointer data)
@@ -533,7 +536,8 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   r.files = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_bytes_unref);
   r.trees = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
   {
-    GBytes *org[] = { test_head_build (&model), test_drafter_build (&fits), test_drafter_build (&other) };
+    GBytes *org[] = { test_head_build (&model), test_drafter_build (&fits),
+                      test_drafter_build (&other) };
     const char *zlab_names[] = { "config.json", "model.safetensors" };
     g_autofree guint8 *weights = g_malloc (1 << 16);
     GBytes *zlab[2];
@@ -542,8 +546,10 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
       weights[i] = g_rand_int (rand);
     zlab[0] = g_bytes_new_static (zlab_config, strlen (zlab_config));
     zlab[1] = g_bytes_new (weights, 1 << 16);
-    g_hash_table_insert (r.trees, (gpointer) "/api/models/org/models/tree/main", add_files (&r, "/org/models", names, org, 3));
-    g_hash_table_insert (r.trees, (gpointer) ("/api/models" ZLAB "/tree/main"), add_files (&r, ZLAB, zlab_names, zlab, 2));
+    g_hash_table_insert (r.trees, (gpointer) "/api/models/org/models/tree/main",
+                         add_files (&r, "/org/models", names, org, 3));
+    g_hash_table_insert (r.trees, (gpointer) ("/api/models" ZLAB "/tree/main"),
+                         add_files (&r, ZLAB, zlab_names, zlab, 2));
   }
   soup_server_add_handler (server, NULL, serve_drafter_repo, &r, NULL);
   g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
@@ -569,7 +575,8 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   drafters = dcp_model_list_get_entries (f->window->drafter_list);
   g_assert_cmpuint (drafters->len, ==, 1);
   g_assert_cmpstr (((DcpModelEntry *) drafters->pdata[0])->name, ==, "drafter-fits.mcapy");
-  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->name, ==, "drafter-fits.mcapy");
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->name, ==,
+                   "drafter-fits.mcapy");
   g_assert_null (dcp_model_list_get_selected (f->window->drafter_list)->local_path);
   note = dcp_model_list_get_note (f->window->drafter_list);
   g_assert_nonnull (strstr (note, "drafter-other.mcapy is for hidden size 4096"));
@@ -596,7 +603,8 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   g_assert_cmpint (dcp_engine_process_get_state (f->window->engine), ==, DCP_ENGINE_STOPPED);
   g_assert_true (dcp_model_list_download (f->window->drafter_list, "drafter-fits.mcapy"));
   iterate_until (drafter_downloaded, f);
-  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==, drafter_path);
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==,
+                   drafter_path);
 
   /* The engine gets the drafter on its command line, and Copy gives the same. */
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
@@ -623,7 +631,8 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   /* No drafter: the preset's mtp, from the settings file alone. */
   dcp_model_list_select (f->window->drafter_list, NULL);
   g_assert_null (dcp_window_get_drafter (f->window, NULL));
-  g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "speculation"), "mtp, 4 drafts per step"));
+  g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "speculation"),
+                            "mtp, 4 drafts per step"));
   {
     g_autofree char *copied = copy_text (f);
 
@@ -636,11 +645,14 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
   {
     g_autofree char *prepared = test_drafter_write (f->dir, "prepared.bin", &fits);
     g_autofree char *converter = g_build_filename (f->dir, "fake-convert", NULL);
-    g_autofree char *script = g_strdup_printf ("#!/bin/sh\n"
-                                               "cmp -s \"$1/config.json\" '%s/config.json' || exit 5\n"
-                                               "[ -f \"$1/model.safetensors\" ] || exit 6\n"
-                                               "cp '%s' \"$2\"\n", f->dir, prepared);
-    g_autofree char *folder = g_build_filename (f->dir, "checkpoints", "z-lab_Qwen3.5-27B-DFlash", NULL);
+    g_autofree char *script =
+        g_strdup_printf ("#!/bin/sh\n"
+                         "cmp -s \"$1/config.json\" '%s/config.json' || exit 5\n"
+                         "[ -f \"$1/model.safetensors\" ] || exit 6\n"
+                         "cp '%s' \"$2\"\n",
+                         f->dir, prepared);
+    g_autofree char *folder =
+        g_build_filename (f->dir, "checkpoints", "z-lab_Qwen3.5-27B-DFlash", NULL);
     g_autofree char *config = g_build_filename (f->dir, "config.json", NULL);
     g_autofree char *converted = g_build_filename (f->dir, "Qwen3.5-27B-DFlash.mcapy", NULL);
     g_autofree char *copied = NULL, *quoted = g_shell_quote (converted), *expected = NULL;
@@ -651,12 +663,19 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
     g_assert_true (g_file_set_contents (converter, script, -1, NULL));
     g_assert_cmpint (g_chmod (converter, 0755), ==, 0);
     g_setenv ("DECAPYBARA_CONVERT", converter, TRUE);
-    g_assert_true (dcp_checkpoint_list_start (f->window->checkpoint_list, "z-lab/Qwen3.5-27B-DFlash"));
+    g_assert_true (
+        dcp_checkpoint_list_start (f->window->checkpoint_list, "z-lab/Qwen3.5-27B-DFlash"));
     iterate_until (checkpoint_paired, f);
     g_unsetenv ("DECAPYBARA_CONVERT");
-    g_assert_true (g_file_get_contents (g_build_filename (folder, "model.safetensors", NULL), &weights, &weights_len, NULL));
-    g_assert_cmpmem (weights, weights_len, g_bytes_get_data (g_hash_table_lookup (r.files, ZLAB "/resolve/main/model.safetensors"), NULL), 1 << 16);
-    g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==, converted);
+    g_assert_true (g_file_get_contents (g_build_filename (folder, "model.safetensors", NULL),
+                                        &weights, &weights_len, NULL));
+    g_assert_cmpmem (
+        weights, weights_len,
+        g_bytes_get_data (g_hash_table_lookup (r.files, ZLAB "/resolve/main/model.safetensors"),
+                          NULL),
+        1 << 16);
+    g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==,
+                     converted);
     /* Its drafter file is listed now: the folder is not offered again. */
     g_assert_false (gtk_widget_get_visible (GTK_WIDGET (f->window->checkpoint_list)));
     copied = copy_text (f);
