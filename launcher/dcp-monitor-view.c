@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "dcp-monitor-view.h"
+#include "dcp-speculation-stats.h"
 
 #define SAMPLE_INTERVAL_S 1
 #define GIB 1073741824.0
@@ -27,7 +28,7 @@ struct _DcpMonitorView
   GtkBox parent_instance;
 
   GtkDrawingArea *chart, *tiers;
-  GtkLabel *speed_label, *queue_label, *stats_label;
+  GtkLabel *speed_label, *queue_label, *stats_label, *speculation_label;
   DcpDbusEngine1 *proxy;
   GCancellable *cancellable;
   guint tick_source;
@@ -35,7 +36,9 @@ struct _DcpMonitorView
   guint first, n_samples;
   GArray *conversations;                 /* Conversation */
   guint64 context_size;
-  char *stats_text, *queue_text;
+  char *stats_text, *queue_text, *speculation_text;
+  DcpSpeculationStats last_speculation; /* the previous sample's counters */
+  gboolean have_speculation;
 };
 
 G_DEFINE_FINAL_TYPE (DcpMonitorView, dcp_monitor_view, GTK_TYPE_BOX)
@@ -271,6 +274,42 @@ append_stats (GString *out, const char *prefix, JsonObject *object)
     }
 }
 
+/* The live acceptance length: drafts accepted per verify step over the last sample, and since
+ * the engine started. */
+static void
+show_speculation (DcpMonitorView *self, JsonNode *root)
+{
+  DcpSpeculationStats now;
+  double live, overall;
+
+  g_clear_pointer (&self->speculation_text, g_free);
+  if (!dcp_speculation_stats_read (root, &now))
+    self->speculation_text = g_strdup (_ ("The engine reports no speculation counters"));
+  else if (now.verify_steps == 0)
+    self->speculation_text = g_strdup (
+        _ ("No verify steps yet: speculation is off, or nothing was written since start"));
+  else
+    {
+      g_autofree char *recent = NULL;
+
+      live = dcp_speculation_stats_accepted_per_step (
+          self->have_speculation ? &self->last_speculation : NULL, &now);
+      overall = dcp_speculation_stats_accepted_per_step (NULL, &now);
+      /* Translators: drafts accepted per verify step over the last second */
+      recent = live >= 0 ? g_strdup_printf (_ ("%.2f drafts accepted per step now"), live)
+                         : g_strdup (_ ("no verify step in the last second"));
+      /* Translators: the line before, then the mean since start, tokens per step (1 + it), and
+       * accepted of drafted */
+      self->speculation_text = g_strdup_printf (
+          _ ("%s · %.2f since start (%.2f tokens per step) · %" G_GUINT64_FORMAT
+             " of %" G_GUINT64_FORMAT " drafts accepted in %" G_GUINT64_FORMAT " verify steps"),
+          recent, overall, 1 + overall, now.accepted, now.drafted, now.verify_steps);
+    }
+  self->last_speculation = now;
+  self->have_speculation = TRUE;
+  gtk_label_set_text (self->speculation_label, self->speculation_text);
+}
+
 static void
 stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -292,6 +331,7 @@ stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
       g_debug ("GetStats answered no JSON object");
       return;
     }
+  show_speculation (self, root);
   append_stats (text, NULL, json_node_get_object (root));
   if (text->len > 0)
     g_string_truncate (text, text->len - 1);
@@ -393,6 +433,7 @@ dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
     }
   /* A new engine: a new chart. */
   self->first = self->n_samples = 0;
+  self->have_speculation = FALSE;
   g_array_set_size (self->conversations, 0);
   self->cancellable = g_cancellable_new ();
   sample (self);
@@ -411,6 +452,13 @@ dcp_monitor_view_get_n_conversations (DcpMonitorView *self)
 {
   g_return_val_if_fail (DCP_IS_MONITOR_VIEW (self), 0);
   return self->conversations->len;
+}
+
+const char *
+dcp_monitor_view_get_speculation_text (DcpMonitorView *self)
+{
+  g_return_val_if_fail (DCP_IS_MONITOR_VIEW (self), NULL);
+  return self->speculation_text;
 }
 
 const char *
@@ -475,6 +523,7 @@ dcp_monitor_view_finalize (GObject *object)
   g_array_unref (self->conversations);
   g_free (self->stats_text);
   g_free (self->queue_text);
+  g_free (self->speculation_text);
   G_OBJECT_CLASS (dcp_monitor_view_parent_class)->finalize (object);
 }
 
@@ -529,6 +578,15 @@ dcp_monitor_view_init (DcpMonitorView *self)
   group (self, _("Conversations"),
          _("Each dot is a conversation in the cache tier that holds it, larger with more tokens; "
            "a ring is idle, a filled dot is reading or writing"), tier_box);
+
+  self->speculation_label = GTK_LABEL (label (FALSE));
+  gtk_label_set_text (self->speculation_label,
+                      _ ("The acceptance length appears here while the engine runs"));
+  group (
+      self, _ ("Speculative decoding"),
+      _ ("Drafts the model accepted per verify step (the acceptance length less the model's own token), "
+         "from the counters scheduler.verify_steps, drafted_tokens and accepted_tokens"),
+      GTK_WIDGET (self->speculation_label));
 
   self->stats_label = GTK_LABEL (label (TRUE));
   gtk_label_set_text (self->stats_label, _("The engine's counters appear here while it runs"));

@@ -25,6 +25,8 @@ guint           dcp_monitor_view_get_n_samples       (DcpMonitorView *self);
 guint           dcp_monitor_view_get_n_conversations (DcpMonitorView *self);
 /* The statistics text as shown, and the queue line. */
 const char     *dcp_monitor_view_get_stats_text      (DcpMonitorView *self);
+/* The speculation line: the live acceptance length, or why there is none. */
+const char *dcp_monitor_view_get_speculation_text (DcpMonitorView *self);
 const char     *dcp_monitor_view_get_queue_text      (DcpMonitorView *self);
 
 G_END_DECLS
