@@ -393,12 +393,18 @@ dcp_cuda_forward_get_kv (DcpCudaForward *self)
 
 #define TRY(call) do { int err_ = (call); if (err_ != 0) return err_; } while (0)
 
+/* Passes of up to this many rows run GEMVs, DCPK_GEMV_MAX_BATCH rows per call. */
+#define GEMV_PASS_MAX_ROWS (3 * DCPK_GEMV_MAX_BATCH)
+
 static int
 gemv_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float *y)
 {
   DcpCudaForward *s = user;
 
-  return dcpk_gemv (m->format, m->data, m->rows, m->cols, x, rows, y, s->stream);
+  for (int r = 0; r < rows; r += DCPK_GEMV_MAX_BATCH)
+    TRY (dcpk_gemv (m->format, m->data, m->rows, m->cols, x + (gsize) r * m->cols,
+                    MIN (DCPK_GEMV_MAX_BATCH, rows - r), y + (gsize) r * m->rows, s->stream));
+  return 0;
 }
 
 static int
@@ -410,14 +416,15 @@ gemm_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float 
                     y, FALSE);
 }
 
-/* The matrix product of the pass: GEMVs when the pass has few rows (a decode pass, a verify
- * step's drafts, a prompt's short tail), GEMMs otherwise. A GEMM of an MX matrix converts the
- * whole matrix first: at 2..16 rows that conversion alone cost 3.7x a decode step (H200, 27B
- * shapes, 2026-12-03), where the GEMV reads the weights once as they are. */
+/* The matrix product of the pass: GEMVs when the pass has few rows (a decode pass, verify
+ * steps' drafts, a prompt's short tail), GEMMs otherwise. A GEMM of an MX matrix converts the
+ * whole matrix first: at 2..16 rows that alone cost 3.7x a decode step, and at 20..48 rows
+ * (verify steps of 4 and 12 conversations) 3.6..4.8x, where 16-row GEMVs read the weights as
+ * they are, once per 16 rows (H200, 27B shapes, 2026-12-03; docs/PERFORMANCE.md). */
 static DcpCudaMatmulFn
 matmul_fn (const Pass *p)
 {
-  return p->kind == DCP_CUDA_PASS_DECODE || p->n_rows <= DCPK_GEMV_MAX_BATCH ? gemv_on : gemm_on;
+  return p->kind == DCP_CUDA_PASS_DECODE || p->n_rows <= GEMV_PASS_MAX_ROWS ? gemv_on : gemm_on;
 }
 
 static int
