@@ -83,7 +83,7 @@ gboolean
 dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **error)
 {
   g_autofree char *recipes = NULL, *batches = NULL, *contexts = NULL, *prefill = NULL;
-  g_autofree char *activations = NULL;
+  g_autofree char *activations = NULL, *model = NULL;
   int layers = 64, steps = 20, chunk = 2048, mixed = 32768;
   double max_seconds = 60, tflops = 790;
   gboolean json = FALSE, verify = FALSE, integrity = FALSE, yarn = FALSE;
@@ -115,6 +115,9 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
       "Speculative verify steps: 1..16 rows per conversation at batch 1, 4 and 12, next to the "
       "1-row step",
       NULL },
+    { "model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+      "A .mcapy model's own weights and shapes instead of random 27B ones (one run; --recipe "
+      "and --layers do not apply)", "FILE" },
     { "yarn", 0, 0, G_OPTION_ARG_NONE, &yarn,
       "YaRN x4 positions, as --rope-scaling 1m serves them (contexts past 262,144 tokens)", NULL },
     { "integrity", 0, 0, G_OPTION_ARG_NONE, &integrity,
@@ -189,6 +192,7 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   o->verify = verify;
   o->integrity = integrity;
   o->yarn = yarn;
+  o->model = g_steal_pointer (&model);
   o->fp8 = g_strcmp0 (activations, "fp8") == 0;
   return TRUE;
 }
@@ -200,4 +204,5 @@ dcp_bench_options_clear (DcpBenchOptions *o)
   g_clear_pointer (&o->batches, g_array_unref);
   g_clear_pointer (&o->contexts, g_array_unref);
   g_clear_pointer (&o->prefill, g_array_unref);
+  g_clear_pointer (&o->model, g_free);
 }

@@ -29,6 +29,7 @@
 #include "dcp-cuda-forward.h"
 #include "dcp-kernels.h"
 #include "dcp-model-cost.h"
+#include "dcp-model-file.h"
 #include "dcp-time-share.h"
 
 #define WARMUP_STEPS 3
@@ -53,6 +54,7 @@ typedef struct {
   float *logits;                 /* DCP_BENCH_MAX_BATCH + 1 rows */
   GRand *rand;
   DcpBenchIntegrity integrity;   /* --integrity */
+  DcpModelFile *file;            /* --model: its weights instead of random ones, or NULL */
   DcpIntegrityMonitor *monitor;  /* called after every timed decode step, or NULL */
 } Bench;
 
@@ -746,6 +748,19 @@ plan_pool (Bench *b, guint64 free_bytes)
   return want / DCPK_KV_PAGE_TOKENS * DCPK_KV_PAGE_TOKENS;
 }
 
+/* The model's backend: the --model file's weights, or random ones in the recipe's formats. */
+static DcpBackend *
+new_backend (Bench *b, GError **error)
+{
+  DcpTensorSource source;
+
+  if (b->file == NULL)
+    return dcp_backend_cuda_new_random_recipe (&b->config, b->recipe, g_rand_int (b->rand),
+                                               (guint) b->pool_tokens, error);
+  source = dcp_model_file_get_source (b->file);
+  return dcp_backend_cuda_new (&b->config, &source, (guint) b->pool_tokens, error);
+}
+
 static gboolean
 run_recipe (Bench *b, GError **error)
 {
@@ -765,9 +780,7 @@ run_recipe (Bench *b, GError **error)
     }
   /* The plan's reserve is an estimate: on running out of memory, try again with half the pool
    * (the combinations that then do not fit say so). */
-  while ((b->backend = dcp_backend_cuda_new_random_recipe (&b->config, b->recipe,
-                                                           g_rand_int (b->rand),
-                                                           (guint) b->pool_tokens, &local)) == NULL &&
+  while ((b->backend = new_backend (b, &local)) == NULL &&
          g_error_matches (local, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY) &&
          b->pool_tokens >= 2 * DCPK_KV_PAGE_TOKENS)
     {
@@ -837,6 +850,7 @@ main (int argc, char **argv)
   g_autoptr(GError) error = NULL;
   g_autoptr(GRand) rand = g_rand_new_with_seed (42);
   g_autofree float *logits = NULL;
+  g_autoptr(DcpModelFile) file = NULL;
   DcpkDeviceInfo info;
   double gbps = 0;
 
@@ -871,16 +885,28 @@ main (int argc, char **argv)
   else
     g_print ("%s, %.1f GB free; measured bandwidth %.0f GB/s; prefill limit at %.0f TFLOP/s; "
              "prompt activations %s\n"
-             "Model: random weights in the 27B's shapes, full width. Decode contexts are "
-             "synthetic: random KV and GDN states, not a prompt that ran.\n",
-             info.name, info.free_bytes / 1e9, gbps, opt.tflops, opt.fp8 ? "fp8" : "bf16");
+             "Model: %s. Decode contexts are synthetic: random KV and GDN states, not a prompt "
+             "that ran.\n",
+             info.name, info.free_bytes / 1e9, gbps, opt.tflops, opt.fp8 ? "fp8" : "bf16",
+             opt.model != NULL ? opt.model : "random weights in the 27B's shapes, full width");
 
-  logits = g_new (float, (gsize) (DCP_BENCH_MAX_BATCH + 1) * 248320);
-  for (guint r = 0; r < opt.recipes->len; r++)
+  if (opt.model != NULL && !(file = dcp_model_file_open (opt.model, &error)))
+    {
+      g_printerr ("decapybara-bench: %s\n", error->message);
+      return 2;
+    }
+  logits = g_new (float, (gsize) (DCP_BENCH_MAX_BATCH + 1) *
+                         (file != NULL ? dcp_model_file_get_config (file)->vocab_size : 248320));
+  /* A model file runs once, in its own formats (the first recipe names the run). */
+  for (guint r = 0; r < (file != NULL ? 1 : opt.recipes->len); r++)
     {
       Bench b = { &opt, g_array_index (opt.recipes, DcpRecipe, r) };
 
-      dcp_model_config_27b (&b.config, opt.layers);
+      b.file = file;
+      if (file != NULL)
+        b.config = *dcp_model_file_get_config (file);
+      else
+        dcp_model_config_27b (&b.config, opt.layers);
       if (opt.yarn)
         dcp_model_config_enable_yarn (&b.config, DCP_ROPE_YARN_FACTOR);
       b.gbps = gbps;
