@@ -235,6 +235,10 @@ dcp_window_show_engine_state (DcpWindow *self)
   const char *title = NULL;
   g_autofree char *subtitle = NULL;
 
+  if (dcp_window_show_remote_state (self))
+    return;
+  gtk_widget_set_sensitive (self->load_button, TRUE);
+  gtk_widget_set_tooltip_text (self->load_button, NULL);
   switch (state)
     {
     case DCP_ENGINE_STOPPED:

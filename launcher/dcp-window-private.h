@@ -8,6 +8,7 @@
 #include "dcp-model-list.h"
 #include "dcp-monitor-view.h"
 #include "dcp-presets.h"
+#include "dcp-remote-engine.h"
 #include "dcp-settings-page.h"
 #include "dcp-window.h"
 
@@ -27,7 +28,9 @@ struct _DcpWindow
   GtkWidget *right_scroll, *columns_separator;
   gboolean narrow;                /* one column: the right column's parts under the left's */
   AdwEntryRow *folder_row, *repo_row;
-  AdwPasswordEntryRow *token_row;
+  AdwPasswordEntryRow *token_row, *remote_key_row;
+  AdwEntryRow *remote_row;
+  GtkWidget *connect_button;
   AdwActionRow *address_row, *command_row, *engine_row;
   GtkEntry *host_entry;
   GtkSpinButton *port_spin;
@@ -65,6 +68,7 @@ struct _DcpWindow
   char *running_settings;         /* what the engine was started with (JSON, then the key) */
   GtkWidget *restart_button;      /* "Restart to Apply" on the Engine row */
   gboolean restart_pending;       /* start again once the engine has stopped */
+  DcpRemoteEngine *remote_engine; /* while connected to a remote engine, or NULL */
 };
 
 /* dcp-window.c */
@@ -87,6 +91,12 @@ char        *dcp_window_check_models_folder (const char       *text,
 #define DCP_WINDOW_NARROW_WIDTH 860
 void         dcp_window_set_narrow        (DcpWindow          *self,
                                            gboolean            narrow);
+/* dcp-window-remote.c: Connect to a remote engine (win.connect-remote) and its Engine row. */
+void         dcp_window_class_init_remote (GtkWidgetClass     *widget_class);
+void         dcp_window_init_remote       (DcpWindow          *self);
+/* TRUE when a remote engine is followed: the Engine row then shows it (and Load and Stop are
+ * off). */
+gboolean     dcp_window_show_remote_state (DcpWindow          *self);
 /* dcp-window-actions.c */
 void         dcp_window_class_init_actions (GtkWidgetClass    *widget_class);
 void         dcp_window_init_actions      (DcpWindow          *self);
