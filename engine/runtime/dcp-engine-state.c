@@ -742,9 +742,14 @@ watch_get_info (DcpExecutor *executor, DcpModelInfo *info)
     dcp_executor_get_info (self->inner, info);
   else
     {
+      GError *closed = closed_error (self->state);
+
       info->id = g_strdup ("");
       info->context_length = 0;
       info->loaded = FALSE;
+      if (closed != NULL)
+        info->unavailable = g_strdup (closed->message);
+      g_clear_error (&closed);
     }
 }
 
@@ -862,8 +867,9 @@ dcp_engine_state_reload_begin (DcpEngineState *self, GSourceFunc drained, gpoint
 {
   g_return_val_if_fail (DCP_IS_ENGINE_STATE (self) && drained != NULL, FALSE);
 
-  if (dcp_engine_state_is_stopping (self) || g_atomic_int_get (&self->closed) || self->watched == NULL ||
-      self->watched->inner == NULL || self->queue == NULL)
+  /* After a reload that left no model (state "failed"), another may try. */
+  if (dcp_engine_state_is_stopping (self) || self->reload_drain_id != 0 || self->watched == NULL ||
+      self->queue == NULL || (g_atomic_int_get (&self->closed) && self->watched->inner != NULL))
     return FALSE;
   set_closed (self, "the engine is switching to another model; try again when it is ready");
   set_string (self, &self->state, "loading", PROP_STATE);

@@ -88,8 +88,9 @@ void            dcp_engine_state_stop          (DcpEngineState *self);
  * thread. Then reload_take hands out the served executor (the watched one's inner: free it, and
  * what it uses, off the main thread), and reload_finish puts the next one in (state "ready" at
  * the next refresh) or, executor NULL, leaves none: state "failed", every request answered
- * DCP_ERROR_BUSY with message. FALSE from reload_begin when the engine is stopping, already
- * reloading, or serves no watched executor. */
+ * DCP_ERROR_BUSY with message (another reload_begin may follow; its reload_take hands out
+ * NULL). FALSE from reload_begin when the engine is stopping, already reloading, or serves no
+ * watched executor. */
 gboolean        dcp_engine_state_reload_begin  (DcpEngineState *self,
                                                 GSourceFunc     drained,
                                                 gpointer        user_data);

@@ -340,6 +340,27 @@ test_reload (void)
   models = http_exchange (address, "GET", "/v1/models", NULL);
   g_assert_nonnull (strstr (models, "\"second\""));
 
+  g_clear_pointer (&models, g_free);
+
+  /* Neither loads (the previous file is gone too): State "failed", requests refused with the
+   * reason; a Reload that works serves again. */
+  g_assert_cmpint (g_unlink (second), ==, 0);
+  dcp_dbus_engine1_call_reload_sync (proxy, broken, "", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (wait_state (proxy, "failed", 60));
+  g_assert_nonnull (strstr (dcp_dbus_engine1_get_last_error (proxy), "did not load again"));
+  g_free (streamed);
+  streamed = http_exchange (address, "POST", "/v1/completions", "{\"prompt\": \"hello\", \"max_tokens\": 2}");
+  g_assert_nonnull (strstr (streamed, "503"));
+  g_assert_nonnull (strstr (streamed, "did not load again"));
+  dcp_dbus_engine1_call_reload_sync (proxy, first, "", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (wait_state (proxy, "ready", 60));
+  g_assert_cmpstr (dcp_dbus_engine1_get_model (proxy), ==, first);
+  g_assert_cmpstr (dcp_dbus_engine1_get_last_error (proxy), ==, "");
+  models = http_exchange (address, "GET", "/v1/models", NULL);
+  g_assert_nonnull (strstr (models, "\"first\""));
+
   dcp_dbus_engine1_call_stop_sync (proxy, NULL, &error);
   g_assert_no_error (error);
   g_subprocess_wait_check (e.proc, NULL, &error);
