@@ -805,6 +805,7 @@ dcp_window_init (DcpWindow *self)
   g_signal_connect (self->repo_row, "apply", G_CALLBACK (repo_applied), self);
   dcp_window_init_actions (self);
   name_unnamed_buttons (GTK_WIDGET (self->token_row), _("Show or hide the token"));
+  name_unnamed_buttons (GTK_WIDGET (self->remote_key_row), _("Show or hide the remote engine's API key"));
 }
 
 /* The last used settings, then the widgets that show them. */
