@@ -35,13 +35,15 @@ dcp_window_show_remote_state (DcpWindow *self)
     }
   else
     {
+      g_autofree char *context = g_strdup_printf ("%" G_GUINT64_FORMAT, dcp_remote_engine_get_context_size (remote));
+
       title = _("Remote engine");
-      /* Translators: the address twice, the model's name, its context size, then speed and requests */
+      /* Translators: the address twice, the model's name, its context size in tokens, then speed and requests */
       subtitle = g_strdup_printf (_("Clients connect to %s/v1 (OpenAI) or %s (Anthropic)\n"
-                                    "%s · context %" G_GUINT64_FORMAT " tokens · %.1f tokens/s · %u running, %u waiting"),
+                                    "%s · context %s tokens · %.1f tokens/s · %u running, %u waiting"),
                                   address, address,
                                   dcp_remote_engine_get_model (remote) != NULL ? dcp_remote_engine_get_model (remote) : "",
-                                  dcp_remote_engine_get_context_size (remote),
+                                  context,
                                   dcp_remote_engine_get_tokens_per_second (remote),
                                   dcp_remote_engine_get_running (remote), dcp_remote_engine_get_queue_length (remote));
     }
