@@ -917,9 +917,3 @@ dcp_engine_state_reload_finish (DcpEngineState *self, DcpExecutor *executor, con
   refresh (self);
 }
 
-gboolean
-dcp_engine_state_is_reloading (DcpEngineState *self)
-{
-  g_return_val_if_fail (DCP_IS_ENGINE_STATE (self), FALSE);
-  return self->reload_drain_id != 0 || (self->watched != NULL && self->watched->inner == NULL);
-}

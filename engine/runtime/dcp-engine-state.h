@@ -98,7 +98,6 @@ DcpExecutor    *dcp_engine_state_reload_take   (DcpEngineState *self);
 void            dcp_engine_state_reload_finish (DcpEngineState *self,
                                                 DcpExecutor    *executor,
                                                 const char     *message);
-gboolean        dcp_engine_state_is_reloading  (DcpEngineState *self);
 /* Ends the request conversation id runs (its cancellable, as when the client leaves); FALSE
  * when no running request has that id. */
 gboolean        dcp_engine_state_cancel_conversation (DcpEngineState *self,
