@@ -237,6 +237,7 @@ test_connect (void)
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f.window), "win.connect-remote", NULL));
   g_assert_null (f.window->remote_engine);
   g_assert_true (gtk_widget_get_sensitive (f.window->load_button));
+  g_assert_cmpstr (gtk_widget_get_tooltip_text (f.window->load_button), ==, "Start the engine with these settings");
   g_assert_true (gtk_widget_get_visible (f.window->load_button));
   gtk_window_destroy (GTK_WINDOW (f.window));
 
