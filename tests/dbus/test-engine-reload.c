@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The real engine on the tiny model (CPU backend), on a private session bus: SetSetting for the
- * settings that change live (loop guard, prefill policy, log level), and Reload: what it refuses
- * without changing anything, a switch to another model file (the same process, address and bus
- * name; a stream running meanwhile ends with a clear error), and a model that does not load (the
- * previous one serves again, LastError says why). */
+/* The real engine on the tiny model (CPU backend; DECAPYBARA_RELOAD_BACKEND=cuda for the GPU), on a
+ * private session bus: SetSetting for the settings that change live (loop guard, prefill policy,
+ * log level), and Reload: what it refuses without changing anything, a switch to another model
+ * file (the same process, address and bus name; a stream running meanwhile ends with a clear
+ * error), a model that does not load (the previous one serves again, LastError says why), and
+ * neither loading (State "failed", requests refused with the reason, then a Reload that works). */
 #define G_LOG_DOMAIN "test-engine-reload"
 
 #include "config.h"
@@ -197,6 +198,9 @@ static void
 test_reload (void)
 {
   const char *tiny = g_getenv ("DECAPYBARA_TINY_MODEL");
+  /* DECAPYBARA_RELOAD_BACKEND=cuda runs it on a GPU: each Reload frees the device's memory and
+   * takes it again. */
+  const char *backend = g_getenv ("DECAPYBARA_RELOAD_BACKEND") != NULL ? g_getenv ("DECAPYBARA_RELOAD_BACKEND") : "cpu";
   g_autoptr(GTestDBus) bus = NULL;
   g_autoptr(GSubprocessLauncher) launcher = NULL;
   g_autoptr(DcpDbusEngine1) proxy = NULL;
@@ -242,7 +246,7 @@ test_reload (void)
   g_subprocess_launcher_unsetenv (launcher, "DECAPYBARA_API_KEY");
   g_subprocess_launcher_setenv (launcher, "XDG_CONFIG_HOME", dir, TRUE);
   e.proc = g_subprocess_launcher_spawn (launcher, &error, g_getenv ("DECAPYBARA_ENGINE"), "--model", first,
-                                        "--backend", "cpu", "--port", "0", "--no-dashboard", "--dbus-name",
+                                        "--backend", backend, "--port", "0", "--no-dashboard", "--dbus-name",
                                         TEST_BUS_NAME, NULL);
   g_assert_no_error (error);
   g_assert_true (wait_log (&e, "owning " TEST_BUS_NAME, 30));
