@@ -180,6 +180,29 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->draft_length = settings->draft_length > 0 ? settings->draft_length : DCP_DRAFT_DEFAULT;
 }
 
+gboolean
+dcp_engine_executor_check (const DcpCli *cli, GError **error)
+{
+  const DcpSettings *settings = &cli->settings;
+
+  if (!dcp_settings_validate (settings,
+                              HAVE_CUDA && settings->backend == DCP_SETTING_BACKEND_CUDA ?
+                              &cuda_caps : &cpu_caps, error))
+    return FALSE;
+  if (settings->model == NULL)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "no model: give --model FILE.mcapy (or a folder holding one)");
+      return FALSE;
+    }
+  if (!g_file_test (settings->model, G_FILE_TEST_EXISTS))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND, "model %s: no such file or folder", settings->model);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 DcpExecutor *
 dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
                           DcpLoadProgressFunc progress, gpointer user_data, GError **error)
@@ -201,16 +224,8 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
-  if (!dcp_settings_validate (settings,
-                              HAVE_CUDA && settings->backend == DCP_SETTING_BACKEND_CUDA ?
-                              &cuda_caps : &cpu_caps, error))
+  if (!dcp_engine_executor_check (cli, error))
     return NULL;
-  if (settings->model == NULL)
-    {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                           "no model: give --model FILE.mcapy (or a folder holding one)");
-      return NULL;
-    }
   model = dcp_model_source_open (settings->model, cli->tokenizer, error);
   if (model == NULL)
     return NULL;

@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 
+#include "dcp-error.h"
 #include "dcp-monitor-view.h"
 #include "dcp-speculation-stats.h"
 
@@ -30,6 +31,7 @@ struct _DcpMonitorView
   GtkDrawingArea *chart, *tiers;
   GtkLabel *speed_label, *queue_label, *stats_label, *speculation_label;
   DcpDbusEngine1 *proxy;
+  DcpRemoteEngine *remote;
   GCancellable *cancellable;
   guint tick_source;
   Sample samples[DCP_MONITOR_SAMPLES];   /* a ring: the oldest at first */
@@ -310,25 +312,16 @@ show_speculation (DcpMonitorView *self, JsonNode *root)
   gtk_label_set_text (self->speculation_label, self->speculation_text);
 }
 
+/* The GET /stats object (GetStats over D-Bus, or a remote engine's answer), flattened. */
 static void
-stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
+show_stats (DcpMonitorView *self, const char *json)
 {
-  DcpMonitorView *self = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autofree char *json = NULL;
-  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(JsonNode) root = json_from_string (json, NULL);
   g_autoptr(GString) text = g_string_new (NULL);
 
-  if (!dcp_dbus_engine1_call_get_stats_finish (DCP_DBUS_ENGINE1 (source), &json, result, &error))
-    {
-      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        g_debug ("GetStats: %s", error->message);
-      return;
-    }
-  root = json_from_string (json, &error);
   if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
-      g_debug ("GetStats answered no JSON object");
+      g_debug ("the statistics are no JSON object");
       return;
     }
   show_speculation (self, root);
@@ -338,6 +331,22 @@ stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_free (self->stats_text);
   self->stats_text = g_strdup (text->str);
   gtk_label_set_text (self->stats_label, self->stats_text);
+}
+
+static void
+stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  DcpMonitorView *self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *json = NULL;
+
+  if (!dcp_dbus_engine1_call_get_stats_finish (DCP_DBUS_ENGINE1 (source), &json, result, &error))
+    {
+      if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        g_debug ("GetStats: %s", error->message);
+      return;
+    }
+  show_stats (self, json);
 }
 
 static void
@@ -368,18 +377,71 @@ conversations_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-sample (DcpMonitorView *self)
+show_speed (DcpMonitorView *self, double tps, double pps)
 {
-  DcpDbusEngine1 *proxy = self->proxy;
-  double tps = dcp_dbus_engine1_get_tokens_per_second (proxy);
-  double pps = dcp_dbus_engine1_get_prompt_tokens_per_second (proxy);
   g_autofree char *speed = NULL;
 
   add_sample (self, tps, pps);
-  self->context_size = dcp_dbus_engine1_get_context_size (proxy);
   /* Translators: generated and prompt tokens per second */
   speed = g_strdup_printf (_("Generating %.1f tokens/s · reading prompts %.1f tokens/s"), tps, pps);
   gtk_label_set_text (self->speed_label, speed);
+  gtk_widget_queue_draw (GTK_WIDGET (self->chart));
+}
+
+/* A remote engine's poll: the same chart, tiers and statistics from its HTTP answers. */
+static void
+remote_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  DcpRemoteEngine *remote = DCP_REMOTE_ENGINE (source);
+  DcpMonitorView *self = user_data;
+  g_autoptr(GError) error = NULL;
+  GArray *rows;
+
+  if (!dcp_remote_engine_poll_finish (remote, result, &error))
+    {
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) || g_error_matches (error, DCP_ERROR, DCP_ERROR_BUSY))
+        return;
+      gtk_label_set_text (self->speed_label, error->message);
+      return;
+    }
+  show_speed (self, dcp_remote_engine_get_tokens_per_second (remote),
+              dcp_remote_engine_get_prompt_tokens_per_second (remote));
+  self->context_size = dcp_remote_engine_get_context_size (remote);
+  g_free (self->queue_text);
+  /* Translators: a remote engine: requests waiting and running, its RAM and disk caches in GiB */
+  self->queue_text = g_strdup_printf (_("%u waiting in the queue · %u requests running · "
+                                        "RAM cache %.2f GiB · disk cache %.2f GiB"),
+                                      dcp_remote_engine_get_queue_length (remote),
+                                      dcp_remote_engine_get_running (remote),
+                                      dcp_remote_engine_get_ram_bytes (remote) / GIB,
+                                      dcp_remote_engine_get_disk_bytes (remote) / GIB);
+  gtk_label_set_text (self->queue_label, self->queue_text);
+  g_array_set_size (self->conversations, 0);
+  rows = dcp_remote_engine_get_conversations (remote);
+  for (guint i = 0; i < rows->len; i++)
+    {
+      const DcpRemoteConversation *row = &g_array_index (rows, DcpRemoteConversation, i);
+      Conversation c = { row->id, row->tokens, g_strdup (row->tier), g_strdup (row->state) };
+
+      g_array_append_val (self->conversations, c);
+    }
+  gtk_widget_queue_draw (GTK_WIDGET (self->tiers));
+  show_stats (self, dcp_remote_engine_get_stats_json (remote));
+}
+
+static void
+sample (DcpMonitorView *self)
+{
+  DcpDbusEngine1 *proxy = self->proxy;
+
+  if (self->remote != NULL)
+    {
+      dcp_remote_engine_poll_async (self->remote, self->cancellable, remote_done, self);
+      return;
+    }
+  show_speed (self, dcp_dbus_engine1_get_tokens_per_second (proxy),
+              dcp_dbus_engine1_get_prompt_tokens_per_second (proxy));
+  self->context_size = dcp_dbus_engine1_get_context_size (proxy);
   g_free (self->queue_text);
   /* Translators: requests waiting, conversations active of the maximum, memory in GiB */
   self->queue_text = g_strdup_printf (_("%u waiting in the queue · %u of %u conversations active · "
@@ -403,7 +465,6 @@ sample (DcpMonitorView *self)
   gtk_label_set_text (self->queue_label, self->queue_text);
   dcp_dbus_engine1_call_list_conversations (proxy, self->cancellable, conversations_done, self);
   dcp_dbus_engine1_call_get_stats (proxy, self->cancellable, stats_done, self);
-  gtk_widget_queue_draw (GTK_WIDGET (self->chart));
 }
 
 static gboolean
@@ -413,19 +474,16 @@ tick (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-void
-dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
+/* Follows proxy or remote (one of them, or neither). */
+static void
+follow (DcpMonitorView *self, DcpDbusEngine1 *proxy, DcpRemoteEngine *remote)
 {
-  g_return_if_fail (DCP_IS_MONITOR_VIEW (self));
-  g_return_if_fail (proxy == NULL || DCP_DBUS_IS_ENGINE1 (proxy));
-
-  if (self->proxy == proxy)
-    return;
   g_cancellable_cancel (self->cancellable);
   g_clear_object (&self->cancellable);
   g_clear_handle_id (&self->tick_source, g_source_remove);
   g_set_object (&self->proxy, proxy);
-  if (proxy == NULL)
+  g_set_object (&self->remote, remote);
+  if (proxy == NULL && remote == NULL)
     {
       /* The last run stays on the chart until the next engine; the live lines say it ended. */
       gtk_label_set_text (self->speed_label, _("The engine is not running: the chart shows its last run"));
@@ -438,6 +496,28 @@ dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
   self->cancellable = g_cancellable_new ();
   sample (self);
   self->tick_source = g_timeout_add_seconds (SAMPLE_INTERVAL_S, tick, self);
+}
+
+void
+dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
+{
+  g_return_if_fail (DCP_IS_MONITOR_VIEW (self));
+  g_return_if_fail (proxy == NULL || DCP_DBUS_IS_ENGINE1 (proxy));
+
+  if (self->proxy == proxy && self->remote == NULL)
+    return;
+  follow (self, proxy, NULL);
+}
+
+void
+dcp_monitor_view_set_remote (DcpMonitorView *self, DcpRemoteEngine *remote)
+{
+  g_return_if_fail (DCP_IS_MONITOR_VIEW (self));
+  g_return_if_fail (remote == NULL || DCP_IS_REMOTE_ENGINE (remote));
+
+  if (self->remote == remote && self->proxy == NULL)
+    return;
+  follow (self, NULL, remote);
 }
 
 guint
@@ -512,6 +592,7 @@ dcp_monitor_view_dispose (GObject *object)
   g_clear_object (&self->cancellable);
   g_clear_handle_id (&self->tick_source, g_source_remove);
   g_clear_object (&self->proxy);
+  g_clear_object (&self->remote);
   G_OBJECT_CLASS (dcp_monitor_view_parent_class)->dispose (object);
 }
 

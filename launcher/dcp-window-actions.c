@@ -258,6 +258,11 @@ dcp_window_show_engine_state (DcpWindow *self)
   const char *title = NULL;
   g_autofree char *subtitle = NULL;
 
+  if (dcp_window_show_remote_state (self))
+    return;
+  /* As the template has it (a remote engine changes both). */
+  gtk_widget_set_sensitive (self->load_button, TRUE);
+  gtk_widget_set_tooltip_text (self->load_button, _("Start the engine with these settings"));
   switch (state)
     {
     case DCP_ENGINE_STOPPED:

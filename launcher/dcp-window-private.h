@@ -9,6 +9,7 @@
 #include "dcp-model-list.h"
 #include "dcp-monitor-view.h"
 #include "dcp-presets.h"
+#include "dcp-remote-engine.h"
 #include "dcp-settings-page.h"
 #include "dcp-window.h"
 
@@ -28,7 +29,9 @@ struct _DcpWindow
   GtkWidget *right_scroll, *columns_separator;
   gboolean narrow;                /* one column: the right column's parts under the left's */
   AdwEntryRow *folder_row, *repo_row;
-  AdwPasswordEntryRow *token_row;
+  AdwPasswordEntryRow *token_row, *remote_key_row;
+  AdwEntryRow *remote_row;
+  GtkWidget *connect_button;
   AdwActionRow *address_row, *command_row, *engine_row;
   GtkEntry *host_entry;
   GtkSpinButton *port_spin;
@@ -78,6 +81,7 @@ struct _DcpWindow
   char *running_settings;         /* what the engine was started with (JSON, then the key) */
   GtkWidget *restart_button;      /* "Restart to Apply" on the Engine row */
   gboolean restart_pending;       /* start again once the engine has stopped */
+  DcpRemoteEngine *remote_engine; /* while connected to a remote engine, or NULL */
 };
 
 /* dcp-window.c */
@@ -125,6 +129,12 @@ DcpModelMeta *dcp_window_steal_head (DcpWindow *self, const char *url);
 void dcp_window_update_drafters (DcpWindow *self);
 /* The paired drafter, or NULL; *path: its file on this PC, or NULL while only in a repository. */
 const DcpDrafterInfo *dcp_window_get_drafter (DcpWindow *self, const char **path);
+/* dcp-window-remote.c: Connect to a remote engine (win.connect-remote) and its Engine row. */
+void         dcp_window_class_init_remote (GtkWidgetClass     *widget_class);
+void         dcp_window_init_remote       (DcpWindow          *self);
+/* TRUE when a remote engine is followed: the Engine row then shows it (and Load and Stop are
+ * off). */
+gboolean     dcp_window_show_remote_state (DcpWindow          *self);
 /* dcp-window-actions.c */
 const char *dcp_window_preset_title (const DcpPreset *preset);
 void         dcp_window_class_init_actions (GtkWidgetClass    *widget_class);

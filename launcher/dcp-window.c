@@ -705,6 +705,7 @@ dcp_window_dispose (GObject *object)
       g_clear_object (&self->folder_monitor);
     }
   g_clear_object (&self->engine);
+  g_clear_object (&self->remote_engine);
   gtk_widget_dispose_template (GTK_WIDGET (self), DCP_TYPE_WINDOW);
   G_OBJECT_CLASS (dcp_window_parent_class)->dispose (object);
 }
@@ -752,6 +753,9 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, token_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, remote_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, remote_key_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, connect_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, address_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, command_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, engine_row);
@@ -768,6 +772,7 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_install_action (widget_class, "win.choose-folder", NULL, choose_folder_action);
   gtk_widget_class_install_action (widget_class, "win.show-message", "s", show_message_action);
   dcp_window_class_init_actions (widget_class);
+  dcp_window_class_init_remote (widget_class);
 }
 
 static void
@@ -819,6 +824,7 @@ dcp_window_init (DcpWindow *self)
   g_signal_connect (self->repo_row, "apply", G_CALLBACK (repo_applied), self);
   dcp_window_init_actions (self);
   name_unnamed_buttons (GTK_WIDGET (self->token_row), _("Show or hide the token"));
+  name_unnamed_buttons (GTK_WIDGET (self->remote_key_row), _("Show or hide the remote engine's API key"));
 }
 
 /* The last used settings, then the widgets that show them. */
@@ -880,6 +886,7 @@ dcp_window_new (GtkApplication *application, GSettings *settings, const char *en
   g_settings_bind (settings, "hf-token", self->token_row, "text", G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_object (settings, "changed::hf-token", G_CALLBACK (token_changed), self, 0);
   token_changed (settings, "hf-token", self);
+  dcp_window_init_remote (self);
   restore (self);
   dcp_window_load_presets (self);
   dcp_window_settings_changed (self);

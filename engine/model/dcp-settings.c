@@ -180,6 +180,16 @@ dcp_settings_clear (DcpSettings *s)
   g_clear_pointer (&s->disk_cache_dir, g_free);
 }
 
+void
+dcp_settings_copy (DcpSettings *dest, const DcpSettings *src)
+{
+  *dest = *src;
+  dest->model = g_strdup (src->model);
+  dest->host = g_strdup (src->host);
+  dest->api_key = g_strdup (src->api_key);
+  dest->disk_cache_dir = g_strdup (src->disk_cache_dir);
+}
+
 guint
 dcp_settings_count (void)
 {

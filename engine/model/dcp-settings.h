@@ -77,6 +77,9 @@ typedef struct {
 
 void                   dcp_settings_init_default (DcpSettings *settings);
 void                   dcp_settings_clear        (DcpSettings *settings);
+/* dest (uninitialized or cleared) becomes a deep copy of src. */
+void                   dcp_settings_copy         (DcpSettings       *dest,
+                                                  const DcpSettings *src);
 guint                  dcp_settings_count        (void);
 const DcpSettingInfo  *dcp_settings_info         (guint index);
 /* Parses one value for one key; the error names the key and says what is allowed. */

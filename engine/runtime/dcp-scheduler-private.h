@@ -88,6 +88,8 @@ struct _DcpScheduler {
   GPtrArray *running;        /* Seq, in admission order */
   gint64 (*now) (gpointer);
   gpointer now_data;
+  gint policy;               /* any thread: the prefill policy asked for; the step thread takes
+                                it into config and a new share at its next step */
   DcpTimeShare *share;       /* the GPU time of steps with prompt work (prefill_policy) */
   gint64 (*step_us) (gpointer, guint, guint);   /* tests: simulated step durations */
   gpointer step_us_data;
