@@ -9,6 +9,7 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-drafter-model.h"
 #include "dcp-error.h"
+#include "dcp-model-file.h"
 
 /* The DFlash drafter on the CPU (dcp-drafter-model.h, docs/MODEL.md §5): FP32 activations,
  * weights dequantized as they are used, as the CPU backend does. Its layers are Qwen3's: plain
@@ -108,21 +109,18 @@ load_layer (DcpDrafterModel *self, guint l, DflashLayer *layer, GError **error)
 }
 
 DcpDrafterModel *
-dcp_drafter_model_new (DcpBackend *target, DcpModelFile *file, GError **error)
+dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
 {
   g_autoptr(DcpDrafterModel) self = g_new0 (DcpDrafterModel, 1);
   const DcpDrafterConfig *c;
   DcpModelConfig rope_config = { 0 };
 
-  g_return_val_if_fail (DCP_IS_BACKEND (target) && file != NULL, NULL);
-  self->file = file;
+  g_return_val_if_fail (DCP_IS_BACKEND (target) && path != NULL, NULL);
   self->owned = g_ptr_array_new_with_free_func (g_free);
-  c = dcp_model_file_get_drafter (file);
-  if (c == NULL)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: not a drafter file", dcp_model_file_get_path (file));
-      return NULL;
-    }
+  self->file = dcp_model_file_open_drafter (path, error);
+  if (self->file == NULL)
+    return NULL;
+  c = dcp_model_file_get_drafter (self->file);
   self->config = *c;
   if (!dcp_drafter_config_check_target (c, dcp_backend_get_config (target), error))
     return NULL;

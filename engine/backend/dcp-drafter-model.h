@@ -2,7 +2,7 @@
 #pragma once
 
 #include "dcp-backend.h"
-#include "dcp-model-file.h"
+#include "dcp-drafter-config.h"
 
 G_BEGIN_DECLS
 
@@ -29,12 +29,12 @@ G_BEGIN_DECLS
 typedef struct _DcpDrafterModel DcpDrafterModel;
 typedef struct _DcpDrafterState DcpDrafterState;
 
-/* Takes the drafter file (opened with dcp_model_file_open_drafter; owned by the model from then
- * on, even on error) and the target's backend, which must outlive the model. Errors: the file
- * does not fit the target (INVALID_ARGUMENT naming the field: hidden size, vocabulary, layers,
- * taps); the backend is not the CPU one (NOT_SUPPORTED). */
-DcpDrafterModel        *dcp_drafter_model_new         (DcpBackend       *target,
-                                                       DcpModelFile     *file,
+/* Opens a drafter file (dcp_model_file_open_drafter) for the target's backend, which must
+ * outlive the model. Errors: the file's (not a drafter file, damaged); it does not fit the
+ * target (INVALID_ARGUMENT naming the field: hidden size, vocabulary, layers, taps); the backend
+ * is not the CPU one (NOT_SUPPORTED). */
+DcpDrafterModel        *dcp_drafter_model_open        (DcpBackend       *target,
+                                                       const char       *path,
                                                        GError          **error);
 void                    dcp_drafter_model_free        (DcpDrafterModel  *model);
 const DcpDrafterConfig *dcp_drafter_model_get_config  (DcpDrafterModel  *model);

@@ -229,7 +229,7 @@ test_forward (void)
   Target t = { 0 };
 
   target_open (&t, "odd-sizes");
-  model = dcp_drafter_model_new (t.target, dcp_model_file_open_drafter (path, &error), &error);
+  model = dcp_drafter_model_open (t.target, path, &error);
   g_assert_no_error (error);
   width = dcp_drafter_model_get_config (model)->n_taps * 96;
   V = dcp_drafter_model_get_config (model)->target_vocab_size;
@@ -282,7 +282,7 @@ test_quantized (void)
   g_autoptr(DcpDrafterState) state = NULL;
   g_autofree float *taps = NULL;
   gsize n = 0;
-  DcpModelFile *file;
+  g_autoptr(DcpModelFile) file = NULL;
   guint32 drafts[3];
   float conf[3];
   Target t = { 0 };
@@ -296,7 +296,7 @@ test_quantized (void)
   file = dcp_model_file_open_drafter (out, &error);
   g_assert_no_error (error);
   g_assert_cmpint (dcp_model_file_lookup (file, "fc.weight")->dtype, ==, DCP_DTYPE_MXFP4_E2M1);
-  model = dcp_drafter_model_new (t.target, file, &error);
+  model = dcp_drafter_model_open (t.target, out, &error);
   g_assert_no_error (error);
   taps = read_floats ("taps.f32", &n);
   state = dcp_drafter_state_new (model);
@@ -609,7 +609,7 @@ test_pairing (void)
   Target t = { 0 };
 
   target_open (&t, "real-heads");   /* hidden 128, vocab 512, 4 layers */
-  model = dcp_drafter_model_new (t.target, dcp_model_file_open_drafter (path, &error), &error);
+  model = dcp_drafter_model_open (t.target, path, &error);
   g_assert_null (model);
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
   g_assert_nonnull (strstr (error->message, "“target.hidden_size” is 96, the model's is 128"));
