@@ -11,7 +11,7 @@
 #include "dcp-error.h"
 #include "dcp-model-file.h"
 
-/* The DFlash drafter on the CPU (dcp-drafter-model.h, docs/MODEL.md §5): FP32 activations,
+/* The DFlash drafter on the CPU (dcp-drafter-model.h, docs/MODEL.md §7): FP32 activations,
  * weights dequantized as they are used, as the CPU backend does. Its layers are Qwen3's: plain
  * RMSNorm (x * w, not the target's zero-centred one), q/k RMSNorm per head, RoPE over the whole
  * head, no output gate, SwiGLU MLP. */

@@ -6,7 +6,7 @@
 
 G_BEGIN_DECLS
 
-/* The DFlash block drafter (docs/MODEL.md §5) over a target model's backend: its own few
+/* The DFlash block drafter (docs/MODEL.md §7) over a target model's backend: its own few
  * decoder layers from a drafter file, the target's embedding and lm_head. Runs on the CPU
  * backend (dcp-cpu-dflash.c); the CUDA backend has none yet (NOT_SUPPORTED).
  *

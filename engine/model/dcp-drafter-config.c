@@ -88,8 +88,9 @@ expect_string (JsonObject *o, const char *field, const char *want, GError **erro
   return TRUE;
 }
 
-gboolean
-dcp_drafter_config_is_dflash (JsonNode *config_json)
+/* Whether config.json's "architectures" holds name (or, with prefix, a name starting so). */
+static gboolean
+has_architecture (JsonNode *config_json, const char *name, gboolean prefix)
 {
   JsonNode *arch;
 
@@ -102,10 +103,16 @@ dcp_drafter_config_is_dflash (JsonNode *config_json)
     {
       JsonNode *e = json_array_get_element (json_node_get_array (arch), i);
       if (JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING &&
-          g_str_equal (json_node_get_string (e), "DFlashDraftModel"))
+          (prefix ? g_str_has_prefix (json_node_get_string (e), name) : g_str_equal (json_node_get_string (e), name)))
         return TRUE;
     }
   return FALSE;
+}
+
+gboolean
+dcp_drafter_config_is_dflash (JsonNode *config_json)
+{
+  return has_architecture (config_json, "DFlash", TRUE);
 }
 
 /* DFlash's rule when a config names no taps: one layer taps the middle of the target; more are
@@ -173,6 +180,9 @@ dcp_drafter_config_from_json (DcpDrafterConfig *c, JsonNode *root, GError **erro
   if (!dcp_drafter_config_is_dflash (root))
     return invalid (error, "architectures", "does not name DFlashDraftModel: not a DFlash drafter checkpoint");
   o = json_node_get_object (root);
+  if (!has_architecture (root, "DFlashDraftModel", FALSE))
+    return invalid (error, "architectures", "names a DFlash variant other than DFlashDraftModel (DFlash2's "
+                    "convolutions and path selector are not implemented)");
   if (!get_uint (o, "hidden_size", FALSE, 0, 1, 1u << 16, &c->hidden_size, error) ||
       !get_uint (o, "num_hidden_layers", FALSE, 0, 1, DCP_MAX_LAYERS, &c->n_layers, error) ||
       !get_uint (o, "num_attention_heads", FALSE, 0, 1, 1024, &c->n_heads, error) ||

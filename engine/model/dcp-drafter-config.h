@@ -7,7 +7,7 @@
 
 G_BEGIN_DECLS
 
-/* A DFlash block drafter (docs/FORMAT.md "Drafter files", docs/MODEL.md §5): a few Qwen3-style
+/* A DFlash block drafter (docs/FORMAT.md "Drafter files", docs/MODEL.md §7): a few Qwen3-style
  * decoder layers that read the target model's hidden states after fixed layers (the taps),
  * projected by fc + hidden_norm, and draft a whole block in one forward with the target's
  * embedding and lm_head. This is its config: read from the checkpoint's config.json, or from a
@@ -30,8 +30,8 @@ typedef struct {
   double rms_norm_eps, rope_theta;
 } DcpDrafterConfig;
 
-/* Whether a checkpoint's config.json names a DFlash drafter ("architectures" holds
- * "DFlashDraftModel"). */
+/* Whether a checkpoint's config.json names a DFlash drafter ("architectures" holds a
+ * "DFlash..." name; from_json then takes DFlashDraftModel only). */
 gboolean  dcp_drafter_config_is_dflash      (JsonNode               *config_json);
 /* Reads a z-lab DFlash config.json: the layers' shapes, block_size, mask_token_id and
  * target_layer_ids (top level or under "dflash_config"; without target_layer_ids, DFlash's

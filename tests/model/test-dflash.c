@@ -508,6 +508,15 @@ edit_not_dflash (JsonObject *c)
 }
 
 static void
+edit_dflash2 (JsonObject *c)
+{
+  g_autoptr(JsonArray) a = json_array_new ();
+
+  json_array_add_string_element (a, "DFlash2DraftModel");
+  json_object_set_array_member (c, "architectures", json_array_ref (a));
+}
+
+static void
 edit_sliding (JsonObject *c)
 {
   g_autoptr(JsonArray) a = json_array_new ();
@@ -531,6 +540,7 @@ test_convert_errors (void)
     { edit_taps_beyond, NULL, "field “target_layer_ids” names layer 8, beyond the target's 8 layers" },
     { edit_no_mask, NULL, "field “mask_token_id” is missing" },
     { edit_sliding, NULL, "field “layer_types”" },
+    { edit_dflash2, NULL, "field “architectures” names a DFlash variant other than DFlashDraftModel" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Makes a random DFlash drafter checkpoint for the odd-sizes test model, and what a numpy
-reference forward (written from the DFlash paper's description, docs/MODEL.md §5) gives for it.
+reference forward (written from the DFlash paper's description, docs/MODEL.md §7) gives for it.
 
     python3 tests/models/make-dflash-drafter.py tests/data/models
 
