@@ -16,6 +16,7 @@
 #include "dcp-drafter-model.h"
 #include "dcp-error.h"
 #include "dcp-model-file.h"
+#include "dcp-model-writer.h"
 #include "dcp-safetensors.h"
 
 static char *
@@ -650,6 +651,180 @@ test_pairing (void)
   remove_dir (dir);
 }
 
+/* The file rewritten with its metadata edited (and, with drop, without that tensor). */
+typedef void (*MetaEdit) (JsonObject *metadata);
+
+static char *
+rewrite (const char *dir, const char *path, MetaEdit edit, const char *drop)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpModelFile) file = dcp_model_file_open_drafter (path, &error);
+  g_autofree char *out = g_build_filename (dir, "edited.mcapy", NULL);
+  g_autoptr(DcpModelWriter) writer = NULL;
+  g_autoptr(JsonNode) metadata = NULL;
+  g_autoptr(GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint));
+  g_autoptr(GPtrArray) views = g_ptr_array_new ();
+  DcpModelFileIter iter;
+  const DcpTensorView *t;
+
+  g_assert_no_error (error);
+  writer = dcp_model_writer_new (out, &error);
+  g_assert_no_error (error);
+  dcp_model_file_iter_init (&iter, file);
+  while (dcp_model_file_iter_next (&iter, &t))
+    if (g_strcmp0 (t->name, drop) != 0)
+      {
+        gint id = dcp_model_writer_add_tensor (writer, t->name, t->dtype, t->shape, t->ndim, &error);
+        g_assert_no_error (error);
+        g_array_append_val (ids, id);
+        g_ptr_array_add (views, (gpointer) t);
+      }
+  metadata = json_node_new (JSON_NODE_OBJECT);
+  json_node_set_object (metadata, dcp_model_file_get_metadata (file));
+  metadata = json_node_copy (metadata);
+  edit (json_node_get_object (metadata));
+  g_assert_true (dcp_model_writer_begin (writer, NULL, 65536, &error));
+  for (guint i = 0; i < views->len; i++)
+    {
+      const DcpTensorView *v = views->pdata[i];
+      g_assert_true (dcp_model_writer_write (writer, g_array_index (ids, gint, i), 0, v->data, v->nbytes, &error));
+    }
+  g_assert_true (dcp_model_writer_finish (writer, metadata, &error));
+  g_assert_no_error (error);
+  return g_steal_pointer (&out);
+}
+
+static JsonObject *
+drafter_member (JsonObject *m)
+{
+  return json_object_get_object_member (m, "drafter");
+}
+
+static void
+meta_block (JsonObject *m)
+{
+  json_object_set_int_member (drafter_member (m), "block_size", 8);
+}
+
+static void
+meta_kind (JsonObject *m)
+{
+  json_object_set_string_member (drafter_member (m), "kind", "eagle3");
+}
+
+static void
+meta_arch (JsonObject *m)
+{
+  json_object_set_string_member (json_object_get_object_member (drafter_member (m), "target"), "architecture", "llama");
+}
+
+static void
+meta_taps (JsonObject *m)
+{
+  JsonArray *a = json_object_get_array_member (json_object_get_object_member (drafter_member (m), "target"), "layer_ids");
+
+  json_array_remove_element (a, 1);
+  json_array_add_int_element (a, 6);
+}
+
+static void
+meta_acceptance (JsonObject *m)
+{
+  json_object_remove_member (drafter_member (m), "acceptance");
+}
+
+static void
+meta_config_hidden (JsonObject *m)
+{
+  json_object_set_int_member (json_object_get_object_member (m, "config"), "hidden_size", 64);
+}
+
+static void
+meta_same (JsonObject *m)
+{
+  json_object_set_string_member (json_object_get_object_member (drafter_member (m), "target"), "name", "x/y");
+}
+
+/* A drafter file whose metadata or tensors disagree with its config: the error names the
+ * member or tensor. The same file unedited opens. */
+static void
+test_file_errors (void)
+{
+  static const struct { MetaEdit edit; const char *drop, *want; } cases[] = {
+    { meta_block, NULL, "metadata field “drafter.block_size” is 8 but the drafter's config says 4" },
+    { meta_kind, NULL, "metadata field “drafter.kind” is “eagle3”, not “dflash”" },
+    { meta_arch, NULL, "“drafter.target.architecture” is “llama”, not “qwen3_5”" },
+    { meta_taps, NULL, "“drafter.target.layer_ids” does not list the config's taps" },
+    { meta_acceptance, NULL, "“drafter.acceptance” is missing" },
+    { meta_config_hidden, NULL, "“drafter.target.hidden_size” is 96 but the drafter's config says 64" },
+    { meta_same, "norm.weight", "tensor “norm.weight”: the drafter file has no such tensor" },
+  };
+  g_autofree char *dir = NULL;
+  g_autofree char *path = converted_drafter (&dir);
+
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = rewrite (dir, path, meta_same, NULL);
+    g_autoptr(DcpModelFile) file = dcp_model_file_open_drafter (out, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpstr (json_object_get_string_member (json_object_get_object_member (
+                       drafter_member (dcp_model_file_get_metadata (file)), "target"), "name"), ==, "x/y");
+    g_unlink (out);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autofree char *out = rewrite (dir, path, cases[i].edit, cases[i].drop);
+      g_autoptr(DcpModelFile) file = dcp_model_file_open_drafter (out, &error);
+      g_autofree guint8 *head = NULL;
+      gsize len = 0;
+      guint64 needed = 0;
+
+      g_assert_null (file);
+      g_assert_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE);
+      g_test_message ("%s", error->message);
+      if (strstr (error->message, cases[i].want) == NULL)
+        g_error ("case %u: “%s” does not say “%s”", i, error->message, cases[i].want);
+      /* the launcher's head parser agrees on the metadata cases */
+      g_clear_error (&error);
+      g_file_get_contents (out, (char **) &head, &len, &error);
+      g_assert_no_error (error);
+      if (cases[i].drop == NULL)
+        {
+          g_assert_null (dcp_model_info_parse_drafter (head, len, "x", &needed, &error));
+          g_assert_nonnull (error);
+        }
+      g_unlink (out);
+    }
+  remove_dir (dir);
+}
+
+/* decapybara-convert --info on a drafter file: text, JSON and --verify. */
+static void
+test_tool_info (void)
+{
+  g_autofree char *tool = g_build_filename (g_path_get_dirname (g_getenv ("DECAPYBARA_ENGINE")), "decapybara-convert", NULL);
+  g_autofree char *dir = NULL;
+  g_autofree char *path = converted_drafter (&dir);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *out = NULL, *json = NULL;
+  int status = 0;
+  const char *text_argv[] = { tool, "--info", path, "--verify", NULL };
+  const char *json_argv[] = { tool, "--info", path, "--json", NULL };
+
+  g_spawn_sync (NULL, (char **) text_argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL, &status, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (out, "layers:        2 (heads 4, KV heads 2, head dim 32, MLP 160), block 4, mask token 298"));
+  g_assert_nonnull (strstr (out, "target:        qwen3_5 “test/odd-sizes”: 8 layers, hidden 96, vocab 300, taps after layers [2, 5]"));
+  g_spawn_sync (NULL, (char **) json_argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &json, NULL, &status, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (json, "\"kind\" : \"dflash\""));
+  remove_dir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -661,5 +836,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dflash/convert-errors", test_convert_errors);
   g_test_add_func ("/dflash/default-taps", test_default_taps);
   g_test_add_func ("/dflash/pairing", test_pairing);
+  g_test_add_func ("/dflash/file-errors", test_file_errors);
+  g_test_add_func ("/dflash/tool-info", test_tool_info);
   return g_test_run ();
 }
