@@ -386,7 +386,11 @@ dcp_drafter_model_propose (DcpDrafterModel *self, DcpDrafterState *s, guint32 an
   w = dcp_backend_cpu_get_weights (self->target);
   x = g_new (float, (gsize) B * H);
   for (guint t = 0; t < B; t++)
-    dcp_cpu_matrix_rows (&w->embed, t == 0 ? anchor : c->mask_token_id, 1, x + (gsize) t * H);
+    {
+      dcp_cpu_matrix_rows (&w->embed, t == 0 ? anchor : c->mask_token_id, 1, x + (gsize) t * H);
+      if (c->input_embedding_scale != 1.0)
+        dcp_cpu_scale (x + (gsize) t * H, (float) c->input_embedding_scale, H);
+    }
   for (guint l = 0; l < c->n_layers; l++)
     block_layer (self, s, l, x, B);
 
@@ -398,6 +402,12 @@ dcp_drafter_model_propose (DcpDrafterModel *self, DcpDrafterState *s, guint32 an
   if (out == NULL)
     out = own_logits = g_new (float, (gsize) n_drafts * V);
   dcp_cpu_matmul (dcp_backend_cpu_get_pool (self->target), &w->lm_head, y, n_drafts, out);
+  for (gsize i = 0; i < (gsize) n_drafts * V; i++)
+    {
+      out[i] *= (float) c->output_multiplier;
+      if (c->final_logit_softcapping > 0)
+        out[i] = tanhf (out[i] / (float) c->final_logit_softcapping) * (float) c->final_logit_softcapping;
+    }
   for (guint t = 0; t < n_drafts; t++)
     {
       const float *row = out + (gsize) t * V;

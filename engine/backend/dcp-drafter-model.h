@@ -29,8 +29,8 @@ G_BEGIN_DECLS
 typedef struct _DcpDrafterModel DcpDrafterModel;
 typedef struct _DcpDrafterState DcpDrafterState;
 
-/* Opens a drafter file (dcp_model_file_open_drafter) for the target's backend, which must
- * outlive the model. Errors: the file's (not a drafter file, damaged); it does not fit the
+/* Opens a drafter file (dcp_model_file_open_drafter) for the target's backend (the model holds
+ * a reference to it). Errors: the file's (not a drafter file, damaged); it does not fit the
  * target (INVALID_ARGUMENT naming the field: hidden size, vocabulary, layers, taps); the backend
  * is not the CPU one (NOT_SUPPORTED). */
 DcpDrafterModel        *dcp_drafter_model_open        (DcpBackend       *target,

@@ -71,6 +71,24 @@ get_positive (JsonObject *o, const char *field, double def, double *out, GError 
   return TRUE;
 }
 
+/* A number ≥ 0; absent or null: 0. */
+static gboolean
+get_non_negative (JsonObject *o, const char *field, double *out, GError **error)
+{
+  JsonNode *node = member (o, field);
+  GType type;
+
+  *out = 0;
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return TRUE;
+  type = JSON_NODE_HOLDS_VALUE (node) ? json_node_get_value_type (node) : G_TYPE_INVALID;
+  if ((type != G_TYPE_DOUBLE && type != G_TYPE_INT64) || !(json_node_get_double (node) >= 0) ||
+      !isfinite (json_node_get_double (node)))
+    return invalid (error, field, "must be a number, 0 or more");
+  *out = json_node_get_double (node);
+  return TRUE;
+}
+
 /* A string member, when present, must be one of the values this drafter implements. */
 static gboolean
 expect_string (JsonObject *o, const char *field, const char *want, GError **error)
@@ -193,7 +211,10 @@ dcp_drafter_config_from_json (DcpDrafterConfig *c, JsonNode *root, GError **erro
       !get_uint (o, "num_target_layers", FALSE, 0, 1, DCP_MAX_LAYERS, &c->target_n_layers, error) ||
       !get_uint (o, "block_size", TRUE, 16, 2, DCP_DRAFTER_MAX_BLOCK, &c->block_size, error) ||
       !get_uint (o, "mask_token_id", FALSE, 0, 0, c->target_vocab_size - 1, &c->mask_token_id, error) ||
-      !get_positive (o, "rms_norm_eps", 1e-6, &c->rms_norm_eps, error))
+      !get_positive (o, "rms_norm_eps", 1e-6, &c->rms_norm_eps, error) ||
+      !get_positive (o, "input_embedding_scale", 1.0, &c->input_embedding_scale, error) ||
+      !get_positive (o, "output_multiplier", 1.0, &c->output_multiplier, error) ||
+      !get_non_negative (o, "final_logit_softcapping", &c->final_logit_softcapping, error))
     return FALSE;
   c->target_hidden_size = c->hidden_size;
   if (c->head_dim % 2 != 0)

@@ -28,6 +28,10 @@ typedef struct {
   /* its own decoder layers (hidden_size is the target's) */
   guint hidden_size, n_layers, n_heads, n_kv_heads, head_dim, intermediate_size;
   double rms_norm_eps, rope_theta;
+  /* optional scalars of z-lab's configs (top level or "dflash_config"): the block's embeddings
+   * times input_embedding_scale (1), logits times output_multiplier (1), then
+   * softcap tanh(l / c) c where final_logit_softcapping c > 0 (0: none) */
+  double input_embedding_scale, output_multiplier, final_logit_softcapping;
 } DcpDrafterConfig;
 
 /* Whether a checkpoint's config.json names a DFlash drafter ("architectures" holds a

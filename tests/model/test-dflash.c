@@ -527,6 +527,48 @@ edit_sliding (JsonObject *c)
   json_object_set_array_member (c, "layer_types", json_array_ref (a));
 }
 
+static void
+edit_scales (JsonObject *c)
+{
+  JsonObject *d = json_object_get_object_member (c, "dflash_config");
+
+  json_object_set_double_member (d, "input_embedding_scale", 0.5);
+  json_object_set_double_member (d, "output_multiplier", 2.0);
+  json_object_set_double_member (d, "final_logit_softcapping", 3.0);
+}
+
+/* z-lab's optional scalars (embedding scale, logit multiplier, softcap) against the reference's
+ * first step with them set. */
+static void
+test_scales (void)
+{
+  g_autofree char *dir = edited_checkpoint (edit_scales, NULL);
+  g_autofree char *out = g_build_filename (dir, "scaled.mcapy", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpDrafterModel) model = NULL;
+  g_autoptr(DcpDrafterState) state = NULL;
+  g_autofree float *taps = NULL, *want = NULL;
+  gsize n_taps = 0, n_want = 0;
+  Target t = { 0 };
+
+  g_assert_true (convert (dir, out, DCP_RECIPE_BF16, &error));
+  g_assert_no_error (error);
+  target_open (&t, "odd-sizes");
+  model = dcp_drafter_model_open (t.target, out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (dcp_drafter_model_get_config (model)->final_logit_softcapping, ==, 3.0);
+  taps = read_floats ("taps.f32", &n_taps);
+  want = read_floats ("logits-scaled.f32", &n_want);
+  g_assert_cmpuint (n_want, ==, 3 * 300);
+  state = dcp_drafter_state_new (model);
+  add_rows (model, state, taps, 192, 0, 7);
+  check_step (model, state, 17, 3, want);
+  g_clear_pointer (&state, dcp_drafter_state_free);
+  g_clear_pointer (&model, dcp_drafter_model_free);
+  target_close (&t);
+  remove_dir (dir);
+}
+
 /* Each refused checkpoint: the error names the field, and no output file is left. */
 static void
 test_convert_errors (void)
@@ -835,6 +877,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dflash/taps", test_taps);
   g_test_add_func ("/dflash/convert-errors", test_convert_errors);
   g_test_add_func ("/dflash/default-taps", test_default_taps);
+  g_test_add_func ("/dflash/scales", test_scales);
   g_test_add_func ("/dflash/pairing", test_pairing);
   g_test_add_func ("/dflash/file-errors", test_file_errors);
   g_test_add_func ("/dflash/tool-info", test_tool_info);

@@ -16,6 +16,8 @@ with layers.*, fc.weight, hidden_norm.weight, norm.weight) and OUTDIR/dflash-odd
                order), the anchor and the drafts asked for
   logits.f32   per step, the drafter's logits of block rows 1 .. drafts, [drafts x vocab] each,
                the steps one after another
+  logits-scaled.f32  the first step's, with input_embedding_scale 0.5, output_multiplier 2
+               and final_logit_softcapping 3 in dflash_config (SCALES)
 
 The reference recomputes each step from its whole context (no cache), in float64, from the
 BF16-rounded weights; the C drafter must agree within 1e-4.
@@ -52,6 +54,9 @@ CONFIG = {
     "num_target_layers": 8,
     "dflash_config": {"mask_token_id": 298, "target_layer_ids": [2, 5]},
 }
+
+# z-lab's optional scalars, for logits-scaled.f32
+SCALES = {"input_embedding_scale": 0.5, "output_multiplier": 2.0, "final_logit_softcapping": 3.0}
 
 # step: context rows (into taps.f32), anchor token, drafts. The second step drops rows 5..6 of
 # the first one's context (a cut back after a rejection) and adds three new rows.
@@ -152,16 +157,18 @@ def silu(x):
     return x / (1 + np.exp(-x))
 
 
-def drafter_logits(w, target, ctx_taps, anchor, n_drafts):
+def drafter_logits(w, target, ctx_taps, anchor, n_drafts, scales=None):
     """The drafter's logits of block rows 1 .. n_drafts, context rows at positions 0 .. C - 1
-    and the block [anchor, MASK ...] at C .. C + B - 1, computed from scratch."""
+    and the block [anchor, MASK ...] at C .. C + B - 1, computed from scratch. scales: z-lab's
+    optional input_embedding_scale, output_multiplier and final_logit_softcapping."""
     c = CONFIG
+    scales = scales or {}
     eps, theta, B = c["rms_norm_eps"], c["rope_theta"], c["block_size"]
     nh, nkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
     mask = c["dflash_config"]["mask_token_id"]
     C = ctx_taps.shape[0]
     ctx = rms_norm(ctx_taps @ w["fc.weight"].T, w["hidden_norm.weight"], eps)
-    x = target["model.embed_tokens.weight"][[anchor] + [mask] * (B - 1)]
+    x = target["model.embed_tokens.weight"][[anchor] + [mask] * (B - 1)] * scales.get("input_embedding_scale", 1.0)
     ctx_pos, block_pos = np.arange(C), np.arange(C, C + B)
     for l in range(c["num_hidden_layers"]):
         p = f"layers.{l}."
@@ -184,7 +191,9 @@ def drafter_logits(w, target, ctx_taps, anchor, n_drafts):
         g = silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
         x = x + g @ w[p + "mlp.down_proj.weight"].T
     y = rms_norm(x[1:1 + n_drafts], w["norm.weight"], eps)
-    return y @ target["lm_head.weight"].T
+    logits = (y @ target["lm_head.weight"].T) * scales.get("output_multiplier", 1.0)
+    cap = scales.get("final_logit_softcapping", 0)
+    return np.tanh(logits / cap) * cap if cap else logits
 
 
 def main():
@@ -209,6 +218,10 @@ def main():
     logits = [drafter_logits(rounded, target, taps[s["context"]].astype(np.float64), s["anchor"], s["drafts"])
               for s in STEPS]
     np.concatenate(logits).astype("<f4").tofile(os.path.join(folder, "golden", "logits.f32"))
+    # the first step again with z-lab's optional scalars set (SCALES, in dflash_config)
+    s = STEPS[0]
+    drafter_logits(rounded, target, taps[s["context"]].astype(np.float64), s["anchor"], s["drafts"],
+                   SCALES).astype("<f4").tofile(os.path.join(folder, "golden", "logits-scaled.f32"))
     for s, lg in zip(STEPS, logits):
         print(f"step anchor {s['anchor']}: drafts {lg.argmax(axis=-1).tolist()}, |logits| max {abs(lg).max():.3f}")
 
