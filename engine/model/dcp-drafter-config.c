@@ -217,8 +217,8 @@ dcp_drafter_config_from_json (DcpDrafterConfig *c, JsonNode *root, GError **erro
       !get_non_negative (o, "final_logit_softcapping", &c->final_logit_softcapping, error))
     return FALSE;
   c->target_hidden_size = c->hidden_size;
-  if (c->head_dim % 2 != 0)
-    return invalid (error, "head_dim", "must be even (RoPE turns pairs)");
+  if (c->head_dim < 2 || c->head_dim % 2 != 0)
+    return invalid (error, "head_dim", "must be even and 2 or more (RoPE turns pairs)");
   if (c->n_heads % c->n_kv_heads != 0)
     return invalid (error, "num_key_value_heads", "must divide num_attention_heads");
   /* rope_theta at the top level (Qwen3) or in rope_parameters (newer transformers) */

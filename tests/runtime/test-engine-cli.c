@@ -345,6 +345,14 @@ test_dflash (void)
     g_assert_nonnull (strstr (r.err, "not a drafter file"));
   }
   {
+    g_auto(Result) r = { 0 };
+    const char *drafter_as_model[] = { "--backend", "cpu", "--model", fits, "--no-dbus", "--no-dashboard", NULL };
+
+    run_engine (&r, home, NULL, drafter_as_model);
+    g_assert_cmpint (r.status, !=, 0);
+    g_assert_nonnull (strstr (r.err, "a DFlash drafter file (metadata field “drafter”), not a model: give it with --drafter"));
+  }
+  {
     g_autofree char *log = run_listening ((const char *const[]) { "--speculator", "dflash", "--drafter", fits, NULL });
 
     g_assert_nonnull (strstr (log, "DFlash, 1 layers, block 16, taps after layers [2]"));
