@@ -10,6 +10,7 @@
 #include "dcp-backend-cuda.h"
 #endif
 #include "dcp-batch-executor.h"
+#include "dcp-drafter-model.h"
 #include "dcp-engine-executor.h"
 #include "dcp-gpu.h"
 #include "dcp-error.h"
@@ -24,6 +25,7 @@ static const DcpEngineCaps cpu_caps = {
   .kv_quantized = FALSE,
   .fp8_activations = FALSE,
   .speculators = TRUE,
+  .dflash = TRUE,
   .vision = FALSE,
   .tiers = TRUE,
   .rope_yarn = TRUE,
@@ -142,11 +144,38 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
   return monitor;
 }
 
+/* --drafter FILE with --speculator dflash: the file must be a drafter that fits the model and a
+ * backend that runs it (dcp_drafter_model_open says which field differs). The scheduler does not
+ * run the drafter yet, so after the check speculation is off, with a warning. */
+static gboolean
+check_drafter (DcpBackend *backend, const char *path, GError **error)
+{
+  g_autoptr(DcpDrafterModel) drafter = dcp_drafter_model_open (backend, path, error);
+  const DcpDrafterConfig *c;
+  g_autoptr(GString) taps = g_string_new (NULL);
+
+  if (drafter == NULL)
+    {
+      g_prefix_error (error, "--drafter: ");
+      return FALSE;
+    }
+  c = dcp_drafter_model_get_config (drafter);
+  for (guint i = 0; i < c->n_taps; i++)
+    g_string_append_printf (taps, "%s%u", i ? ", " : "", c->tap_layers[i]);
+  g_message ("drafter %s: DFlash, %u layers, block %u, taps after layers [%s]", path, c->n_layers,
+             c->block_size, taps->str);
+  g_warning ("--speculator dflash: the drafter fits the model, but the scheduler does not run it "
+             "yet; speculation is off");
+  return TRUE;
+}
+
 /* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
- * drafter yet (and the CUDA backend does not run the MTP head). */
+ * drafter yet (and the CUDA backend does not run the MTP head); dflash too (check_drafter). */
 static DcpSpeculator
 effective_speculator (const DcpSettings *settings)
 {
+  if (settings->speculator == DCP_SPECULATOR_DFLASH)
+    return DCP_SPECULATOR_OFF;
   if (settings->speculator != DCP_SPECULATOR_MTP)
     return settings->speculator;
   g_warning ("--speculator mtp: the MTP drafter is not built yet; speculation is off "
@@ -251,6 +280,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   backend = dcp_backend_open (backend_name, &model_config, &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
+    return NULL;
+  if (cli->settings.speculator == DCP_SPECULATOR_DFLASH &&
+      !check_drafter (backend, cli->settings.drafter, error))
     return NULL;
   monitor = open_monitor (backend, model, settings);
   if (monitor != NULL)

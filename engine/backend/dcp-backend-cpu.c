@@ -462,6 +462,25 @@ head (DcpBackendCpu *self, const float *norm, const float *x, guint n, DcpLogits
     memcpy (hidden, y, (gsize) rows * H * sizeof (float));
 }
 
+/* The item's taps after layer l: x's rows, final-normed after the last layer. */
+static void
+copy_taps (DcpBackendCpu *self, DcpBatchItem *item, guint l, const float *x)
+{
+  const DcpModelConfig *c = &self->weights->config;
+  guint H = c->hidden_size, width = item->n_tap_layers * H;
+
+  for (guint j = 0; j < item->n_tap_layers; j++)
+    if (item->tap_layers[j] == l)
+      for (guint t = 0; t < item->n_tokens; t++)
+        {
+          float *dst = item->taps + (gsize) t * width + (gsize) j * H;
+          if (l + 1 == c->n_layers)
+            dcp_cpu_rms_norm_zc (x + (gsize) t * H, self->weights->norm, H, (float) c->rms_norm_eps, dst);
+          else
+            memcpy (dst, x + (gsize) t * H, H * sizeof (float));
+        }
+}
+
 static gboolean
 cpu_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **error)
 {
@@ -477,8 +496,11 @@ cpu_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **e
 
       embed (self, item->tokens, item->n_tokens, x);
       for (guint l = 0; l < w->config.n_layers; l++)
-        decoder_layer (self, &w->layers[l], &s->kv[l], &s->gdn[l],
-                       item->save != NULL ? &item->save->gdn[l] : NULL, x, item->n_tokens);
+        {
+          decoder_layer (self, &w->layers[l], &s->kv[l], &s->gdn[l],
+                         item->save != NULL ? &item->save->gdn[l] : NULL, x, item->n_tokens);
+          copy_taps (self, item, l, x);
+        }
       s->n_tokens += item->n_tokens;
       head (self, w->norm, x, item->n_tokens, item->logits_mode, item->logits, item->hidden);
     }
@@ -583,6 +605,7 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->state_get_n_tokens = cpu_state_get_n_tokens;
   backend_class->state_get_bytes = cpu_state_get_bytes;
   backend_class->forward = cpu_forward;
+  backend_class->forward_taps = TRUE;
   backend_class->has_mtp = cpu_has_mtp;
   backend_class->mtp_forward = cpu_mtp_forward;
   backend_class->state_save = cpu_state_save;
@@ -638,6 +661,20 @@ dcp_backend_cpu_set_gdn_chunk_size (DcpBackendCpu *self, guint chunk_size)
 {
   g_return_if_fail (DCP_IS_BACKEND_CPU (self));
   self->gdn_chunk_size = chunk_size;
+}
+
+const DcpCpuWeights *
+dcp_backend_cpu_get_weights (DcpBackendCpu *self)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND_CPU (self), NULL);
+  return self->weights;
+}
+
+DcpCpuPool *
+dcp_backend_cpu_get_pool (DcpBackendCpu *self)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND_CPU (self), NULL);
+  return self->pool;
 }
 
 guint

@@ -183,6 +183,33 @@ check_verify (DcpBackend *self, guint index, const DcpBatchItem *item, GError **
   return TRUE;
 }
 
+/* A tapping item: a backend that taps and layers the model has. */
+static gboolean
+check_taps (DcpBackend *self, guint index, const DcpBatchItem *item, GError **error)
+{
+  const DcpModelConfig *config = dcp_backend_get_config (self);
+
+  if (item->n_tap_layers == 0)
+    return TRUE;
+  if (!DCP_BACKEND_GET_CLASS (self)->forward_taps)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "the %s backend does not return tapped hidden states (the DFlash drafter's input)",
+                   dcp_backend_get_name (self));
+      return FALSE;
+    }
+  g_return_val_if_fail (item->tap_layers != NULL && item->taps != NULL, FALSE);
+  for (guint j = 0; j < item->n_tap_layers; j++)
+    if (item->tap_layers[j] >= config->n_layers)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "batch item %u: tap after layer %u, but the model has %u layers", index,
+                     item->tap_layers[j], config->n_layers);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 gboolean
 dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GError **error)
 {
@@ -195,7 +222,8 @@ dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GErro
       g_return_val_if_fail (items[i].state != NULL, FALSE);
       if (!check_rows (self, "batch item", i, items[i].tokens, items[i].n_tokens,
                        items[i].logits_mode, items[i].logits, error) ||
-          !check_verify (self, i, &items[i], error))
+          !check_verify (self, i, &items[i], error) ||
+          !check_taps (self, i, &items[i], error))
         return FALSE;
     }
   /* a save describes the step it saved; spent until the step has run */

@@ -76,6 +76,16 @@ typedef struct {
   DcpStepSave *save;      /* optional: the step's GDN state before it and its recurrence inputs
                              go there (n_tokens <= DCP_STEP_SAVE_ROWS), for
                              dcp_backend_state_keep */
+  /* Tapped hidden states, optional (what a DFlash drafter reads, engine/backend/
+   * dcp-drafter-model.h): with n_tap_layers > 0, taps gets, for every new row whatever
+   * logits_mode says, the hidden state after each layer in tap_layers (0-based), side by side:
+   * n_tokens x (n_tap_layers x hidden_size), tap j in columns [j H, (j + 1) H). A tap after a
+   * layer is its residual stream, except after the last layer: the final-normed state (as
+   * transformers' hidden_states give them). Backends whose class sets forward_taps fill it;
+   * others refuse an item that asks (NOT_SUPPORTED). */
+  const guint *tap_layers;
+  guint n_tap_layers;
+  float *taps;
 } DcpBatchItem;
 
 /* One sequence's rows for the MTP head (docs/MODEL.md §4): row i combines token
@@ -116,6 +126,8 @@ struct _DcpBackendClass {
                                       DcpBatchItem       *items,
                                       guint               n_items,
                                       GError            **error);
+  /* Whether forward fills DcpBatchItem.taps. */
+  gboolean      forward_taps;
   /* The MTP head over a batch (NOT_SUPPORTED when the model has none). */
   gboolean     (*mtp_forward)        (DcpBackend         *self,
                                       DcpMtpItem         *items,

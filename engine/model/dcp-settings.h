@@ -45,6 +45,7 @@ typedef struct {
   DcpActivations activations;
   DcpSpeculator speculator;
   guint draft_length;            /* 0 = DCP_DRAFT_DEFAULT, 1..DCP_DRAFT_MAX */
+  char *drafter;                 /* a DFlash drafter file, for --speculator dflash; NULL: none */
   DcpPrefillPolicy prefill_policy;
   guint prefill_chunk;           /* prompt tokens per step */
   DcpSettingLoopGuard loop_guard;
@@ -63,6 +64,7 @@ typedef struct {
   gboolean kv_quantized;         /* KV bits below 16 */
   gboolean fp8_activations;
   gboolean speculators;          /* mtp / ngram drafting */
+  gboolean dflash;               /* the DFlash block drafter (--speculator dflash --drafter FILE) */
   gboolean vision;
   gboolean tiers;                /* RAM and disk caches */
   gboolean rope_yarn;            /* rope scaling 1m */
