@@ -17,16 +17,31 @@
  *
  * With a token budget (dcp_token_matcher_limit), the document must end before it runs out. The
  * cost of a state is the number of tokens of a shortest completion (dcp-grammar-complete.c,
- * spelled with the fewest tokens of the vocabulary), plus one for the stop token, and the
- * matcher keeps cost <= budget true at every step:
- * - a cached mask also holds the largest completion length in bytes over the states its tokens
- *   lead to; while that plus the stop token fits in what is left after this token, every token
- *   of it is safe (a byte is at most a token: the vocabulary has every single byte);
- * - else the mask is walked again with the budget: a token is kept only when the state it leads
- *   to has a completion within what is left after it, and the tokens that spell the start of the
- *   plan (the completion committed to, which fits) always are, so the mask is never empty. */
+ * spelled with the fewest tokens of the vocabulary; memoized per stack), and the matcher keeps
+ * cost + 1 (the stop token) <= budget true at every step. The walk notes, for the tokens it
+ * allows, the cost of the state each leads to, as runs of the preorder token list with one cost
+ * (a subtree taken whole is one run: its free-text stacks cost the same whatever plain bytes
+ * it adds). While the largest of them fits in what follows this token, the cached mask is safe
+ * as it is; near the end of the budget the mask is made from the runs that fit, plus the tokens
+ * that spell the start of the plan (a completion committed to, which fits), so that it is never
+ * empty. Costs in tokens take a spelling per new stack; a walk first notes them in bytes, which
+ * bound the tokens where the vocabulary has every single byte, and walks again in tokens only
+ * when the bound in bytes does not fit: near the end. */
 
 #define MAX_CACHED 256
+
+/* A run of the trie's preorder token list whose tokens lead to states of one cost. */
+typedef struct {
+  guint32 lo, hi, cost;
+} Run;
+
+typedef struct {
+  guint32 *mask;
+  gboolean in_tokens;           /* the costs are in tokens, else in bytes */
+  guint    worst;               /* the largest cost in runs */
+  Run     *runs;
+  guint    n_runs;
+} Cached;
 
 struct _DcpTokenMatcher {
   DcpGrammar      *grammar;
@@ -37,27 +52,37 @@ struct _DcpTokenMatcher {
   DcpGrammarState  state;
   gboolean         finished;
   GPtrArray       *levels;      /* DcpGrammarState * per trie depth, for the walk */
-  GHashTable      *cache;       /* GBytes (state words) -> guint32 mask, then its worst */
+  GHashTable      *cache;       /* GBytes (state words) -> Cached */
   guint32         *zero;        /* the mask once finished */
   /* The budget */
   gboolean         limited;
   guint            budget;      /* tokens that may still come, the stop token aside */
-  gboolean         byte_tokens; /* every byte is a token: a length in bytes bounds one in tokens */
   guint           *min_len;     /* per grammar node, its shortest text */
   GString         *plan;        /* a completion of the state that fits; NULL: not chosen yet */
-  guint32         *tight;       /* the mask walked with the budget */
+  guint32         *tight;       /* the mask near the end of the budget */
   gboolean         tight_valid;
   GString         *scratch;
   GArray          *best;        /* guint: spelling costs */
   GHashTable      *costs;       /* GBytes (one stack) -> its completion in tokens + 1 */
+  guint32          first[256];  /* the trie node of each first byte (0: none) */
+  gboolean         byte_tokens; /* every byte is a token: bytes bound tokens */
 };
 
 typedef struct {
   guint32  *mask;
-  gboolean  limited;            /* the walk keeps tokens within left */
-  guint     left;               /* tokens after this one, the stop token among them */
-  guint     worst;              /* the largest completion in bytes over the tokens kept */
+  GArray   *runs;               /* Run; NULL without a budget */
+  gboolean  in_tokens;
 } Walk;
+
+static void
+cached_free (gpointer data)
+{
+  Cached *c = data;
+
+  g_free (c->mask);
+  g_free (c->runs);
+  g_free (c);
+}
 
 static void
 level_free (gpointer data)
@@ -85,7 +110,7 @@ dcp_token_matcher_new (DcpGrammar    *grammar,
   dcp_grammar_state_init (&self->state);
   dcp_grammar_state_start (grammar, &self->state);
   self->levels = g_ptr_array_new_with_free_func (level_free);
-  self->cache = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, g_free);
+  self->cache = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, cached_free);
   self->zero = g_new0 (guint32, self->n_words);
   self->scratch = g_string_new (NULL);
   self->best = g_array_new (FALSE, FALSE, sizeof (guint));
@@ -169,21 +194,21 @@ spell (DcpTokenMatcher *self, const guint8 *bytes, guint len, GArray *best)
   b[len] = 0;
   for (guint i = len; i-- > 0;)
     {
-      guint index = 0;
+      guint index = self->first[bytes[i]];
 
       b[i] = DCP_GRAMMAR_NO_COMPLETION;
-      for (guint j = i; j < len; j++)
+      for (guint j = i; index != 0;)
         {
           const DcpTokenTrieNode *node = &nodes[index];
           guint k;
 
+          if (node->n_here > 0 && b[j + 1] < DCP_GRAMMAR_NO_COMPLETION)
+            b[i] = MIN (b[i], b[j + 1] + 1);
+          if (++j == len)
+            break;
           for (k = 0; k < node->n_children && nodes[node->first_child + k].byte != bytes[j]; k++)
             ;
-          if (k == node->n_children)
-            break;
-          index = node->first_child + k;
-          if (nodes[index].n_here > 0 && b[j + 1] < DCP_GRAMMAR_NO_COMPLETION)
-            b[i] = MIN (b[i], b[j + 1] + 1);
+          index = k < node->n_children ? node->first_child + k : 0;
         }
     }
   return b[0];
@@ -249,7 +274,7 @@ state_tokens (DcpTokenMatcher *self, const DcpGrammarState *state, guint flags, 
   return least;
 }
 
-/* The same in bytes: a bound on the tokens when every byte is a token. */
+/* The same in bytes. */
 static guint
 state_bytes (DcpTokenMatcher *self, const DcpGrammarState *state, guint flags)
 {
@@ -266,20 +291,27 @@ state_bytes (DcpTokenMatcher *self, const DcpGrammarState *state, guint flags)
   return least;
 }
 
-/* Whether a token leading to state (the free-text stacks of flags, for a subtree taken whole)
- * is kept by the walk; notes its length in bytes. */
-static gboolean
-keep (DcpTokenMatcher *self, Walk *walk, const DcpGrammarState *state, guint flags)
+/* Marks tokens[lo .. hi), which lead to state (its free-text stacks of flags, for a subtree
+ * taken whole), and notes their cost. */
+static void
+allow (DcpTokenMatcher *self, Walk *w, guint lo, guint hi, const DcpGrammarState *state, guint flags)
 {
-  guint bytes;
+  Run *last;
+  guint cost;
 
-  if (!self->limited)
-    return TRUE;
-  bytes = state_bytes (self, state, flags);
-  walk->worst = MAX (walk->worst, bytes);
-  if (!walk->limited || (self->byte_tokens && bytes < walk->left))
-    return TRUE;
-  return state_tokens (self, state, flags, NULL) < walk->left;
+  set_range (self, w->mask, lo, hi);
+  if (w->runs == NULL)
+    return;
+  cost = w->in_tokens ? state_tokens (self, state, flags, NULL) : state_bytes (self, state, flags);
+  last = w->runs->len > 0 ? &g_array_index (w->runs, Run, w->runs->len - 1) : NULL;
+  if (last != NULL && last->hi == lo && last->cost == cost)
+    last->hi = hi;
+  else
+    {
+      Run run = { lo, hi, cost };
+
+      g_array_append_val (w->runs, run);
+    }
 }
 
 /* Marks the tokens under trie node index, reached in state (after the node's bytes). */
@@ -301,12 +333,11 @@ walk (DcpTokenMatcher *self, Walk *w, guint index, guint depth, const DcpGrammar
       /* Some stack stays in free text whatever the subtree adds: take it whole. */
       if (whole_subtree (sets, child->flags))
         {
-          if (keep (self, w, next, child->flags))
-            set_range (self, w->mask, child->lo, child->hi);
+          allow (self, w, child->lo, child->hi, next, child->flags);
           continue;
         }
-      if (child->n_here > 0 && keep (self, w, next, 0))
-        set_range (self, w->mask, child->lo, child->lo + child->n_here);
+      if (child->n_here > 0)
+        allow (self, w, child->lo, child->lo + child->n_here, next, 0);
       if (child->n_children > 0)
         walk (self, w, node->first_child + k, depth + 1, next);
     }
@@ -346,11 +377,12 @@ allow_stops (DcpTokenMatcher *self, guint32 *mask)
         set_bit (mask, self->stop_ids[i]);
 }
 
-/* The mask walked with the budget (tokens now and after, the stop token aside). */
+/* The mask near the end of the budget: the runs whose cost fits in what follows this token
+ * (budget - 1 tokens, the stop token among them), and the plan's. */
 static const guint32 *
-tight_mask (DcpTokenMatcher *self)
+tight_mask (DcpTokenMatcher *self, const Cached *cached)
 {
-  Walk w = { self->tight, TRUE, self->budget, 0 };
+  guint left = self->budget > 0 ? self->budget - 1 : 0;
 
   if (self->tight_valid)
     return self->tight;
@@ -360,44 +392,71 @@ tight_mask (DcpTokenMatcher *self)
       state_tokens (self, &self->state, 0, self->plan);
     }
   memset (self->tight, 0, self->n_words * sizeof (guint32));
-  /* What follows this token is budget - 1 tokens, the stop token among them. */
-  w.left = self->budget > 0 ? self->budget - 1 : 0;
-  if (w.left > 0)
-    {
-      walk (self, &w, 0, 0, &self->state);
-      mark_plan (self, self->tight, w.left);
-    }
+  for (guint i = 0; i < cached->n_runs; i++)
+    if (cached->runs[i].cost < left)
+      set_range (self, self->tight, cached->runs[i].lo, cached->runs[i].hi);
+  if (left > 0)
+    mark_plan (self, self->tight, left);
   allow_stops (self, self->tight);
   self->tight_valid = TRUE;
   return self->tight;
+}
+
+/* The mask of the state, its runs' costs in tokens when in_tokens, else in bytes. */
+static Cached *
+cached_walk (DcpTokenMatcher *self, gboolean in_tokens)
+{
+  Walk w = { NULL, self->limited ? g_array_new (FALSE, FALSE, sizeof (Run)) : NULL, in_tokens };
+  Cached *cached = g_new0 (Cached, 1);
+
+  cached->mask = w.mask = g_new0 (guint32, self->n_words);
+  cached->in_tokens = in_tokens;
+  walk (self, &w, 0, 0, &self->state);
+  allow_stops (self, cached->mask);
+  if (w.runs != NULL)
+    {
+      for (guint i = 0; i < w.runs->len; i++)
+        cached->worst = MAX (cached->worst, g_array_index (w.runs, Run, i).cost);
+      cached->n_runs = w.runs->len;
+      cached->runs = (Run *) g_array_free (w.runs, FALSE);
+    }
+  return cached;
 }
 
 const guint32 *
 dcp_token_matcher_get_mask (DcpTokenMatcher *self)
 {
   g_autoptr(GBytes) key = NULL;
-  guint32 *mask;
-  Walk w = { NULL, FALSE, 0, 0 };
+  Cached *cached;
 
   g_return_val_if_fail (self != NULL, NULL);
   if (self->finished)
     return self->zero;
   key = g_bytes_new (self->state.words->data, self->state.words->len * sizeof (guint32));
-  if ((mask = g_hash_table_lookup (self->cache, key)) == NULL)
+  cached = g_hash_table_lookup (self->cache, key);
+  /* Every token leaves a completion that fits in what follows it (budget - 1 tokens, the stop
+   * token among them)? In bytes first, then in tokens. */
+  if (cached != NULL && (!self->limited || cached->worst + 1 < self->budget))
+    return cached->mask;
+  if (cached == NULL && (!self->limited || self->byte_tokens))
     {
-      mask = w.mask = g_new0 (guint32, self->n_words + 1);
-      walk (self, &w, 0, 0, &self->state);
-      allow_stops (self, mask);
-      mask[self->n_words] = w.worst;
+      cached = cached_walk (self, FALSE);
       if (g_hash_table_size (self->cache) >= MAX_CACHED)
         g_hash_table_remove_all (self->cache);
-      g_hash_table_insert (self->cache, g_steal_pointer (&key), mask);
+      g_hash_table_insert (self->cache, g_bytes_ref (key), cached);
+      if (!self->limited || cached->worst + 1 < self->budget)
+        return cached->mask;
     }
-  /* Every token leaves a completion that fits in what follows it (budget - 1, the stop token
-   * among them)? */
-  if (!self->limited || (self->byte_tokens && mask[self->n_words] + 1 < self->budget))
-    return mask;
-  return tight_mask (self);
+  if (cached == NULL || !cached->in_tokens)
+    {
+      cached = cached_walk (self, TRUE);
+      if (g_hash_table_size (self->cache) >= MAX_CACHED)
+        g_hash_table_remove_all (self->cache);
+      g_hash_table_replace (self->cache, g_bytes_ref (key), cached);
+      if (cached->worst + 1 < self->budget)
+        return cached->mask;
+    }
+  return tight_mask (self, cached);
 }
 
 gboolean
@@ -414,7 +473,10 @@ dcp_token_matcher_limit (DcpTokenMatcher *self, guint max_tokens, GError **error
       self->min_len = dcp_grammar_min_lengths (self->grammar);
       self->tight = g_new0 (guint32, self->n_words);
       for (guint k = 0; k < root->n_children; k++)
-        singles += self->trie->nodes[root->first_child + k].n_here > 0;
+        {
+          self->first[self->trie->nodes[root->first_child + k].byte] = root->first_child + k;
+          singles += self->trie->nodes[root->first_child + k].n_here > 0;
+        }
       self->byte_tokens = singles == 256;
     }
   need = state_tokens (self, &self->state, 0, NULL);
@@ -425,7 +487,7 @@ dcp_token_matcher_limit (DcpTokenMatcher *self, guint max_tokens, GError **error
                    "and one more to end it", max_tokens, need);
       return FALSE;
     }
-  /* Masks cached so far hold no worst length. */
+  /* Masks cached so far hold no costs. */
   g_hash_table_remove_all (self->cache);
   self->limited = TRUE;
   self->budget = max_tokens;
