@@ -7,7 +7,7 @@
 # the mean per-client decode tokens/s (first streamed token to last) of each, and each format's
 # ratio to the free run. Logs and each run's JSON go to $OUT (default /tmp/dcp-constrained-bench).
 #
-#   tools/bench-constrained.sh build/engine/decapybara build/data/tiny-model/tiny.mcapy --threads 2
+#   tools/bench-constrained.sh build/engine/decapybara build/data/tiny-model/tiny.mcapy --backend cpu --threads 2
 #   (GPU) sh tools/bench-constrained.sh .gpu/bin/decapybara /tmp/proxy16.mcapy --backend cuda
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 DECAPYBARA MODEL [SERVER_ARGS...]"; exit 2; }
