@@ -14,8 +14,18 @@
 
 enum { S_OPEN, S_CONTENT, S_ESCAPE, S_HEX, S_DONE };
 enum { N_START, N_MINUS, N_INT, N_ZERO, N_DOT, N_FRAC, N_EXP, N_EXP_SIGN, N_EXP_DIGITS };
-enum { O_START, O_OPEN, O_KEY, O_COLON, O_AFTER_COLON, O_AFTER_COLON_SPACE, O_AFTER_VALUE,
-       O_COMMA, O_COMMA_SPACE, O_DONE };
+enum {
+  O_START,
+  O_OPEN,
+  O_KEY,
+  O_COLON,
+  O_AFTER_COLON,
+  O_AFTER_COLON_SPACE,
+  O_AFTER_VALUE,
+  O_COMMA,
+  O_COMMA_SPACE,
+  O_DONE
+};
 enum { A_START, A_OPEN, A_AFTER_ITEM, A_COMMA, A_COMMA_SPACE, A_DONE };
 enum { R_START, R_AFTER };
 
@@ -81,10 +91,12 @@ node_length (DcpGrammar *self, const guint *min_len, guint id)
 
         if (first == node->n_kids)
           return 2;
-        return add (add (2, member_length (node, min_len, first)), required_after_length (node, min_len, first));
+        return add (add (2, member_length (node, min_len, first)),
+                    required_after_length (node, min_len, first));
       }
     case NODE_ARRAY:
-      return add (2, add (times (node->min, min_len[node->kids[0]]), node->min > 0 ? node->min - 1 : 0));
+      return add (
+          2, add (times (node->min, min_len[node->kids[0]]), node->min > 0 ? node->min - 1 : 0));
     case NODE_ANY_OF:
       total = DCP_GRAMMAR_NO_COMPLETION;
       for (guint k = 0; k < node->n_kids; k++)
@@ -137,7 +149,7 @@ dcp_grammar_min_lengths (DcpGrammar *self)
 typedef struct {
   DcpGrammar *grammar;
   const guint *min_len;
-  GString    *out;        /* NULL: lengths only */
+  GString *out; /* NULL: lengths only */
 } Writer;
 
 static void write_node (Writer *w, guint id, guint nesting);
@@ -277,7 +289,7 @@ rest_of_object (Writer *w, const GrammarNode *node, const GrammarFrame *f)
           write_node (w, value, 0);
           put (w, "}", 1);
           return add (4, min_len[value]);
-        default:      /* O_OPEN, O_AFTER_VALUE */
+        default: /* O_OPEN, O_AFTER_VALUE */
           put (w, "}", 1);
           return 1;
         }
@@ -333,7 +345,8 @@ rest_of_object (Writer *w, const GrammarNode *node, const GrammarFrame *f)
 
         for (guint j = f->b; j <= last; j++)
           {
-            guint l = add (member_length (node, min_len, j), required_after_length (node, min_len, j));
+            guint l =
+                add (member_length (node, min_len, j), required_after_length (node, min_len, j));
 
             if (best == G_MAXUINT || l < best_len)
               best = j, best_len = l;
@@ -388,7 +401,8 @@ rest_of_frame (Writer *w, const GrammarFrame *f)
           return 0;
         }
     case NODE_NUMBER:
-      if (f->a == N_START || f->a == N_MINUS || f->a == N_DOT || f->a == N_EXP || f->a == N_EXP_SIGN)
+      if (f->a == N_START || f->a == N_MINUS || f->a == N_DOT || f->a == N_EXP ||
+          f->a == N_EXP_SIGN)
         {
           put (w, "0", 1);
           return 1;
@@ -423,7 +437,8 @@ rest_of_frame (Writer *w, const GrammarFrame *f)
             write_node (w, node->kids[0], 0);
             write_items (w, node, more, TRUE, 0);
             put (w, "]", 1);
-            return add (add (min_len[node->kids[0]], times (more, add (min_len[node->kids[0]], 1))), 1);
+            return add (add (min_len[node->kids[0]], times (more, add (min_len[node->kids[0]], 1))),
+                        1);
           }
         default:
           return 0;
@@ -478,11 +493,8 @@ rest_of_frame (Writer *w, const GrammarFrame *f)
 }
 
 guint
-dcp_grammar_stack_completion (DcpGrammar         *self,
-                              const guint        *min_len,
-                              const GrammarFrame *stack,
-                              guint               depth,
-                              GString            *out)
+dcp_grammar_stack_completion (DcpGrammar *self, const guint *min_len, const GrammarFrame *stack,
+                              guint depth, GString *out)
 {
   Writer w = { self, min_len, out };
   guint len = 0;
@@ -493,10 +505,8 @@ dcp_grammar_stack_completion (DcpGrammar         *self,
 }
 
 guint
-dcp_grammar_state_completion (DcpGrammar            *self,
-                              const guint           *min_len,
-                              const DcpGrammarState *state,
-                              GString               *out)
+dcp_grammar_state_completion (DcpGrammar *self, const guint *min_len, const DcpGrammarState *state,
+                              GString *out)
 {
   const guint32 *words = (const guint32 *) state->words->data;
   const GrammarFrame *best = NULL;

@@ -789,7 +789,8 @@ dcp_grammar_stack_free_text (DcpGrammar *self, const GrammarFrame *stack, guint 
   top = &stack[depth - 1];
   node = dcp_grammar_node (self, top->node);
   if (node->kind == NODE_STRING && top->a == S_CONTENT && top->b == 0)
-    return 1u << (DCP_TOKEN_TRIE_PLAIN_STRING | (node->tags != NULL ? DCP_TOKEN_TRIE_PLAIN_TEXT : 0));
+    return 1u << (DCP_TOKEN_TRIE_PLAIN_STRING |
+                  (node->tags != NULL ? DCP_TOKEN_TRIE_PLAIN_TEXT : 0));
   if (node->kind == NODE_TEXT_UNTIL && top->a == 0 && top->b == 0)
     return 1u << DCP_TOKEN_TRIE_PLAIN_TEXT;
   return 0;

@@ -37,10 +37,10 @@ typedef struct {
 
 typedef struct {
   guint32 *mask;
-  gboolean in_tokens;           /* the costs are in tokens, else in bytes */
-  guint    worst;               /* the largest cost in runs */
-  Run     *runs;
-  guint    n_runs;
+  gboolean in_tokens; /* the costs are in tokens, else in bytes */
+  guint worst;        /* the largest cost in runs */
+  Run *runs;
+  guint n_runs;
 } Cached;
 
 struct _DcpTokenMatcher {
@@ -52,26 +52,26 @@ struct _DcpTokenMatcher {
   DcpGrammarState  state;
   gboolean         finished;
   GPtrArray       *levels;      /* DcpGrammarState * per trie depth, for the walk */
-  GHashTable      *cache;       /* GBytes (state words) -> Cached */
+  GHashTable *cache;            /* GBytes (state words) -> Cached */
   guint32         *zero;        /* the mask once finished */
   /* The budget */
-  gboolean         limited;
-  guint            budget;      /* tokens that may still come, the stop token aside */
-  guint           *min_len;     /* per grammar node, its shortest text */
-  GString         *plan;        /* a completion of the state that fits; NULL: not chosen yet */
-  guint32         *tight;       /* the mask near the end of the budget */
-  gboolean         tight_valid;
-  GString         *scratch;
-  GArray          *best;        /* guint: spelling costs */
-  GHashTable      *costs;       /* GBytes (one stack) -> its completion in tokens + 1 */
-  guint32          first[256];  /* the trie node of each first byte (0: none) */
-  gboolean         byte_tokens; /* every byte is a token: bytes bound tokens */
+  gboolean limited;
+  guint budget;   /* tokens that may still come, the stop token aside */
+  guint *min_len; /* per grammar node, its shortest text */
+  GString *plan;  /* a completion of the state that fits; NULL: not chosen yet */
+  guint32 *tight; /* the mask near the end of the budget */
+  gboolean tight_valid;
+  GString *scratch;
+  GArray *best;         /* guint: spelling costs */
+  GHashTable *costs;    /* GBytes (one stack) -> its completion in tokens + 1 */
+  guint32 first[256];   /* the trie node of each first byte (0: none) */
+  gboolean byte_tokens; /* every byte is a token: bytes bound tokens */
 };
 
 typedef struct {
-  guint32  *mask;
-  GArray   *runs;               /* Run; NULL without a budget */
-  gboolean  in_tokens;
+  guint32 *mask;
+  GArray *runs; /* Run; NULL without a budget */
+  gboolean in_tokens;
 } Walk;
 
 static void
@@ -110,11 +110,13 @@ dcp_token_matcher_new (DcpGrammar    *grammar,
   dcp_grammar_state_init (&self->state);
   dcp_grammar_state_start (grammar, &self->state);
   self->levels = g_ptr_array_new_with_free_func (level_free);
-  self->cache = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, cached_free);
+  self->cache = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref,
+                                       cached_free);
   self->zero = g_new0 (guint32, self->n_words);
   self->scratch = g_string_new (NULL);
   self->best = g_array_new (FALSE, FALSE, sizeof (guint));
-  self->costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, NULL);
+  self->costs =
+      g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, NULL);
   return self;
 }
 
@@ -220,8 +222,8 @@ static guint
 stack_tokens (DcpTokenMatcher *self, const GrammarFrame *stack, guint depth)
 {
   g_string_truncate (self->scratch, 0);
-  if (dcp_grammar_stack_completion (self->grammar, self->min_len, stack, depth, self->scratch)
-      >= DCP_GRAMMAR_NO_COMPLETION)
+  if (dcp_grammar_stack_completion (self->grammar, self->min_len, stack, depth, self->scratch) >=
+      DCP_GRAMMAR_NO_COMPLETION)
     return DCP_GRAMMAR_NO_COMPLETION;
   return spell (self, (const guint8 *) self->scratch->str, self->scratch->len, self->best);
 }
@@ -258,9 +260,11 @@ state_tokens (DcpTokenMatcher *self, const DcpGrammarState *state, guint flags, 
       const GrammarFrame *stack = (const GrammarFrame *) (w + at + 1);
       guint n;
 
-      if (flags != 0 && !whole_subtree (dcp_grammar_stack_free_text (self->grammar, stack, w[at]), flags))
+      if (flags != 0 &&
+          !whole_subtree (dcp_grammar_stack_free_text (self->grammar, stack, w[at]), flags))
         continue;
-      n = plan != NULL ? stack_tokens (self, stack, w[at]) : stack_tokens_cached (self, stack, w[at]);
+      n = plan != NULL ? stack_tokens (self, stack, w[at])
+                       : stack_tokens_cached (self, stack, w[at]);
       if (n < least)
         {
           least = n;
@@ -285,8 +289,10 @@ state_bytes (DcpTokenMatcher *self, const DcpGrammarState *state, guint flags)
     {
       const GrammarFrame *stack = (const GrammarFrame *) (w + at + 1);
 
-      if (flags == 0 || whole_subtree (dcp_grammar_stack_free_text (self->grammar, stack, w[at]), flags))
-        least = MIN (least, dcp_grammar_stack_completion (self->grammar, self->min_len, stack, w[at], NULL));
+      if (flags == 0 ||
+          whole_subtree (dcp_grammar_stack_free_text (self->grammar, stack, w[at]), flags))
+        least = MIN (
+            least, dcp_grammar_stack_completion (self->grammar, self->min_len, stack, w[at], NULL));
     }
   return least;
 }
@@ -294,7 +300,8 @@ state_bytes (DcpTokenMatcher *self, const DcpGrammarState *state, guint flags)
 /* Marks tokens[lo .. hi), which lead to state (its free-text stacks of flags, for a subtree
  * taken whole), and notes their cost. */
 static void
-allow (DcpTokenMatcher *self, Walk *w, guint lo, guint hi, const DcpGrammarState *state, guint flags)
+allow (DcpTokenMatcher *self, Walk *w, guint lo, guint hi, const DcpGrammarState *state,
+       guint flags)
 {
   Run *last;
   guint cost;
@@ -358,7 +365,9 @@ mark_plan (DcpTokenMatcher *self, guint32 *mask, guint left)
       const DcpTokenTrieNode *node = &nodes[index];
       guint k;
 
-      for (k = 0; k < node->n_children && nodes[node->first_child + k].byte != (guint8) self->plan->str[j]; k++)
+      for (k = 0;
+           k < node->n_children && nodes[node->first_child + k].byte != (guint8) self->plan->str[j];
+           k++)
         ;
       if (k == node->n_children)
         return;
@@ -482,9 +491,11 @@ dcp_token_matcher_limit (DcpTokenMatcher *self, guint max_tokens, GError **error
   need = state_tokens (self, &self->state, 0, NULL);
   if (need >= DCP_GRAMMAR_NO_COMPLETION || need + 1 > max_tokens)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "max_tokens: %u is too few for the output format: its shortest answer takes %u tokens "
-                   "and one more to end it", max_tokens, need);
+      g_set_error (
+          error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+          "max_tokens: %u is too few for the output format: its shortest answer takes %u tokens "
+          "and one more to end it",
+          max_tokens, need);
       return FALSE;
     }
   /* Masks cached so far hold no costs. */

@@ -24,9 +24,7 @@ void             dcp_token_matcher_free        (DcpTokenMatcher *self);
  * end only tokens that leave a completion within what remains (closing strings, skipping
  * optional members, closing arrays and objects). Fails (DCP_ERROR_INVALID_ARGUMENT, naming
  * max_tokens) when even the shortest document does not fit. Call it before the first token. */
-gboolean         dcp_token_matcher_limit       (DcpTokenMatcher *self,
-                                                guint            max_tokens,
-                                                GError         **error);
+gboolean dcp_token_matcher_limit (DcpTokenMatcher *self, guint max_tokens, GError **error);
 /* Words in a mask: (vocab size + 31) / 32. */
 guint            dcp_token_matcher_get_n_words (DcpTokenMatcher *self);
 /* The tokens allowed next; valid until the next call on the matcher. All zero once finished. */

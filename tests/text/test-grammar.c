@@ -327,13 +327,15 @@ check_completions (DcpGrammar *grammar, guint32 seed)
 
           g_string_truncate (rest, 0);
           len = dcp_grammar_state_completion (grammar, min_len, &state, rest);
-          if (len != rest->len) g_error ("after \"%s\": %u for \"%s\"", text->str, len, rest->str);
+          if (len != rest->len)
+            g_error ("after \"%s\": %u for \"%s\"", text->str, len, rest->str);
           dcp_grammar_state_copy (&a, &state);
           for (guint i = 0; i < rest->len; i++)
             {
               dcp_grammar_state_feed (grammar, &a, (guint8) rest->str[i], &b);
               if (b.n_stacks == 0)
-                g_error ("after \"%s\", completion \"%s\" fails at byte %u", text->str, rest->str, i);
+                g_error ("after \"%s\", completion \"%s\" fails at byte %u", text->str, rest->str,
+                         i);
               dcp_grammar_state_copy (&a, &b);
             }
           if (!dcp_grammar_state_is_complete (grammar, &a))
@@ -364,23 +366,26 @@ static void
 test_completions (void)
 {
   g_autoptr(DcpGrammar) object = schema_grammar (
-    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
-    "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\"]},\"minItems\":2},"
-    "\"kind\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]},\"ok\":{\"type\":\"boolean\"}},"
-    "\"required\":[\"name\",\"tags\",\"ok\"]}", DCP_GRAMMAR_THINKING_FIRST);
+      "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
+      "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\"]},\"minItems\":2},"
+      "\"kind\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]},\"ok\":{\"type\":\"boolean\"}},"
+      "\"required\":[\"name\",\"tags\",\"ok\"]}",
+      DCP_GRAMMAR_THINKING_FIRST);
   g_autoptr(DcpGrammar) tree = schema_grammar (
-    "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
-    "\"v\":{\"type\":\"string\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
-    "\"required\":[\"v\",\"kids\"],\"additionalProperties\":false}}}", DCP_GRAMMAR_DEFAULT);
+      "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+      "\"v\":{\"type\":\"string\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
+      "\"required\":[\"v\",\"kids\"],\"additionalProperties\":false}}}",
+      DCP_GRAMMAR_DEFAULT);
   g_autoptr(DcpGrammar) any = dcp_grammar_new_json_object (DCP_GRAMMAR_DEFAULT);
   g_autoptr(JsonNode) tools = json_from_string (
-    "[{\"type\":\"function\",\"function\":{\"name\":\"bash\",\"parameters\":{\"type\":\"object\","
-    "\"properties\":{\"command\":{\"type\":\"string\"},\"timeout\":{\"type\":\"integer\"}},"
-    "\"required\":[\"command\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"ls\"}}]", NULL);
-  g_autoptr(DcpGrammar) xml = dcp_grammar_new_tool_call (json_node_get_array (tools), NULL, DCP_TOOL_CALL_FORM_XML,
-                                                          DCP_GRAMMAR_THINKING_FIRST, NULL);
-  g_autoptr(DcpGrammar) json = dcp_grammar_new_tool_call (json_node_get_array (tools), "bash",
-                                                           DCP_TOOL_CALL_FORM_JSON, DCP_GRAMMAR_DEFAULT, NULL);
+      "[{\"type\":\"function\",\"function\":{\"name\":\"bash\",\"parameters\":{\"type\":\"object\","
+      "\"properties\":{\"command\":{\"type\":\"string\"},\"timeout\":{\"type\":\"integer\"}},"
+      "\"required\":[\"command\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"ls\"}}]",
+      NULL);
+  g_autoptr(DcpGrammar) xml = dcp_grammar_new_tool_call (
+      json_node_get_array (tools), NULL, DCP_TOOL_CALL_FORM_XML, DCP_GRAMMAR_THINKING_FIRST, NULL);
+  g_autoptr(DcpGrammar) json = dcp_grammar_new_tool_call (
+      json_node_get_array (tools), "bash", DCP_TOOL_CALL_FORM_JSON, DCP_GRAMMAR_DEFAULT, NULL);
   g_autofree guint *min_len = dcp_grammar_min_lengths (object);
   g_autoptr(GString) shortest = g_string_new (NULL);
   DcpGrammarState start;
@@ -394,7 +399,8 @@ test_completions (void)
   dcp_grammar_state_init (&start);
   dcp_grammar_state_start (object, &start);
   dcp_grammar_state_completion (object, min_len, &start, shortest);
-  g_assert_cmpstr (shortest->str, ==, "</think>{\"name\":\"\",\"tags\":[\"red\",\"red\"],\"ok\":true}");
+  g_assert_cmpstr (shortest->str, ==,
+                   "</think>{\"name\":\"\",\"tags\":[\"red\",\"red\"],\"ok\":true}");
   dcp_grammar_state_clear (&start);
 }
 
@@ -449,10 +455,11 @@ test_budget (void)
   g_autoptr(DcpTokenizer) tokenizer = load_tokenizer ();
   g_autoptr(DcpTokenTrie) trie = dcp_token_trie_new (tokenizer);
   g_autoptr(DcpGrammar) grammar = schema_grammar (
-    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
-    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"pet\":{\"type\":\"object\",\"properties\":"
-    "{\"kind\":{\"type\":\"string\"},\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
-    "\"required\":[\"name\",\"age\"]}", DCP_GRAMMAR_THINKING_FIRST);
+      "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+      "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"pet\":{\"type\":\"object\",\"properties\":"
+      "{\"kind\":{\"type\":\"string\"},\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
+      "\"required\":[\"name\",\"age\"]}",
+      DCP_GRAMMAR_THINKING_FIRST);
   guint32 stop;
   guint fits = 0;
 
