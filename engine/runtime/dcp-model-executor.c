@@ -476,6 +476,9 @@ constrain (Generation *g, GError **error)
     }
   trie = get_trie (self);
   g->matcher = dcp_token_matcher_new (grammar, trie, (const guint32 *) self->eos->data, self->eos->len);
+  /* The document ends, and the stop token comes, within max_tokens (finish_reason "stop"). */
+  if (!dcp_token_matcher_limit (g->matcher, (guint) MIN (g->max_new, (gint64) G_MAXUINT), error))
+    return FALSE;
   g->n_words = (vocab + 31) / 32;
   g->allowed = g_new0 (guint32, g->n_words);
   g->stops_only = g_new0 (guint32, g->n_words);
