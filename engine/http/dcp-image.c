@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
+#include <string.h>
 
 #include "dcp-error.h"
 #include "dcp-image.h"
@@ -122,4 +123,70 @@ dcp_image_init (void)
 
   if (loader != NULL)
     gdk_pixbuf_loader_close (loader, NULL);
+}
+
+guint8 *
+dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guint *width,
+                      guint *height, GError **error)
+{
+  g_autofree char *type = NULL;
+  g_autoptr(GdkPixbufLoader) loader = NULL;
+  g_autoptr(GError) local = NULL;
+  GdkPixbuf *pixbuf;
+  gint size[2] = { 0, 0 };
+  guint8 *rgb;
+  const guint8 *pixels;
+  int channels, stride;
+
+  g_return_val_if_fail (where != NULL && bytes != NULL, NULL);
+
+  /* The header first, as dcp_image_check reads it: no pixel memory for a size refused. */
+  {
+    g_autoptr(GdkPixbufLoader) probe = NULL;
+
+    type = g_content_type_guess (NULL, bytes, MIN (length, 4096), NULL);
+    probe = gdk_pixbuf_loader_new_with_mime_type (type, NULL);
+    if (probe != NULL)
+      {
+        g_signal_connect (probe, "size-prepared", G_CALLBACK (on_size_prepared), size);
+        for (gsize at = 0; at < length && size[0] == 0; at += PIECE)
+          if (!gdk_pixbuf_loader_write (probe, bytes + at, MIN (PIECE, length - at), NULL))
+            break;
+        gdk_pixbuf_loader_close (probe, NULL);
+      }
+  }
+  if (size[0] <= 0 || size[1] <= 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image could not be decoded (not a known image format, or damaged)", where);
+      return NULL;
+    }
+  if (size[0] > DCP_IMAGE_MAX_SIDE || size[1] > DCP_IMAGE_MAX_SIDE ||
+      (gint64) size[0] * size[1] > DCP_IMAGE_MAX_PIXELS)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image is %dx%d pixels; at most %d pixels a side and %d pixels in all are accepted",
+                   where, size[0], size[1], DCP_IMAGE_MAX_SIDE, DCP_IMAGE_MAX_PIXELS);
+      return NULL;
+    }
+  loader = gdk_pixbuf_loader_new_with_mime_type (type, &local);
+  if (loader == NULL || !gdk_pixbuf_loader_write (loader, bytes, length, &local) ||
+      !gdk_pixbuf_loader_close (loader, &local) ||
+      (pixbuf = gdk_pixbuf_loader_get_pixbuf (loader)) == NULL ||
+      gdk_pixbuf_get_bits_per_sample (pixbuf) != 8 || gdk_pixbuf_get_n_channels (pixbuf) < 3)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: the image could not be decoded%s%s",
+                   where, local ? ": " : "", local ? local->message : "");
+      return NULL;
+    }
+  *width = gdk_pixbuf_get_width (pixbuf);
+  *height = gdk_pixbuf_get_height (pixbuf);
+  channels = gdk_pixbuf_get_n_channels (pixbuf);
+  stride = gdk_pixbuf_get_rowstride (pixbuf);
+  pixels = gdk_pixbuf_read_pixels (pixbuf);
+  rgb = g_new (guint8, (gsize) *width * *height * 3);
+  for (guint y = 0; y < *height; y++)
+    for (guint x = 0; x < *width; x++)
+      memcpy (rgb + ((gsize) y * *width + x) * 3, pixels + (gsize) y * stride + (gsize) x * channels, 3);
+  return rgb;
 }

@@ -15,6 +15,17 @@ G_BEGIN_DECLS
 
 gboolean dcp_image_check (const char *where, const char *media_type, const char *base64, GError **error);
 
+/* Decodes an image (any format gdk-pixbuf reads: PNG, JPEG, WebP, GIF's first frame, ...) to
+ * packed 8-bit RGB, width x height x 3 bytes (an alpha channel is dropped, as Pillow's
+ * convert ("RGB") drops it). The size limits above apply before any pixel is decoded; an error
+ * names `where`. */
+guint8  *dcp_image_decode_rgb (const char   *where,
+                               const guint8 *bytes,
+                               gsize         length,
+                               guint        *width,
+                               guint        *height,
+                               GError      **error);
+
 /* Reads gdk-pixbuf's and GIO's tables now (main thread, at start). */
 void     dcp_image_init  (void);
 

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/* The vision path on the CPU against transformers (tests/models/make-test-models.py,
+ * vision-small): for four PNGs of different sizes and aspect ratios, decoding and preprocessing
+ * must give the image processor's pixel_values (the same resized 8-bit pixels: within float
+ * rounding), and the tower must give its output within the golden tests' bound (relative L2
+ * error 1e-4 per embedding), both from our patches and from the golden ones. */
+#include "config.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+
+#include "dcp-checkpoint.h"
+#include "dcp-cpu-vision.h"
+#include "dcp-image.h"
+
+#define MAX_REL_ERROR 1e-4
+#define MAX_PIXEL_ERROR 1e-5
+
+static const char *const images[] = { "wide", "tall", "small", "large" };
+
+typedef struct {
+  DcpCheckpoint *checkpoint;
+  DcpVisionConfig config;
+  DcpCpuVision *vision;
+  DcpCpuPool *pool;
+  JsonParser *info;
+} Fixture;
+
+static char *
+golden_path (const char *file)
+{
+  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", file, NULL);
+}
+
+static float *
+read_floats (const char *file, gsize n)
+{
+  g_autofree char *path = golden_path (file);
+  g_autoptr(GError) error = NULL;
+  char *data = NULL;
+  gsize len = 0;
+
+  g_file_get_contents (path, &data, &len, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (len, ==, n * sizeof (float));
+  return (float *) data;
+}
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
+  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
+  g_autofree char *pre_path = g_build_filename (dir, "preprocessor_config.json", NULL);
+  g_autofree char *info_path = golden_path ("vision.json");
+  g_autoptr(JsonParser) pre = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  DcpTensorSource source;
+
+  f->checkpoint = dcp_checkpoint_open (dir, tokenizer_dir, &error);
+  g_assert_no_error (error);
+  json_parser_load_from_file (pre, pre_path, &error);
+  g_assert_no_error (error);
+  dcp_vision_config_from_json (&f->config, dcp_checkpoint_get_config_json (f->checkpoint),
+                               json_parser_get_root (pre), &error);
+  g_assert_no_error (error);
+  source = dcp_checkpoint_get_source (f->checkpoint);
+  f->vision = dcp_cpu_vision_load (&f->config, &source, &error);
+  g_assert_no_error (error);
+  f->pool = dcp_cpu_pool_new (2);
+  f->info = json_parser_new ();
+  json_parser_load_from_file (f->info, info_path, &error);
+  g_assert_no_error (error);
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  g_object_unref (f->info);
+  dcp_cpu_pool_free (f->pool);
+  dcp_cpu_vision_free (f->vision);
+  dcp_checkpoint_free (f->checkpoint);
+}
+
+static JsonObject *
+image_info (Fixture *f, const char *name)
+{
+  JsonObject *root = json_node_get_object (json_parser_get_root (f->info));
+
+  return json_object_get_object_member (json_object_get_object_member (root, "images"), name);
+}
+
+static double
+rel_error (const float *ours, const float *golden, gsize n)
+{
+  double diff = 0, norm = 0;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      diff += ((double) ours[i] - golden[i]) * ((double) ours[i] - golden[i]);
+      norm += (double) golden[i] * golden[i];
+    }
+  return sqrt (diff / norm);
+}
+
+/* The tower's output for grid against the golden, embedding by embedding. */
+static void
+check_tower (Fixture *f, const char *name, const float *patches, const DcpVisionGrid *grid)
+{
+  guint tokens = dcp_vision_config_n_tokens (&f->config, grid->h, grid->w), d = f->config.out_hidden_size;
+  g_autofree char *file = g_strconcat (name, ".tower.f32", NULL);
+  g_autofree float *golden = read_floats (file, (gsize) tokens * d);
+  g_autofree float *out = g_new (float, (gsize) tokens * d);
+  double worst = 0;
+
+  dcp_cpu_vision_forward (f->vision, f->pool, patches, grid, out);
+  for (guint t = 0; t < tokens; t++)
+    {
+      double e = rel_error (out + (gsize) t * d, golden + (gsize) t * d, d);
+
+      if (e > MAX_REL_ERROR)
+        g_error ("%s: embedding %u: relative error %.3g (limit %.0e)", name, t, e, MAX_REL_ERROR);
+      worst = MAX (worst, e);
+    }
+  g_test_message ("%s: %u embeddings, worst relative error %.3g", name, tokens, worst);
+}
+
+static void
+test_images (Fixture *f, gconstpointer data)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (images); i++)
+    {
+      const char *name = images[i];
+      JsonObject *info = image_info (f, name);
+      JsonArray *thw = json_object_get_array_member (info, "grid_thw");
+      g_autofree char *png_name = g_strconcat (name, ".png", NULL);
+      g_autofree char *png_path = golden_path (png_name);
+      g_autofree char *pixels_name = g_strconcat (name, ".pixels.f32", NULL);
+      g_autoptr(GError) error = NULL;
+      g_autofree char *png = NULL;
+      g_autofree guint8 *rgb = NULL;
+      g_autofree float *patches = NULL, *golden = NULL;
+      gsize png_len = 0, n;
+      guint width = 0, height = 0, pw = dcp_vision_patch_width (&f->config);
+      DcpVisionGrid grid;
+      double worst = 0;
+
+      g_file_get_contents (png_path, &png, &png_len, &error);
+      g_assert_no_error (error);
+      rgb = dcp_image_decode_rgb (name, (const guint8 *) png, png_len, &width, &height, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (width, ==, json_object_get_int_member (info, "width"));
+      g_assert_cmpuint (height, ==, json_object_get_int_member (info, "height"));
+
+      patches = dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, &grid, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (grid.t, ==, json_array_get_int_element (thw, 0));
+      g_assert_cmpuint (grid.h, ==, json_array_get_int_element (thw, 1));
+      g_assert_cmpuint (grid.w, ==, json_array_get_int_element (thw, 2));
+      n = (gsize) grid.t * grid.h * grid.w * pw;
+      golden = read_floats (pixels_name, n);
+      for (gsize k = 0; k < n; k++)
+        worst = MAX (worst, fabs ((double) patches[k] - golden[k]));
+      if (worst > MAX_PIXEL_ERROR)
+        g_error ("%s: pixel_values differ by up to %.3g", name, worst);
+
+      check_tower (f, name, patches, &grid);
+      check_tower (f, name, golden, &grid);
+    }
+}
+
+/* transformers' smart_resize (the values it gives): ties round to even, the bounds scale both sides. */
+static void
+test_target_size (Fixture *f, gconstpointer data)
+{
+  static const struct { guint w, h, out_w, out_h; } cases[] = {
+    { 200, 60, 192, 64 },     /* nearest multiples of 32 */
+    { 80, 48, 64, 64 },       /* 2.5 -> 2 and 1.5 -> 2: ties to even; 4096 pixels, the minimum */
+    { 20, 20, 64, 64 },       /* below min_pixels: scaled up, rounded up */
+    { 400, 300, 160, 128 },   /* above max_pixels: scaled down, rounded down */
+    { 3000, 16, 896, 32 },    /* long and thin: 96,256 pixels, scaled down to 28,672 ... */
+    { 1000, 5, 928, 32 },     /* ... and the short side kept at one factor */
+  };
+  g_autoptr(GError) error = NULL;
+  guint w, h;
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      dcp_vision_target_size (&f->config, cases[i].w, cases[i].h, &w, &h, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (w, ==, cases[i].out_w);
+      g_assert_cmpuint (h, ==, cases[i].out_h);
+    }
+  g_assert_false (dcp_vision_target_size (&f->config, 201 * 10, 10, &w, &h, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/cpu-vision/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
+  g_test_add ("/cpu-vision/target-size", Fixture, NULL, fixture_set_up, test_target_size, fixture_tear_down);
+  return g_test_run ();
+}
