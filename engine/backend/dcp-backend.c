@@ -93,6 +93,16 @@ dcp_backend_has_mtp (DcpBackend *self)
   return DCP_BACKEND_GET_CLASS (self)->has_mtp (self);
 }
 
+gboolean
+dcp_backend_takes_embeddings (DcpBackend *self)
+{
+  DcpBackendClass *klass;
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
+  klass = DCP_BACKEND_GET_CLASS (self);
+  return klass->takes_embeddings != NULL && klass->takes_embeddings (self);
+}
+
 DcpSeqState *
 dcp_backend_state_new (DcpBackend *self, GError **error)
 {

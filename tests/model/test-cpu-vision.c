@@ -3,15 +3,21 @@
  * vision-small): for four PNGs of different sizes and aspect ratios, decoding and preprocessing
  * must give the image processor's pixel_values (the same resized 8-bit pixels: within float
  * rounding), and the tower must give its output within the golden tests' bound (relative L2
- * error 1e-4 per embedding), both from our patches and from the golden ones. */
+ * error 1e-4 per embedding), both from our patches and from the golden ones. Then the whole
+ * multimodal forward: a prompt with two images between text (the tower's embeddings in place of
+ * the image tokens, mRoPE positions) and cached decoding after it, whose positions run from the
+ * state's next position, not its token count: every logit row within the same bound and with
+ * the same argmax, in one prefill and in chunks that cut through an image. */
 #include "config.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
 
+#include "dcp-backend-cpu.h"
 #include "dcp-checkpoint.h"
 #include "dcp-cpu-vision.h"
 #include "dcp-image.h"
+#include "dcp-mrope-positions.h"
 
 #define MAX_REL_ERROR 1e-4
 #define MAX_PIXEL_ERROR 1e-5
@@ -195,11 +201,171 @@ test_target_size (Fixture *f, gconstpointer data)
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
 }
 
+/* An image's embeddings, through our whole path from its PNG. */
+static float *
+image_embeddings (Fixture *f, const char *name, DcpVisionGrid *grid)
+{
+  g_autofree char *png_name = g_strconcat (name, ".png", NULL);
+  g_autofree char *png_path = golden_path (png_name);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *png = NULL;
+  g_autofree guint8 *rgb = NULL;
+  g_autofree float *patches = NULL;
+  gsize len = 0;
+  guint width, height;
+  float *out;
+
+  g_file_get_contents (png_path, &png, &len, &error);
+  g_assert_no_error (error);
+  rgb = dcp_image_decode_rgb (name, (const guint8 *) png, len, &width, &height, &error);
+  g_assert_no_error (error);
+  patches = dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, grid, &error);
+  g_assert_no_error (error);
+  out = g_new (float, (gsize) dcp_vision_config_n_tokens (&f->config, grid->h, grid->w) *
+                      f->config.out_hidden_size);
+  dcp_cpu_vision_forward (f->vision, f->pool, patches, grid, out);
+  return out;
+}
+
+static GArray *
+read_ids (JsonObject *o, const char *member)
+{
+  JsonArray *a = json_object_get_array_member (o, member);
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      guint32 id = (guint32) json_array_get_int_element (a, i);
+      g_array_append_val (ids, id);
+    }
+  return ids;
+}
+
+static void
+check_logits (const char *what, guint row, const float *ours, const float *golden, guint vocab)
+{
+  double e = rel_error (ours, golden, vocab);
+  guint a = 0, b = 0;
+
+  for (guint i = 1; i < vocab; i++)
+    {
+      a = ours[i] > ours[a] ? i : a;
+      b = golden[i] > golden[b] ? i : b;
+    }
+  if (e > MAX_REL_ERROR || a != b)
+    g_error ("%s row %u: relative error %.3g (limit %.0e), argmax %u, golden %u", what, row, e,
+             MAX_REL_ERROR, a, b);
+}
+
+/* The prompt in pieces of the given lengths (0-terminated), then the decode ids one at a time. */
+static void
+run_prompt (Fixture *f, const guint *pieces)
+{
+  JsonObject *root = json_node_get_object (json_parser_get_root (f->info));
+  g_autoptr(GArray) prompt = read_ids (root, "prompt");
+  g_autoptr(GArray) decode = read_ids (root, "decode");
+  JsonArray *order = json_object_get_array_member (root, "prompt_images");
+  guint n_images = json_array_get_length (order), V = json_object_get_int_member (root, "vocab_size");
+  guint n = prompt->len, H = f->config.out_hidden_size, next_pos = 0, image = 0, done = 0;
+  g_autofree DcpVisionGrid *grids = g_new0 (DcpVisionGrid, n_images);
+  g_autofree float **embeddings = g_new0 (float *, n_images);
+  g_autofree const float **rows = g_new0 (const float *, n);
+  g_autofree guint32 *positions = NULL;
+  g_autofree float *golden = NULL, *golden_decode = NULL, *logits = g_new (float, (gsize) n * V);
+  const guint32 *ids = (const guint32 *) prompt->data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpBackend) backend = NULL;
+  DcpTensorSource source = dcp_checkpoint_get_source (f->checkpoint);
+  DcpSeqState *s;
+
+  for (guint i = 0; i < n_images; i++)
+    embeddings[i] = image_embeddings (f, json_array_get_string_element (order, i), &grids[i]);
+  /* Image token rows take the images' embeddings in order. */
+  for (guint t = 0, k = 0; t < n; t++)
+    if (ids[t] == f->config.image_token_id)
+      {
+        guint per = dcp_vision_config_n_tokens (&f->config, grids[image].h, grids[image].w);
+
+        rows[t] = embeddings[image] + (gsize) k * H;
+        if (++k == per)
+          image++, k = 0;
+      }
+  g_assert_cmpuint (image, ==, n_images);
+  positions = dcp_mrope_positions (&f->config, ids, n, grids, n_images, 0, &next_pos, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint ((gint) next_pos - (gint) n, ==, json_object_get_int_member (root, "rope_delta"));
+
+  backend = dcp_backend_cpu_new (dcp_checkpoint_get_config (f->checkpoint), &source, 2, &error);
+  g_assert_no_error (error);
+  g_assert_true (dcp_backend_takes_embeddings (backend));
+  s = dcp_backend_state_new (backend, &error);
+  g_assert_no_error (error);
+  golden = read_floats ("mm-prefill.f32", (gsize) n * V);
+  for (guint p = 0; done < n; p++)
+    {
+      guint len = pieces[p] ? MIN (pieces[p], n - done) : n - done;
+      g_autofree guint32 *chunk_pos = g_new (guint32, 3 * (gsize) len);
+      DcpBatchItem item = { s, ids + done, len, DCP_LOGITS_ALL, logits + (gsize) done * V, NULL };
+
+      for (guint axis = 0; axis < 3; axis++)
+        memcpy (chunk_pos + axis * len, positions + (gsize) axis * n + done, len * sizeof (guint32));
+      item.positions = chunk_pos;
+      item.embeddings = rows + done;
+      dcp_backend_forward (backend, &item, 1, &error);
+      g_assert_no_error (error);
+      done += len;
+    }
+  for (guint t = 0; t < n; t++)
+    check_logits ("prefill", t, logits + (gsize) t * V, golden + (gsize) t * V, V);
+
+  golden_decode = read_floats ("mm-decode.f32", (gsize) decode->len * V);
+  for (guint i = 0; i < decode->len; i++)
+    {
+      DcpBatchItem item = { s, &g_array_index (decode, guint32, i), 1, DCP_LOGITS_LAST, logits, NULL };
+
+      dcp_backend_forward (backend, &item, 1, &error);
+      g_assert_no_error (error);
+      check_logits ("decode", i, logits, golden_decode + (gsize) i * V, V);
+    }
+  dcp_backend_state_free (backend, s);
+  for (guint i = 0; i < n_images; i++)
+    g_free (embeddings[i]);
+}
+
+static void
+test_forward (Fixture *f, gconstpointer data)
+{
+  static const guint whole[] = { 0 };
+  static const guint cut[] = { 7, 5, 9, 1, 0 };   /* the first image's tokens start at 6 */
+
+  run_prompt (f, whole);
+  run_prompt (f, cut);
+}
+
+static void
+test_positions_mismatch (Fixture *f, gconstpointer data)
+{
+  const guint32 img = f->config.image_token_id;
+  const guint32 ids[] = { 1, img, img, img, 2 };
+  const DcpVisionGrid grid = { 1, 4, 4 };   /* 4 tokens, the prompt has 3 */
+  g_autoptr(GError) error = NULL;
+  guint next;
+
+  g_assert_null (dcp_mrope_positions (&f->config, ids, G_N_ELEMENTS (ids), &grid, 1, 0, &next, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (dcp_mrope_positions (&f->config, ids, 1, &grid, 1, 0, &next, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/cpu-vision/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
   g_test_add ("/cpu-vision/target-size", Fixture, NULL, fixture_set_up, test_target_size, fixture_tear_down);
+  g_test_add ("/cpu-vision/forward", Fixture, NULL, fixture_set_up, test_forward, fixture_tear_down);
+  g_test_add ("/cpu-vision/positions-mismatch", Fixture, NULL, fixture_set_up, test_positions_mismatch,
+              fixture_tear_down);
   return g_test_run ();
 }
