@@ -326,6 +326,12 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   else
     json_builder_add_null_value (b);
 
+  json_builder_set_member_name (b, "preprocessor");
+  if (dcp_checkpoint_get_preprocessor (ckpt))
+    json_builder_add_value (b, json_node_copy (dcp_checkpoint_get_preprocessor (ckpt)));
+  else
+    json_builder_add_null_value (b);
+
   json_builder_set_member_name (b, "recipe");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "name");

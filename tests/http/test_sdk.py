@@ -206,7 +206,7 @@ class OpenAIChat(Base):
         with self.assertRaises(openai.BadRequestError) as e:
             self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG}}]}])
-        self.assertIn("images are not supported yet", str(e.exception))
+        self.assertIn("images need a model with a vision tower", str(e.exception))
         with self.assertRaises(openai.BadRequestError) as e:
             self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "w " * 5000}])
         self.assertEqual(e.exception.body["code"], "context_length_exceeded")
@@ -365,7 +365,7 @@ class Anthropic(Base):
         with self.assertRaises(anthropic.BadRequestError) as e:
             self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": [
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]}])
-        self.assertIn("images are not supported yet", str(e.exception))
+        self.assertIn("images need a model with a vision tower", str(e.exception))
         with self.assertRaises(anthropic.BadRequestError):
             self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "robot", "content": "x"}])
 

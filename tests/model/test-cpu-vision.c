@@ -16,7 +16,7 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-checkpoint.h"
 #include "dcp-cpu-vision.h"
-#include "dcp-image.h"
+#include "dcp-image-decode.h"
 #include "dcp-mrope-positions.h"
 
 #define MAX_REL_ERROR 1e-4

@@ -13,7 +13,7 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-checkpoint.h"
 #include "dcp-cpu-vision.h"
-#include "dcp-image.h"
+#include "dcp-image-decode.h"
 #include "dcp-scheduler.h"
 
 #define MAX_TOKENS 5
