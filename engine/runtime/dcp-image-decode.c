@@ -65,10 +65,21 @@ dcp_image_probe (const char *where, const guint8 *bytes, gsize length, guint *wi
   return TRUE;
 }
 
+/* The rows a loader has filled: a truncated file closes without an error in some loaders,
+ * its pixbuf partly unwritten. */
+static void
+on_area_updated (GdkPixbufLoader *loader, gint x, gint y, gint width, gint height, gpointer user_data)
+{
+  gint *rows = user_data;
+
+  *rows = MAX (*rows, y + height);
+}
+
 guint8 *
 dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guint *width,
                       guint *height, GError **error)
 {
+  gint rows = 0;
   g_autofree char *type = NULL;
   g_autoptr(GdkPixbufLoader) loader = NULL;
   g_autoptr(GError) local = NULL;
@@ -84,13 +95,16 @@ dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guin
     return NULL;
   type = g_content_type_guess (NULL, bytes, MIN (length, 4096), NULL);
   loader = gdk_pixbuf_loader_new_with_mime_type (type, &local);
+  if (loader != NULL)
+    g_signal_connect (loader, "area-updated", G_CALLBACK (on_area_updated), &rows);
   if (loader == NULL || !gdk_pixbuf_loader_write (loader, bytes, length, &local) ||
       !gdk_pixbuf_loader_close (loader, &local) ||
       (pixbuf = gdk_pixbuf_loader_get_pixbuf (loader)) == NULL ||
-      gdk_pixbuf_get_bits_per_sample (pixbuf) != 8 || gdk_pixbuf_get_n_channels (pixbuf) < 3)
+      gdk_pixbuf_get_bits_per_sample (pixbuf) != 8 || gdk_pixbuf_get_n_channels (pixbuf) < 3 ||
+      rows < gdk_pixbuf_get_height (pixbuf))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: the image could not be decoded%s%s",
-                   where, local ? ": " : "", local ? local->message : "");
+                   where, local ? ": " : " (damaged or cut short)", local ? local->message : "");
       return NULL;
     }
   *width = gdk_pixbuf_get_width (pixbuf);

@@ -175,6 +175,22 @@ test_images (Fixture *f, gconstpointer data)
     }
 }
 
+/* A file cut short is refused, not decoded with rows the loader never wrote. */
+static void
+test_truncated (Fixture *f, gconstpointer data)
+{
+  g_autofree char *path = golden_path ("wide.png");
+  g_autoptr(GError) error = NULL;
+  g_autofree char *png = NULL;
+  gsize len = 0;
+  guint w, h;
+
+  g_file_get_contents (path, &png, &len, &error);
+  g_assert_no_error (error);
+  g_assert_null (dcp_image_decode_rgb ("wide", (const guint8 *) png, len / 2, &w, &h, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+}
+
 /* transformers' smart_resize (the values it gives): ties round to even, the bounds scale both sides. */
 static void
 test_target_size (Fixture *f, gconstpointer data)
@@ -363,6 +379,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/cpu-vision/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
+  g_test_add ("/cpu-vision/truncated", Fixture, NULL, fixture_set_up, test_truncated, fixture_tear_down);
   g_test_add ("/cpu-vision/target-size", Fixture, NULL, fixture_set_up, test_target_size, fixture_tear_down);
   g_test_add ("/cpu-vision/forward", Fixture, NULL, fixture_set_up, test_forward, fixture_tear_down);
   g_test_add ("/cpu-vision/positions-mismatch", Fixture, NULL, fixture_set_up, test_positions_mismatch,
