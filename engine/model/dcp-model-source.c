@@ -9,6 +9,7 @@
 #include "dcp-error.h"
 #include "dcp-model-file.h"
 #include "dcp-model-source.h"
+#include "dcp-vision-config.h"
 
 struct _DcpModelSource {
   char *path;
@@ -311,4 +312,6 @@ dcp_model_source_get_plan_model (DcpModelSource *self, DcpPlanModel *plan)
     }
   for (guint i = 0; i < dcp_checkpoint_get_n_shards (self->checkpoint); i++)
     plan->file_bytes += dcp_checkpoint_get_shard_size (self->checkpoint, i);
+  plan->vision_activation_bytes = dcp_vision_activation_bytes_from_json (dcp_model_source_get_config_json (self),
+                                                                        dcp_model_source_get_preprocessor (self));
 }

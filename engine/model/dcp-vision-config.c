@@ -198,3 +198,23 @@ dcp_vision_config_n_tokens (const DcpVisionConfig *c, guint grid_h, guint grid_w
 {
   return (grid_h / c->merge_size) * (grid_w / c->merge_size);
 }
+
+guint64
+dcp_vision_config_activation_bytes (const DcpVisionConfig *c)
+{
+  guint64 n = c->max_pixels / ((guint64) c->patch_size * c->patch_size);
+  guint64 unit = (guint64) c->merge_size * c->merge_size, d = c->hidden_size;
+  guint64 pw = (guint64) c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
+
+  return sizeof (float) * (n * (pw + 7 * d + MAX (c->intermediate_size, d)) + n / unit * c->out_hidden_size);
+}
+
+guint64
+dcp_vision_activation_bytes_from_json (JsonNode *config, JsonNode *preprocessor)
+{
+  DcpVisionConfig c;
+
+  if (config == NULL || !dcp_vision_config_from_json (&c, config, preprocessor, NULL))
+    return 0;
+  return dcp_vision_config_activation_bytes (&c);
+}

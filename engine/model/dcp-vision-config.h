@@ -36,4 +36,13 @@ guint    dcp_vision_config_n_tokens  (const DcpVisionConfig *config,
                                       guint                  grid_h,
                                       guint                  grid_w);
 
+/* Bytes the CPU tower's FP32 forward holds at once for the largest image it is given
+ * (max_pixels in patches): the patches, the residual stream and its normed copy, q/k/v, the
+ * attention output, the MLP's hidden rows, the merger's rows and the embeddings. */
+guint64  dcp_vision_config_activation_bytes (const DcpVisionConfig *config);
+/* The same from a model's config.json and preprocessor_config.json (NULL: defaults); 0 when the
+ * config has no (valid) vision tower. What the memory planner counts. */
+guint64  dcp_vision_activation_bytes_from_json (JsonNode *config,
+                                                JsonNode *preprocessor);
+
 G_END_DECLS

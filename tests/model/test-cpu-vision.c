@@ -213,6 +213,9 @@ test_target_size (Fixture *f, gconstpointer data)
       g_assert_cmpuint (w, ==, cases[i].out_w);
       g_assert_cmpuint (h, ==, cases[i].out_h);
     }
+  /* The planner's working set: 96 patches at most (24,576 pixels), 1,536 values each, width 32,
+   * MLP 48, 24 embeddings of 64: 96 (1536 + 7 x 32 + 48) + 24 x 64 floats. */
+  g_assert_cmpuint (dcp_vision_config_activation_bytes (&f->config), ==, 4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64));
   g_assert_false (dcp_vision_target_size (&f->config, 201 * 10, 10, &w, &h, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
 }
