@@ -81,8 +81,12 @@ add_nd (const char *name, char kind, guint ndim, const guint64 *shape)
         case 'a': v = log (0.5 + 7.5 * g_rand_double (rng)); break;
         case 'd': v = 0.5 * normal (); break;
         case 'c': v = 0.4 * normal (); break;
-        case 'b': v = 0.1 * normal (); break;
-        case 'p': v = 0.5 * normal (); break;
+        case 'b':
+          v = 0.1 * normal ();
+          break;
+        case 'p':
+          v = 0.5 * normal ();
+          break;
         default:  v = normal () / sqrt (fan_in); break;
         }
       t->data[i] = dcp_f32_to_bf16 ((float) v);
@@ -242,24 +246,24 @@ static const char config_json[] =
 #define V_HIDDEN 32
 #define V_INTER 64
 #define V_DEPTH 2
-#define V_POS 36              /* a 6 x 6 position table */
+#define V_POS 36 /* a 6 x 6 position table */
 
 static const char vision_config_json[] =
-  "  \"image_token_id\": 151655, \"video_token_id\": 151656,\n"
-  "  \"vision_start_token_id\": 151652, \"vision_end_token_id\": 151653,\n"
-  "  \"vision_config\": {\n"
-  "    \"model_type\": \"qwen3_5_vision\", \"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2,\n"
-  "    \"intermediate_size\": 64, \"hidden_act\": \"gelu_pytorch_tanh\", \"in_channels\": 3,\n"
-  "    \"patch_size\": 16, \"temporal_patch_size\": 2, \"spatial_merge_size\": 2,\n"
-  "    \"num_position_embeddings\": 36, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [],\n"
-  "    \"rope_parameters\": {\"rope_type\": \"axial\", \"rope_theta\": 10000.0}\n"
-  "  },\n";
+    "  \"image_token_id\": 151655, \"video_token_id\": 151656,\n"
+    "  \"vision_start_token_id\": 151652, \"vision_end_token_id\": 151653,\n"
+    "  \"vision_config\": {\n"
+    "    \"model_type\": \"qwen3_5_vision\", \"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2,\n"
+    "    \"intermediate_size\": 64, \"hidden_act\": \"gelu_pytorch_tanh\", \"in_channels\": 3,\n"
+    "    \"patch_size\": 16, \"temporal_patch_size\": 2, \"spatial_merge_size\": 2,\n"
+    "    \"num_position_embeddings\": 36, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [],\n"
+    "    \"rope_parameters\": {\"rope_type\": \"axial\", \"rope_theta\": 10000.0}\n"
+    "  },\n";
 
 static const char preprocessor_config_json[] =
-  "{\n  \"image_processor_type\": \"Qwen2VLImageProcessor\", \"patch_size\": 16,\n"
-  "  \"temporal_patch_size\": 2, \"merge_size\": 2,\n"
-  "  \"size\": {\"shortest_edge\": 4096, \"longest_edge\": 65536},\n"
-  "  \"image_mean\": [0.5, 0.5, 0.5], \"image_std\": [0.5, 0.5, 0.5]\n}\n";
+    "{\n  \"image_processor_type\": \"Qwen2VLImageProcessor\", \"patch_size\": 16,\n"
+    "  \"temporal_patch_size\": 2, \"merge_size\": 2,\n"
+    "  \"size\": {\"shortest_edge\": 4096, \"longest_edge\": 65536},\n"
+    "  \"image_mean\": [0.5, 0.5, 0.5], \"image_std\": [0.5, 0.5, 0.5]\n}\n";
 
 static void
 add_vision (void)
@@ -272,13 +276,24 @@ add_vision (void)
   add ("model.visual.pos_embed.weight", 'p', 2, V_POS, V_HIDDEN, 0);
   for (guint i = 0; i < V_DEPTH; i++)
     {
-      static const struct { const char *name; char kind; guint ndim; guint64 d0, d1; } parts[] = {
-        { "norm1.weight", 'o', 1, V_HIDDEN, 0 }, { "norm1.bias", 'b', 1, V_HIDDEN, 0 },
-        { "norm2.weight", 'o', 1, V_HIDDEN, 0 }, { "norm2.bias", 'b', 1, V_HIDDEN, 0 },
-        { "attn.qkv.weight", 'w', 2, 3 * V_HIDDEN, V_HIDDEN }, { "attn.qkv.bias", 'b', 1, 3 * V_HIDDEN, 0 },
-        { "attn.proj.weight", 'w', 2, V_HIDDEN, V_HIDDEN }, { "attn.proj.bias", 'b', 1, V_HIDDEN, 0 },
-        { "mlp.linear_fc1.weight", 'w', 2, V_INTER, V_HIDDEN }, { "mlp.linear_fc1.bias", 'b', 1, V_INTER, 0 },
-        { "mlp.linear_fc2.weight", 'w', 2, V_HIDDEN, V_INTER }, { "mlp.linear_fc2.bias", 'b', 1, V_HIDDEN, 0 },
+      static const struct {
+        const char *name;
+        char kind;
+        guint ndim;
+        guint64 d0, d1;
+      } parts[] = {
+        { "norm1.weight", 'o', 1, V_HIDDEN, 0 },
+        { "norm1.bias", 'b', 1, V_HIDDEN, 0 },
+        { "norm2.weight", 'o', 1, V_HIDDEN, 0 },
+        { "norm2.bias", 'b', 1, V_HIDDEN, 0 },
+        { "attn.qkv.weight", 'w', 2, 3 * V_HIDDEN, V_HIDDEN },
+        { "attn.qkv.bias", 'b', 1, 3 * V_HIDDEN, 0 },
+        { "attn.proj.weight", 'w', 2, V_HIDDEN, V_HIDDEN },
+        { "attn.proj.bias", 'b', 1, V_HIDDEN, 0 },
+        { "mlp.linear_fc1.weight", 'w', 2, V_INTER, V_HIDDEN },
+        { "mlp.linear_fc1.bias", 'b', 1, V_INTER, 0 },
+        { "mlp.linear_fc2.weight", 'w', 2, V_HIDDEN, V_INTER },
+        { "mlp.linear_fc2.bias", 'b', 1, V_HIDDEN, 0 },
       };
 
       for (guint j = 0; j < G_N_ELEMENTS (parts); j++)
@@ -336,7 +351,8 @@ main (int argc, char **argv)
   if (vision)
     add_vision ();
   /* The vision parts go after the text config's opening brace. */
-  config = vision ? g_strconcat ("{\n", vision_config_json, config_json + 2, NULL) : g_strdup (config_json);
+  config = vision ? g_strconcat ("{\n", vision_config_json, config_json + 2, NULL)
+                  : g_strdup (config_json);
 
   if (g_mkdir_with_parents (outdir, 0755) != 0)
     {
@@ -356,8 +372,7 @@ main (int argc, char **argv)
           return 1;
         }
     }
-  if (!write_safetensors (st, &error) ||
-      !g_file_set_contents (cfg, config, -1, &error) ||
+  if (!write_safetensors (st, &error) || !g_file_set_contents (cfg, config, -1, &error) ||
       !g_file_set_contents (gen, generation_config_json, -1, &error))
     {
       fprintf (stderr, "make-tiny-model: %s\n", error->message);

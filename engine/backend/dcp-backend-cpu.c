@@ -24,7 +24,7 @@ G_DEFINE_FINAL_TYPE (DcpBackendCpu, dcp_backend_cpu, DCP_TYPE_BACKEND)
  * live in a pool, through its page table. */
 struct _DcpSeqState {
   guint n_tokens;
-  guint next_pos;                /* the next text token's position (n_tokens until an image) */
+  guint next_pos; /* the next text token's position (n_tokens until an image) */
   guint n_layers;
   DcpCpuKvCache *kv;
   DcpCpuGdnState *gdn;
@@ -230,7 +230,7 @@ cpu_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
 
 /* The saved form: a header (magic, token count, next position, layer count), then per layer the GDN conv and
  * recurrent state or the KV cache's token count and its keys and values, then the MTP's KV. */
-#define STATE_MAGIC 0x54504344u   /* "DCPT" */
+#define STATE_MAGIC 0x54504344u /* "DCPT" */
 
 static void
 put_u32 (GByteArray *out, guint32 v)
@@ -334,8 +334,7 @@ cpu_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize s
   gboolean ok;
 
   ok = take (&r, &magic, 4) && take (&r, &n_tokens, 4) && take (&r, &next_pos, 4) &&
-       take (&r, &n_layers, 4) &&
-       magic == STATE_MAGIC && n_layers == s->n_layers;
+       take (&r, &n_layers, 4) && magic == STATE_MAGIC && n_layers == s->n_layers;
   for (guint i = 0; ok && i < s->n_layers; i++)
     {
       DcpCpuGdnState *g = &s->gdn[i];
@@ -373,8 +372,8 @@ decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
   for (guint t = 0; t < n; t++)
     dcp_cpu_rms_norm_zc (x + (gsize) t * H, layer->input_norm, H, eps, h + (gsize) t * H);
   if (layer->is_full_attention)
-    dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, positions, h, n,
-                               delta);
+    dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, positions, h,
+                               n, delta);
   else
     dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, delta);
   for (gsize i = 0; i < (gsize) n * H; i++)

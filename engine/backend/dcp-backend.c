@@ -179,15 +179,17 @@ dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GErro
   for (guint i = 0; i < n_items; i++)
     {
       g_return_val_if_fail (items[i].state != NULL, FALSE);
-      if ((items[i].positions != NULL || items[i].embeddings != NULL) && !dcp_backend_takes_embeddings (self))
+      if ((items[i].positions != NULL || items[i].embeddings != NULL) &&
+          !dcp_backend_takes_embeddings (self))
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                       "batch item %u: the %s backend does not take positions and embeddings (images)", i,
-                       dcp_backend_get_name (self));
+          g_set_error (
+              error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+              "batch item %u: the %s backend does not take positions and embeddings (images)", i,
+              dcp_backend_get_name (self));
           return FALSE;
         }
-      if (!check_rows (self, "batch item", i, items[i].tokens, items[i].n_tokens, items[i].embeddings,
-                       items[i].logits_mode, items[i].logits, error))
+      if (!check_rows (self, "batch item", i, items[i].tokens, items[i].n_tokens,
+                       items[i].embeddings, items[i].logits_mode, items[i].logits, error))
         return FALSE;
     }
   /* a backend that does not draw itself: the base class draws on the host */

@@ -60,9 +60,9 @@ typedef struct {
                              bitmask of (vocab_size + 31) / 32 words (bit id % 32 of word
                              id / 32; a grammar's mask); NULL: no constraint */
   guint32 token;          /* out, with sampler */
-  const guint32 *positions;          /* optional: 3 x n_tokens, the T row, then H, then W;
+  const guint32 *positions;       /* optional: 3 x n_tokens, the T row, then H, then W;
                                         NULL: the state's next positions, T = H = W */
-  const float *const *embeddings;    /* optional: n_tokens rows of hidden_size values, NULL
+  const float *const *embeddings; /* optional: n_tokens rows of hidden_size values, NULL
                                         rows (or a NULL array) take the token's embedding */
 } DcpBatchItem;
 
@@ -95,7 +95,7 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* Whether forward takes items with positions and embeddings (images); optional, FALSE
    * when absent. */
-  gboolean     (*takes_embeddings)   (DcpBackend         *self);
+  gboolean (*takes_embeddings) (DcpBackend *self);
   /* Tokens the main model has read into the state. */
   guint        (*state_get_n_tokens) (DcpBackend         *self,
                                       const DcpSeqState  *state);
@@ -201,7 +201,7 @@ struct _DcpBackendClass {
 const char           *dcp_backend_get_name   (DcpBackend        *self);
 const DcpModelConfig *dcp_backend_get_config (DcpBackend        *self);
 gboolean              dcp_backend_has_mtp    (DcpBackend        *self);
-gboolean              dcp_backend_takes_embeddings (DcpBackend  *self);
+gboolean dcp_backend_takes_embeddings (DcpBackend *self);
 
 DcpSeqState *dcp_backend_state_new          (DcpBackend         *self,
                                              GError            **error);

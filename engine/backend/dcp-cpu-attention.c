@@ -151,15 +151,9 @@ attend_range (gpointer data, guint begin, guint end)
 }
 
 void
-dcp_cpu_attention_forward (DcpCpuPool                   *pool,
-                           const DcpModelConfig         *c,
-                           const DcpRope                *rope,
-                           const DcpCpuAttentionWeights *w,
-                           DcpCpuKvCache                *cache,
-                           const guint32                *positions,
-                           const float                  *h,
-                           guint                         n_tokens,
-                           float                        *out)
+dcp_cpu_attention_forward (DcpCpuPool *pool, const DcpModelConfig *c, const DcpRope *rope,
+                           const DcpCpuAttentionWeights *w, DcpCpuKvCache *cache,
+                           const guint32 *positions, const float *h, guint n_tokens, float *out)
 {
   guint hd = c->head_dim, kvw = c->n_kv_heads * hd;
   float eps = (float) c->rms_norm_eps;

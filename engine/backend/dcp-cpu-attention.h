@@ -56,14 +56,9 @@ void dcp_cpu_kv_cache_copy  (DcpCpuKvCache       *dst,
  * [n_tokens, hidden], appended to the cache at rows cache->n_tokens ..., rotated by rope at
  * their mRoPE positions (3 x n_tokens: the T row, the H row, the W row); appends their keys and
  * values to the cache and writes the layer's output (after o_proj) to out [n_tokens, hidden]. */
-void dcp_cpu_attention_forward (DcpCpuPool                   *pool,
-                                const DcpModelConfig         *config,
-                                const DcpRope                *rope,
-                                const DcpCpuAttentionWeights *w,
-                                DcpCpuKvCache                *cache,
-                                const guint32                *positions,
-                                const float                  *h,
-                                guint                         n_tokens,
-                                float                        *out);
+void dcp_cpu_attention_forward (DcpCpuPool *pool, const DcpModelConfig *config, const DcpRope *rope,
+                                const DcpCpuAttentionWeights *w, DcpCpuKvCache *cache,
+                                const guint32 *positions, const float *h, guint n_tokens,
+                                float *out);
 
 G_END_DECLS

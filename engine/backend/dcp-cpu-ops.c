@@ -230,7 +230,9 @@ dcp_cpu_rope_3d (float *x, const DcpRope *rope, const guint *sections, const gui
 
   for (guint i = 0; i < half; i++)
     {
-      guint axis = (i % 3 == 1 && i < 3 * sections[1]) ? 1 : (i % 3 == 2 && i < 3 * sections[2]) ? 2 : 0;
+      guint axis = (i % 3 == 1 && i < 3 * sections[1])   ? 1
+                   : (i % 3 == 2 && i < 3 * sections[2]) ? 2
+                                                         : 0;
       float angle = (float) pos[axis] * rope->inv_freq[i];
       float c = cosf (angle) * rope->attention_factor, s = sinf (angle) * rope->attention_factor;
       float a = x[i], b = x[i + half];

@@ -27,18 +27,17 @@ typedef struct {
 
 struct _DcpCpuVision {
   DcpVisionConfig config;
-  Linear patch_embed;              /* [hidden, channels x frames x patch^2] */
-  float *pos_embed;                /* [grid_side^2, hidden] */
+  Linear patch_embed; /* [hidden, channels x frames x patch^2] */
+  float *pos_embed;   /* [grid_side^2, hidden] */
   Block *blocks;
   Norm merger_norm;
   Linear merger_fc1, merger_fc2;
-  float inv_freq[256];             /* head_dim / 4 frequencies of the 2-D rotary */
+  float inv_freq[256]; /* head_dim / 4 frequencies of the 2-D rotary */
   GPtrArray *owned;
 };
 
 static float *
-vector (DcpCpuVision *v, const DcpTensorSource *source, const char *name, guint64 n,
-        GError **error)
+vector (DcpCpuVision *v, const DcpTensorSource *source, const char *name, guint64 n, GError **error)
 {
   const DcpTensorView *view = dcp_tensor_source_require (source, name, 1, &n, error);
   DcpCpuMatrix m;
@@ -68,8 +67,9 @@ linear (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guin
   out->w = dcp_cpu_matrix_from_view (view);
   if (view->nbytes != dcp_quant_tensor_bytes (out->w.dtype, out->w.rows, out->w.cols))
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "tensor “%s”: %" G_GUINT64_FORMAT
-                   " bytes do not fit its shape and format", w_name, view->nbytes);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "tensor “%s”: %" G_GUINT64_FORMAT " bytes do not fit its shape and format",
+                   w_name, view->nbytes);
       return FALSE;
     }
   return (out->b = vector (v, source, b_name, shape[0], error)) != NULL;
@@ -113,7 +113,8 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
   v->config = *config;
   v->owned = g_ptr_array_new_with_free_func (g_free);
   if (!linear (v, source, "visual.patch_embed.proj", 5, patch_shape, &v->patch_embed, error) ||
-      (pos = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)) == NULL)
+      (pos = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)) ==
+          NULL)
     return NULL;
   pos_m = dcp_cpu_matrix_from_view (pos);
   v->pos_embed = g_new (float, pos_shape[0] * d);
@@ -126,10 +127,13 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
       Block *b = &v->blocks[i];
       g_autofree char *p = g_strdup_printf ("visual.blocks.%u", i);
       g_autofree char *n1 = g_strconcat (p, ".norm1", NULL), *n2 = g_strconcat (p, ".norm2", NULL);
-      g_autofree char *qkv = g_strconcat (p, ".attn.qkv", NULL), *proj = g_strconcat (p, ".attn.proj", NULL);
-      g_autofree char *fc1 = g_strconcat (p, ".mlp.linear_fc1", NULL), *fc2 = g_strconcat (p, ".mlp.linear_fc2", NULL);
+      g_autofree char *qkv = g_strconcat (p, ".attn.qkv", NULL),
+                      *proj = g_strconcat (p, ".attn.proj", NULL);
+      g_autofree char *fc1 = g_strconcat (p, ".mlp.linear_fc1", NULL),
+                      *fc2 = g_strconcat (p, ".mlp.linear_fc2", NULL);
 
-      if (!norm (v, source, n1, d, &b->norm1, error) || !norm (v, source, n2, d, &b->norm2, error) ||
+      if (!norm (v, source, n1, d, &b->norm1, error) ||
+          !norm (v, source, n2, d, &b->norm2, error) ||
           !linear2 (v, source, qkv, 3 * d, d, &b->qkv, error) ||
           !linear2 (v, source, proj, d, d, &b->proj, error) ||
           !linear2 (v, source, fc1, c->intermediate_size, d, &b->fc1, error) ||
@@ -138,7 +142,8 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
     }
   if (!norm (v, source, "visual.merger.norm", d, &v->merger_norm, error) ||
       !linear2 (v, source, "visual.merger.linear_fc1", merged, merged, &v->merger_fc1, error) ||
-      !linear2 (v, source, "visual.merger.linear_fc2", c->out_hidden_size, merged, &v->merger_fc2, error))
+      !linear2 (v, source, "visual.merger.linear_fc2", c->out_hidden_size, merged, &v->merger_fc2,
+                error))
     return NULL;
 
   /* transformers: 1 / theta^(arange(0, half, 2) / half) in FP32 (torch's pow, then a
@@ -239,8 +244,8 @@ add_positions (DcpCpuVision *v, const DcpVisionGrid *g, float *x)
           hi[a] = MIN ((guint) f + 1, side - 1);
         }
       {
-        const guint taps[4] = { lo[0] * side + lo[1], lo[0] * side + hi[1],
-                                hi[0] * side + lo[1], hi[0] * side + hi[1] };
+        const guint taps[4] = { lo[0] * side + lo[1], lo[0] * side + hi[1], hi[0] * side + lo[1],
+                                hi[0] * side + hi[1] };
         const float weights[4] = { (1 - frac[0]) * (1 - frac[1]), (1 - frac[0]) * frac[1],
                                    frac[0] * (1 - frac[1]), frac[0] * frac[1] };
 
@@ -265,7 +270,8 @@ rotate (const DcpCpuVision *v, float *x, guint row, guint col)
 
   for (guint j = 0; j < half; j++)
     {
-      float angle = j < quarter ? (float) row * v->inv_freq[j] : (float) col * v->inv_freq[j - quarter];
+      float angle =
+          j < quarter ? (float) row * v->inv_freq[j] : (float) col * v->inv_freq[j - quarter];
       float cs = cosf (angle), sn = sinf (angle), a = x[j], b = x[j + half];
 
       x[j] = a * cs - b * sn;
@@ -275,9 +281,9 @@ rotate (const DcpCpuVision *v, float *x, guint row, guint col)
 
 typedef struct {
   const DcpCpuVision *v;
-  const float *qkv;     /* [n, 3 hidden]: q, k, v, each heads x head_dim */
-  float *out;           /* [n, hidden] */
-  guint n, frame;       /* tokens; patches per frame (attention stays within a frame) */
+  const float *qkv; /* [n, 3 hidden]: q, k, v, each heads x head_dim */
+  float *out;       /* [n, hidden] */
+  guint n, frame;   /* tokens; patches per frame (attention stays within a frame) */
 } AttentionJob;
 
 /* Bidirectional attention of the queries [begin, end) (query index = token * heads + head). */
@@ -299,14 +305,16 @@ attention_range (gpointer data, guint begin, guint end)
 
       for (guint s = 0; s < job->frame; s++)
         {
-          scores[s] = dcp_cpu_dot (q, job->qkv + (gsize) (first + s) * 3 * d + d + h * hd, hd) * scale;
+          scores[s] =
+              dcp_cpu_dot (q, job->qkv + (gsize) (first + s) * 3 * d + d + h * hd, hd) * scale;
           max = MAX (max, scores[s]);
         }
       for (guint s = 0; s < job->frame; s++)
         sum += scores[s] = expf (scores[s] - max);
       memset (o, 0, hd * sizeof (float));
       for (guint s = 0; s < job->frame; s++)
-        dcp_cpu_axpy (o, scores[s] / sum, job->qkv + (gsize) (first + s) * 3 * d + 2 * d + h * hd, hd);
+        dcp_cpu_axpy (o, scores[s] / sum, job->qkv + (gsize) (first + s) * 3 * d + 2 * d + h * hd,
+                      hd);
     }
 }
 
@@ -317,11 +325,11 @@ dcp_cpu_vision_forward (DcpCpuVision *v, DcpCpuPool *pool, const float *patches,
   const DcpVisionConfig *c = &v->config;
   guint d = c->hidden_size, m = c->merge_size, hd = c->head_dim;
   guint n = g->t * g->h * g->w, frame = g->h * g->w, unit = m * m;
-  g_autofree float *x = g_new (float, (gsize) n * d);
-  g_autofree float *h = g_new (float, (gsize) n * d);
+  g_autofree float *x = g_new (float, (gsize) n *d);
+  g_autofree float *h = g_new (float, (gsize) n *d);
   g_autofree float *qkv = g_new (float, (gsize) n * 3 * d);
-  g_autofree float *attn = g_new (float, (gsize) n * d);
-  g_autofree float *mlp = g_new (float, (gsize) n * MAX (c->intermediate_size, d));
+  g_autofree float *attn = g_new (float, (gsize) n *d);
+  g_autofree float *mlp = g_new (float, (gsize) n *MAX (c->intermediate_size, d));
   g_autofree float *merged = g_new (float, (gsize) (n / unit) * d * unit);
 
   g_return_if_fail (g->h % m == 0 && g->w % m == 0);

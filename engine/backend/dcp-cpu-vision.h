@@ -14,18 +14,14 @@ G_BEGIN_DECLS
 typedef struct _DcpCpuVision DcpCpuVision;
 
 /* Looks up and checks the shape of every visual.* tensor the config implies. */
-DcpCpuVision *dcp_cpu_vision_load    (const DcpVisionConfig *config,
-                                      const DcpTensorSource *source,
-                                      GError               **error);
-void          dcp_cpu_vision_free    (DcpCpuVision          *self);
+DcpCpuVision *dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source,
+                                   GError **error);
+void dcp_cpu_vision_free (DcpCpuVision *self);
 const DcpVisionConfig *dcp_cpu_vision_get_config (DcpCpuVision *self);
 /* One image's patches (grid->t * grid->h * grid->w rows, dcp-vision-preprocess.h) to its
  * embeddings: out is (rows / merge_size^2) x out_hidden_size. Each frame attends within itself. */
-void          dcp_cpu_vision_forward (DcpCpuVision          *self,
-                                      DcpCpuPool            *pool,
-                                      const float           *patches,
-                                      const DcpVisionGrid   *grid,
-                                      float                 *out);
+void dcp_cpu_vision_forward (DcpCpuVision *self, DcpCpuPool *pool, const float *patches,
+                             const DcpVisionGrid *grid, float *out);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpCpuVision, dcp_cpu_vision_free)
 

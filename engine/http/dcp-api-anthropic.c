@@ -50,13 +50,14 @@ block_text (JsonObject *block, const char *where, GString *out, JsonArray *parts
                        "%s.type: only base64 images are supported", source_where);
           return FALSE;
         }
-      if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error)
-          || !dcp_json_string (source, source_where, "data", TRUE, &data, error)
-          || !dcp_image_check (where, media_type, data, error))
+      if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error) ||
+          !dcp_json_string (source, source_where, "data", TRUE, &data, error) ||
+          !dcp_image_check (where, media_type, data, error))
         return FALSE;
       if (parts == NULL)
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "%s: images are not supported here", where);
+          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                       "%s: images are not supported here", where);
           return FALSE;
         }
       flush_text (out, parts);
@@ -99,8 +100,8 @@ collect_text (JsonNode *node, const char *where, GString *out, GError **error)
       g_autofree char *block_where = g_strdup_printf ("%s[%u]", where, i);
       JsonObject *block;
 
-      if (!dcp_json_element_object (blocks, where, i, &block, error)
-          || !block_text (block, block_where, out, NULL, error))
+      if (!dcp_json_element_object (blocks, where, i, &block, error) ||
+          !block_text (block, block_where, out, NULL, error))
         return FALSE;
     }
   return TRUE;
@@ -127,7 +128,7 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
   g_autoptr(GString) text = g_string_new (NULL);
   g_autoptr(GString) reasoning = g_string_new (NULL);
   g_autoptr(JsonArray) calls = json_array_new ();
-  g_autoptr(JsonArray) parts = json_array_new ();   /* with images: the content's parts */
+  g_autoptr(JsonArray) parts = json_array_new (); /* with images: the content's parts */
   g_autofree char *content_where = g_strdup_printf ("%s.content", where);
   JsonArray *blocks;
   JsonObject *o;
@@ -166,7 +167,8 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
         return FALSE;
       if (g_str_equal (type, "text") || g_str_equal (type, "image"))
         {
-          if (!block_text (block, block_where, text, g_str_equal (role, "user") ? parts : NULL, error))
+          if (!block_text (block, block_where, text, g_str_equal (role, "user") ? parts : NULL,
+                           error))
             return FALSE;
         }
       else if (g_str_equal (type, "thinking") && g_str_equal (role, "assistant"))

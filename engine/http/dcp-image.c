@@ -64,7 +64,8 @@ dcp_image_parse_data_url (const char *where, const char *url, char **media_type,
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                    "%s: only base64 data: URLs are supported for images; the server does not fetch "
-                   "remote URLs", where);
+                   "remote URLs",
+                   where);
       return FALSE;
     }
   comma = strchr (url, ',');

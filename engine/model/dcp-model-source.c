@@ -66,7 +66,8 @@ open_checkpoint (DcpModelSource *self, const char *tokenizer_dir, GError **error
 
   json_builder_begin_object (builder);
   json_builder_set_member_name (builder, "config");
-  json_builder_add_value (builder, json_node_ref (dcp_checkpoint_get_config_json (self->checkpoint)));
+  json_builder_add_value (builder,
+                          json_node_ref (dcp_checkpoint_get_config_json (self->checkpoint)));
   json_builder_set_member_name (builder, "preprocessor");
   node = dcp_checkpoint_get_preprocessor (self->checkpoint);
   if (node != NULL)
@@ -312,6 +313,6 @@ dcp_model_source_get_plan_model (DcpModelSource *self, DcpPlanModel *plan)
     }
   for (guint i = 0; i < dcp_checkpoint_get_n_shards (self->checkpoint); i++)
     plan->file_bytes += dcp_checkpoint_get_shard_size (self->checkpoint, i);
-  plan->vision_activation_bytes = dcp_vision_activation_bytes_from_json (dcp_model_source_get_config_json (self),
-                                                                        dcp_model_source_get_preprocessor (self));
+  plan->vision_activation_bytes = dcp_vision_activation_bytes_from_json (
+      dcp_model_source_get_config_json (self), dcp_model_source_get_preprocessor (self));
 }

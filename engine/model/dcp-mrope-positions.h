@@ -16,13 +16,8 @@ G_BEGIN_DECLS
  * Returns 3 x n_tokens positions (the T row, then H, then W) from first_pos on, and in *next_pos
  * the position of a text token after them (one past the largest); INVALID_ARGUMENT when the
  * image tokens and the grids do not agree. */
-guint32 *dcp_mrope_positions (const DcpVisionConfig *config,
-                              const guint32         *tokens,
-                              guint                  n_tokens,
-                              const DcpVisionGrid   *grids,
-                              guint                  n_grids,
-                              guint                  first_pos,
-                              guint                 *next_pos,
-                              GError               **error);
+guint32 *dcp_mrope_positions (const DcpVisionConfig *config, const guint32 *tokens, guint n_tokens,
+                              const DcpVisionGrid *grids, guint n_grids, guint first_pos,
+                              guint *next_pos, GError **error);
 
 G_END_DECLS

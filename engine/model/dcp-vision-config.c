@@ -33,7 +33,8 @@ get_uint64 (JsonObject *o, const char *where, const char *field, guint64 def, gu
   if (json_node_get_value_type (node) != G_TYPE_INT64 || json_node_get_int (node) <= 0 ||
       (guint64) json_node_get_int (node) > max)
     {
-      g_autofree char *what = g_strdup_printf ("must be an integer from 1 to %" G_GUINT64_FORMAT, max);
+      g_autofree char *what =
+          g_strdup_printf ("must be an integer from 1 to %" G_GUINT64_FORMAT, max);
       return invalid (error, where, field, what);
     }
   *out = (guint64) json_node_get_int (node);
@@ -98,12 +99,14 @@ read_preprocessor (DcpVisionConfig *c, JsonNode *node, GError **error)
   if (!JSON_NODE_HOLDS_OBJECT (node))
     return invalid (error, where, "(root)", "must be an object");
   o = json_node_get_object (node);
-  if (json_object_has_member (o, "size") && JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "size")))
+  if (json_object_has_member (o, "size") &&
+      JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "size")))
     size = json_object_get_object_member (o, "size");
   /* transformers reads min_pixels / max_pixels over size's shortest_edge / longest_edge. */
-  if ((size != NULL &&
-       (!get_uint64 (size, where, "shortest_edge", c->min_pixels, G_MAXUINT32, &c->min_pixels, error) ||
-        !get_uint64 (size, where, "longest_edge", c->max_pixels, G_MAXUINT32, &c->max_pixels, error))) ||
+  if ((size != NULL && (!get_uint64 (size, where, "shortest_edge", c->min_pixels, G_MAXUINT32,
+                                     &c->min_pixels, error) ||
+                        !get_uint64 (size, where, "longest_edge", c->max_pixels, G_MAXUINT32,
+                                     &c->max_pixels, error))) ||
       !get_uint64 (o, where, "min_pixels", c->min_pixels, G_MAXUINT32, &c->min_pixels, error) ||
       !get_uint64 (o, where, "max_pixels", c->max_pixels, G_MAXUINT32, &c->max_pixels, error) ||
       !get_triple (o, "image_mean", 0.5f, FALSE, c->image_mean, error) ||
@@ -119,7 +122,8 @@ read_preprocessor (DcpVisionConfig *c, JsonNode *node, GError **error)
         !get_uint (o, where, "merge_size", merge, 16, &merge, error))
       return FALSE;
     if (patch != c->patch_size || temporal != c->temporal_patch_size || merge != c->merge_size)
-      return invalid (error, where, "patch_size", "(or temporal_patch_size, merge_size) differs from the model's");
+      return invalid (error, where, "patch_size",
+                      "(or temporal_patch_size, merge_size) differs from the model's");
   }
   return TRUE;
 }
@@ -139,7 +143,8 @@ dcp_vision_config_from_json (DcpVisionConfig *c, JsonNode *root, JsonNode *prepr
       !json_object_has_member (top = json_node_get_object (root), "vision_config") ||
       !JSON_NODE_HOLDS_OBJECT (json_object_get_member (top, "vision_config")))
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "the model has no vision tower (no vision_config)");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "the model has no vision tower (no vision_config)");
       return FALSE;
     }
   v = json_object_get_object_member (top, "vision_config");
@@ -151,7 +156,8 @@ dcp_vision_config_from_json (DcpVisionConfig *c, JsonNode *root, JsonNode *prepr
       !get_uint (v, where, "patch_size", 16, 1024, &c->patch_size, error) ||
       !get_uint (v, where, "temporal_patch_size", 2, 16, &c->temporal_patch_size, error) ||
       !get_uint (v, where, "spatial_merge_size", 2, 16, &c->merge_size, error) ||
-      !get_uint (v, where, "num_position_embeddings", 0, 1u << 24, &c->n_position_embeddings, error) ||
+      !get_uint (v, where, "num_position_embeddings", 0, 1u << 24, &c->n_position_embeddings,
+                 error) ||
       !get_uint (v, where, "out_hidden_size", 0, 1u << 16, &c->out_hidden_size, error) ||
       !get_uint (top, "config", "image_token_id", 248056, G_MAXINT32, &ids[0], error) ||
       !get_uint (top, "config", "video_token_id", 248057, G_MAXINT32, &ids[1], error) ||
@@ -163,18 +169,21 @@ dcp_vision_config_from_json (DcpVisionConfig *c, JsonNode *root, JsonNode *prepr
   c->vision_start_token_id = ids[2];
   c->vision_end_token_id = ids[3];
   if (c->hidden_size % c->n_heads != 0 || (c->hidden_size / c->n_heads) % 4 != 0)
-    return invalid (error, where, "num_heads", "must divide hidden_size into heads of a multiple of 4");
+    return invalid (error, where, "num_heads",
+                    "must divide hidden_size into heads of a multiple of 4");
   c->head_dim = c->hidden_size / c->n_heads;
   c->grid_side = (guint) lround (sqrt ((double) c->n_position_embeddings));
   if (c->grid_side * c->grid_side != c->n_position_embeddings)
     return invalid (error, where, "num_position_embeddings", "must be a square");
   if (json_object_has_member (v, "hidden_act") &&
-      g_strcmp0 (json_object_get_string_member_with_default (v, "hidden_act", ""), "gelu_pytorch_tanh") != 0)
+      g_strcmp0 (json_object_get_string_member_with_default (v, "hidden_act", ""),
+                 "gelu_pytorch_tanh") != 0)
     return invalid (error, where, "hidden_act", "must be “gelu_pytorch_tanh”");
   if (json_object_has_member (v, "deepstack_visual_indexes") &&
       JSON_NODE_HOLDS_ARRAY (json_object_get_member (v, "deepstack_visual_indexes")) &&
       json_array_get_length (json_object_get_array_member (v, "deepstack_visual_indexes")) > 0)
-    return invalid (error, where, "deepstack_visual_indexes", "must be empty (qwen3_5 has no DeepStack)");
+    return invalid (error, where, "deepstack_visual_indexes",
+                    "must be empty (qwen3_5 has no DeepStack)");
   c->rope_theta = 10000.0;
   if (json_object_has_member (v, "rope_parameters") &&
       JSON_NODE_HOLDS_OBJECT (json_object_get_member (v, "rope_parameters")))
@@ -206,7 +215,8 @@ dcp_vision_config_activation_bytes (const DcpVisionConfig *c)
   guint64 unit = (guint64) c->merge_size * c->merge_size, d = c->hidden_size;
   guint64 pw = (guint64) c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
 
-  return sizeof (float) * (n * (pw + 7 * d + MAX (c->intermediate_size, d)) + n / unit * c->out_hidden_size);
+  return sizeof (float) *
+         (n * (pw + 7 * d + MAX (c->intermediate_size, d)) + n / unit * c->out_hidden_size);
 }
 
 guint64

@@ -90,8 +90,8 @@ coefficients (guint in_size, guint out_size, int **bounds_out, gint32 **weights_
         {
           double v = sum != 0.0 ? k[x] / sum : k[x];
 
-          weights[(gsize) xx * ksize + x] = (gint32) (v < 0 ? -0.5 + v * (1 << PRECISION_BITS)
-                                                            : 0.5 + v * (1 << PRECISION_BITS));
+          weights[(gsize) xx * ksize + x] =
+              (gint32) (v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
         }
       bounds[2 * xx] = xmin;
       bounds[2 * xx + 1] = xmax;
@@ -146,7 +146,8 @@ dcp_vision_resize_rgb (const guint8 *rgb, guint width, guint height, gsize strid
   if (out_height == height)
     {
       for (guint y = 0; y < out_height; y++)
-        memcpy (out + (gsize) y * out_width * 3, src + (gsize) y * src_stride, (gsize) out_width * 3);
+        memcpy (out + (gsize) y * out_width * 3, src + (gsize) y * src_stride,
+                (gsize) out_width * 3);
       return out;
     }
   for (guint yy = 0; yy < out_height; yy++)
@@ -205,7 +206,8 @@ dcp_vision_patches (const DcpVisionConfig *c, const guint8 *rgb, guint width, gu
                 for (guint y = 0; y < p; y++)
                   for (guint x = 0; x < p; x++)
                     {
-                      float v = px[(gsize) (y0 + y) * px_stride + (gsize) (x0 + x) * 3 + ch] * (1.0f / 255.0f);
+                      float v = px[(gsize) (y0 + y) * px_stride + (gsize) (x0 + x) * 3 + ch] *
+                                (1.0f / 255.0f);
 
                       *dst++ = (v - c->image_mean[ch]) / c->image_std[ch];
                     }

@@ -27,30 +27,17 @@ typedef struct {
 
 /* The size an image of width x height is resized to; INVALID_ARGUMENT for an aspect ratio over
  * 200 (as transformers refuses it). */
-gboolean dcp_vision_target_size (const DcpVisionConfig *config,
-                                 guint                  width,
-                                 guint                  height,
-                                 guint                 *out_width,
-                                 guint                 *out_height,
-                                 GError               **error);
+gboolean dcp_vision_target_size (const DcpVisionConfig *config, guint width, guint height,
+                                 guint *out_width, guint *out_height, GError **error);
 /* Pillow's bicubic resize of packed 8-bit RGB (stride bytes a row) to a new buffer,
  * out_width x out_height x 3. */
-guint8  *dcp_vision_resize_rgb  (const guint8          *rgb,
-                                 guint                  width,
-                                 guint                  height,
-                                 gsize                  stride,
-                                 guint                  out_width,
-                                 guint                  out_height);
+guint8 *dcp_vision_resize_rgb (const guint8 *rgb, guint width, guint height, gsize stride,
+                               guint out_width, guint out_height);
 /* The patches of an RGB image (new, grid->t * grid->h * grid->w rows); the size rule, resize,
  * normalization and layout above. */
-float   *dcp_vision_patches     (const DcpVisionConfig *config,
-                                 const guint8          *rgb,
-                                 guint                  width,
-                                 guint                  height,
-                                 gsize                  stride,
-                                 DcpVisionGrid         *grid,
-                                 GError               **error);
+float *dcp_vision_patches (const DcpVisionConfig *config, const guint8 *rgb, guint width,
+                           guint height, gsize stride, DcpVisionGrid *grid, GError **error);
 /* Values in one patch row. */
-guint    dcp_vision_patch_width (const DcpVisionConfig *config);
+guint dcp_vision_patch_width (const DcpVisionConfig *config);
 
 G_END_DECLS

@@ -49,15 +49,17 @@ dcp_image_probe (const char *where, const guint8 *bytes, gsize length, guint *wi
   if (size[0] <= 0 || size[1] <= 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "%s: the image could not be decoded (not a known image format, or damaged)", where);
+                   "%s: the image could not be decoded (not a known image format, or damaged)",
+                   where);
       return FALSE;
     }
   if (size[0] > DCP_IMAGE_MAX_SIDE || size[1] > DCP_IMAGE_MAX_SIDE ||
       (gint64) size[0] * size[1] > DCP_IMAGE_MAX_PIXELS)
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "%s: the image is %dx%d pixels; at most %d pixels a side and %d pixels in all are accepted",
-                   where, size[0], size[1], DCP_IMAGE_MAX_SIDE, DCP_IMAGE_MAX_PIXELS);
+      g_set_error (
+          error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+          "%s: the image is %dx%d pixels; at most %d pixels a side and %d pixels in all are accepted",
+          where, size[0], size[1], DCP_IMAGE_MAX_SIDE, DCP_IMAGE_MAX_PIXELS);
       return FALSE;
     }
   *width = (guint) size[0];
@@ -68,7 +70,8 @@ dcp_image_probe (const char *where, const guint8 *bytes, gsize length, guint *wi
 /* The rows a loader has filled: a truncated file closes without an error in some loaders,
  * its pixbuf partly unwritten. */
 static void
-on_area_updated (GdkPixbufLoader *loader, gint x, gint y, gint width, gint height, gpointer user_data)
+on_area_updated (GdkPixbufLoader *loader, gint x, gint y, gint width, gint height,
+                 gpointer user_data)
 {
   gint *rows = user_data;
 
@@ -103,8 +106,9 @@ dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guin
       gdk_pixbuf_get_bits_per_sample (pixbuf) != 8 || gdk_pixbuf_get_n_channels (pixbuf) < 3 ||
       rows < gdk_pixbuf_get_height (pixbuf))
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: the image could not be decoded%s%s",
-                   where, local ? ": " : " (damaged or cut short)", local ? local->message : "");
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image could not be decoded%s%s", where,
+                   local ? ": " : " (damaged or cut short)", local ? local->message : "");
       return NULL;
     }
   *width = gdk_pixbuf_get_width (pixbuf);
@@ -115,6 +119,7 @@ dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guin
   rgb = g_new (guint8, (gsize) *width * *height * 3);
   for (guint y = 0; y < *height; y++)
     for (guint x = 0; x < *width; x++)
-      memcpy (rgb + ((gsize) y * *width + x) * 3, pixels + (gsize) y * stride + (gsize) x * channels, 3);
+      memcpy (rgb + ((gsize) y * *width + x) * 3,
+              pixels + (gsize) y * stride + (gsize) x * channels, 3);
   return rgb;
 }

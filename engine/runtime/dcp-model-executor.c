@@ -212,7 +212,8 @@ render_prompt (Executor *self, DcpRequest *request, JsonNode *messages, GError *
       g_strcmp0 (json_node_get_string (request->tool_choice), "none") == 0)
     tools = NULL;
   g_mutex_lock (&self->template_lock);
-  text = dcp_chat_template_render (self->template, messages, tools, TRUE, request->template_kwargs, error);
+  text = dcp_chat_template_render (self->template, messages, tools, TRUE, request->template_kwargs,
+                                   error);
   g_mutex_unlock (&self->template_lock);
   return text;
 }
@@ -242,8 +243,9 @@ encode_prompt (Executor *self, DcpRequest *request, char **rendered, DcpPromptIm
   if (images->len > 0 && self->vision == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   self->model_has_vision ? "images need the vision tower: start the engine with --vision bf16"
-                                          : "images need a model with a vision tower, and this one has none");
+                   self->model_has_vision
+                       ? "images need the vision tower: start the engine with --vision bf16"
+                       : "images need a model with a vision tower, and this one has none");
       return NULL;
     }
   text = render_prompt (self, request, marked != NULL ? marked : request->messages, error);
@@ -897,15 +899,16 @@ open_vision (Executor *self, GError **error)
   for (guint i = 0; i < G_N_ELEMENTS (markers); i++)
     if (!dcp_tokenizer_token_to_id (self->tokenizer, markers[i], &id))
       {
-        g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "--vision: the tokenizer has no %s token", markers[i]);
+        g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                     "--vision: the tokenizer has no %s token", markers[i]);
         return FALSE;
       }
   dcp_tokenizer_token_to_id (self->tokenizer, "<|image_pad|>", &id);
   if (id != dcp_prompt_vision_get_image_token (vision))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "--vision: the tokenizer's <|image_pad|> is %u, the config's image_token_id %u", id,
-                   dcp_prompt_vision_get_image_token (vision));
+                   "--vision: the tokenizer's <|image_pad|> is %u, the config's image_token_id %u",
+                   id, dcp_prompt_vision_get_image_token (vision));
       return FALSE;
     }
   self->vision = g_steal_pointer (&vision);

@@ -16,12 +16,12 @@ G_BEGIN_DECLS
 typedef struct {
   gint ref_count;
   guint n_tokens;
-  guint32 *positions;          /* 3 x n_tokens: the T row, then H, then W */
-  guint next_pos;              /* a text token's position after the prompt */
-  const float **rows;          /* n_tokens: an image token's embedding, NULL for text */
-  guint32 *keys;               /* n_tokens */
+  guint32 *positions; /* 3 x n_tokens: the T row, then H, then W */
+  guint next_pos;     /* a text token's position after the prompt */
+  const float **rows; /* n_tokens: an image token's embedding, NULL for text */
+  guint32 *keys;      /* n_tokens */
   guint n_images;
-  float **embeddings;          /* per image, its tokens x the language model's hidden size */
+  float **embeddings; /* per image, its tokens x the language model's hidden size */
 } DcpPromptImages;
 
 #define DCP_PROMPT_IMAGE_KEY_BIT 0x80000000u
@@ -29,19 +29,13 @@ typedef struct {
 /* tokens: the prompt, each image a run of image_token_id tokens as long as its merged grid,
  * the images in order with their grids, embeddings (taken: freed with the result) and a hash
  * of each one's bytes. INVALID_ARGUMENT when the runs and the grids do not agree. */
-DcpPromptImages *dcp_prompt_images_new   (const DcpVisionConfig *config,
-                                          const guint32         *tokens,
-                                          guint                  n_tokens,
-                                          guint                  n_images,
-                                          const DcpVisionGrid   *grids,
-                                          float                **embeddings,
-                                          const guint64         *hashes,
-                                          GError               **error);
-DcpPromptImages *dcp_prompt_images_ref   (DcpPromptImages *self);
-void             dcp_prompt_images_unref (DcpPromptImages *self);
+DcpPromptImages *dcp_prompt_images_new (const DcpVisionConfig *config, const guint32 *tokens,
+                                        guint n_tokens, guint n_images, const DcpVisionGrid *grids,
+                                        float **embeddings, const guint64 *hashes, GError **error);
+DcpPromptImages *dcp_prompt_images_ref (DcpPromptImages *self);
+void dcp_prompt_images_unref (DcpPromptImages *self);
 /* The 64-bit hash images are keyed on: the first 8 bytes of their SHA-256. */
-guint64          dcp_prompt_images_hash  (const guint8    *bytes,
-                                          gsize            length);
+guint64 dcp_prompt_images_hash (const guint8 *bytes, gsize length);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpPromptImages, dcp_prompt_images_unref)
 

@@ -14,7 +14,7 @@ struct _DcpPromptVision {
   DcpVisionConfig config;
   DcpCpuVision *tower;
   DcpCpuPool *pool;
-  GMutex lock;                 /* one image through the tower at a time */
+  GMutex lock; /* one image through the tower at a time */
 };
 
 DcpPromptVision *
@@ -61,7 +61,8 @@ part_bytes (JsonObject *part, const char *where, GError **error)
 
   if (data == NULL || (bytes = g_base64_decode (data, &length), length == 0))
     {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: the image data is not valid base64", where);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image data is not valid base64", where);
       return NULL;
     }
   return g_bytes_new_take (bytes, length);
@@ -82,8 +83,11 @@ dcp_prompt_vision_take_images (JsonNode *messages, GPtrArray *images, GError **e
   for (guint i = 0; i < json_array_get_length (list); i++)
     {
       JsonNode *m = json_array_get_element (list, i);
-      JsonNode *content = JSON_NODE_HOLDS_OBJECT (m) ? json_object_get_member (json_node_get_object (m), "content") : NULL;
-      JsonArray *parts = content != NULL && JSON_NODE_HOLDS_ARRAY (content) ? json_node_get_array (content) : NULL;
+      JsonNode *content = JSON_NODE_HOLDS_OBJECT (m)
+                              ? json_object_get_member (json_node_get_object (m), "content")
+                              : NULL;
+      JsonArray *parts =
+          content != NULL && JSON_NODE_HOLDS_ARRAY (content) ? json_node_get_array (content) : NULL;
 
       for (guint j = 0; parts != NULL && j < json_array_get_length (parts); j++)
         {
@@ -92,12 +96,15 @@ dcp_prompt_vision_take_images (JsonNode *messages, GPtrArray *images, GError **e
           g_autofree char *where = g_strdup_printf ("messages[%u].content[%u]", i, j);
           GBytes *bytes;
 
-          if (part == NULL || g_strcmp0 (json_object_get_string_member_with_default (part, "type", ""), "image") != 0)
+          if (part == NULL ||
+              g_strcmp0 (json_object_get_string_member_with_default (part, "type", ""), "image") !=
+                  0)
             continue;
           if (++found > DCP_IMAGE_MAX_PER_REQUEST)
             {
               g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                           "%s: at most %d images are accepted in a request", where, DCP_IMAGE_MAX_PER_REQUEST);
+                           "%s: at most %d images are accepted in a request", where,
+                           DCP_IMAGE_MAX_PER_REQUEST);
               return NULL;
             }
           if ((bytes = part_bytes (part, where, error)) == NULL)
@@ -113,8 +120,8 @@ dcp_prompt_vision_take_images (JsonNode *messages, GPtrArray *images, GError **e
 }
 
 gboolean
-dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids, DcpPromptImages **out,
-                          GError **error)
+dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids,
+                          DcpPromptImages **out, GError **error)
 {
   const DcpVisionConfig *c = &self->config;
   guint n = images->len, seen = 0;
@@ -141,8 +148,10 @@ dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids,
         }
       if (seen == n)
         {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                       "prompt: it holds more image tokens than the %u images given (image tokens written as text?)", n);
+          g_set_error (
+              error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+              "prompt: it holds more image tokens than the %u images given (image tokens written as text?)",
+              n);
           ok = FALSE;
           break;
         }
@@ -152,21 +161,23 @@ dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids,
         {
           ok = dcp_image_probe (where, bytes, length, &w, &h, error) &&
                dcp_vision_target_size (c, w, h, &tw, &th, error);
-          grids[seen] = (DcpVisionGrid) { 1, th / c->patch_size, tw / c->patch_size };
+          grids[seen] = (DcpVisionGrid){ 1, th / c->patch_size, tw / c->patch_size };
         }
       else
         {
           g_autofree guint8 *rgb = dcp_image_decode_rgb (where, bytes, length, &w, &h, error);
           g_autofree float *patches = NULL;
 
-          ok = rgb != NULL &&
-               (patches = dcp_vision_patches (c, rgb, w, h, (gsize) w * 3, &grids[seen], error)) != NULL;
+          ok = rgb != NULL && (patches = dcp_vision_patches (c, rgb, w, h, (gsize) w * 3,
+                                                             &grids[seen], error)) != NULL;
           if (ok)
             {
-              embeddings[seen] = g_new (float, (gsize) dcp_vision_config_n_tokens (c, grids[seen].h, grids[seen].w) *
-                                               c->out_hidden_size);
+              embeddings[seen] = g_new (
+                  float, (gsize) dcp_vision_config_n_tokens (c, grids[seen].h, grids[seen].w) *
+                             c->out_hidden_size);
               g_mutex_lock (&self->lock);
-              dcp_cpu_vision_forward (self->tower, self->pool, patches, &grids[seen], embeddings[seen]);
+              dcp_cpu_vision_forward (self->tower, self->pool, patches, &grids[seen],
+                                      embeddings[seen]);
               g_mutex_unlock (&self->lock);
               hashes[seen] = dcp_prompt_images_hash (bytes, length);
             }
@@ -186,9 +197,9 @@ dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids,
     }
   if (ok && out != NULL)
     {
-      *out = dcp_prompt_images_new (c, (const guint32 *) expanded->data, expanded->len, n, grids, embeddings,
-                                    hashes, error);
-      memset (embeddings, 0, sizeof (float *) * MAX (n, 1));   /* taken */
+      *out = dcp_prompt_images_new (c, (const guint32 *) expanded->data, expanded->len, n, grids,
+                                    embeddings, hashes, error);
+      memset (embeddings, 0, sizeof (float *) * MAX (n, 1)); /* taken */
       ok = *out != NULL;
     }
   for (guint i = 0; i < n; i++)

@@ -834,7 +834,8 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
 
           for (guint axis = 0; axis < 3; axis++)
             memcpy (positions + (gsize) axis * chunk,
-                    s->images->positions + (gsize) axis * s->n_prompt + s->n_read, chunk * sizeof (guint32));
+                    s->images->positions + (gsize) axis * s->n_prompt + s->n_read,
+                    chunk * sizeof (guint32));
           g_ptr_array_add (scratch, positions);
           item.positions = positions;
           item.embeddings = s->images->rows + s->n_read;
@@ -1045,14 +1046,15 @@ seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *
   if (params->images != NULL && params->images->n_tokens != params->n_prompt)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "prompt: its images are laid out for %u tokens, it has %u", params->images->n_tokens,
-                   params->n_prompt);
+                   "prompt: its images are laid out for %u tokens, it has %u",
+                   params->images->n_tokens, params->n_prompt);
       return NULL;
     }
   if (params->images != NULL && !dcp_backend_takes_embeddings (self->backend))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "images: the %s backend does not read them yet", dcp_backend_get_name (self->backend));
+                   "images: the %s backend does not read them yet",
+                   dcp_backend_get_name (self->backend));
       return NULL;
     }
   sampler = dcp_backend_sampler_new (self->backend, &params->sampling, error);

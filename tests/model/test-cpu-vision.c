@@ -35,7 +35,8 @@ typedef struct {
 static char *
 golden_path (const char *file)
 {
-  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", file, NULL);
+  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", file,
+                                NULL);
 }
 
 static float *
@@ -55,8 +56,10 @@ read_floats (const char *file, gsize n)
 static void
 fixture_set_up (Fixture *f, gconstpointer data)
 {
-  g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
-  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
+  g_autofree char *dir =
+      g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
+  g_autofree char *tokenizer_dir =
+      g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autofree char *pre_path = g_build_filename (dir, "preprocessor_config.json", NULL);
   g_autofree char *info_path = golden_path ("vision.json");
   g_autoptr(JsonParser) pre = json_parser_new ();
@@ -113,10 +116,11 @@ rel_error (const float *ours, const float *golden, gsize n)
 static void
 check_tower (Fixture *f, const char *name, const float *patches, const DcpVisionGrid *grid)
 {
-  guint tokens = dcp_vision_config_n_tokens (&f->config, grid->h, grid->w), d = f->config.out_hidden_size;
+  guint tokens = dcp_vision_config_n_tokens (&f->config, grid->h, grid->w),
+        d = f->config.out_hidden_size;
   g_autofree char *file = g_strconcat (name, ".tower.f32", NULL);
   g_autofree float *golden = read_floats (file, (gsize) tokens * d);
-  g_autofree float *out = g_new (float, (gsize) tokens * d);
+  g_autofree float *out = g_new (float, (gsize) tokens *d);
   double worst = 0;
 
   dcp_cpu_vision_forward (f->vision, f->pool, patches, grid, out);
@@ -158,7 +162,8 @@ test_images (Fixture *f, gconstpointer data)
       g_assert_cmpuint (width, ==, json_object_get_int_member (info, "width"));
       g_assert_cmpuint (height, ==, json_object_get_int_member (info, "height"));
 
-      patches = dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, &grid, &error);
+      patches =
+          dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, &grid, &error);
       g_assert_no_error (error);
       g_assert_cmpuint (grid.t, ==, json_array_get_int_element (thw, 0));
       g_assert_cmpuint (grid.h, ==, json_array_get_int_element (thw, 1));
@@ -195,13 +200,15 @@ test_truncated (Fixture *f, gconstpointer data)
 static void
 test_target_size (Fixture *f, gconstpointer data)
 {
-  static const struct { guint w, h, out_w, out_h; } cases[] = {
-    { 200, 60, 192, 64 },     /* nearest multiples of 32 */
-    { 80, 48, 64, 64 },       /* 2.5 -> 2 and 1.5 -> 2: ties to even; 4096 pixels, the minimum */
-    { 20, 20, 64, 64 },       /* below min_pixels: scaled up, rounded up */
-    { 400, 300, 160, 128 },   /* above max_pixels: scaled down, rounded down */
-    { 3000, 16, 896, 32 },    /* long and thin: 96,256 pixels, scaled down to 28,672 ... */
-    { 1000, 5, 928, 32 },     /* ... and the short side kept at one factor */
+  static const struct {
+    guint w, h, out_w, out_h;
+  } cases[] = {
+    { 200, 60, 192, 64 },   /* nearest multiples of 32 */
+    { 80, 48, 64, 64 },     /* 2.5 -> 2 and 1.5 -> 2: ties to even; 4096 pixels, the minimum */
+    { 20, 20, 64, 64 },     /* below min_pixels: scaled up, rounded up */
+    { 400, 300, 160, 128 }, /* above max_pixels: scaled down, rounded down */
+    { 3000, 16, 896, 32 },  /* long and thin: 96,256 pixels, scaled down to 28,672 ... */
+    { 1000, 5, 928, 32 },   /* ... and the short side kept at one factor */
   };
   g_autoptr(GError) error = NULL;
   guint w, h;
@@ -215,7 +222,8 @@ test_target_size (Fixture *f, gconstpointer data)
     }
   /* The planner's working set: 96 patches at most (24,576 pixels), 1,536 values each, width 32,
    * MLP 48, 24 embeddings of 64: 96 (1536 + 7 x 32 + 48) + 24 x 64 floats. */
-  g_assert_cmpuint (dcp_vision_config_activation_bytes (&f->config), ==, 4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64));
+  g_assert_cmpuint (dcp_vision_config_activation_bytes (&f->config), ==,
+                    4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64));
   g_assert_false (dcp_vision_target_size (&f->config, 201 * 10, 10, &w, &h, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
 }
@@ -241,7 +249,7 @@ image_embeddings (Fixture *f, const char *name, DcpVisionGrid *grid)
   patches = dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, grid, &error);
   g_assert_no_error (error);
   out = g_new (float, (gsize) dcp_vision_config_n_tokens (&f->config, grid->h, grid->w) *
-                      f->config.out_hidden_size);
+                          f->config.out_hidden_size);
   dcp_cpu_vision_forward (f->vision, f->pool, patches, grid, out);
   return out;
 }
@@ -284,13 +292,14 @@ run_prompt (Fixture *f, const guint *pieces)
   g_autoptr(GArray) prompt = read_ids (root, "prompt");
   g_autoptr(GArray) decode = read_ids (root, "decode");
   JsonArray *order = json_object_get_array_member (root, "prompt_images");
-  guint n_images = json_array_get_length (order), V = json_object_get_int_member (root, "vocab_size");
+  guint n_images = json_array_get_length (order),
+        V = json_object_get_int_member (root, "vocab_size");
   guint n = prompt->len, H = f->config.out_hidden_size, next_pos = 0, image = 0, done = 0;
   g_autofree DcpVisionGrid *grids = g_new0 (DcpVisionGrid, n_images);
   g_autofree float **embeddings = g_new0 (float *, n_images);
   g_autofree const float **rows = g_new0 (const float *, n);
   g_autofree guint32 *positions = NULL;
-  g_autofree float *golden = NULL, *golden_decode = NULL, *logits = g_new (float, (gsize) n * V);
+  g_autofree float *golden = NULL, *golden_decode = NULL, *logits = g_new (float, (gsize) n *V);
   const guint32 *ids = (const guint32 *) prompt->data;
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpBackend) backend = NULL;
@@ -327,7 +336,8 @@ run_prompt (Fixture *f, const guint *pieces)
       DcpBatchItem item = { s, ids + done, len, DCP_LOGITS_ALL, logits + (gsize) done * V, NULL };
 
       for (guint axis = 0; axis < 3; axis++)
-        memcpy (chunk_pos + axis * len, positions + (gsize) axis * n + done, len * sizeof (guint32));
+        memcpy (chunk_pos + axis * len, positions + (gsize) axis * n + done,
+                len * sizeof (guint32));
       item.positions = chunk_pos;
       item.embeddings = rows + done;
       dcp_backend_forward (backend, &item, 1, &error);
@@ -340,7 +350,9 @@ run_prompt (Fixture *f, const guint *pieces)
   golden_decode = read_floats ("mm-decode.f32", (gsize) decode->len * V);
   for (guint i = 0; i < decode->len; i++)
     {
-      DcpBatchItem item = { s, &g_array_index (decode, guint32, i), 1, DCP_LOGITS_LAST, logits, NULL };
+      DcpBatchItem item = {
+        s, &g_array_index (decode, guint32, i), 1, DCP_LOGITS_LAST, logits, NULL
+      };
 
       dcp_backend_forward (backend, &item, 1, &error);
       g_assert_no_error (error);
@@ -355,7 +367,7 @@ static void
 test_forward (Fixture *f, gconstpointer data)
 {
   static const guint whole[] = { 0 };
-  static const guint cut[] = { 7, 5, 9, 1, 0 };   /* the first image's tokens start at 6 */
+  static const guint cut[] = { 7, 5, 9, 1, 0 }; /* the first image's tokens start at 6 */
 
   run_prompt (f, whole);
   run_prompt (f, cut);
@@ -366,11 +378,12 @@ test_positions_mismatch (Fixture *f, gconstpointer data)
 {
   const guint32 img = f->config.image_token_id;
   const guint32 ids[] = { 1, img, img, img, 2 };
-  const DcpVisionGrid grid = { 1, 4, 4 };   /* 4 tokens, the prompt has 3 */
+  const DcpVisionGrid grid = { 1, 4, 4 }; /* 4 tokens, the prompt has 3 */
   g_autoptr(GError) error = NULL;
   guint next;
 
-  g_assert_null (dcp_mrope_positions (&f->config, ids, G_N_ELEMENTS (ids), &grid, 1, 0, &next, &error));
+  g_assert_null (
+      dcp_mrope_positions (&f->config, ids, G_N_ELEMENTS (ids), &grid, 1, 0, &next, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   g_assert_null (dcp_mrope_positions (&f->config, ids, 1, &grid, 1, 0, &next, &error));
@@ -382,10 +395,13 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/cpu-vision/images", Fixture, NULL, fixture_set_up, test_images, fixture_tear_down);
-  g_test_add ("/cpu-vision/truncated", Fixture, NULL, fixture_set_up, test_truncated, fixture_tear_down);
-  g_test_add ("/cpu-vision/target-size", Fixture, NULL, fixture_set_up, test_target_size, fixture_tear_down);
-  g_test_add ("/cpu-vision/forward", Fixture, NULL, fixture_set_up, test_forward, fixture_tear_down);
-  g_test_add ("/cpu-vision/positions-mismatch", Fixture, NULL, fixture_set_up, test_positions_mismatch,
+  g_test_add ("/cpu-vision/truncated", Fixture, NULL, fixture_set_up, test_truncated,
               fixture_tear_down);
+  g_test_add ("/cpu-vision/target-size", Fixture, NULL, fixture_set_up, test_target_size,
+              fixture_tear_down);
+  g_test_add ("/cpu-vision/forward", Fixture, NULL, fixture_set_up, test_forward,
+              fixture_tear_down);
+  g_test_add ("/cpu-vision/positions-mismatch", Fixture, NULL, fixture_set_up,
+              test_positions_mismatch, fixture_tear_down);
   return g_test_run ();
 }

@@ -39,7 +39,8 @@ on_token (gpointer user_data, guint32 token)
 }
 
 static void
-on_finished (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *usage, const GError *error)
+on_finished (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *usage,
+             const GError *error)
 {
   Result *r = user_data;
 
@@ -54,14 +55,17 @@ static const DcpSeqCallbacks callbacks = { NULL, on_token, on_finished };
 static char *
 golden_path (const char *file)
 {
-  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", file, NULL);
+  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", file,
+                                NULL);
 }
 
 static void
 open_model (void)
 {
-  g_autofree char *dir = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
-  g_autofree char *tokenizer_dir = g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
+  g_autofree char *dir =
+      g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
+  g_autofree char *tokenizer_dir =
+      g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
   g_autofree char *pre_path = g_build_filename (dir, "preprocessor_config.json", NULL);
   g_autoptr(JsonParser) pre = json_parser_new ();
   g_autoptr(GError) error = NULL;
@@ -71,8 +75,8 @@ open_model (void)
   g_assert_no_error (error);
   json_parser_load_from_file (pre, pre_path, &error);
   g_assert_no_error (error);
-  dcp_vision_config_from_json (&vconfig, dcp_checkpoint_get_config_json (checkpoint), json_parser_get_root (pre),
-                               &error);
+  dcp_vision_config_from_json (&vconfig, dcp_checkpoint_get_config_json (checkpoint),
+                               json_parser_get_root (pre), &error);
   g_assert_no_error (error);
   source = dcp_checkpoint_get_source (checkpoint);
   backend = dcp_backend_cpu_new (dcp_checkpoint_get_config (checkpoint), &source, 1, &error);
@@ -144,8 +148,8 @@ make_images (GArray *ids, float first_scale)
 
   embeddings[0] = embed_image ("wide", first_scale, &grids[0], &hashes[0]);
   embeddings[1] = embed_image ("tall", 1.0f, &grids[1], &hashes[1]);
-  images = dcp_prompt_images_new (&vconfig, (const guint32 *) ids->data, ids->len, 2, grids, embeddings, hashes,
-                                  &error);
+  images = dcp_prompt_images_new (&vconfig, (const guint32 *) ids->data, ids->len, 2, grids,
+                                  embeddings, hashes, &error);
   g_assert_no_error (error);
   return images;
 }
@@ -252,7 +256,7 @@ test_prompt (void)
   dcp_scheduler_config_init (&config);
   config.max_running = 2;
   config.gdn_blocks = 8;
-  config.prefill_chunk = 5;     /* cuts through both images */
+  config.prefill_chunk = 5; /* cuts through both images */
   config.page_tokens = 8;
   config.kv_pages = 64;
   sched = dcp_scheduler_new (backend, &config, &error);
@@ -292,7 +296,7 @@ test_refused (void)
   g_assert_no_error (error);
   dcp_sampler_params_init (&p.sampling);
   p.prompt = (const guint32 *) ids->data;
-  p.n_prompt = ids->len - 1;      /* the images are laid out for one token more */
+  p.n_prompt = ids->len - 1; /* the images are laid out for one token more */
   p.max_tokens = 1;
   p.images = images;
   g_assert_cmpuint (dcp_scheduler_submit (sched, &p, &callbacks, NULL, &error), ==, 0);
