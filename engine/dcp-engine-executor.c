@@ -19,14 +19,15 @@
 #include "dcp-tier-budget.h"
 
 /* The CPU backend runs the model in plain precision (FP32 KV: no KV bits below 16); its KV
- * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. */
+ * pool lives in RAM, with the scheduler's RAM and disk tiers behind it. It reads images (the
+ * tower in FP32 over the file's weights, whichever --vision format is asked). */
 static const DcpEngineCaps cpu_caps = {
   .cuda = FALSE,
   .kv_quantized = FALSE,
   .fp8_activations = FALSE,
   .speculators = TRUE,
   .dflash = TRUE,
-  .vision = FALSE,
+  .vision = TRUE,
   .tiers = TRUE,
   .rope_yarn = TRUE,
 };
@@ -293,6 +294,7 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   options.context_length = (gint64) plan.context_per_conversation;
   loop_guard = dcp_settings_get (settings, "loop-guard");
   options.loop_guard = loop_guard;
+  options.vision = settings->vision != DCP_VISION_OFF;
   executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
   if (executor == NULL)
     return NULL;

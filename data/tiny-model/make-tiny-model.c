@@ -6,6 +6,11 @@
  * an MTP head, and seeded random weights drawn like tests/models/make-test-models.py draws them.
  * The build converts it to data/tiny-model/tiny.mcapy with decapybara-convert. It answers with
  * random text, fast, on any CPU: it exists so that the server runs end to end without a download.
+ *
+ * make-tiny-model --vision OUTDIR: the same with a small vision tower (2 blocks, width 32, the
+ * real patch size and 2x2 merge), the token ids of Qwen3's tokenizer for the image markers and
+ * a preprocessor_config.json that keeps images between 4,096 and 65,536 pixels: images end to end
+ * (data/tiny-model/vision/tiny-vision.mcapy).
  */
 #include "config.h"
 
@@ -32,7 +37,7 @@
 typedef struct {
   char *name;
   guint ndim;
-  guint64 shape[3];
+  guint64 shape[5];
   guint16 *data;              /* BF16 */
   guint64 n;
 } Tensor;
@@ -48,19 +53,23 @@ normal (void)
 }
 
 /* kind: 'w' weight (fan-in scaled), 'z' zero-centred norm, 'o' plain norm around 1,
- * 'a' A_log, 'd' dt_bias, 'c' conv */
+ * 'a' A_log, 'd' dt_bias, 'c' conv, 'b' a bias, 'p' a position table */
 static void
-add (const char *name, char kind, guint ndim, guint64 d0, guint64 d1, guint64 d2)
+add_nd (const char *name, char kind, guint ndim, const guint64 *shape)
 {
   Tensor *t = g_new0 (Tensor, 1);
-  double fan_in = ndim > 1 ? (double) (ndim == 3 ? d2 : d1) : 1.0;
+  double fan_in = 1.0;
 
   t->name = g_strdup (name);
   t->ndim = ndim;
-  t->shape[0] = d0;
-  t->shape[1] = d1;
-  t->shape[2] = d2;
-  t->n = d0 * (ndim > 1 ? d1 : 1) * (ndim > 2 ? d2 : 1);
+  t->n = 1;
+  for (guint d = 0; d < ndim; d++)
+    {
+      t->shape[d] = shape[d];
+      t->n *= shape[d];
+      if (d > 0)
+        fan_in *= shape[d];
+    }
   t->data = g_new (guint16, t->n);
   for (guint64 i = 0; i < t->n; i++)
     {
@@ -72,11 +81,25 @@ add (const char *name, char kind, guint ndim, guint64 d0, guint64 d1, guint64 d2
         case 'a': v = log (0.5 + 7.5 * g_rand_double (rng)); break;
         case 'd': v = 0.5 * normal (); break;
         case 'c': v = 0.4 * normal (); break;
+        case 'b':
+          v = 0.1 * normal ();
+          break;
+        case 'p':
+          v = 0.5 * normal ();
+          break;
         default:  v = normal () / sqrt (fan_in); break;
         }
       t->data[i] = dcp_f32_to_bf16 ((float) v);
     }
   g_ptr_array_add (tensors, t);
+}
+
+static void
+add (const char *name, char kind, guint ndim, guint64 d0, guint64 d1, guint64 d2)
+{
+  const guint64 shape[3] = { d0, d1, d2 };
+
+  add_nd (name, kind, ndim, shape);
 }
 
 static void
@@ -219,6 +242,74 @@ static const char config_json[] =
   "  }\n"
   "}\n";
 
+/* The vision tower's part of config.json and its image processor (--vision). */
+#define V_HIDDEN 32
+#define V_INTER 64
+#define V_DEPTH 2
+#define V_POS 36 /* a 6 x 6 position table */
+
+static const char vision_config_json[] =
+    "  \"image_token_id\": 151655, \"video_token_id\": 151656,\n"
+    "  \"vision_start_token_id\": 151652, \"vision_end_token_id\": 151653,\n"
+    "  \"vision_config\": {\n"
+    "    \"model_type\": \"qwen3_5_vision\", \"depth\": 2, \"hidden_size\": 32, \"num_heads\": 2,\n"
+    "    \"intermediate_size\": 64, \"hidden_act\": \"gelu_pytorch_tanh\", \"in_channels\": 3,\n"
+    "    \"patch_size\": 16, \"temporal_patch_size\": 2, \"spatial_merge_size\": 2,\n"
+    "    \"num_position_embeddings\": 36, \"out_hidden_size\": 64, \"deepstack_visual_indexes\": [],\n"
+    "    \"rope_parameters\": {\"rope_type\": \"axial\", \"rope_theta\": 10000.0}\n"
+    "  },\n";
+
+static const char preprocessor_config_json[] =
+    "{\n  \"image_processor_type\": \"Qwen2VLImageProcessor\", \"patch_size\": 16,\n"
+    "  \"temporal_patch_size\": 2, \"merge_size\": 2,\n"
+    "  \"size\": {\"shortest_edge\": 4096, \"longest_edge\": 65536},\n"
+    "  \"image_mean\": [0.5, 0.5, 0.5], \"image_std\": [0.5, 0.5, 0.5]\n}\n";
+
+static void
+add_vision (void)
+{
+  const guint64 patch[5] = { V_HIDDEN, 3, 2, 16, 16 };
+  const guint64 merged = 4 * V_HIDDEN;
+
+  add_nd ("model.visual.patch_embed.proj.weight", 'w', 5, patch);
+  add ("model.visual.patch_embed.proj.bias", 'b', 1, V_HIDDEN, 0, 0);
+  add ("model.visual.pos_embed.weight", 'p', 2, V_POS, V_HIDDEN, 0);
+  for (guint i = 0; i < V_DEPTH; i++)
+    {
+      static const struct {
+        const char *name;
+        char kind;
+        guint ndim;
+        guint64 d0, d1;
+      } parts[] = {
+        { "norm1.weight", 'o', 1, V_HIDDEN, 0 },
+        { "norm1.bias", 'b', 1, V_HIDDEN, 0 },
+        { "norm2.weight", 'o', 1, V_HIDDEN, 0 },
+        { "norm2.bias", 'b', 1, V_HIDDEN, 0 },
+        { "attn.qkv.weight", 'w', 2, 3 * V_HIDDEN, V_HIDDEN },
+        { "attn.qkv.bias", 'b', 1, 3 * V_HIDDEN, 0 },
+        { "attn.proj.weight", 'w', 2, V_HIDDEN, V_HIDDEN },
+        { "attn.proj.bias", 'b', 1, V_HIDDEN, 0 },
+        { "mlp.linear_fc1.weight", 'w', 2, V_INTER, V_HIDDEN },
+        { "mlp.linear_fc1.bias", 'b', 1, V_INTER, 0 },
+        { "mlp.linear_fc2.weight", 'w', 2, V_HIDDEN, V_INTER },
+        { "mlp.linear_fc2.bias", 'b', 1, V_HIDDEN, 0 },
+      };
+
+      for (guint j = 0; j < G_N_ELEMENTS (parts); j++)
+        {
+          g_autofree char *name = g_strdup_printf ("model.visual.blocks.%u.%s", i, parts[j].name);
+          add (name, parts[j].kind, parts[j].ndim, parts[j].d0, parts[j].d1, 0);
+        }
+    }
+  add ("model.visual.merger.norm.weight", 'o', 1, V_HIDDEN, 0, 0);
+  add ("model.visual.merger.norm.bias", 'b', 1, V_HIDDEN, 0, 0);
+  add ("model.visual.merger.linear_fc1.weight", 'w', 2, merged, merged, 0);
+  add ("model.visual.merger.linear_fc1.bias", 'b', 1, merged, 0, 0);
+  add ("model.visual.merger.linear_fc2.weight", 'w', 2, HIDDEN, merged, 0);
+  add ("model.visual.merger.linear_fc2.bias", 'b', 1, HIDDEN, 0, 0);
+}
+
 static const char generation_config_json[] =
   "{\n  \"eos_token_id\": [151645, 151643],\n  \"pad_token_id\": 151643,\n  \"do_sample\": true,\n"
   "  \"temperature\": 0.7,\n  \"top_k\": 20,\n  \"top_p\": 0.8\n}\n";
@@ -227,11 +318,13 @@ int
 main (int argc, char **argv)
 {
   g_autoptr(GError) error = NULL;
-  g_autofree char *st = NULL, *cfg = NULL, *gen = NULL;
+  g_autofree char *st = NULL, *cfg = NULL, *gen = NULL, *config = NULL;
+  gboolean vision = argc == 3 && g_str_equal (argv[1], "--vision");
+  const char *outdir = argv[argc - 1];
 
-  if (argc != 2)
+  if (argc != 2 && !vision)
     {
-      fprintf (stderr, "usage: make-tiny-model OUTDIR\n");
+      fprintf (stderr, "usage: make-tiny-model [--vision] OUTDIR\n");
       return 2;
     }
   tensors = g_ptr_array_new ();
@@ -255,17 +348,31 @@ main (int argc, char **argv)
   add ("mtp.norm.weight", 'z', 1, HIDDEN, 0, 0);
   add_attention ("mtp.layers.0.");
   add_mlp_and_norms ("mtp.layers.0.");
+  if (vision)
+    add_vision ();
+  /* The vision parts go after the text config's opening brace. */
+  config = vision ? g_strconcat ("{\n", vision_config_json, config_json + 2, NULL)
+                  : g_strdup (config_json);
 
-  if (g_mkdir_with_parents (argv[1], 0755) != 0)
+  if (g_mkdir_with_parents (outdir, 0755) != 0)
     {
-      fprintf (stderr, "make-tiny-model: cannot create %s\n", argv[1]);
+      fprintf (stderr, "make-tiny-model: cannot create %s\n", outdir);
       return 1;
     }
-  st = g_build_filename (argv[1], "model.safetensors", NULL);
-  cfg = g_build_filename (argv[1], "config.json", NULL);
-  gen = g_build_filename (argv[1], "generation_config.json", NULL);
-  if (!write_safetensors (st, &error) ||
-      !g_file_set_contents (cfg, config_json, -1, &error) ||
+  st = g_build_filename (outdir, "model.safetensors", NULL);
+  cfg = g_build_filename (outdir, "config.json", NULL);
+  gen = g_build_filename (outdir, "generation_config.json", NULL);
+  if (vision)
+    {
+      g_autofree char *pre = g_build_filename (outdir, "preprocessor_config.json", NULL);
+
+      if (!g_file_set_contents (pre, preprocessor_config_json, -1, &error))
+        {
+          fprintf (stderr, "make-tiny-model: %s\n", error->message);
+          return 1;
+        }
+    }
+  if (!write_safetensors (st, &error) || !g_file_set_contents (cfg, config, -1, &error) ||
       !g_file_set_contents (gen, generation_config_json, -1, &error))
     {
       fprintf (stderr, "make-tiny-model: %s\n", error->message);

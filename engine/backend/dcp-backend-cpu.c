@@ -24,6 +24,7 @@ G_DEFINE_FINAL_TYPE (DcpBackendCpu, dcp_backend_cpu, DCP_TYPE_BACKEND)
  * live in a pool, through its page table. */
 struct _DcpSeqState {
   guint n_tokens;
+  guint next_pos; /* the next text token's position (n_tokens until an image) */
   guint n_layers;
   DcpCpuKvCache *kv;
   DcpCpuGdnState *gdn;
@@ -206,6 +207,7 @@ cpu_state_copy (DcpBackend *backend, DcpSeqState *dst, const DcpSeqState *src, G
     }
   dcp_cpu_kv_cache_copy (&dst->mtp_kv, &src->mtp_kv);
   dst->n_tokens = src->n_tokens;
+  dst->next_pos = src->next_pos;
   return TRUE;
 }
 
@@ -233,9 +235,9 @@ cpu_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
   return bytes + 2 * sizeof (float) * (guint64) s->mtp_kv.n_tokens * s->mtp_kv.width;
 }
 
-/* The saved form: a header (magic, token count, layer count), then per layer the GDN conv and
+/* The saved form: a header (magic, token count, next position, layer count), then per layer the GDN conv and
  * recurrent state or the KV cache's token count and its keys and values, then the MTP's KV. */
-#define STATE_MAGIC 0x53504344u   /* "DCPS" */
+#define STATE_MAGIC 0x54504344u /* "DCPT" */
 
 static void
 put_u32 (GByteArray *out, guint32 v)
@@ -264,6 +266,7 @@ cpu_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GErr
 {
   put_u32 (out, STATE_MAGIC);
   put_u32 (out, s->n_tokens);
+  put_u32 (out, s->next_pos);
   put_u32 (out, s->n_layers);
   for (guint i = 0; i < s->n_layers; i++)
     {
@@ -334,11 +337,11 @@ cpu_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize s
                 GError **error)
 {
   Reader r = { data, data + size };
-  guint32 magic = 0, n_tokens = 0, n_layers = 0;
+  guint32 magic = 0, n_tokens = 0, next_pos = 0, n_layers = 0;
   gboolean ok;
 
-  ok = take (&r, &magic, 4) && take (&r, &n_tokens, 4) && take (&r, &n_layers, 4) &&
-       magic == STATE_MAGIC && n_layers == s->n_layers;
+  ok = take (&r, &magic, 4) && take (&r, &n_tokens, 4) && take (&r, &next_pos, 4) &&
+       take (&r, &n_layers, 4) && magic == STATE_MAGIC && n_layers == s->n_layers;
   for (guint i = 0; ok && i < s->n_layers; i++)
     {
       DcpCpuGdnState *g = &s->gdn[i];
@@ -358,6 +361,7 @@ cpu_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize s
       return FALSE;
     }
   s->n_tokens = n_tokens;
+  s->next_pos = next_pos;
   return TRUE;
 }
 
@@ -401,6 +405,8 @@ cpu_state_keep (DcpBackend *backend, DcpSeqState *s, DcpStepSave *save, guint n_
       else
         s->kv[i].n_tokens = n;
     }
+  /* the rows cut were text: consecutive positions */
+  s->next_pos -= s->n_tokens - n;
   s->n_tokens = n;
   return TRUE;
 }
@@ -409,7 +415,8 @@ cpu_state_keep (DcpBackend *backend, DcpSeqState *s, DcpStepSave *save, guint n_
  * save (optional). */
 static void
 decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
-               DcpCpuGdnState *gdn, DcpCpuGdnSave *save, float *x, guint n)
+               DcpCpuGdnState *gdn, DcpCpuGdnSave *save, const guint32 *positions, float *x,
+               guint n)
 {
   const DcpModelConfig *c = &self->weights->config;
   guint H = c->hidden_size;
@@ -420,7 +427,8 @@ decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
   for (guint t = 0; t < n; t++)
     dcp_cpu_rms_norm_zc (x + (gsize) t * H, layer->input_norm, H, eps, h + (gsize) t * H);
   if (layer->is_full_attention)
-    dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, h, n, delta);
+    dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, positions, h,
+                               n, delta);
   else
     dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, save, delta);
   for (gsize i = 0; i < (gsize) n * H; i++)
@@ -433,13 +441,28 @@ decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
     x[i] += delta[i];
 }
 
+/* Rows of x: the token's embedding, or the row given in its place. */
 static void
-embed (DcpBackendCpu *self, const guint32 *tokens, guint n, float *x)
+embed (DcpBackendCpu *self, const guint32 *tokens, const float *const *rows, guint n, float *x)
 {
   guint H = self->weights->config.hidden_size;
 
   for (guint t = 0; t < n; t++)
-    dcp_cpu_matrix_rows (&self->weights->embed, tokens[t], 1, x + (gsize) t * H);
+    if (rows != NULL && rows[t] != NULL)
+      memcpy (x + (gsize) t * H, rows[t], H * sizeof (float));
+    else
+      dcp_cpu_matrix_rows (&self->weights->embed, tokens[t], 1, x + (gsize) t * H);
+}
+
+/* n text positions from first, T = H = W (3 x n). */
+static guint32 *
+text_positions (guint first, guint n)
+{
+  guint32 *p = g_new (guint32, 3 * (gsize) MAX (n, 1));
+
+  for (guint t = 0; t < n; t++)
+    p[t] = p[n + t] = p[2 * n + t] = first + t;
+  return p;
 }
 
 /* The output rows of x (the last, or all) through a final norm, then lm_head. */
@@ -492,18 +515,29 @@ cpu_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **e
     {
       DcpBatchItem *item = &items[i];
       DcpSeqState *s = item->state;
-      g_autofree float *x = g_new (float, (gsize) item->n_tokens * w->config.hidden_size);
+      guint n = item->n_tokens;
+      g_autofree float *x = g_new (float, (gsize) n * w->config.hidden_size);
+      g_autofree guint32 *own = item->positions ? NULL : text_positions (s->next_pos, n);
+      const guint32 *positions = item->positions ? item->positions : own;
 
-      embed (self, item->tokens, item->n_tokens, x);
+      embed (self, item->tokens, item->embeddings, n, x);
       for (guint l = 0; l < w->config.n_layers; l++)
         {
           decoder_layer (self, &w->layers[l], &s->kv[l], &s->gdn[l],
-                         item->save != NULL ? &item->save->gdn[l] : NULL, x, item->n_tokens);
+                         item->save != NULL ? &item->save->gdn[l] : NULL, positions, x, n);
           copy_taps (self, item, l, x);
         }
-      s->n_tokens += item->n_tokens;
+      s->n_tokens += n;
+      for (guint t = 0; t < 3 * n; t++)
+        s->next_pos = MAX (s->next_pos, positions[t] + 1);
       head (self, w->norm, x, item->n_tokens, item->logits_mode, item->logits, item->hidden);
     }
+  return TRUE;
+}
+
+static gboolean
+cpu_takes_embeddings (DcpBackend *backend)
+{
   return TRUE;
 }
 
@@ -536,8 +570,10 @@ cpu_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError *
       g_autofree float *e = g_new (float, (gsize) n * H);
       g_autofree float *cat = g_new (float, (gsize) n * 2 * H);
       g_autofree float *x = g_new (float, (gsize) n * H);
+      /* The MTP head's own cache count: plain positions (images are not drafted after). */
+      g_autofree guint32 *positions = text_positions (item->state->mtp_kv.n_tokens, n);
 
-      embed (self, item->tokens, n, e);
+      embed (self, item->tokens, NULL, n, e);
       for (guint t = 0; t < n; t++)
         {
           float *row = cat + (gsize) t * 2 * H;
@@ -546,7 +582,7 @@ cpu_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError *
           dcp_cpu_rms_norm_zc (item->hidden + (gsize) t * H, mtp->pre_fc_norm_hidden, H, eps, row + H);
         }
       dcp_cpu_matmul (self->pool, &mtp->fc, cat, n, x);
-      decoder_layer (self, &mtp->layer, &item->state->mtp_kv, NULL, NULL, x, n);
+      decoder_layer (self, &mtp->layer, &item->state->mtp_kv, NULL, NULL, positions, x, n);
       head (self, mtp->norm, x, n, item->logits_mode, item->logits, item->hidden_out);
     }
   return TRUE;
@@ -607,6 +643,7 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->forward = cpu_forward;
   backend_class->forward_taps = TRUE;
   backend_class->has_mtp = cpu_has_mtp;
+  backend_class->takes_embeddings = cpu_takes_embeddings;
   backend_class->mtp_forward = cpu_mtp_forward;
   backend_class->state_save = cpu_state_save;
   backend_class->state_load = cpu_state_load;

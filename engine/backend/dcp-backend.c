@@ -93,6 +93,16 @@ dcp_backend_has_mtp (DcpBackend *self)
   return DCP_BACKEND_GET_CLASS (self)->has_mtp (self);
 }
 
+gboolean
+dcp_backend_takes_embeddings (DcpBackend *self)
+{
+  DcpBackendClass *klass;
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
+  klass = DCP_BACKEND_GET_CLASS (self);
+  return klass->takes_embeddings != NULL && klass->takes_embeddings (self);
+}
+
 DcpSeqState *
 dcp_backend_state_new (DcpBackend *self, GError **error)
 {
@@ -132,10 +142,11 @@ dcp_backend_state_get_bytes (DcpBackend *self, const DcpSeqState *state)
   return DCP_BACKEND_GET_CLASS (self)->state_get_bytes (self, state);
 }
 
-/* Checks what every backend would check: tokens in the vocabulary, outputs where asked. */
+/* Checks what every backend would check: tokens in the vocabulary (but for rows given their
+ * embedding), outputs where asked. */
 static gboolean
 check_rows (DcpBackend *self, const char *what, guint index, const guint32 *tokens, guint n_tokens,
-            DcpLogitsMode mode, const float *logits, GError **error)
+            const float *const *embeddings, DcpLogitsMode mode, const float *logits, GError **error)
 {
   DcpBackendPrivate *priv = dcp_backend_get_instance_private (self);
 
@@ -145,7 +156,7 @@ check_rows (DcpBackend *self, const char *what, guint index, const guint32 *toke
       return FALSE;
     }
   for (guint i = 0; i < n_tokens; i++)
-    if (tokens[i] >= priv->config.vocab_size)
+    if (tokens[i] >= priv->config.vocab_size && (embeddings == NULL || embeddings[i] == NULL))
       {
         g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                      "%s %u: token %u is outside the vocabulary (%u)", what, index, tokens[i],
@@ -220,8 +231,17 @@ dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GErro
   for (guint i = 0; i < n_items; i++)
     {
       g_return_val_if_fail (items[i].state != NULL, FALSE);
+      if ((items[i].positions != NULL || items[i].embeddings != NULL) &&
+          !dcp_backend_takes_embeddings (self))
+        {
+          g_set_error (
+              error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+              "batch item %u: the %s backend does not take positions and embeddings (images)", i,
+              dcp_backend_get_name (self));
+          return FALSE;
+        }
       if (!check_rows (self, "batch item", i, items[i].tokens, items[i].n_tokens,
-                       items[i].logits_mode, items[i].logits, error) ||
+                       items[i].embeddings, items[i].logits_mode, items[i].logits, error) ||
           !check_verify (self, i, &items[i], error) ||
           !check_taps (self, i, &items[i], error))
         return FALSE;
@@ -295,7 +315,7 @@ dcp_backend_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GEr
   for (guint i = 0; i < n_items; i++)
     {
       g_return_val_if_fail (items[i].state != NULL && items[i].hidden != NULL, FALSE);
-      if (!check_rows (self, "MTP item", i, items[i].tokens, items[i].n_tokens,
+      if (!check_rows (self, "MTP item", i, items[i].tokens, items[i].n_tokens, NULL,
                        items[i].logits_mode, items[i].logits, error))
         return FALSE;
     }

@@ -17,7 +17,10 @@ G_BEGIN_DECLS
  * state can be copied into another (a snapshot at a reusable prefix; restore by copying back);
  * a verify step can be cut back to its first rows (dcp_backend_state_keep).
  * One thread drives a backend at a time (the engine thread); a backend may use more inside.
- * Positions are the state's token count: text-only input, where mRoPE is plain RoPE. */
+ * Positions: each state keeps the next text position, its token count until an image comes.
+ * An item may give every new token's mRoPE position (T, H, W) itself, and its own input
+ * embedding in place of the token's (an image's rows); after it the next text position is one
+ * past the largest position given (docs/MODEL.md "Images in the prompt"). */
 
 #define DCP_TYPE_BACKEND (dcp_backend_get_type ())
 G_DECLARE_DERIVABLE_TYPE (DcpBackend, dcp_backend, DCP, BACKEND, GObject)
@@ -86,6 +89,10 @@ typedef struct {
   const guint *tap_layers;
   guint n_tap_layers;
   float *taps;
+  const guint32 *positions;       /* optional: 3 x n_tokens, the T row, then H, then W;
+                                        NULL: the state's next positions, T = H = W */
+  const float *const *embeddings; /* optional: n_tokens rows of hidden_size values, NULL
+                                        rows (or a NULL array) take the token's embedding */
 } DcpBatchItem;
 
 /* One sequence's rows for the MTP head (docs/MODEL.md §4): row i combines token
@@ -115,6 +122,9 @@ struct _DcpBackendClass {
                                       DcpSeqState        *dst,
                                       const DcpSeqState  *src,
                                       GError            **error);
+  /* Whether forward takes items with positions and embeddings (images); optional, FALSE
+   * when absent. */
+  gboolean (*takes_embeddings) (DcpBackend *self);
   /* Tokens the main model has read into the state. */
   guint        (*state_get_n_tokens) (DcpBackend         *self,
                                       const DcpSeqState  *state);
@@ -230,6 +240,7 @@ struct _DcpBackendClass {
 const char           *dcp_backend_get_name   (DcpBackend        *self);
 const DcpModelConfig *dcp_backend_get_config (DcpBackend        *self);
 gboolean              dcp_backend_has_mtp    (DcpBackend        *self);
+gboolean dcp_backend_takes_embeddings (DcpBackend *self);
 
 DcpSeqState *dcp_backend_state_new          (DcpBackend         *self,
                                              GError            **error);

@@ -151,14 +151,9 @@ attend_range (gpointer data, guint begin, guint end)
 }
 
 void
-dcp_cpu_attention_forward (DcpCpuPool                   *pool,
-                           const DcpModelConfig         *c,
-                           const DcpRope                *rope,
-                           const DcpCpuAttentionWeights *w,
-                           DcpCpuKvCache                *cache,
-                           const float                  *h,
-                           guint                         n_tokens,
-                           float                        *out)
+dcp_cpu_attention_forward (DcpCpuPool *pool, const DcpModelConfig *c, const DcpRope *rope,
+                           const DcpCpuAttentionWeights *w, DcpCpuKvCache *cache,
+                           const guint32 *positions, const float *h, guint n_tokens, float *out)
 {
   guint hd = c->head_dim, kvw = c->n_kv_heads * hd;
   float eps = (float) c->rms_norm_eps;
@@ -176,19 +171,21 @@ dcp_cpu_attention_forward (DcpCpuPool                   *pool,
   /* Per-head zero-centred RMSNorm, then RoPE over the rotary dims, of queries and keys. */
   for (guint t = 0; t < n_tokens; t++)
     {
+      const guint32 pos[3] = { positions[t], positions[n_tokens + t], positions[2 * n_tokens + t] };
+
       for (guint head = 0; head < c->n_heads; head++)
         {
           float *q = qg + ((gsize) t * c->n_heads + head) * 2 * hd;
 
           dcp_cpu_rms_norm_zc (q, w->q_norm, hd, eps, q);
-          dcp_cpu_rope (q, rope, first_pos + t);
+          dcp_cpu_rope_3d (q, rope, c->mrope_section, pos);
         }
       for (guint kv = 0; kv < c->n_kv_heads; kv++)
         {
           float *kh = k + (gsize) t * kvw + kv * hd;
 
           dcp_cpu_rms_norm_zc (kh, w->k_norm, hd, eps, kh);
-          dcp_cpu_rope (kh, rope, first_pos + t);
+          dcp_cpu_rope_3d (kh, rope, c->mrope_section, pos);
         }
     }
 

@@ -53,15 +53,12 @@ void dcp_cpu_kv_cache_copy  (DcpCpuKvCache       *dst,
                              const DcpCpuKvCache *src);
 
 /* Gated full attention (docs/MODEL.md §2.2) of n_tokens normed hidden states h
- * [n_tokens, hidden] at positions cache->n_tokens ..., rotated by rope; appends their keys and
+ * [n_tokens, hidden], appended to the cache at rows cache->n_tokens ..., rotated by rope at
+ * their mRoPE positions (3 x n_tokens: the T row, the H row, the W row); appends their keys and
  * values to the cache and writes the layer's output (after o_proj) to out [n_tokens, hidden]. */
-void dcp_cpu_attention_forward (DcpCpuPool                   *pool,
-                                const DcpModelConfig         *config,
-                                const DcpRope                *rope,
-                                const DcpCpuAttentionWeights *w,
-                                DcpCpuKvCache                *cache,
-                                const float                  *h,
-                                guint                         n_tokens,
-                                float                        *out);
+void dcp_cpu_attention_forward (DcpCpuPool *pool, const DcpModelConfig *config, const DcpRope *rope,
+                                const DcpCpuAttentionWeights *w, DcpCpuKvCache *cache,
+                                const guint32 *positions, const float *h, guint n_tokens,
+                                float *out);
 
 G_END_DECLS

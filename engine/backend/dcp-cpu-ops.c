@@ -223,6 +223,25 @@ dcp_cpu_rope (float *x, const DcpRope *rope, guint pos)
     }
 }
 
+void
+dcp_cpu_rope_3d (float *x, const DcpRope *rope, const guint *sections, const guint32 pos[3])
+{
+  guint half = rope->n_pairs;
+
+  for (guint i = 0; i < half; i++)
+    {
+      guint axis = (i % 3 == 1 && i < 3 * sections[1])   ? 1
+                   : (i % 3 == 2 && i < 3 * sections[2]) ? 2
+                                                         : 0;
+      float angle = (float) pos[axis] * rope->inv_freq[i];
+      float c = cosf (angle) * rope->attention_factor, s = sinf (angle) * rope->attention_factor;
+      float a = x[i], b = x[i + half];
+
+      x[i] = a * c - b * s;
+      x[i + half] = b * c + a * s;
+    }
+}
+
 float
 dcp_cpu_silu (float x)
 {

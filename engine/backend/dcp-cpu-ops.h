@@ -67,6 +67,10 @@ void  dcp_cpu_l2_norm         (float       *x,
 void  dcp_cpu_rope            (float         *x,
                                const DcpRope *rope,
                                guint          pos);
+/* The same with mRoPE (docs/MODEL.md §2.2): pair i turns by the position of its axis, the
+ * sections interleaved (i % 3 == 1 for the first 3 sections[1] pairs: H; i % 3 == 2 for the
+ * first 3 sections[2]: W; every other pair: T). With T = H = W it is dcp_cpu_rope. */
+void dcp_cpu_rope_3d (float *x, const DcpRope *rope, const guint *sections, const guint32 pos[3]);
 float dcp_cpu_silu            (float x);
 float dcp_cpu_sigmoid         (float x);
 float dcp_cpu_softplus        (float x);

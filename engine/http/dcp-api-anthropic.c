@@ -12,9 +12,25 @@
 #include "dcp-error.h"
 #include "dcp-image.h"
 
-/* The text of one text block into out; an image block is checked and refused. */
+/* The text collected so far becomes a text part (none when empty). */
+static void
+flush_text (GString *text, JsonArray *parts)
+{
+  JsonObject *part;
+
+  if (text->len == 0)
+    return;
+  part = json_object_new ();
+  json_object_set_string_member (part, "type", "text");
+  json_object_set_string_member (part, "text", text->str);
+  json_array_add_object_element (parts, part);
+  g_string_truncate (text, 0);
+}
+
+/* The text of one text block into out; an image block (where images may be: parts not NULL)
+ * is checked and becomes an image part after the text so far. */
 static gboolean
-block_text (JsonObject *block, const char *where, GString *out, GError **error)
+block_text (JsonObject *block, const char *where, GString *out, JsonArray *parts, GError **error)
 {
   const char *type = NULL, *text = NULL;
 
@@ -34,10 +50,19 @@ block_text (JsonObject *block, const char *where, GString *out, GError **error)
                        "%s.type: only base64 images are supported", source_where);
           return FALSE;
         }
-      if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error)
-          || !dcp_json_string (source, source_where, "data", TRUE, &data, error))
+      if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error) ||
+          !dcp_json_string (source, source_where, "data", TRUE, &data, error) ||
+          !dcp_image_check (where, media_type, data, error))
         return FALSE;
-      return dcp_image_check (where, media_type, data, error);
+      if (parts == NULL)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                       "%s: images are not supported here", where);
+          return FALSE;
+        }
+      flush_text (out, parts);
+      json_array_add_object_element (parts, dcp_image_part (media_type, data));
+      return TRUE;
     }
   if (!g_str_equal (type, "text"))
     {
@@ -75,8 +100,8 @@ collect_text (JsonNode *node, const char *where, GString *out, GError **error)
       g_autofree char *block_where = g_strdup_printf ("%s[%u]", where, i);
       JsonObject *block;
 
-      if (!dcp_json_element_object (blocks, where, i, &block, error)
-          || !block_text (block, block_where, out, error))
+      if (!dcp_json_element_object (blocks, where, i, &block, error) ||
+          !block_text (block, block_where, out, NULL, error))
         return FALSE;
     }
   return TRUE;
@@ -103,6 +128,7 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
   g_autoptr(GString) text = g_string_new (NULL);
   g_autoptr(GString) reasoning = g_string_new (NULL);
   g_autoptr(JsonArray) calls = json_array_new ();
+  g_autoptr(JsonArray) parts = json_array_new (); /* with images: the content's parts */
   g_autofree char *content_where = g_strdup_printf ("%s.content", where);
   JsonArray *blocks;
   JsonObject *o;
@@ -141,7 +167,8 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
         return FALSE;
       if (g_str_equal (type, "text") || g_str_equal (type, "image"))
         {
-          if (!block_text (block, block_where, text, error))
+          if (!block_text (block, block_where, text, g_str_equal (role, "user") ? parts : NULL,
+                           error))
             return FALSE;
         }
       else if (g_str_equal (type, "thinking") && g_str_equal (role, "assistant"))
@@ -196,10 +223,17 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
           return FALSE;
         }
     }
-  if (text->len == 0 && reasoning->len == 0 && json_array_get_length (calls) == 0)
+  if (text->len == 0 && reasoning->len == 0 && json_array_get_length (calls) == 0 &&
+      json_array_get_length (parts) == 0)
     return TRUE;
   o = neutral_message (out, role);
-  json_object_set_string_member (o, "content", text->str);
+  if (json_array_get_length (parts) > 0)
+    {
+      flush_text (text, parts);
+      json_object_set_array_member (o, "content", g_steal_pointer (&parts));
+    }
+  else
+    json_object_set_string_member (o, "content", text->str);
   if (reasoning->len > 0)
     json_object_set_string_member (o, "reasoning_content", reasoning->str);
   if (json_array_get_length (calls) > 0)

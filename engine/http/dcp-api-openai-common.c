@@ -260,10 +260,10 @@ convert_content (JsonNode *content, const char *where, GError **error)
             }
           else if (!dcp_json_string (part, part_where, "image_url", TRUE, &url, error))
             return NULL;
-          if (!dcp_image_parse_data_url (part_where, url, &media_type, &data, error))
+          if (!dcp_image_parse_data_url (part_where, url, &media_type, &data, error) ||
+              !dcp_image_check (part_where, media_type, data, error))
             return NULL;
-          dcp_image_check (part_where, media_type, data, error);
-          return NULL;
+          json_array_add_object_element (parts, dcp_image_part (media_type, data));
         }
       else
         {

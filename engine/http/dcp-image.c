@@ -4,8 +4,10 @@
 #include "config.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
+#include <string.h>
 
 #include "dcp-error.h"
+#include "dcp-image-decode.h"
 #include "dcp-image.h"
 
 static gboolean
@@ -17,31 +19,12 @@ is_base64 (const char *text)
   return TRUE;
 }
 
-/* Only the header is read: the loader is told to make a 0x0 image once it knows the size, which
- * every gdk-pixbuf loader takes as "stop here" (as gdk_pixbuf_get_file_info does), so no pixel
- * memory is allocated, whatever size the header claims. The data goes in in small pieces, because
- * a loader still works through the rest of a piece after that (libpng converting rows of a 24000
- * pixel wide image took 250 ms for 4 KiB); and the format is found by GIO's content sniffing
- * rather than gdk-pixbuf's, which feeds its first 1 KiB in one piece. */
-#define PIECE 64
-static void
-on_size_prepared (GdkPixbufLoader *loader, gint width, gint height, gpointer user_data)
-{
-  gint *size = user_data;
-
-  size[0] = width;
-  size[1] = height;
-  gdk_pixbuf_loader_set_size (loader, 0, 0);
-}
-
 gboolean
 dcp_image_check (const char *where, const char *media_type, const char *base64, GError **error)
 {
-  g_autoptr(GdkPixbufLoader) loader = NULL;
   g_autofree guchar *bytes = NULL;
   gsize length = 0;
-  gint size[2] = { 0, 0 };
-  g_autofree char *type = NULL;
+  guint width, height;
 
   g_return_val_if_fail (where != NULL && base64 != NULL, FALSE);
 
@@ -56,34 +39,18 @@ dcp_image_check (const char *where, const char *media_type, const char *base64, 
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s: the image data is not valid base64", where);
       return FALSE;
     }
-  type = g_content_type_guess (NULL, bytes, MIN (length, 4096), NULL);
-  loader = gdk_pixbuf_loader_new_with_mime_type (type, NULL);
-  if (loader != NULL)
-    {
-      g_signal_connect (loader, "size-prepared", G_CALLBACK (on_size_prepared), size);
-      for (gsize at = 0; at < length && size[0] == 0; at += PIECE)
-        if (!gdk_pixbuf_loader_write (loader, bytes + at, MIN (PIECE, length - at), NULL))
-          break;
-      gdk_pixbuf_loader_close (loader, NULL);
-    }
-  if (size[0] <= 0 || size[1] <= 0)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "%s: the image could not be decoded (not a known image format, or damaged)", where);
-      return FALSE;
-    }
-  if (size[0] > DCP_IMAGE_MAX_SIDE || size[1] > DCP_IMAGE_MAX_SIDE
-      || (gint64) size[0] * size[1] > DCP_IMAGE_MAX_PIXELS)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "%s: the image is %dx%d pixels; at most %d pixels a side and %d pixels in all are accepted",
-                   where, size[0], size[1], DCP_IMAGE_MAX_SIDE, DCP_IMAGE_MAX_PIXELS);
-      return FALSE;
-    }
-  g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-               "%s: images are not supported yet (the vision tower is not implemented); the %dx%d %s "
-               "image was read but cannot be used", where, size[0], size[1], media_type);
-  return FALSE;
+  return dcp_image_probe (where, bytes, length, &width, &height, error);
+}
+
+JsonObject *
+dcp_image_part (const char *media_type, const char *base64)
+{
+  JsonObject *part = json_object_new ();
+
+  json_object_set_string_member (part, "type", "image");
+  json_object_set_string_member (part, "media_type", media_type);
+  json_object_set_string_member (part, "data", base64);
+  return part;
 }
 
 gboolean
@@ -96,7 +63,9 @@ dcp_image_parse_data_url (const char *where, const char *url, char **media_type,
   if (!g_str_has_prefix (url, "data:"))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "%s: only base64 data: URLs are supported for images, not remote URLs", where);
+                   "%s: only base64 data: URLs are supported for images; the server does not fetch "
+                   "remote URLs",
+                   where);
       return FALSE;
     }
   comma = strchr (url, ',');

@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-#include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
 /* Images in requests (base64, as OpenAI data: URLs and Anthropic base64 sources). Only the
- * image's header is read (gdk-pixbuf, no pixels decoded): one that is not an image, or larger
- * than DCP_IMAGE_MAX_SIDE a side or DCP_IMAGE_MAX_PIXELS in all, gets its own clear 400; then,
- * while the vision tower is not implemented, it is refused with DCP_ERROR_NOT_SUPPORTED. So this
- * returns FALSE today, always with an error naming `where`. */
-#define DCP_IMAGE_MAX_SIDE   16384
-#define DCP_IMAGE_MAX_PIXELS (32 * 1024 * 1024)
-
-gboolean dcp_image_check (const char *where, const char *media_type, const char *base64, GError **error);
+ * image's header is read when a request is (gdk-pixbuf, no pixels decoded): one that is not an
+ * image, or larger than the limits of dcp-image-decode.h, gets its own clear 400 naming
+ * `where`. The model side decodes it (dcp-image-decode.h) when it renders the prompt. */
+gboolean dcp_image_check (const char *where, const char *media_type, const char *base64,
+                          GError **error);
+/* The request's image part: {"type": "image", "media_type": ..., "data": base64} (dcp-request.h). */
+JsonObject *dcp_image_part (const char *media_type, const char *base64);
 
 /* Reads gdk-pixbuf's and GIO's tables now (main thread, at start). */
 void     dcp_image_init  (void);

@@ -24,6 +24,7 @@ struct _DcpCheckpoint {
   JsonNode *tokenizer_config;
   char *chat_template;
   JsonNode *generation;
+  JsonNode *preprocessor;   /* preprocessor_config.json, or NULL */
   GPtrArray *shards;        /* DcpSafetensors */
   GArray *tensors;          /* DcpCheckpointTensor */
   GHashTable *by_name;      /* canonical name -> const DcpTensorView * */
@@ -348,6 +349,13 @@ dcp_checkpoint_open (const char *dir, const char *tokenizer_dir, GError **error)
   self->generation = load_json (gen_path, FALSE, error);
   if (self->generation == NULL && error && *error)
     return NULL;
+  {
+    g_autofree char *pre_path = g_build_filename (dir, "preprocessor_config.json", NULL);
+
+    self->preprocessor = load_json (pre_path, FALSE, error);
+    if (self->preprocessor == NULL && error && *error)
+      return NULL;
+  }
   if (!open_shards (self, error) || !load_tokenizer (self, tokenizer_dir ? tokenizer_dir : dir, error))
     return NULL;
   return g_steal_pointer (&self);
@@ -363,6 +371,7 @@ dcp_checkpoint_free (DcpCheckpoint *self)
   g_clear_pointer (&self->tokenizer, g_bytes_unref);
   g_clear_pointer (&self->tokenizer_config, json_node_unref);
   g_clear_pointer (&self->generation, json_node_unref);
+  g_clear_pointer (&self->preprocessor, json_node_unref);
   g_clear_pointer (&self->by_name, g_hash_table_unref);
   g_clear_pointer (&self->tensors, g_array_unref);
   g_clear_pointer (&self->shards, g_ptr_array_unref);
@@ -419,6 +428,13 @@ JsonNode *
 dcp_checkpoint_get_generation (DcpCheckpoint *self)
 {
   return self->generation;
+}
+
+JsonNode *
+dcp_checkpoint_get_preprocessor (DcpCheckpoint *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->preprocessor;
 }
 
 guint

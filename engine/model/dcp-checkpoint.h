@@ -47,6 +47,8 @@ JsonNode                  *dcp_checkpoint_get_tokenizer_config (DcpCheckpoint *c
 const char                *dcp_checkpoint_get_chat_template (DcpCheckpoint *ckpt);
 /* generation_config.json, or NULL when the folder has none. */
 JsonNode                  *dcp_checkpoint_get_generation  (DcpCheckpoint *ckpt);
+/* preprocessor_config.json (the image processor's settings), or NULL when the folder has none. */
+JsonNode *dcp_checkpoint_get_preprocessor (DcpCheckpoint *ckpt);
 
 guint                      dcp_checkpoint_get_n_tensors   (DcpCheckpoint *ckpt);
 /* Tensors in shard order, then file order within a shard. */

@@ -274,6 +274,15 @@ copy_without (JsonNode *node, const char *member)
   return copy;
 }
 
+/* A group's format: the recipe's, but for the vision tower where the options choose. */
+static DcpDType
+group_dtype (const DcpConvertOptions *o, DcpTensorGroup group)
+{
+  if (group == DCP_GROUP_VISION && o->vision != DCP_CONVERT_VISION_RECIPE)
+    return o->vision == DCP_CONVERT_VISION_BF16 ? DCP_DTYPE_BF16 : DCP_DTYPE_MXFP8_E4M3;
+  return dcp_recipe_group_dtype (o->recipe, group);
+}
+
 static JsonNode *
 build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, char **sha256,
                 JsonNode *accuracy)
@@ -327,6 +336,12 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   else
     json_builder_add_null_value (b);
 
+  json_builder_set_member_name (b, "preprocessor");
+  if (dcp_checkpoint_get_preprocessor (ckpt))
+    json_builder_add_value (b, json_node_copy (dcp_checkpoint_get_preprocessor (ckpt)));
+  else
+    json_builder_add_null_value (b);
+
   json_builder_set_member_name (b, "recipe");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "name");
@@ -336,7 +351,7 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   for (guint g = 0; g < DCP_GROUP_KEEP; g++)
     {
       json_builder_set_member_name (b, dcp_tensor_group_name (g));
-      json_builder_add_string_value (b, dcp_dtype_name (dcp_recipe_group_dtype (o->recipe, g)));
+      json_builder_add_string_value (b, dcp_dtype_name (group_dtype (o, g)));
     }
   json_builder_end_object (b);
   json_builder_set_member_name (b, "tensors");
@@ -543,8 +558,11 @@ convert (Converter *c, GError **error)
       /* a drafter's matrices take the recipe's MTP format: both are small draft heads */
       if (drafter && t->view->ndim == 2)
         dtypes[i] = dcp_recipe_group_dtype (c->options->recipe, DCP_GROUP_MTP);
+      else if (dcp_tensor_group (t->name, t->view->ndim) == DCP_GROUP_VISION)
+        dtypes[i] = group_dtype (c->options, DCP_GROUP_VISION);
       else
-        dtypes[i] = dcp_recipe_tensor_dtype (c->options->recipe, t->name, t->view->ndim, t->view->dtype);
+        dtypes[i] = dcp_recipe_tensor_dtype (c->options->recipe, t->name, t->view->ndim,
+                                             t->view->dtype);
       if (dcp_model_writer_add_tensor (c->writer, t->name, dtypes[i], t->view->shape, t->view->ndim, error) < 0)
         return FALSE;
       sizes[i] = dcp_model_writer_get_tensor_bytes (c->writer, i);

@@ -18,6 +18,13 @@ typedef JsonNode *(*DcpConvertMeasureFunc) (const char *model_path,
                                             gpointer    user_data,
                                             GError    **error);
 
+/* The vision tower's Linear weights: as the recipe says, or in this format whatever it says. */
+typedef enum {
+  DCP_CONVERT_VISION_RECIPE,
+  DCP_CONVERT_VISION_BF16,
+  DCP_CONVERT_VISION_FP8, /* MXFP8 E4M3 */
+} DcpConvertVision;
+
 typedef struct {
   const char *input_dir;
   const char *tokenizer_dir;   /* NULL: input_dir */
@@ -30,6 +37,7 @@ typedef struct {
   guint n_threads;             /* quantization threads; 0: one per CPU */
   DcpConvertMeasureFunc measure;  /* NULL: "accuracy": null */
   gpointer measure_data;
+  DcpConvertVision vision;
 } DcpConvertOptions;
 
 typedef struct {

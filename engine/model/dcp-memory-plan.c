@@ -244,7 +244,7 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
                                                        s->kv_value_bytes);
   p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
   p->gdn_states = p->gdn_bytes_per_conversation * dcp_plan_gdn_blocks (s->conversations);
-  p->activations = activation_bytes (c);
+  p->activations = activation_bytes (c) + (s->vision ? m->vision_activation_bytes : 0);
   p->cuda_context = s->cpu_backend ? 0 : CUDA_CONTEXT_BYTES;
 
   fixed = p->weights_text + p->weights_embedding + p->weights_lm_head + p->weights_mtp +

@@ -36,6 +36,8 @@ typedef struct {
   guint64 lm_head_bytes;
   guint64 mtp_bytes;           /* 0 when the file has no MTP head */
   guint64 vision_bytes;        /* 0 when the file has no vision tower */
+  guint64 vision_activation_bytes; /* the tower's working set for the largest image
+                                      (dcp_vision_config_activation_bytes); 0 without a tower */
   guint64 file_bytes;          /* the model file on disk */
 } DcpPlanModel;
 
@@ -71,7 +73,7 @@ typedef struct {
   guint64 kv_pool;              /* attention pages of every conversation */
   guint64 gdn_states;           /* recurrent + conv state blocks: dcp_plan_gdn_blocks */
   guint64 activations;          /* step buffers: the prompt path's rows, GEMM and GDN
-                                   workspaces, logits */
+                                   workspaces, logits; with vision, the tower's working set */
   guint64 cuda_context;         /* the runtime's own use, measured on the H200 */
   guint64 vram_total;           /* the sum of the above */
   /* host */

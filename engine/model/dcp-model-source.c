@@ -9,6 +9,7 @@
 #include "dcp-error.h"
 #include "dcp-model-file.h"
 #include "dcp-model-source.h"
+#include "dcp-vision-config.h"
 
 struct _DcpModelSource {
   char *path;
@@ -64,6 +65,15 @@ open_checkpoint (DcpModelSource *self, const char *tokenizer_dir, GError **error
   self->tokenizer = json_node_ref (json_parser_get_root (parser));
 
   json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "config");
+  json_builder_add_value (builder,
+                          json_node_ref (dcp_checkpoint_get_config_json (self->checkpoint)));
+  json_builder_set_member_name (builder, "preprocessor");
+  node = dcp_checkpoint_get_preprocessor (self->checkpoint);
+  if (node != NULL)
+    json_builder_add_value (builder, json_node_ref (node));
+  else
+    json_builder_add_null_value (builder);
   json_builder_set_member_name (builder, "chat_template");
   template = dcp_checkpoint_get_chat_template (self->checkpoint);
   if (template != NULL)
@@ -230,6 +240,23 @@ dcp_model_source_get_chat_template (DcpModelSource *self)
   return json_node_get_string (node);
 }
 
+JsonNode *
+dcp_model_source_get_config_json (DcpModelSource *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return json_object_get_member (json_node_get_object (self->metadata), "config");
+}
+
+JsonNode *
+dcp_model_source_get_preprocessor (DcpModelSource *self)
+{
+  JsonNode *node;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  node = json_object_get_member (json_node_get_object (self->metadata), "preprocessor");
+  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? node : NULL;
+}
+
 JsonObject *
 dcp_model_source_get_generation (DcpModelSource *self)
 {
@@ -286,4 +313,6 @@ dcp_model_source_get_plan_model (DcpModelSource *self, DcpPlanModel *plan)
     }
   for (guint i = 0; i < dcp_checkpoint_get_n_shards (self->checkpoint); i++)
     plan->file_bytes += dcp_checkpoint_get_shard_size (self->checkpoint, i);
+  plan->vision_activation_bytes = dcp_vision_activation_bytes_from_json (
+      dcp_model_source_get_config_json (self), dcp_model_source_get_preprocessor (self));
 }

@@ -40,6 +40,10 @@ DcpTensorSource        dcp_model_source_get_tensors       (DcpModelSource  *self
 JsonNode              *dcp_model_source_get_tokenizer     (DcpModelSource  *self);
 /* The Jinja chat template, or NULL. */
 const char            *dcp_model_source_get_chat_template (DcpModelSource  *self);
+/* config.json as the checkpoint has it (the metadata's "config"). */
+JsonNode *dcp_model_source_get_config_json (DcpModelSource *self);
+/* preprocessor_config.json (the metadata's "preprocessor"), or NULL when the model has none. */
+JsonNode *dcp_model_source_get_preprocessor (DcpModelSource *self);
 /* generation_config.json as an object, or NULL. */
 JsonObject            *dcp_model_source_get_generation    (DcpModelSource  *self);
 /* tokenizer_config.json as an object, or NULL. */

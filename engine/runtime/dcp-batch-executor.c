@@ -357,6 +357,7 @@ job_start (Job *job)
         }
       max_tokens = dcp_generation_get_max_tokens (c->generation);
       p->prompt = dcp_generation_get_prompt (c->generation, &p->n_prompt);
+      p->images = dcp_generation_get_images (c->generation);
       p->sampling = *dcp_generation_get_sampling (c->generation);
       p->max_tokens = (guint) CLAMP (max_tokens, 0, (gint64) G_MAXUINT);
       p->opening = i == 0 ? dcp_generation_get_opening (c->generation) : params[0].opening;

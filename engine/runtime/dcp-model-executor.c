@@ -11,6 +11,7 @@
 #include "dcp-loop-guard.h"
 #include "dcp-model-executor.h"
 #include "dcp-output-parser.h"
+#include "dcp-prompt-vision.h"
 #include "dcp-sampler.h"
 #include "dcp-token-matcher.h"
 #include "dcp-token-stream.h"
@@ -32,6 +33,8 @@ struct _DcpModelExecutor {
   DcpToolCallForm tool_form;   /* the template's tool-call syntax */
   GMutex trie_lock;
   DcpTokenTrie *trie;          /* the vocabulary for grammars, built at the first one */
+  DcpPromptVision *vision;     /* NULL: images are refused */
+  gboolean model_has_vision;
 };
 typedef DcpModelExecutor Executor;
 
@@ -44,6 +47,7 @@ struct _DcpGeneration {
   DcpEventSink *sink;
   guint choice;
   GArray *prompt;              /* guint32 */
+  DcpPromptImages *images;     /* the prompt's images, or NULL */
   DcpSamplerParams params;
   gint64 max_new;
   guint opening;               /* prompt tokens of the system prompt and tools; 0: none */
@@ -189,45 +193,15 @@ sampler_params (Executor *self, const DcpSampling *s, guint choice, DcpSamplerPa
   p->seed = s->has_seed ? s->seed + choice : ((guint64) g_random_int () << 32 | g_random_int ());
 }
 
-/* Whether any message has an image part. */
-static gboolean
-has_images (DcpRequest *request)
-{
-  JsonArray *messages = json_node_get_array (request->messages);
-
-  for (guint i = 0; i < json_array_get_length (messages); i++)
-    {
-      JsonNode *message = json_array_get_element (messages, i);
-      JsonNode *content = JSON_NODE_HOLDS_OBJECT (message)
-                          ? json_object_get_member (json_node_get_object (message), "content") : NULL;
-      JsonArray *parts = content && JSON_NODE_HOLDS_ARRAY (content) ? json_node_get_array (content) : NULL;
-
-      for (guint j = 0; parts != NULL && j < json_array_get_length (parts); j++)
-        {
-          JsonNode *part = json_array_get_element (parts, j);
-
-          if (JSON_NODE_HOLDS_OBJECT (part) &&
-              g_strcmp0 (json_object_get_string_member_with_default (json_node_get_object (part), "type", ""),
-                         "image") == 0)
-            return TRUE;
-        }
-    }
-  return FALSE;
-}
-
+/* messages: the request's, or a copy with the images' markers in their place. */
 static char *
-render_prompt (Executor *self, DcpRequest *request, GError **error)
+render_prompt (Executor *self, DcpRequest *request, JsonNode *messages, GError **error)
 {
   JsonNode *tools = request->tools;
   char *text;
 
   if (request->kind == DCP_REQUEST_PROMPT)
     return g_strdup (request->prompt ? request->prompt : "");
-  if (has_images (request))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "images: vision is not implemented yet");
-      return NULL;
-    }
   if (self->template == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
@@ -238,28 +212,60 @@ render_prompt (Executor *self, DcpRequest *request, GError **error)
       g_strcmp0 (json_node_get_string (request->tool_choice), "none") == 0)
     tools = NULL;
   g_mutex_lock (&self->template_lock);
-  text = dcp_chat_template_render (self->template, request->messages, tools, TRUE,
-                                   request->template_kwargs, error);
+  text = dcp_chat_template_render (self->template, messages, tools, TRUE, request->template_kwargs,
+                                   error);
   g_mutex_unlock (&self->template_lock);
   return text;
+}
+
+/* The prompt's ids; with images, each image's tokens in its place, and with images_out their
+ * embeddings and positions (without: only the images' headers are read). */
+static GArray *
+encode_prompt (Executor *self, DcpRequest *request, char **rendered, DcpPromptImages **images_out,
+               GError **error)
+{
+  g_autofree char *text = NULL;
+  g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_autoptr(JsonNode) marked = NULL;
+  g_autoptr(GArray) ids = NULL;
+
+  if (request->kind == DCP_REQUEST_CHAT && request->messages != NULL)
+    {
+      g_autoptr(GError) local = NULL;
+
+      marked = dcp_prompt_vision_take_images (request->messages, images, &local);
+      if (local != NULL)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return NULL;
+        }
+    }
+  if (images->len > 0 && self->vision == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   self->model_has_vision
+                       ? "images need the vision tower: start the engine with --vision bf16"
+                       : "images need a model with a vision tower, and this one has none");
+      return NULL;
+    }
+  text = render_prompt (self, request, marked != NULL ? marked : request->messages, error);
+  if (text == NULL)
+    return NULL;
+  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
+  dcp_tokenizer_encode (self->tokenizer, text, -1, DCP_TOKENIZER_ENCODE_DEFAULT, ids);
+  if (images->len > 0 && !dcp_prompt_vision_expand (self->vision, images, ids, images_out, error))
+    return NULL;
+  if (rendered != NULL)
+    *rendered = g_steal_pointer (&text);
+  return g_steal_pointer (&ids);
 }
 
 GArray *
 dcp_model_executor_encode_prompt (DcpModelExecutor *self, DcpRequest *request, char **rendered,
                                   GError **error)
 {
-  g_autofree char *text = NULL;
-  GArray *ids;
-
   g_return_val_if_fail (self != NULL && request != NULL, NULL);
-  text = render_prompt (self, request, error);
-  if (text == NULL)
-    return NULL;
-  ids = g_array_new (FALSE, FALSE, sizeof (guint32));
-  dcp_tokenizer_encode (self->tokenizer, text, -1, DCP_TOKENIZER_ENCODE_DEFAULT, ids);
-  if (rendered != NULL)
-    *rendered = g_steal_pointer (&text);
-  return ids;
+  return encode_prompt (self, request, rendered, NULL, error);
 }
 
 /* Whether the rendered prompt leaves the model inside <think> (the generation prompt of a
@@ -350,6 +356,7 @@ static void
 generation_clear (Generation *g)
 {
   g_clear_pointer (&g->prompt, g_array_unref);
+  g_clear_pointer (&g->images, dcp_prompt_images_unref);
   g_clear_pointer (&g->guard, dcp_loop_guard_free);
   g_clear_pointer (&g->detok, dcp_token_stream_free);
   g_clear_pointer (&g->parser, dcp_output_parser_free);
@@ -504,7 +511,7 @@ generation_start (Generation *g, GError **error)
   DcpOutputParserOptions parse = { 0 };
   gboolean chat = request->kind == DCP_REQUEST_CHAT;
 
-  g->prompt = dcp_model_executor_encode_prompt (self, request, &text, error);
+  g->prompt = encode_prompt (self, request, &text, &g->images, error);
   if (g->prompt == NULL)
     return FALSE;
   g->usage.prompt_tokens = g->prompt->len;
@@ -851,6 +858,7 @@ dcp_model_executor_free (DcpModelExecutor *self)
   if (self == NULL)
     return;
   g_clear_pointer (&self->template, dcp_chat_template_free);
+  g_clear_pointer (&self->vision, dcp_prompt_vision_free);
   g_clear_pointer (&self->trie, dcp_token_trie_unref);
   g_clear_pointer (&self->tokenizer, dcp_tokenizer_unref);
   g_clear_object (&self->backend);
@@ -870,6 +878,44 @@ default_name (const char *path)
   if (g_str_has_suffix (base, ".mcapy"))
     base[strlen (base) - strlen (".mcapy")] = '\0';
   return g_steal_pointer (&base);
+}
+
+/* The tower, where the backend reads images and the tokenizer writes the marker as the
+ * config's ids. */
+static gboolean
+open_vision (Executor *self, GError **error)
+{
+  static const char *const markers[] = { "<|vision_start|>", "<|image_pad|>", "<|vision_end|>" };
+  g_autoptr(DcpPromptVision) vision = NULL;
+  guint32 id;
+
+  if (!dcp_backend_takes_embeddings (self->backend))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--vision: the %s backend does not read images yet (the CPU backend does)",
+                   dcp_backend_get_name (self->backend));
+      return FALSE;
+    }
+  vision = dcp_prompt_vision_new (self->model, 0, error);
+  if (vision == NULL)
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS (markers); i++)
+    if (!dcp_tokenizer_token_to_id (self->tokenizer, markers[i], &id))
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                     "--vision: the tokenizer has no %s token", markers[i]);
+        return FALSE;
+      }
+  dcp_tokenizer_token_to_id (self->tokenizer, "<|image_pad|>", &id);
+  if (id != dcp_prompt_vision_get_image_token (vision))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--vision: the tokenizer's <|image_pad|> is %u, the config's image_token_id %u",
+                   id, dcp_prompt_vision_get_image_token (vision));
+      return FALSE;
+    }
+  self->vision = g_steal_pointer (&vision);
+  return TRUE;
 }
 
 DcpModelExecutor *
@@ -926,6 +972,9 @@ dcp_model_executor_new (DcpModelSource                *model,
   self->think_end = dcp_tokenizer_token_to_id (self->tokenizer, "</think>", &id) ? (gint64) id : -1;
   collect_eos (self, dcp_model_source_get_generation (model), special_token (tokenizer_config, "eos_token"));
   read_defaults (self, dcp_model_source_get_generation (model));
+  self->model_has_vision = config->has_vision;
+  if (options->vision && !open_vision (self, error))
+    return NULL;
   return g_steal_pointer (&self);
 }
 
@@ -963,6 +1012,13 @@ dcp_generation_new (DcpModelExecutor *executor, DcpRequest *request, guint choic
       return NULL;
     }
   return g;
+}
+
+DcpPromptImages *
+dcp_generation_get_images (DcpGeneration *g)
+{
+  g_return_val_if_fail (g != NULL, NULL);
+  return g->images;
 }
 
 const guint32 *

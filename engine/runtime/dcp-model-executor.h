@@ -20,6 +20,8 @@ typedef struct {
   const char      *name;             /* the model id clients see; NULL: the file's name */
   gint64           context_length;   /* tokens; 0: the model's max_position_embeddings */
   const char      *loop_guard;       /* "stop", "end-thinking", "escape", "off" (NULL: off) */
+  gboolean vision;                   /* load the vision tower: images in prompts (the backend must
+                                        take embeddings; without it images are refused) */
 } DcpModelExecutorOptions;
 
 typedef struct _DcpModelExecutor DcpModelExecutor;
@@ -104,6 +106,8 @@ DcpGeneration          *dcp_generation_new            (DcpModelExecutor *executo
                                                        guint            choice,
                                                        DcpEventSink    *sink,
                                                        GError         **error);
+/* The prompt's images (positions, embeddings, cache keys), or NULL for a text prompt. */
+DcpPromptImages *dcp_generation_get_images (DcpGeneration *generation);
 const guint32          *dcp_generation_get_prompt     (DcpGeneration   *generation,
                                                        guint           *n_tokens);
 /* The request's sampling over the model's defaults, seeded for this choice (seed + choice). */

@@ -17,8 +17,9 @@ G_BEGIN_DECLS
 
 typedef struct {
   guint64 id;
-  guint32 *prompt;
+  guint32 *prompt; /* with images: their key ids in place of the image tokens */
   guint n_prompt;
+  DcpPromptImages *images; /* NULL: a text prompt */
   guint32 *stop;
   guint n_stop;
   guint max_tokens;

@@ -40,6 +40,7 @@ static void
 seq_free (Seq *s)
 {
   g_free (s->prompt);
+  g_clear_pointer (&s->images, dcp_prompt_images_unref);
   g_free (s->stop);
   if (s->sampler != NULL)
     dcp_backend_sampler_free (s->backend, s->sampler);
@@ -792,6 +793,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   g_autoptr(GArray) items = g_array_new (FALSE, TRUE, sizeof (DcpBatchItem));
   g_autoptr(GPtrArray) seqs = g_ptr_array_new ();
   g_autoptr(GArray) chunks = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func (g_free);
   guint budget, n_decoding = 0, n_prompt = 0;
   gboolean ok = TRUE;
   gint64 start, took;
@@ -845,6 +847,20 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
           chunk = MIN (chunk, every - s->n_read % every);
         }
       item.n_tokens = chunk;
+      if (s->images != NULL)
+        {
+          /* The chunk's positions, 3 x chunk; an image's rows read its embeddings (their key
+           * ids in item.tokens are never looked up). */
+          guint32 *positions = g_new (guint32, 3 * (gsize) chunk);
+
+          for (guint axis = 0; axis < 3; axis++)
+            memcpy (positions + (gsize) axis * chunk,
+                    s->images->positions + (gsize) axis * s->n_prompt + s->n_read,
+                    chunk * sizeof (guint32));
+          g_ptr_array_add (scratch, positions);
+          item.positions = positions;
+          item.embeddings = s->images->rows + s->n_read;
+        }
       if (s->n_read + chunk == s->n_prompt && s->max_tokens > 0)
         plan_draw (self, s, &item);
       budget -= chunk;
@@ -1049,14 +1065,30 @@ seq_new (DcpScheduler *self, const DcpSeqParams *params, const DcpSeqCallbacks *
                      self->vocab);
         return NULL;
       }
+  if (params->images != NULL && params->images->n_tokens != params->n_prompt)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "prompt: its images are laid out for %u tokens, it has %u",
+                   params->images->n_tokens, params->n_prompt);
+      return NULL;
+    }
+  if (params->images != NULL && !dcp_backend_takes_embeddings (self->backend))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "images: the %s backend does not read them yet",
+                   dcp_backend_get_name (self->backend));
+      return NULL;
+    }
   sampler = dcp_backend_sampler_new (self->backend, &params->sampling, error);
   if (sampler == NULL)
     return NULL;
   dcp_backend_sampler_add_prompt (self->backend, sampler, params->prompt, params->n_prompt);
 
   s = g_new0 (Seq, 1);
-  s->prompt = g_memdup2 (params->prompt, (gsize) params->n_prompt * sizeof (guint32));
+  s->prompt = g_memdup2 (params->images != NULL ? params->images->keys : params->prompt,
+                         (gsize) params->n_prompt * sizeof (guint32));
   s->n_prompt = params->n_prompt;
+  s->images = params->images != NULL ? dcp_prompt_images_ref (params->images) : NULL;
   s->stop = g_memdup2 (params->stop_tokens, (gsize) params->n_stop_tokens * sizeof (guint32));
   s->n_stop = params->stop_tokens != NULL ? params->n_stop_tokens : 0;
   s->max_tokens = params->max_tokens;

@@ -4,6 +4,7 @@
 #include "dcp-backend.h"
 #include "dcp-eviction.h"
 #include "dcp-memory-plan.h"
+#include "dcp-prompt-images.h"
 #include "dcp-step-hook.h"
 #include "dcp-tier-store.h"
 
@@ -103,6 +104,10 @@ typedef struct {
   guint opening;               /* tokens of the shared opening (system prompt and tools); 0: none */
   gboolean background;         /* the conversation's last tool call runs in the background */
   gboolean last_turn;          /* the conversation is done after this answer */
+  DcpPromptImages *images;     /* optional (a reference is taken): the prompt's images, read as
+                                  prompt tokens with their positions and embeddings; the prefix
+                                  cache keys on their bytes (n_tokens must be n_prompt; the
+                                  backend must take embeddings) */
 } DcpSeqParams;
 
 typedef enum {

@@ -141,6 +141,10 @@ dcp_speculation_propose (DcpScheduler *sched)
       n = s->n_prompt + s->generated->len;
       tokens = dcp_sched_seq_tokens (s, n);
       s->n_draft = dcp_draft_ngram (tokens, n, NGRAM_MAX_MATCH, room, s->verify + 1);
+      /* An image's key ids are not tokens: a draft stops before one. */
+      for (guint j = 0; j < s->n_draft; j++)
+        if (s->verify[1 + j] >= sched->vocab)
+          s->n_draft = j;
     }
 }
 

@@ -17,6 +17,7 @@
 #include "dcp-recipe.h"
 
 static char *opt_recipe;
+static char *opt_vision;
 static char *opt_tokenizer;
 static char *opt_model_id;
 static char *opt_revision;
@@ -34,6 +35,9 @@ static int opt_measure_tokens = 1024;
 static const GOptionEntry entries[] = {
   { "recipe", 'r', 0, G_OPTION_ARG_STRING, &opt_recipe,
     "Quantization recipe: bf16, xxl, large, medium (default), small or tiny", "NAME" },
+  { "vision", 0, 0, G_OPTION_ARG_STRING, &opt_vision,
+    "The vision tower's matrices: recipe (default: as the recipe says), bf16 or fp8 (MXFP8)",
+    "FORMAT" },
   { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenizer,
     "Take tokenizer.json[.gz] and tokenizer_config.json from this folder", "DIR" },
   { "model-id", 0, 0, G_OPTION_ARG_STRING, &opt_model_id,
@@ -49,18 +53,15 @@ static const GOptionEntry entries[] = {
     "TEXT-FILE" },
   { "measure-tokens", 0, 0, G_OPTION_ARG_INT, &opt_measure_tokens,
     "With --measure: the text's first N tokens (default 1024; 0: all)", "N" },
-  { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet,
-    "No progress on stderr", NULL },
+  { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet, "No progress on stderr", NULL },
   { "info", 0, 0, G_OPTION_ARG_FILENAME, &opt_info,
     "Show a model or drafter file's metadata, sizes and recipe", "FILE" },
   { "verify", 0, 0, G_OPTION_ARG_NONE, &opt_verify,
     "With --info: also read every tensor and check its checksum", NULL },
   { "plan", 0, 0, G_OPTION_ARG_FILENAME, &opt_plan,
     "Show what each recipe stores per tensor group for this config.json, and the bytes", "CONFIG" },
-  { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json,
-    "With --info or --plan: print JSON", NULL },
-  { "version", 0, 0, G_OPTION_ARG_NONE, &opt_version,
-    "Print the version and exit", NULL },
+  { "json", 0, 0, G_OPTION_ARG_NONE, &opt_json, "With --info or --plan: print JSON", NULL },
+  { "version", 0, 0, G_OPTION_ARG_NONE, &opt_version, "Print the version and exit", NULL },
   { NULL }
 };
 
@@ -397,6 +398,18 @@ run_convert (const char *input, const char *output)
     {
       g_printerr ("decapybara-convert: unknown recipe “%s” (bf16, xxl, large, medium, small, tiny)\n", opt_recipe);
       return 2;
+    }
+  if (opt_vision && !g_str_equal (opt_vision, "recipe"))
+    {
+      if (g_str_equal (opt_vision, "bf16"))
+        options.vision = DCP_CONVERT_VISION_BF16;
+      else if (g_str_equal (opt_vision, "fp8"))
+        options.vision = DCP_CONVERT_VISION_FP8;
+      else
+        {
+          g_printerr ("decapybara-convert: --vision “%s”: recipe, bf16 or fp8\n", opt_vision);
+          return 2;
+        }
     }
   if (!dcp_convert (&options, &stats, &error))
     {

@@ -10,6 +10,7 @@
 #include "dcp-error.h"
 #include "dcp-hf-auth.h"
 #include "dcp-model-meta.h"
+#include "dcp-vision-config.h"
 
 #define FIRST_FETCH (256u << 10)
 #define MAX_HEAD ((guint64) DCP_MODEL_MAX_METADATA + (1u << 20))
@@ -61,6 +62,12 @@ dcp_model_meta_new_from_info (const DcpModelInfo *info, const char *name, GError
       !size_member (sizes, "mtp", &meta->plan.mtp_bytes, name, error) ||
       !size_member (sizes, "vision", &meta->plan.vision_bytes, name, error))
     return NULL;
+  meta->plan.vision_activation_bytes = dcp_vision_activation_bytes_from_json (
+      json_object_get_member (m, "config"),
+      json_object_has_member (m, "preprocessor") &&
+              JSON_NODE_HOLDS_OBJECT (json_object_get_member (m, "preprocessor"))
+          ? json_object_get_member (m, "preprocessor")
+          : NULL);
   /* "file" is the size the converter wrote; the header's own file_size is the authority. */
   meta->plan.file_bytes = info->header.file_size;
   recipe = json_object_get_object_member (m, "recipe");

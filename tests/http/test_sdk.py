@@ -203,10 +203,14 @@ class OpenAIChat(Base):
             self.oai.chat.completions.create(model="m", response_format={"type": "json_list"},
                                              messages=[{"role": "user", "content": "x"}])
         self.assertIn("response_format.type", str(e.exception))
+        # An image reaches the executor (the scripted one answers); a damaged one is refused.
+        r = self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "hello"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG}}]}])
+        self.assertEqual(r.choices[0].finish_reason, "stop")
         with self.assertRaises(openai.BadRequestError) as e:
             self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG}}]}])
-        self.assertIn("images are not supported yet", str(e.exception))
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG[:40]}}]}])
+        self.assertIn("could not be decoded", str(e.exception))
         with self.assertRaises(openai.BadRequestError) as e:
             self.oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "w " * 5000}])
         self.assertEqual(e.exception.body["code"], "context_length_exceeded")
@@ -362,10 +366,14 @@ class Anthropic(Base):
             self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "w " * 5000}])
         self.assertIn("prompt is too long", str(e.exception))
         self.assertEqual(e.exception.body["error"]["type"], "invalid_request_error")
+        r = self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]}])
+        self.assertEqual(r.stop_reason, "end_turn")
         with self.assertRaises(anthropic.BadRequestError) as e:
             self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": [
-                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]}])
-        self.assertIn("images are not supported yet", str(e.exception))
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG[:40]}}]}])
+        self.assertIn("could not be decoded", str(e.exception))
         with self.assertRaises(anthropic.BadRequestError):
             self.ant.messages.create(model="m", max_tokens=10, messages=[{"role": "robot", "content": "x"}])
 

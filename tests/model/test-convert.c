@@ -506,6 +506,24 @@ test_mtp_vision (void)
   sizes = json_object_get_object_member (m, "sizes");
   g_assert_cmpint (json_object_get_int_member (sizes, "mtp"), >, 0);
   g_assert_cmpint (json_object_get_int_member (sizes, "vision"), >, 0);
+
+  /* --vision bf16: the tower's matrices in BF16 whatever the recipe says, and the recipe's
+   * vision group says so. */
+  g_clear_pointer (&file, dcp_model_file_free);
+  options.vision = DCP_CONVERT_VISION_BF16;
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
+  file = dcp_model_file_open (out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (dcp_model_file_lookup (file, "visual.blocks.0.attn.qkv.weight")->dtype, ==,
+                   DCP_DTYPE_BF16);
+  g_assert_cmpint (dcp_model_file_lookup (file, "mtp.fc.weight")->dtype, ==, DCP_DTYPE_MXFP6_E2M3);
+  m = dcp_model_file_get_metadata (file);
+  g_assert_cmpstr (
+      json_object_get_string_member (
+          json_object_get_object_member (json_object_get_object_member (m, "recipe"), "groups"),
+          "vision"),
+      ==, dcp_dtype_name (DCP_DTYPE_BF16));
   for (guint i = 0; i < G_N_ELEMENTS (extra); i++)
     g_bytes_unref (extra[i].bytes);
   g_rand_free (rand);

@@ -299,6 +299,21 @@ test_bad_settings (void)
     g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
   }
   {
+    /* The tower's weights and its working set count when it is loaded, and only then. */
+    DcpMemoryPlan without, with;
+    DcpPlanModel vm = m;
+
+    vm.vision_bytes = 900 * MIB;
+    vm.vision_activation_bytes = 3000 * MIB;
+    dcp_plan_settings_init_default (&s);
+    g_assert_true (dcp_memory_plan_compute (&without, &vm, &s, &d, NULL));
+    s.vision = TRUE;
+    g_assert_true (dcp_memory_plan_compute (&with, &vm, &s, &d, NULL));
+    g_assert_cmpuint (without.weights_vision, ==, 0);
+    g_assert_cmpuint (with.weights_vision, ==, 900 * MIB);
+    g_assert_cmpuint (with.activations, ==, without.activations + 3000 * MIB);
+  }
+  {
     g_autoptr(GError) error = NULL;
     dcp_plan_settings_init_default (&s);
     m.mtp_bytes = 0;

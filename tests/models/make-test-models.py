@@ -193,11 +193,141 @@ def make(name, init, kwargs, outdir, device):
           f"greedy {greedy}, cached-vs-full drift {drift:.2e}")
 
 
+# The multimodal test model: a Qwen3_5ForConditionalGeneration whose text model is
+# default-init-small's and whose vision tower is a small one at the real patch size (16, temporal
+# 2, 2x2 merge) with a 6x6 learned position grid; token ids of the vision markers inside the small
+# vocabulary. The image processor (transformers' PIL one: bicubic resize to multiples of 32
+# between MIN_PIXELS and MAX_PIXELS) sees four PNGs of different sizes and aspect ratios: one
+# upscaled, one downscaled, two in between.
+VISION_TEXT = dict(MODELS["default-init-small"][1])
+VISION = dict(depth=2, hidden_size=32, hidden_act="gelu_pytorch_tanh", intermediate_size=48,
+              num_heads=2, in_channels=3, patch_size=16, spatial_merge_size=2,
+              temporal_patch_size=2, out_hidden_size=VISION_TEXT["hidden_size"],
+              num_position_embeddings=36)
+VISION_TOKENS = dict(image_token_id=250, video_token_id=251, vision_start_token_id=248,
+                     vision_end_token_id=249)
+MIN_PIXELS, MAX_PIXELS = 32 * 32 * 4, 32 * 32 * 24
+IMAGES = {"wide": (200, 60), "tall": (45, 130), "small": (20, 20), "large": (400, 300)}
+
+
+def make_image(name, width, height, gen):
+    """Smooth gradients, a few shapes and some noise: something a resize has work to do on."""
+    from PIL import Image
+    y, x = torch.meshgrid(torch.arange(height, dtype=torch.float32),
+                          torch.arange(width, dtype=torch.float32), indexing="ij")
+    r = 127 + 120 * torch.sin(x / 7.0 + len(name))
+    g = 255 * (y / max(height - 1, 1))
+    b = 127 + 120 * torch.cos((x + y) / 11.0)
+    rgb = torch.stack([r, g, b], -1) + 25 * torch.randn((height, width, 3), generator=gen)
+    rgb[(x - width / 2) ** 2 + (y - height / 2) ** 2 < (min(width, height) / 4) ** 2] = 30
+    return Image.fromarray(rgb.clamp(0, 255).round().to(torch.uint8).numpy(), "RGB")
+
+
+def init_vision(model, gen):
+    """The tower's weights N(0, 1/fan_in), LayerNorms around 1 / 0, biases of order 0.1, a
+    position table of order 0.5: every part of the tower changes its output."""
+    with torch.no_grad():
+        for name, p in model.model.visual.named_parameters():
+            if "norm" in name:
+                base = 1.0 if name.endswith("weight") else 0.0
+                p.copy_(base + 0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name == "pos_embed.weight":
+                p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+            else:
+                fan_in = p[0].numel()
+                p.copy_(torch.randn(p.shape, generator=gen) / fan_in ** 0.5)
+
+
+def make_vision(name, outdir, device):
+    from transformers import (Qwen3_5Config, Qwen3_5ForConditionalGeneration)
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    gen = torch.Generator().manual_seed(1234 + len(name))
+    torch.manual_seed(sum(name.encode()))
+    text = dict(dict(max_position_embeddings=4096), **VISION_TEXT)
+    text.update(rms_norm_eps=1e-6, bos_token_id=None, eos_token_id=text["vocab_size"] - 1,
+                pad_token_id=None)
+    config = Qwen3_5Config(text_config=text, vision_config=VISION, tie_word_embeddings=False,
+                           **VISION_TOKENS)
+    model = Qwen3_5ForConditionalGeneration(config)
+    init_default(model.model.language_model, gen)
+    init_default(model.lm_head, gen)
+    init_vision(model, gen)
+    model = model.to(torch.bfloat16)
+    path = os.path.join(outdir, name)
+    model.save_pretrained(path, safe_serialization=True)
+    model.generation_config.save_pretrained(path)
+    processor = Qwen2VLImageProcessorPil(patch_size=16, temporal_patch_size=2, merge_size=2,
+                                         min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS,
+                                         image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    processor.save_pretrained(path)
+
+    ref = Qwen3_5ForConditionalGeneration.from_pretrained(path, torch_dtype=torch.float32)
+    ref = ref.to(device).eval()
+    gold = os.path.join(path, "golden")
+    os.makedirs(gold, exist_ok=True)
+    info = {"images": {}}
+    pixels, grids = {}, {}
+    with torch.no_grad():
+        for image_name, (width, height) in IMAGES.items():
+            image = make_image(image_name, width, height, gen)
+            image.save(os.path.join(gold, image_name + ".png"))
+            batch = processor(images=[image], return_tensors="pt")
+            pixels[image_name] = batch["pixel_values"]
+            grids[image_name] = batch["image_grid_thw"]
+            write_f32(os.path.join(gold, image_name + ".pixels.f32"), batch["pixel_values"])
+            out = ref.model.visual(batch["pixel_values"].to(device),
+                                   grid_thw=batch["image_grid_thw"].to(device))
+            write_f32(os.path.join(gold, image_name + ".tower.f32"), out.pooler_output)
+            info["images"][image_name] = {"width": width, "height": height,
+                                          "grid_thw": batch["image_grid_thw"][0].tolist(),
+                                          "tokens": out.pooler_output.shape[0]}
+
+        # One prompt with two images between text, then cached decoding after it.
+        vocab = text["vocab_size"]
+        order = ["wide", "tall"]
+        text_ids = [torch.randint(0, 240, (n,), generator=gen).tolist() for n in (5, 3, 4)]
+        ids, types = list(text_ids[0]), [0] * len(text_ids[0])
+        for k, image_name in enumerate(order):
+            n = info["images"][image_name]["tokens"]
+            ids += [VISION_TOKENS["vision_start_token_id"]] + [VISION_TOKENS["image_token_id"]] * n
+            ids += [VISION_TOKENS["vision_end_token_id"]] + text_ids[k + 1]
+            types += [0] + [1] * n + [0] * (1 + len(text_ids[k + 1]))
+        decode = torch.randint(0, 240, (4,), generator=gen).tolist()
+        out = ref(input_ids=torch.tensor([ids], device=device),
+                  mm_token_type_ids=torch.tensor([types], device=device),
+                  pixel_values=torch.cat([pixels[n] for n in order]).to(device),
+                  image_grid_thw=torch.cat([grids[n] for n in order]).to(device), use_cache=True)
+        write_f32(os.path.join(gold, "mm-prefill.f32"), out.logits[0])
+        cache = out.past_key_values
+        decode_logits = []
+        for t in decode:
+            out = ref(input_ids=torch.tensor([[t]], device=device), past_key_values=cache,
+                      use_cache=True)
+            cache = out.past_key_values
+            decode_logits.append(out.logits[0, -1])
+        write_f32(os.path.join(gold, "mm-decode.f32"), torch.stack(decode_logits))
+    info.update({"prompt": ids, "prompt_images": order, "decode": decode, "vocab_size": vocab,
+                 "rope_delta": int(ref.model.rope_deltas[0, 0]),
+                 "dtype": "float32 compute over bfloat16 weights", "torch": torch.__version__,
+                 "transformers": __import__("transformers").__version__})
+    with open(os.path.join(gold, "vision.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters, images "
+          + ", ".join(f"{k} {v['grid_thw']}" for k, v in info["images"].items())
+          + f", rope delta {info['rope_delta']}")
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "test-models"
-    names = sys.argv[2:] or list(MODELS)
+    names = sys.argv[2:] or list(MODELS) + ["vision-small"]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     for name in names:
+        if name == "vision-small":
+            make_vision(name, outdir, device)
+            continue
         init, kwargs = MODELS[name]
         make(name, init, kwargs, outdir, device)
 

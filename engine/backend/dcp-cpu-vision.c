@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+#define G_LOG_DOMAIN "dcp-cpu-vision"
+
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dcp-cpu-vision.h"
+#include "dcp-quant.h"
+
+/* A Linear with its bias. */
+typedef struct {
+  DcpCpuMatrix w;
+  float *b;
+} Linear;
+
+/* A LayerNorm's weight and bias. */
+typedef struct {
+  float *w, *b;
+} Norm;
+
+typedef struct {
+  Norm norm1, norm2;
+  Linear qkv, proj, fc1, fc2;
+} Block;
+
+struct _DcpCpuVision {
+  DcpVisionConfig config;
+  Linear patch_embed; /* [hidden, channels x frames x patch^2] */
+  float *pos_embed;   /* [grid_side^2, hidden] */
+  Block *blocks;
+  Norm merger_norm;
+  Linear merger_fc1, merger_fc2;
+  float inv_freq[256]; /* head_dim / 4 frequencies of the 2-D rotary */
+  GPtrArray *owned;
+};
+
+static float *
+vector (DcpCpuVision *v, const DcpTensorSource *source, const char *name, guint64 n, GError **error)
+{
+  const DcpTensorView *view = dcp_tensor_source_require (source, name, 1, &n, error);
+  DcpCpuMatrix m;
+  float *x;
+
+  if (view == NULL)
+    return NULL;
+  m = dcp_cpu_matrix_from_view (view);
+  x = g_new (float, n);
+  dcp_cpu_matrix_rows (&m, 0, 1, x);
+  g_ptr_array_add (v->owned, x);
+  return x;
+}
+
+/* A Linear [rows, cols] (or the patch embedding's Conv3d kernel, shape given in full) and its
+ * bias [rows]. */
+static gboolean
+linear (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guint ndim,
+        const guint64 *shape, Linear *out, GError **error)
+{
+  g_autofree char *w_name = g_strconcat (prefix, ".weight", NULL);
+  g_autofree char *b_name = g_strconcat (prefix, ".bias", NULL);
+  const DcpTensorView *view = dcp_tensor_source_require (source, w_name, ndim, shape, error);
+
+  if (view == NULL)
+    return FALSE;
+  out->w = dcp_cpu_matrix_from_view (view);
+  if (view->nbytes != dcp_quant_tensor_bytes (out->w.dtype, out->w.rows, out->w.cols))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
+                   "tensor “%s”: %" G_GUINT64_FORMAT " bytes do not fit its shape and format",
+                   w_name, view->nbytes);
+      return FALSE;
+    }
+  return (out->b = vector (v, source, b_name, shape[0], error)) != NULL;
+}
+
+static gboolean
+linear2 (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guint64 rows,
+         guint64 cols, Linear *out, GError **error)
+{
+  guint64 shape[2] = { rows, cols };
+
+  return linear (v, source, prefix, 2, shape, out, error);
+}
+
+static gboolean
+norm (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guint64 n, Norm *out,
+      GError **error)
+{
+  g_autofree char *w_name = g_strconcat (prefix, ".weight", NULL);
+  g_autofree char *b_name = g_strconcat (prefix, ".bias", NULL);
+
+  return (out->w = vector (v, source, w_name, n, error)) != NULL &&
+         (out->b = vector (v, source, b_name, n, error)) != NULL;
+}
+
+DcpCpuVision *
+dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source, GError **error)
+{
+  g_autoptr(DcpCpuVision) v = g_new0 (DcpCpuVision, 1);
+  const DcpVisionConfig *c = &v->config;
+  guint64 d = config->hidden_size, merged = d * config->merge_size * config->merge_size;
+  guint64 patch_shape[5] = { d, config->in_channels, config->temporal_patch_size,
+                             config->patch_size, config->patch_size };
+  guint64 pos_shape[2] = { config->n_position_embeddings, d };
+  const DcpTensorView *pos;
+  DcpCpuMatrix pos_m;
+  guint half = config->head_dim / 2;
+
+  g_return_val_if_fail (config != NULL && source != NULL, NULL);
+
+  v->config = *config;
+  v->owned = g_ptr_array_new_with_free_func (g_free);
+  if (!linear (v, source, "visual.patch_embed.proj", 5, patch_shape, &v->patch_embed, error) ||
+      (pos = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)) ==
+          NULL)
+    return NULL;
+  pos_m = dcp_cpu_matrix_from_view (pos);
+  v->pos_embed = g_new (float, pos_shape[0] * d);
+  g_ptr_array_add (v->owned, v->pos_embed);
+  dcp_cpu_matrix_rows (&pos_m, 0, pos_m.rows, v->pos_embed);
+
+  v->blocks = g_new0 (Block, c->depth);
+  for (guint i = 0; i < c->depth; i++)
+    {
+      Block *b = &v->blocks[i];
+      g_autofree char *p = g_strdup_printf ("visual.blocks.%u", i);
+      g_autofree char *n1 = g_strconcat (p, ".norm1", NULL), *n2 = g_strconcat (p, ".norm2", NULL);
+      g_autofree char *qkv = g_strconcat (p, ".attn.qkv", NULL),
+                      *proj = g_strconcat (p, ".attn.proj", NULL);
+      g_autofree char *fc1 = g_strconcat (p, ".mlp.linear_fc1", NULL),
+                      *fc2 = g_strconcat (p, ".mlp.linear_fc2", NULL);
+
+      if (!norm (v, source, n1, d, &b->norm1, error) ||
+          !norm (v, source, n2, d, &b->norm2, error) ||
+          !linear2 (v, source, qkv, 3 * d, d, &b->qkv, error) ||
+          !linear2 (v, source, proj, d, d, &b->proj, error) ||
+          !linear2 (v, source, fc1, c->intermediate_size, d, &b->fc1, error) ||
+          !linear2 (v, source, fc2, d, c->intermediate_size, &b->fc2, error))
+        return NULL;
+    }
+  if (!norm (v, source, "visual.merger.norm", d, &v->merger_norm, error) ||
+      !linear2 (v, source, "visual.merger.linear_fc1", merged, merged, &v->merger_fc1, error) ||
+      !linear2 (v, source, "visual.merger.linear_fc2", c->out_hidden_size, merged, &v->merger_fc2,
+                error))
+    return NULL;
+
+  /* transformers: 1 / theta^(arange(0, half, 2) / half) in FP32 (torch's pow, then a
+   * reciprocal). */
+  g_return_val_if_fail (half / 2 <= G_N_ELEMENTS (v->inv_freq), NULL);
+  for (guint i = 0; i < half / 2; i++)
+    v->inv_freq[i] = 1.0f / powf ((float) c->rope_theta, (float) (2 * i) / (float) half);
+  return g_steal_pointer (&v);
+}
+
+void
+dcp_cpu_vision_free (DcpCpuVision *v)
+{
+  if (v == NULL)
+    return;
+  g_clear_pointer (&v->owned, g_ptr_array_unref);
+  g_free (v->blocks);
+  g_free (v);
+}
+
+const DcpVisionConfig *
+dcp_cpu_vision_get_config (DcpCpuVision *v)
+{
+  return &v->config;
+}
+
+static void
+linear_forward (DcpCpuPool *pool, const Linear *l, const float *x, guint n, float *y)
+{
+  dcp_cpu_matmul (pool, &l->w, x, n, y);
+  for (guint t = 0; t < n; t++)
+    for (guint64 r = 0; r < l->w.rows; r++)
+      y[t * l->w.rows + r] += l->b[r];
+}
+
+/* LayerNorm (eps 1e-6) of n rows of width d, in double for the mean and variance as torch's
+ * FP32 kernel accumulates more precisely than a plain float sum. */
+static void
+layer_norm (const Norm *nm, const float *x, guint n, guint d, float *y)
+{
+  for (guint t = 0; t < n; t++)
+    {
+      const float *xr = x + (gsize) t * d;
+      float *yr = y + (gsize) t * d;
+      double mean = 0, var = 0;
+      float inv;
+
+      for (guint i = 0; i < d; i++)
+        mean += xr[i];
+      mean /= d;
+      for (guint i = 0; i < d; i++)
+        var += (xr[i] - mean) * (xr[i] - mean);
+      inv = (float) (1.0 / sqrt (var / d + 1e-6));
+      for (guint i = 0; i < d; i++)
+        yr[i] = (float) (xr[i] - mean) * inv * nm->w[i] + nm->b[i];
+    }
+}
+
+static float
+gelu_tanh (float x)
+{
+  return 0.5f * x * (1.0f + tanhf (0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+static float
+gelu_erf (float x)
+{
+  return 0.5f * x * (1.0f + erff (x * (float) M_SQRT1_2));
+}
+
+/* The learned position table, bilinearly resampled (align_corners) to an h x w grid, added to
+ * each patch of the frame (patches in merge-block order). */
+static void
+add_positions (DcpCpuVision *v, const DcpVisionGrid *g, float *x)
+{
+  const DcpVisionConfig *c = &v->config;
+  guint d = c->hidden_size, side = c->grid_side, m = c->merge_size;
+  gsize per_frame = (gsize) g->h * g->w;
+
+  for (gsize i = 0; i < per_frame * g->t; i++)
+    {
+      gsize within = i % per_frame;
+      guint in_col = within % m, in_row = (within / m) % m;
+      guint block_col = (within / (m * m)) % (g->w / m), block_row = within / (m * m * (g->w / m));
+      guint row = block_row * m + in_row, col = block_col * m + in_col;
+      float src[2], frac[2];
+      guint lo[2], hi[2];
+      float *xr = x + i * d;
+
+      src[0] = (float) row * (float) (side - 1) / (float) MAX (g->h - 1, 1);
+      src[1] = (float) col * (float) (side - 1) / (float) MAX (g->w - 1, 1);
+      for (int a = 0; a < 2; a++)
+        {
+          float f = floorf (src[a]);
+
+          frac[a] = src[a] - f;
+          lo[a] = MIN ((guint) f, side - 1);
+          hi[a] = MIN ((guint) f + 1, side - 1);
+        }
+      {
+        const guint taps[4] = { lo[0] * side + lo[1], lo[0] * side + hi[1], hi[0] * side + lo[1],
+                                hi[0] * side + hi[1] };
+        const float weights[4] = { (1 - frac[0]) * (1 - frac[1]), (1 - frac[0]) * frac[1],
+                                   frac[0] * (1 - frac[1]), frac[0] * frac[1] };
+
+        for (guint k = 0; k < d; k++)
+          {
+            float sum = 0;
+
+            for (int tap = 0; tap < 4; tap++)
+              sum += v->pos_embed[(gsize) taps[tap] * d + k] * weights[tap];
+            xr[k] += sum;
+          }
+      }
+    }
+}
+
+/* Rotate-half over the whole head: pair (j, j + head_dim / 2) turns by row * f_j for the
+ * first head_dim / 4 pairs and by col * f_(j - head_dim / 4) for the rest. */
+static void
+rotate (const DcpCpuVision *v, float *x, guint row, guint col)
+{
+  guint half = v->config.head_dim / 2, quarter = half / 2;
+
+  for (guint j = 0; j < half; j++)
+    {
+      float angle =
+          j < quarter ? (float) row * v->inv_freq[j] : (float) col * v->inv_freq[j - quarter];
+      float cs = cosf (angle), sn = sinf (angle), a = x[j], b = x[j + half];
+
+      x[j] = a * cs - b * sn;
+      x[j + half] = b * cs + a * sn;
+    }
+}
+
+typedef struct {
+  const DcpCpuVision *v;
+  const float *qkv; /* [n, 3 hidden]: q, k, v, each heads x head_dim */
+  float *out;       /* [n, hidden] */
+  guint n, frame;   /* tokens; patches per frame (attention stays within a frame) */
+} AttentionJob;
+
+/* Bidirectional attention of the queries [begin, end) (query index = token * heads + head). */
+static void
+attention_range (gpointer data, guint begin, guint end)
+{
+  const AttentionJob *job = data;
+  const DcpVisionConfig *c = &job->v->config;
+  guint d = c->hidden_size, hd = c->head_dim, heads = c->n_heads;
+  float scale = 1.0f / sqrtf ((float) hd);
+  g_autofree float *scores = g_new (float, job->frame);
+
+  for (guint qi = begin; qi < end; qi++)
+    {
+      guint t = qi / heads, h = qi % heads, first = t / job->frame * job->frame;
+      const float *q = job->qkv + (gsize) t * 3 * d + h * hd;
+      float *o = job->out + (gsize) t * d + h * hd;
+      float max = -INFINITY, sum = 0;
+
+      for (guint s = 0; s < job->frame; s++)
+        {
+          scores[s] =
+              dcp_cpu_dot (q, job->qkv + (gsize) (first + s) * 3 * d + d + h * hd, hd) * scale;
+          max = MAX (max, scores[s]);
+        }
+      for (guint s = 0; s < job->frame; s++)
+        sum += scores[s] = expf (scores[s] - max);
+      memset (o, 0, hd * sizeof (float));
+      for (guint s = 0; s < job->frame; s++)
+        dcp_cpu_axpy (o, scores[s] / sum, job->qkv + (gsize) (first + s) * 3 * d + 2 * d + h * hd,
+                      hd);
+    }
+}
+
+void
+dcp_cpu_vision_forward (DcpCpuVision *v, DcpCpuPool *pool, const float *patches,
+                        const DcpVisionGrid *g, float *out)
+{
+  const DcpVisionConfig *c = &v->config;
+  guint d = c->hidden_size, m = c->merge_size, hd = c->head_dim;
+  guint n = g->t * g->h * g->w, frame = g->h * g->w, unit = m * m;
+  g_autofree float *x = g_new (float, (gsize) n *d);
+  g_autofree float *h = g_new (float, (gsize) n *d);
+  g_autofree float *qkv = g_new (float, (gsize) n * 3 * d);
+  g_autofree float *attn = g_new (float, (gsize) n *d);
+  g_autofree float *mlp = g_new (float, (gsize) n *MAX (c->intermediate_size, d));
+  g_autofree float *merged = g_new (float, (gsize) (n / unit) * d * unit);
+
+  g_return_if_fail (g->h % m == 0 && g->w % m == 0);
+
+  linear_forward (pool, &v->patch_embed, patches, n, x);
+  add_positions (v, g, x);
+  for (guint b = 0; b < c->depth; b++)
+    {
+      const Block *bl = &v->blocks[b];
+      AttentionJob job = { v, qkv, attn, n, frame };
+
+      layer_norm (&bl->norm1, x, n, d, h);
+      linear_forward (pool, &bl->qkv, h, n, qkv);
+      for (guint t = 0; t < n; t++)
+        {
+          guint within = t % frame;
+          guint row = (within / (unit * (g->w / m))) * m + (within / m) % m;
+          guint col = ((within / unit) % (g->w / m)) * m + within % m;
+
+          for (guint head = 0; head < c->n_heads; head++)
+            {
+              rotate (v, qkv + (gsize) t * 3 * d + head * hd, row, col);
+              rotate (v, qkv + (gsize) t * 3 * d + d + head * hd, row, col);
+            }
+        }
+      dcp_cpu_pool_run (pool, n * c->n_heads, attention_range, &job);
+      linear_forward (pool, &bl->proj, attn, n, h);
+      for (gsize i = 0; i < (gsize) n * d; i++)
+        x[i] += h[i];
+
+      layer_norm (&bl->norm2, x, n, d, h);
+      linear_forward (pool, &bl->fc1, h, n, mlp);
+      for (gsize i = 0; i < (gsize) n * c->intermediate_size; i++)
+        mlp[i] = gelu_tanh (mlp[i]);
+      linear_forward (pool, &bl->fc2, mlp, n, h);
+      for (gsize i = 0; i < (gsize) n * d; i++)
+        x[i] += h[i];
+    }
+  /* The merger: each patch normed, each block of m x m consecutive patches one row. */
+  layer_norm (&v->merger_norm, x, n, d, merged);
+  g_free (mlp);
+  mlp = g_new (float, (gsize) (n / unit) * d * unit);
+  linear_forward (pool, &v->merger_fc1, merged, n / unit, mlp);
+  for (gsize i = 0; i < (gsize) (n / unit) * d * unit; i++)
+    mlp[i] = gelu_erf (mlp[i]);
+  linear_forward (pool, &v->merger_fc2, mlp, n / unit, out);
+}

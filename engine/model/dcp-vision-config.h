@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* The vision tower's hyper-parameters (docs/MODEL.md "The vision tower"), the token ids that mark
+ * images in a prompt, and the image processor's settings, from a Qwen3_5ForConditionalGeneration
+ * config.json ("vision_config" and the top-level token ids) and its preprocessor_config.json. */
+typedef struct {
+  guint depth; /* ViT blocks */
+  guint hidden_size, n_heads, head_dim, intermediate_size;
+  guint in_channels, patch_size, temporal_patch_size, merge_size;
+  guint n_position_embeddings; /* a square table */
+  guint grid_side;             /* its side: sqrt (n_position_embeddings) */
+  guint out_hidden_size;       /* the language model's hidden size */
+  double rope_theta;           /* the 2-D rotary's base */
+  guint32 image_token_id, video_token_id, vision_start_token_id, vision_end_token_id;
+
+  /* The image processor: resize to multiples of patch_size * merge_size with between
+   * min_pixels and max_pixels in all, then (x / 255 - mean) / std per channel. */
+  guint64 min_pixels, max_pixels;
+  float image_mean[3], image_std[3];
+} DcpVisionConfig;
+
+/* config is the whole config.json; preprocessor is preprocessor_config.json's object, or NULL
+ * for Qwen3-VL's processor defaults (65,536 to 16,777,216 pixels, mean and std 0.5). An error
+ * names the field; a config without a vision_config is NOT_SUPPORTED. */
+gboolean dcp_vision_config_from_json (DcpVisionConfig *config, JsonNode *root,
+                                      JsonNode *preprocessor, GError **error);
+/* LLM tokens (after the 2x2 merge) of an image whose patch grid is grid_h x grid_w. */
+guint dcp_vision_config_n_tokens (const DcpVisionConfig *config, guint grid_h, guint grid_w);
+
+/* Bytes the CPU tower's FP32 forward holds at once for the largest image it is given
+ * (max_pixels in patches): the patches, the residual stream and its normed copy, q/k/v, the
+ * attention output, the MLP's hidden rows, the merger's rows and the embeddings. */
+guint64 dcp_vision_config_activation_bytes (const DcpVisionConfig *config);
+/* The same from a model's config.json and preprocessor_config.json (NULL: defaults); 0 when the
+ * config has no (valid) vision tower. What the memory planner counts. */
+guint64 dcp_vision_activation_bytes_from_json (JsonNode *config, JsonNode *preprocessor);
+
+G_END_DECLS
