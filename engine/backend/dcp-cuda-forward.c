@@ -394,7 +394,7 @@ dcp_cuda_forward_get_kv (DcpCudaForward *self)
 #define TRY(call) do { int err_ = (call); if (err_ != 0) return err_; } while (0)
 
 /* Passes of up to this many rows run GEMVs, DCPK_GEMV_MAX_BATCH rows per call. */
-#define GEMV_PASS_MAX_ROWS (3 * DCPK_GEMV_MAX_BATCH)
+#define GEMV_PASS_MAX_ROWS (2 * DCPK_GEMV_MAX_BATCH)
 
 static int
 gemv_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float *y)
@@ -418,9 +418,9 @@ gemm_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float 
 
 /* The matrix product of the pass: GEMVs when the pass has few rows (a decode pass, verify
  * steps' drafts, a prompt's short tail), GEMMs otherwise. A GEMM of an MX matrix converts the
- * whole matrix first: at 2..16 rows that alone cost 3.7x a decode step, and at 20..48 rows
- * (verify steps of 4 and 12 conversations) 3.6..4.8x, where 16-row GEMVs read the weights as
- * they are, once per 16 rows (H200, 27B shapes, 2026-12-03; docs/PERFORMANCE.md). */
+ * whole matrix first: at 2..16 rows that alone cost 3.7x a decode step, where the GEMV reads
+ * the weights as they are. Two 16-row GEMVs still beat the GEMM a little at 17..32 rows; at
+ * 36..48 rows three were slower (H200, 27B shapes, 2026-12-03; docs/PERFORMANCE.md). */
 static DcpCudaMatmulFn
 matmul_fn (const Pass *p)
 {
