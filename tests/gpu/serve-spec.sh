@@ -1,0 +1,74 @@
+#!/bin/sh
+# There (GPU machine, from .gpu/ as staged by prepare.sh; the checkout beside it): what
+# speculation gives a streaming client on the trained demo model (issue 19). The server on the
+# CUDA backend with each speculator (off, ngram and mtp at 4 drafts, and drafts chosen by
+# confidence), one client asking for 8 Python functions one after another (tools/loadgen.py
+# --prompts code, greedy, 192 tokens), then /stats' mean accepted length. Beside them
+# decapybara-bench --model on the same file: a verify step of 5 rows against the 1-row step, so
+# that the predicted factor is (tokens per verify step) x (1-row step / 5-row step); the MTP
+# chain's own time is not in that prediction. Prints a table last; logs and JSON go to $OUT.
+set -u
+here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
+out=${OUT:-/tmp/dcp-gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+model=data/demo-model/demo.mcapy
+
+timeout 120 "$here/bin/decapybara-bench" --model $model --recipe medium --verify --batches 1 \
+  --contexts 1K --steps 20 --prefill none --mixed 0 > "$out/bench-demo.log" 2>&1
+grep -E "^  1 " "$out/bench-demo.log" | head -8
+
+for spec in off ngram:4 ngram:0 mtp:4 mtp:0; do
+  name=$(echo $spec | tr : -)
+  log=$out/serve-$name.log
+  "$here/bin/decapybara" --model $model --backend cuda --port 0 --no-dbus --no-dashboard \
+    --speculator ${spec%%:*} $( [ "$spec" != off ] && echo --draft-length ${spec#*:} ) > "$log" 2>&1 &
+  pid=$!
+  url=""
+  for i in $(seq 1 120); do
+    url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$log" | head -1)
+    [ -n "$url" ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.5
+  done
+  [ -n "$url" ] || { echo "serve-spec: $spec did not start"; tail -5 "$log"; continue; }
+  url=${url%/}
+  python3 tools/loadgen.py --url "$url" --prompts code --max-tokens 16 --json > /dev/null
+  timeout 200 python3 tools/loadgen.py --url "$url" --prompts code --requests 8 --max-tokens 192 \
+    --json > "$out/load-$name.json"
+  python3 -c "import json,urllib.request; print(json.dumps(json.load(urllib.request.urlopen('$url/stats'))))" \
+    > "$out/stats-$name.json"
+  kill $pid; wait $pid 2>/dev/null
+done
+
+python3 - "$out" <<'PY'
+import json, os, re, sys
+out = sys.argv[1]
+step = {}
+for line in open(os.path.join(out, "bench-demo.log")):
+    m = re.match(r"\s+1\s+1024\s+(\d+)\s+([\d.]+)\s", line)
+    if m:
+        step[int(m.group(1))] = float(m.group(2))
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (OSError, ValueError):
+        return None
+off = load("load-off.json")
+base = sum(off["load"]["per_client_tokens_per_second"]) if off else None
+print("\n| speculator | client tokens/s | x off | tokens per verify step | predicted x | verify steps |")
+print("|---|---|---|---|---|---|")
+for name in ("off", "ngram-4", "ngram-0", "mtp-4", "mtp-0"):
+    r, st = load(f"load-{name}.json"), load(f"stats-{name}.json")
+    if r is None or st is None:
+        print(f"| {name} | failed | | | | |")
+        continue
+    rate = sum(r["load"]["per_client_tokens_per_second"])
+    sched = st.get("scheduler", {})
+    length = sched.get("mean_accepted_length", 0) or 0
+    pred = ""
+    if name.endswith("-4") and 1 in step and 5 in step and length:
+        pred = f"{length * step[1] / step[5]:.2f}"
+    x = f"{rate / base:.2f}" if base else "?"
+    print(f"| {name} | {rate:.1f} | {x} | {length:.2f} | {pred} | {sched.get('verify_steps', 0)} |")
+PY
