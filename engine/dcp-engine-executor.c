@@ -54,6 +54,15 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
   g_autofree char *text = NULL;
 
   dcp_model_source_get_plan_model (model, &plan_model);
+  if (settings->speculator == DCP_SPECULATOR_MTP &&
+      (plan_model.config.mtp_n_layers == 0 || plan_model.mtp_bytes == 0))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--speculator mtp: the model %s has no MTP head (no mtp.* tensors); use "
+                   "--speculator ngram, or convert the checkpoint with its mtp.* tensors",
+                   dcp_model_source_get_path (model));
+      return FALSE;
+    }
   /* The backend's storage is in dcp_settings_to_plan, which the launcher's costs use too. */
   dcp_settings_to_plan (settings, &plan_settings);
   if (cpu)
@@ -142,18 +151,6 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
   return monitor;
 }
 
-/* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
- * drafter yet (and the CUDA backend does not run the MTP head). */
-static DcpSpeculator
-effective_speculator (const DcpSettings *settings)
-{
-  if (settings->speculator != DCP_SPECULATOR_MTP)
-    return settings->speculator;
-  g_warning ("--speculator mtp: the MTP drafter is not built yet; speculation is off "
-             "(--speculator ngram drafts from the conversation)");
-  return DCP_SPECULATOR_OFF;
-}
-
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
  * conversation and the snapshots': dcp_plan_gdn_blocks). */
@@ -169,7 +166,7 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
   c->speculator = settings->speculator;
-  c->draft_length = settings->draft_length > 0 ? settings->draft_length : DCP_DRAFT_DEFAULT;
+  c->draft_length = settings->draft_length;   /* 0: chosen by confidence */
 }
 
 DcpExecutor *
@@ -190,7 +187,6 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
   DcpExecutor *batch;
-  DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_settings_validate (settings,
@@ -211,9 +207,6 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (progress != NULL)
     progress (0.1, user_data);
   backend_name = dcp_settings_get (settings, "backend");
-  effective = *settings;
-  effective.speculator = effective_speculator (settings);
-  settings = &effective;
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
   capacity->memory_bytes = plan.vram_total;

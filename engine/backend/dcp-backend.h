@@ -104,6 +104,11 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* Whether the model file carries the MTP head. */
   gboolean     (*has_mtp)            (DcpBackend         *self);
+  /* The MTP head's KV keeps its first n_tokens rows (all, where it holds fewer): drafts it
+   * chained past the verified ones are dropped. Default: nothing (no MTP head). */
+  void         (*mtp_rewind)         (DcpBackend         *self,
+                                      DcpSeqState        *state,
+                                      guint               n_tokens);
   /* Appends the whole state to out as bytes (for the RAM and disk tiers); a device error says
    * so (out is then as it was). */
   gboolean     (*state_save)         (DcpBackend         *self,
@@ -212,6 +217,9 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
+void         dcp_backend_mtp_rewind         (DcpBackend         *self,
+                                             DcpSeqState        *state,
+                                             guint               n_tokens);
 gboolean     dcp_backend_state_save         (DcpBackend         *self,
                                              const DcpSeqState  *state,
                                              GByteArray         *out,
