@@ -488,7 +488,8 @@ test_bad_config (void)
 }
 
 /* The demo model on code prompts, with each drafter at 4 drafts and at lengths chosen by
- * confidence: identical output, and the mean accepted length printed. */
+ * confidence: identical output, greedy and seeded sampled, and the mean accepted length
+ * printed. */
 static void
 test_demo_acceptance (void)
 {
@@ -505,7 +506,7 @@ test_demo_acceptance (void)
   DcpModelSource *model;
   g_autoptr(DcpTokenizer) tok = NULL;
   g_autoptr(DcpBackend) b = NULL;
-  GArray *refs[G_N_ELEMENTS (prompts)];
+  GArray *refs[G_N_ELEMENTS (prompts)], *sampled[G_N_ELEMENTS (prompts)];
 
   if (!g_file_test (path, G_FILE_TEST_EXISTS))
     {
@@ -562,8 +563,49 @@ test_demo_acceptance (void)
                         st.accepted_tokens, 1.0 + (double) st.accepted_tokens / st.verify_steps,
                         100.0 * st.accepted_tokens / MAX (st.drafted_tokens, 1), took / 1e6);
       }
+  /* sampled (temperature 0.7, seeded): the same tokens with each drafter as without */
+  for (guint k = 0; k < 1 + G_N_ELEMENTS (speculators); k++)
+    {
+      Request *reqs[G_N_ELEMENTS (prompts)];
+      DcpSchedulerStats st;
+
+      for (guint i = 0; i < G_N_ELEMENTS (prompts); i++)
+        {
+          reqs[i] = g_new0 (Request, 1);
+          reqs[i]->prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+          g_array_append_vals (reqs[i]->prompt, &g_array_index (refs[i], guint32, 1),
+                               g_array_index (refs[i], guint32, 0));
+          reqs[i]->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+          reqs[i]->max_tokens = 64;
+          reqs[i]->stop = G_MAXUINT32;
+          reqs[i]->temperature = 0.7;
+          reqs[i]->seed = 5 + i;
+        }
+      run_scheduler (b, reqs, G_N_ELEMENTS (prompts), G_N_ELEMENTS (prompts),
+                     k == 0 ? DCP_SPECULATOR_OFF : speculators[k - 1], k == 2 ? 0 : 4, &st);
+      for (guint i = 0; i < G_N_ELEMENTS (prompts); i++)
+        {
+          if (k == 0)
+            sampled[i] = g_array_ref (reqs[i]->tokens);
+          else
+            g_assert_cmpmem (reqs[i]->tokens->data, reqs[i]->tokens->len * 4,
+                             sampled[i]->data, sampled[i]->len * 4);
+          request_free (reqs[i]);
+        }
+      if (k > 0)
+        {
+          g_assert_cmpuint (st.accepted_tokens, >, 0);
+          g_test_message ("demo model, sampled, %s: %.2f tokens per verify step (%.1f%% of drafts accepted)",
+                          speculators[k - 1] == DCP_SPECULATOR_MTP ? "mtp" : "ngram",
+                          1.0 + (double) st.accepted_tokens / st.verify_steps,
+                          100.0 * st.accepted_tokens / MAX (st.drafted_tokens, 1));
+        }
+    }
   for (guint i = 0; i < G_N_ELEMENTS (prompts); i++)
-    g_array_unref (refs[i]);
+    {
+      g_array_unref (refs[i]);
+      g_array_unref (sampled[i]);
+    }
   g_clear_object (&b);
   dcp_model_source_free (model);
 }
