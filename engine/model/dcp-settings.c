@@ -96,11 +96,13 @@ static const Setting settings_table[] = {
     KIND_CHOICE, OFF (activations), 0, 0, activation_modes },
   { { "speculator", "off|mtp|ngram|dflash", "Draft tokens to verify in one step (speculative decoding)",
       "mtp: the model's own next-token head drafts; ngram: drafts copied from the conversation. "
-      "Output is the same as without; speed rises when drafts are accepted. Greedy requests "
-      "(temperature 0) only; dflash is not built yet." },
+      "Output is the same as without (sampled output too, drawn as without); speed rises when "
+      "drafts are accepted. dflash is not built yet." },
     KIND_CHOICE, OFF (speculator), 0, 0, speculators },
-  { { "draft-length", "0..15", "Draft tokens per step (0 = the default, 4)",
-      "Longer drafts pay off when most are accepted (code, repeated text)." },
+  { { "draft-length", "0..15", "Draft tokens per step (0 = chosen each step by the drafter's confidence)",
+      "Longer drafts pay off when most are accepted (code, repeated text). 0 weighs each draft's "
+      "chance against the measured cost of a longer step: more drafts when the GPU has room, "
+      "fewer when many conversations write." },
     KIND_UINT, OFF (draft_length), 0, DCP_DRAFT_MAX },
   { { "prefill-policy", "balanced|decode-priority|prefill-priority",
       "How prompt reading shares the GPU with conversations that are writing",
@@ -160,6 +162,7 @@ dcp_settings_init_default (DcpSettings *s)
   s->rope_scaling = DCP_ROPE_SCALING_AUTO;
   s->activations = DCP_ACTIVATIONS_BF16;
   s->speculator = DCP_SPECULATOR_OFF;
+  s->draft_length = DCP_DRAFT_DEFAULT;
   s->prefill_policy = DCP_PREFILL_BALANCED;
   s->prefill_chunk = 2048;
   s->integrity_interval = 600;

@@ -5,14 +5,16 @@
 
 #include "dcp-draft-length.h"
 
+/* The last few times of each row count; the estimate is their least: what else runs on the
+ * machine (or a page fault, a late thread) only ever slows a step down, and one slow step must
+ * not keep the chooser away from that row count for good. */
+#define KEPT 4
+
 struct _DcpStepTimes {
   double knee;
-  double us[DCP_STEP_TIMES_ROWS + 1];   /* 0: not measured */
+  float us[DCP_STEP_TIMES_ROWS + 1][KEPT];   /* 0: none yet */
+  guint8 next[DCP_STEP_TIMES_ROWS + 1];
 };
-
-/* Measurements are averaged with this weight for the newest: steps vary (a prompt chunk's
- * attention grows with its position), the average follows them. */
-#define NEWEST 0.2
 
 DcpStepTimes *
 dcp_step_times_new (double knee)
@@ -38,13 +40,23 @@ planned (const DcpStepTimes *self, guint rows)
 void
 dcp_step_times_record (DcpStepTimes *self, guint rows, gint64 us)
 {
-  double *at;
-
   g_return_if_fail (self != NULL);
   if (rows == 0 || rows > DCP_STEP_TIMES_ROWS)
     return;
-  at = &self->us[rows];
-  *at = *at == 0 ? MAX (us, 1) : (1 - NEWEST) * *at + NEWEST * MAX (us, 1);
+  self->us[rows][self->next[rows]] = (float) MAX (us, 1);
+  self->next[rows] = (self->next[rows] + 1) % KEPT;
+}
+
+/* The least of the times kept for rows; 0: none. */
+static double
+measured (const DcpStepTimes *self, guint rows)
+{
+  double least = 0;
+
+  for (guint k = 0; k < KEPT; k++)
+    if (self->us[rows][k] > 0 && (least == 0 || self->us[rows][k] < least))
+      least = self->us[rows][k];
+  return least;
 }
 
 double
@@ -53,15 +65,13 @@ dcp_step_times_estimate (const DcpStepTimes *self, guint rows)
   guint r = MIN (MAX (rows, 1), DCP_STEP_TIMES_ROWS);
 
   g_return_val_if_fail (self != NULL, 1);
-  if (self->us[r] > 0)
-    return planned (self, MAX (rows, 1)) * self->us[r] / planned (self, r);
-  for (guint d = 1; r > d || r + d <= DCP_STEP_TIMES_ROWS; d++)
+  for (guint d = 0; d == 0 || r > d || r + d <= DCP_STEP_TIMES_ROWS; d++)
     {
-      guint near = r > d && self->us[r - d] > 0 ? r - d
-                 : r + d <= DCP_STEP_TIMES_ROWS && self->us[r + d] > 0 ? r + d : 0;
+      guint near = r > d && measured (self, r - d) > 0 ? r - d
+                 : r + d <= DCP_STEP_TIMES_ROWS && measured (self, r + d) > 0 ? r + d : 0;
 
       if (near > 0)
-        return planned (self, MAX (rows, 1)) * self->us[near] / planned (self, near);
+        return planned (self, MAX (rows, 1)) * measured (self, near) / planned (self, near);
     }
   return planned (self, MAX (rows, 1));
 }

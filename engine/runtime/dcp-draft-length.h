@@ -23,8 +23,9 @@ void          dcp_step_times_free     (DcpStepTimes        *self);
 void          dcp_step_times_record   (DcpStepTimes        *self,
                                        guint                rows,
                                        gint64               us);
-/* The expected time of a step of rows rows: the measurement at rows where there is one, else
- * the planned shape scaled to the nearest measurement (to the plan itself before any). */
+/* The expected time of a step of rows rows: the least of the last 4 measurements at rows
+ * where there are some, else the planned shape scaled to the nearest row count measured (the
+ * plan itself before any). */
 double        dcp_step_times_estimate (const DcpStepTimes  *self,
                                        guint                rows);
 

@@ -11,13 +11,18 @@
 #include "dcp-speculation.h"
 
 /* --draft-length 0: a drafter's chain stops where its drafts' joint confidence falls below
- * this (the chooser would not take them: they would add under 2% of a token each). */
-#define MIN_JOINT_CONFIDENCE 0.02f
+ * this: drafting costs too (an MTP step), and the chooser seldom takes a draft that adds under
+ * a tenth of a token. */
+#define MIN_JOINT_CONFIDENCE 0.1f
 /* The planned step-time shape's knee (dcp-draft-length.h): how many rows a CUDA step reads
  * at about the cost of one (its weights are streamed once for all of them); the CPU reads a
  * weight once for 8 rows of a sequence. Measurements replace the plan as the engine runs. */
 #define KNEE_CUDA 32.0
 #define KNEE_CPU 8.0
+/* Every this many steps the proposals are verified whole, whatever the chooser would take, so
+ * that the row counts it avoids are measured again (a step slowed by something else once
+ * would keep it away from them for good). */
+#define EXPLORE_EVERY 16
 
 /* A sequence verified in this step. */
 typedef struct {
@@ -41,6 +46,7 @@ struct _DcpSpeculation {
   float *confidence;         /* DCP_DRAFT_MAX per request */
   gsize confidence_cap;
   gboolean warned;           /* the drafter failed once (said once) */
+  guint since_explore;       /* draft_length 0: steps since one verified every proposal */
   GPtrArray *idle;           /* DcpSeqState: spare state blocks, each counted out of gdn_free */
   GArray *entries;           /* Entry: this step's verified sequences (n_entries of them) */
   guint n_entries;
@@ -137,6 +143,11 @@ choose_lengths (DcpScheduler *sched, guint *n_draft)
   g_autofree const float **confidence = g_new (const float *, MAX (n, 1));
   g_autofree guint *proposed = g_new (guint, MAX (n, 1));
 
+  if (++self->since_explore == EXPLORE_EVERY)
+    {
+      self->since_explore = 0;
+      return;
+    }
   for (guint i = 0; i < sched->running->len; i++)
     {
       Seq *s = g_ptr_array_index (sched->running, i);
@@ -161,7 +172,7 @@ dcp_speculation_propose (DcpScheduler *sched)
   DcpSpeculation *self = sched->spec;
   g_autoptr(GError) error = NULL;
   g_autofree guint *n_draft = NULL;
-  guint n;
+  guint n, want = 0;
 
   if (self == NULL)
     return;
@@ -218,7 +229,14 @@ dcp_speculation_propose (DcpScheduler *sched)
   if (self->times != NULL)
     choose_lengths (sched, n_draft);
   for (guint i = 0; i < n; i++)
-    ((Seq *) g_ptr_array_index (self->seqs, i))->n_draft = n_draft[i];
+    {
+      ((Seq *) g_ptr_array_index (self->seqs, i))->n_draft = n_draft[i];
+      want += n_draft[i] > 0;
+    }
+  /* Each verify needs a spare state block; like the drafts' KV pages (reserve_decode), they
+   * are taken from idle snapshots where none is free. */
+  if (want > self->idle->len)
+    (void) dcp_sched_make_device_room (sched, 0, want - self->idle->len, NULL);
 }
 
 void

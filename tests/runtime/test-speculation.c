@@ -127,6 +127,11 @@ test_choose (void)
   /* a measurement moves the estimate of rows not measured by its ratio to the plan */
   dcp_step_times_record (flat, 10, 2000);
   g_assert_cmpfloat_with_epsilon (dcp_step_times_estimate (flat, 11), 2000 * (1 + 10 / 32.0) / (1 + 9 / 32.0), 1e-6);
+  /* one slow step (the machine busy with something else) is forgotten by the next fast one */
+  dcp_step_times_record (flat, 2, 44000);
+  g_assert_cmpfloat (dcp_step_times_estimate (flat, 2), ==, 44000);
+  dcp_step_times_record (flat, 2, 5000);
+  g_assert_cmpfloat (dcp_step_times_estimate (flat, 2), ==, 5000);
   dcp_step_times_free (flat);
   dcp_step_times_free (steep);
   dcp_step_times_free (quarter);
