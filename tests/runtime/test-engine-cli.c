@@ -244,6 +244,16 @@ test_rope_scaling (void)
   g_rmdir (home);
 }
 
+/* The presets' speculator (the MTP head, lengths chosen by confidence) starts: no fallback. */
+static void
+test_speculator (void)
+{
+  g_autofree char *log = run_listening ((const char *const[]) { "--speculator", "mtp", "--draft-length", "0", NULL });
+
+  g_assert_null (strstr (log, "speculation is off"));
+  g_assert_null (strstr (log, "WARNING"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -251,5 +261,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine-cli/precedence", test_precedence);
   g_test_add_func ("/engine-cli/help-and-refusals", test_help_and_refusals);
   g_test_add_func ("/engine-cli/rope-scaling", test_rope_scaling);
+  g_test_add_func ("/engine-cli/speculator", test_speculator);
   return g_test_run ();
 }
