@@ -233,6 +233,14 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (executor == NULL)
     return NULL;
   scheduler_config (settings, &plan, &config);
+  /* The file has the head (plan_memory checked) but this backend does not run it yet: the
+   * presets that ask for mtp start, drafting from the conversation. */
+  if (config.speculator == DCP_SPECULATOR_MTP && !dcp_backend_has_mtp (backend))
+    {
+      g_warning ("--speculator mtp: the %s backend does not run the MTP head yet; drafting with "
+                 "ngram instead", backend_name);
+      config.speculator = DCP_SPECULATOR_NGRAM;
+    }
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))

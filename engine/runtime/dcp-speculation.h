@@ -6,14 +6,15 @@
 G_BEGIN_DECLS
 
 /* Speculative decoding in the scheduler (docs/ARCHITECTURE.md, "Speculative decoding"). Before
- * a step a drafter proposes up to draft_length tokens for each greedy decoding sequence; the
- * step's item for it reads next_token and the drafts in one go (DCP_LOGITS_ALL), and the
- * longest prefix of drafts equal to the model's own choice at each position is accepted, then
- * the model's next token. The state is copied into a spare state block before the step; when a
- * draft is rejected the copy comes back and the accepted tokens are read again (the Gated
- * DeltaNet state cannot be cut back, the attention KV would only need a shorter count). Per
- * position state slots would avoid that second forward; they are not built. Sampled sequences
- * decode one token a step as before. The scheduler calls these hooks; engine thread only. */
+ * a step a drafter (dcp-drafter.h) proposes up to draft_length tokens for each decoding
+ * sequence, greedy or sampled, or as many as dcp-draft-length.h chooses (draft_length 0); the
+ * step's item for it reads next_token and the drafts in one go (DCP_LOGITS_ALL), and each row
+ * is drawn as a one-token step would draw it, accepting while the draw equals the next draft
+ * (the rejection rule for point-mass drafts), then the model's next token. The state is copied
+ * into a spare state block before the step; when a draft is rejected the copy comes back and
+ * the accepted tokens are read again (the Gated DeltaNet state cannot be cut back, the
+ * attention KV would only need a shorter count). Per position state slots would avoid that
+ * second forward; they are not built. The scheduler calls these hooks; engine thread only. */
 
 /* NULL with an error for a speculator this backend and model cannot run; NULL without one
  * for DCP_SPECULATOR_OFF. */
@@ -23,7 +24,8 @@ void            dcp_speculation_free         (DcpScheduler     *sched,
                                               DcpSpeculation   *self);
 /* Before admission while sequences wait: the idle spare state blocks go back to the pool. */
 void            dcp_speculation_release      (DcpScheduler     *sched);
-/* After admission: the drafts of every decoding sequence (s->n_draft, s->verify). */
+/* After admission: the drafts of every decoding sequence (s->n_draft, s->verify), spare state
+ * blocks for their verifies taken from idle snapshots where none is free. */
 void            dcp_speculation_propose      (DcpScheduler     *sched);
 /* After the item of s is planned (by dcp_speculation_plan or as a one-token step, or s's
  * prompt's last chunk): the drafter learns which positions it reads and may ask for their

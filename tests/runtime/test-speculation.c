@@ -20,7 +20,6 @@
 #include "dcp-tokenizer.h"
 
 static DcpBackend *backend;
-static guint vocab;
 
 /* The ngram drafter over text[0..n), its index grown from what it saw before. */
 static guint
@@ -365,11 +364,12 @@ test_greedy_identical (gconstpointer data)
 {
   const Case *c = data;
   DcpBackend *b = *c->backend;
-  static const guint lengths[] = { 1, 2, 4, 15, 0 };
+  static const guint lengths[] = { 0, 1, 4, 15, 2 };
   g_autoptr(GRand) rand = g_rand_new_with_seed (19);
   guint64 drafted = 0, accepted = 0, replays = 0;
 
-  for (guint round = 0; round < 5; round++)
+  /* the tiny model's MTP pass ends in its 151,936-row lm_head: fewer rounds */
+  for (guint round = 0; round < (c->speculator == DCP_SPECULATOR_MTP ? 3 : 5); round++)
     for (guint batched = 0; batched < 2; batched++)
       {
         guint n = batched ? 4 : 1, draft_length = lengths[(round + batched) % G_N_ELEMENTS (lengths)];
@@ -623,7 +623,6 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   backend = open_odd_sizes ();
-  vocab = dcp_backend_get_config (backend)->vocab_size;
   tiny = open_model_file (g_getenv ("DECAPYBARA_TINY_MODEL"), &tiny_model);
   g_test_add_func ("/speculation/ngram", test_ngram);
   g_test_add_func ("/speculation/choose", test_choose);
