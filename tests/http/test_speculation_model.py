@@ -9,7 +9,8 @@ tokens/s the client saw, the tokens per CPU second of the engine (steadier on a 
 machine) and the acceptance length: the numbers of docs/PERFORMANCE.md.
 
 usage: test_speculation_model.py [MODEL [SPECULATOR:DRAFTS ...]]: the runs default to off:4,
-ngram:4, ngram:0, mtp:4, mtp:0; the first run is the reference."""
+ngram:4, ngram:0, mtp:4, mtp:0; the first run is the reference. DECAPYBARA_BACKEND=cuda runs
+the engine on the GPU instead (its later --backend wins)."""
 import json
 import os
 import sys
@@ -52,8 +53,9 @@ def complete(engine, prompt):
 
 
 def run(model, speculator, draft_length):
+    backend = os.environ.get("DECAPYBARA_BACKEND", "cpu")
     engine = Engine("--threads", "2", "--speculator", speculator, "--draft-length", str(draft_length),
-                    model=model)
+                    "--backend", backend, model=model)
     try:
         texts, tokens, wall, cpu = [], 0, 0.0, 0.0
         for prompt in PROMPTS:

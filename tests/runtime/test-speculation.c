@@ -5,7 +5,8 @@
  * output without one, alone and batched, for every draft length and for lengths chosen by
  * confidence, with stop tokens and max_tokens that fall inside an accepted run; rejected
  * drafts are undone. A seeded sampled run gives the same tokens with and without drafts. On
- * the demo model, the mean accepted length on code prompts is printed (docs/PERFORMANCE.md). */
+ * the demo model (with -m slow: suite `speculation`), the same with real acceptance, and the
+ * mean accepted length on code prompts printed (docs/PERFORMANCE.md). */
 #include "config.h"
 
 #include <string.h>
@@ -513,6 +514,11 @@ test_demo_acceptance (void)
   g_autoptr(DcpBackend) b = NULL;
   GArray *refs[G_N_ELEMENTS (prompts)], *sampled[G_N_ELEMENTS (prompts)];
 
+  if (!g_test_slow ())
+    {
+      g_test_skip ("minutes on the CPU: -m slow (meson test --suite speculation)");
+      return;
+    }
   if (!g_file_test (path, G_FILE_TEST_EXISTS))
     {
       g_test_skip ("no data/demo-model/demo.mcapy in the build tree");
