@@ -250,6 +250,10 @@ dcp_speculation_note_item (DcpScheduler *sched, Seq *s, DcpBatchItem *item)
     return;
   if (s->draft == NULL)
     s->draft = dcp_drafter_seq_new (self->drafter);
+  /* A verify's hidden rows come beside its logits rows: all of them, or none to learn from
+   * (the drafter then starts the sequence's MTP rows over). */
+  if (s->verifying && item->logits_mode != DCP_LOGITS_ALL)
+    return;
   rows = item->logits_mode == DCP_LOGITS_ALL ? item->n_tokens : 1;
   n_drafts = s->verifying ? item->n_tokens - 1 : 0;
   hidden = dcp_drafter_note_read (self->drafter, s->draft, s->n_read + item->n_tokens - rows, rows,
