@@ -141,6 +141,17 @@ out:
 }
 
 void
+dcp_cli_copy (DcpCli *dest, const DcpCli *src)
+{
+  *dest = *src;
+  dcp_settings_copy (&dest->settings, &src->settings);
+  dest->settings_file = g_strdup (src->settings_file);
+  dest->api_key_file = g_strdup (src->api_key_file);
+  dest->tokenizer = g_strdup (src->tokenizer);
+  dest->dbus_name = g_strdup (src->dbus_name);
+}
+
+void
 dcp_cli_clear (DcpCli *cli)
 {
   dcp_settings_clear (&cli->settings);

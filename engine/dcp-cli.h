@@ -33,6 +33,8 @@ typedef struct {
 
 /* Parses argv (removing what it used). An error names the option, file or variable. */
 gboolean dcp_cli_parse (DcpCli *cli, int *argc, char ***argv, GError **error);
+/* dest (uninitialized or cleared) becomes a deep copy of src (D-Bus Reload's next settings). */
+void     dcp_cli_copy  (DcpCli *dest, const DcpCli *src);
 void     dcp_cli_clear (DcpCli *cli);
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (DcpCli, dcp_cli_clear)

@@ -10,6 +10,7 @@
 #include "dcp-backend-cuda.h"
 #endif
 #include "dcp-batch-executor.h"
+#include "dcp-drafter-model.h"
 #include "dcp-engine-executor.h"
 #include "dcp-gpu.h"
 #include "dcp-error.h"
@@ -24,6 +25,7 @@ static const DcpEngineCaps cpu_caps = {
   .kv_quantized = FALSE,
   .fp8_activations = FALSE,
   .speculators = TRUE,
+  .dflash = TRUE,
   .vision = FALSE,
   .tiers = TRUE,
   .rope_yarn = TRUE,
@@ -151,6 +153,40 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
   return monitor;
 }
 
+/* --drafter FILE with --speculator dflash: the file must be a drafter that fits the model and a
+ * backend that runs it (dcp_drafter_model_open says which field differs). The scheduler does not
+ * run the drafter yet, so after the check speculation is off (dcp_engine_executor_open), with a
+ * warning. */
+static gboolean
+check_drafter (DcpBackend *backend, const char *path, GError **error)
+{
+  g_autoptr(DcpDrafterModel) drafter = dcp_drafter_model_open (backend, path, error);
+  const DcpDrafterConfig *c;
+  g_autoptr(GString) taps = g_string_new (NULL);
+
+  if (drafter == NULL)
+    {
+      g_prefix_error (error, "--drafter: ");
+      return FALSE;
+    }
+  c = dcp_drafter_model_get_config (drafter);
+  for (guint i = 0; i < c->n_taps; i++)
+    g_string_append_printf (taps, "%s%u", i ? ", " : "", c->tap_layers[i]);
+  g_message ("drafter %s: DFlash, %u layers, block %u, taps after layers [%s]", path, c->n_layers,
+             c->block_size, taps->str);
+  g_warning ("--speculator dflash: the drafter fits the model, but the scheduler does not run it "
+             "yet; speculation is off");
+  return TRUE;
+}
+
+/* Without --speculator mtp the backend does not load the MTP head: the memory plan counts its
+ * weights and KV only with it. */
+static const DcpTensorView *
+lookup_without_mtp (gpointer data, const char *name)
+{
+  return g_str_has_prefix (name, "mtp.") ? NULL : dcp_tensor_source_lookup (data, name);
+}
+
 /* The scheduler's settings (docs/SCHEDULER.md, "Plugging in the executor"): the settings'
  * conversations and prefill, the plan's KV pool and its GDN state blocks (a running one per
  * conversation and the snapshots': dcp_plan_gdn_blocks). */
@@ -169,6 +205,29 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->draft_length = settings->draft_length;   /* 0: chosen by confidence */
 }
 
+gboolean
+dcp_engine_executor_check (const DcpCli *cli, GError **error)
+{
+  const DcpSettings *settings = &cli->settings;
+
+  if (!dcp_settings_validate (settings,
+                              HAVE_CUDA && settings->backend == DCP_SETTING_BACKEND_CUDA ?
+                              &cuda_caps : &cpu_caps, error))
+    return FALSE;
+  if (settings->model == NULL)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "no model: give --model FILE.mcapy (or a folder holding one)");
+      return FALSE;
+    }
+  if (!g_file_test (settings->model, G_FILE_TEST_EXISTS))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_FOUND, "model %s: no such file or folder", settings->model);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 DcpExecutor *
 dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
                           DcpLoadProgressFunc progress, gpointer user_data, GError **error)
@@ -182,23 +241,15 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   DcpModelExecutorOptions options;
   DcpSchedulerConfig config;
   DcpModelConfig model_config;
-  DcpTensorSource source;
+  DcpTensorSource all, source;
   DcpMemoryPlan plan;
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
   DcpExecutor *batch;
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
-  if (!dcp_settings_validate (settings,
-                              HAVE_CUDA && settings->backend == DCP_SETTING_BACKEND_CUDA ?
-                              &cuda_caps : &cpu_caps, error))
+  if (!dcp_engine_executor_check (cli, error))
     return NULL;
-  if (settings->model == NULL)
-    {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                           "no model: give --model FILE.mcapy (or a folder holding one)");
-      return NULL;
-    }
   model = dcp_model_source_open (settings->model, cli->tokenizer, error);
   if (model == NULL)
     return NULL;
@@ -212,13 +263,18 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   capacity->memory_bytes = plan.vram_total;
   if (progress != NULL)
     progress (0.15, user_data);
-  source = dcp_model_source_get_tensors (model);
+  all = dcp_model_source_get_tensors (model);
+  source = settings->speculator == DCP_SPECULATOR_MTP ? all
+                                                      : (DcpTensorSource) { lookup_without_mtp, &all };
   /* With YaRN on (rope scaling), the backend runs the stretched config. */
   model_config = *dcp_model_source_get_config (model);
   dcp_memory_plan_apply_rope (&plan, &model_config);
   backend = dcp_backend_open (backend_name, &model_config, &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
+    return NULL;
+  if (cli->settings.speculator == DCP_SPECULATOR_DFLASH &&
+      !check_drafter (backend, cli->settings.drafter, error))
     return NULL;
   monitor = open_monitor (backend, model, settings);
   if (monitor != NULL)
@@ -233,14 +289,8 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (executor == NULL)
     return NULL;
   scheduler_config (settings, &plan, &config);
-  /* The file has the head (plan_memory checked) but this backend does not run it yet: the
-   * presets that ask for mtp start, drafting from the conversation. */
-  if (config.speculator == DCP_SPECULATOR_MTP && !dcp_backend_has_mtp (backend))
-    {
-      g_warning ("--speculator mtp: the %s backend does not run the MTP head yet; drafting with "
-                 "ngram instead", backend_name);
-      config.speculator = DCP_SPECULATOR_NGRAM;
-    }
+  if (config.speculator == DCP_SPECULATOR_DFLASH)
+    config.speculator = DCP_SPECULATOR_OFF;   /* check_drafter said so */
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))

@@ -25,6 +25,9 @@ typedef void (*DcpLoadProgressFunc) (double fraction, gpointer user_data);
  * executor over it: every request goes through the scheduler, up to --conversations at once,
  * its KV pool and state blocks sized from the plan; and the integrity monitor, which the
  * scheduler calls between steps. progress (may be NULL) hears how far the loading is. */
+/* The checks open starts with, without loading anything: settings this engine can run, and a
+ * model that exists. */
+gboolean     dcp_engine_executor_check (const DcpCli *cli, GError **error);
 DcpExecutor *dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
                                        DcpLoadProgressFunc progress, gpointer user_data,
                                        GError **error);

@@ -5,9 +5,12 @@
 
 #include <stdio.h>
 
+#include "dcp-error.h"
 #include "dcp-log.h"
 
-static gboolean log_verbose;
+/* The least level written, as a rank (level_rank); any thread reads it. */
+enum { RANK_DEBUG, RANK_INFO, RANK_MESSAGE, RANK_WARNING, RANK_CRITICAL };
+static gint log_rank = RANK_MESSAGE;
 static gint log_stderr = TRUE;
 static GThread *main_thread;
 
@@ -141,6 +144,16 @@ notify_listeners (GLogLevelFlags level, const char *domain, const char *message)
   g_mutex_unlock (&pending_lock);
 }
 
+static int
+level_rank (GLogLevelFlags level)
+{
+  if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)) return RANK_CRITICAL;
+  if (level & G_LOG_LEVEL_WARNING)                        return RANK_WARNING;
+  if (level & G_LOG_LEVEL_MESSAGE)                        return RANK_MESSAGE;
+  if (level & G_LOG_LEVEL_INFO)                           return RANK_INFO;
+  return RANK_DEBUG;
+}
+
 static GLogWriterOutput
 write_line (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
@@ -155,8 +168,10 @@ write_line (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpoin
       else if (g_strcmp0 (fields[i].key, "MESSAGE") == 0)
         message = fields[i].value;
     }
-  /* Debug records are dropped unless --verbose or G_MESSAGES_DEBUG names their domain. */
-  if (!log_verbose && g_log_writer_default_would_drop (level, domain))
+  /* Below the level, a record is dropped; at the default level ("message"), debug and info
+   * records are kept where G_MESSAGES_DEBUG names their domain. */
+  if (level_rank (level) < g_atomic_int_get (&log_rank) &&
+      (g_atomic_int_get (&log_rank) != RANK_MESSAGE || g_log_writer_default_would_drop (level, domain)))
     return G_LOG_WRITER_HANDLED;
   if (message == NULL)
     return G_LOG_WRITER_UNHANDLED;
@@ -175,13 +190,30 @@ write_line (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpoin
 void
 dcp_log_set_verbose (gboolean verbose)
 {
-  log_verbose = verbose;
+  g_atomic_int_set (&log_rank, verbose ? RANK_DEBUG : RANK_MESSAGE);
+}
+
+gboolean
+dcp_log_set_level (const char *name, GError **error)
+{
+  static const char *const names[] = { "debug", "info", "message", "warning" };
+
+  g_return_val_if_fail (name != NULL, FALSE);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    if (g_str_equal (name, names[i]))
+      {
+        g_atomic_int_set (&log_rank, (gint) i);
+        return TRUE;
+      }
+  g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+               "log-level: “%s” is not debug, info, message or warning", name);
+  return FALSE;
 }
 
 void
 dcp_log_init (gboolean verbose)
 {
-  log_verbose = verbose;
+  dcp_log_set_verbose (verbose);
   main_thread = g_thread_self ();
   g_log_set_writer_func (write_line, NULL, NULL);
 }

@@ -13,6 +13,9 @@ G_BEGIN_DECLS
 void   dcp_log_init        (gboolean verbose);
 /* Debug records on or off from now on (D-Bus SetSetting "verbose"). */
 void   dcp_log_set_verbose (gboolean verbose);
+/* The least level written from now on: "debug", "info", "message" (the default) or "warning"
+ * (warnings and criticals only); D-Bus SetSetting "log-level". */
+gboolean dcp_log_set_level (const char *name, GError **error);
 char  *dcp_log_format_line (GLogLevelFlags level,
                             const char    *domain,
                             const char    *message,

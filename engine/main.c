@@ -14,6 +14,7 @@
 
 #include <glib-unix.h>
 
+#include "dcp-batch-executor.h"
 #include "dcp-batch-snapshots.h"
 #include "dcp-batch-state.h"
 #include "dcp-cli.h"
@@ -113,7 +114,7 @@ on_stop_signal (gpointer user_data)
 /* The engine's parts, built as they become ready: D-Bus and the state at start (State
  * "loading"), the queue, HTTP server and dashboard once the model has loaded. */
 typedef struct {
-  const DcpCli *cli;
+  DcpCli *cli;                      /* what runs: the command line's, then each Reload's */
   DcpEngineState *state;
   DcpEngineService *service;
   DcpRequestQueue *queue;
@@ -125,6 +126,9 @@ typedef struct {
   guint batch_mirror;
   DcpIntegrityMonitor *integrity;   /* freed after the queue, whose executor calls it */
   guint integrity_watch;
+  DcpExecutor *executor;            /* the loaded one (the queue holds it), or NULL */
+  gboolean batching;                /* ... is a batch executor */
+  DcpCli *next;                     /* what a Reload loads */
   gboolean loading;
   int status;
 } Engine;
@@ -165,9 +169,67 @@ set_live_setting (const char *key, const char *value, gpointer user_data, GError
       dcp_http_server_set_api_key (engine->server, value);
       return TRUE;
     }
+  if (g_str_equal (key, "log-level"))
+    return dcp_log_set_level (value, error);
+  if (g_str_equal (key, "loop-guard") || g_str_equal (key, "prefill-policy"))
+    {
+      if (engine->executor == NULL || !engine->batching)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_BUSY, "%s: no model is loaded", key);
+          return FALSE;
+        }
+      if (!dcp_settings_set (&engine->cli->settings, key, value, error))
+        return FALSE;
+      if (g_str_equal (key, "prefill-policy"))
+        dcp_batch_executor_set_prefill_policy (engine->executor, engine->cli->settings.prefill_policy);
+      else if (!dcp_batch_executor_set_loop_guard (engine->executor, value, error))
+        return FALSE;
+      return TRUE;
+    }
   g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-               "%s cannot change while the engine runs: restart it with the new value", key);
+               "%s cannot change while the engine runs: Reload with it, or restart with the new value", key);
   return FALSE;
+}
+
+/* What watches a loaded executor (borrowed: the queue holds it) besides the queue: the state's
+ * model, capacity and memory, the scheduler's idle conversations and /stats, the integrity
+ * monitor. unfollow_executor undoes it before the executor goes (Reload). */
+static void
+follow_executor (Engine *engine, DcpExecutor *executor, const DcpEngineCapacity *capacity)
+{
+  DcpStats *stats = dcp_http_server_get_stats (engine->server);
+  const DcpCli *cli = engine->cli;
+
+  engine->executor = executor;
+  engine->batching = capacity->batching;
+  if (!cli->test_executor && cli->settings.model != NULL)
+    dcp_engine_state_set_model (engine->state, cli->settings.model);
+  if (capacity->pool_tokens > 0)
+    dcp_engine_state_set_capacity (engine->state, capacity->pool_tokens, capacity->conversations);
+  dcp_engine_state_set_memory (engine->state, capacity->memory_bytes, 0, 0);
+  if (capacity->batching)
+    {
+      engine->batch_mirror = dcp_batch_state_mirror (executor, engine->state);
+      dcp_stats_set_extra (stats, dcp_batch_executor_stats_json, executor);
+    }
+  if (engine->integrity != NULL)
+    {
+      engine->integrity_watch = dcp_integrity_state_watch (engine->integrity, engine->state);
+      dcp_stats_set_integrity (stats, engine->integrity);
+    }
+}
+
+static void
+unfollow_executor (Engine *engine)
+{
+  DcpStats *stats = dcp_http_server_get_stats (engine->server);
+
+  g_clear_handle_id (&engine->batch_mirror, g_source_remove);
+  g_clear_handle_id (&engine->integrity_watch, g_source_remove);
+  dcp_stats_set_extra (stats, NULL, NULL);
+  dcp_stats_set_integrity (stats, NULL);
+  engine->executor = NULL;
+  engine->batching = FALSE;
 }
 
 /* The HTTP side over a loaded executor (taken). */
@@ -186,22 +248,8 @@ serve (Engine *engine, DcpExecutor *executor, const DcpEngineCapacity *capacity,
              engine->options.api_key && *engine->options.api_key ? " (API key required)" : "");
   dcp_engine_state_attach (engine->state, engine->queue, stats_json,
                            dcp_http_server_get_stats (engine->server), url);
-  if (!cli->test_executor && cli->settings.model != NULL)
-    dcp_engine_state_set_model (engine->state, cli->settings.model);
-  if (capacity->pool_tokens > 0)
-    dcp_engine_state_set_capacity (engine->state, capacity->pool_tokens, capacity->conversations);
-  dcp_engine_state_set_memory (engine->state, capacity->memory_bytes, 0, 0);
+  follow_executor (engine, executor, capacity);
   engine->dashboard = dcp_dashboard_new (engine->state, cli->no_dashboard);
-  if (capacity->batching)
-    {
-      engine->batch_mirror = dcp_batch_state_mirror (executor, engine->state);
-      dcp_stats_set_extra (dcp_http_server_get_stats (engine->server), dcp_batch_executor_stats_json, executor);
-    }
-  if (engine->integrity != NULL)
-    {
-      engine->integrity_watch = dcp_integrity_state_watch (engine->integrity, engine->state);
-      dcp_stats_set_integrity (dcp_http_server_get_stats (engine->server), engine->integrity);
-    }
   return TRUE;
 }
 
@@ -294,6 +342,204 @@ loaded (GObject *source, GAsyncResult *result, gpointer user_data)
     }
 }
 
+/* D-Bus Reload: the old executor is freed before the next one loads (one GPU cannot hold two
+ * models); when the next fails, the previous settings load again. */
+typedef struct {
+  Engine *engine;
+  DcpExecutor *old;
+  DcpIntegrityMonitor *old_integrity;
+  DcpEngineCapacity capacity;
+  GError *error;              /* why the next one failed */
+  GError *again_error;        /* why the previous one failed to load again */
+  gboolean fell_back;         /* the executor is the previous settings' */
+} Reload;
+
+static void
+reload_free (gpointer data)
+{
+  Reload *reload = data;
+
+  g_clear_pointer (&reload->capacity.integrity, dcp_integrity_monitor_free);
+  g_clear_error (&reload->error);
+  g_clear_error (&reload->again_error);
+  g_free (reload);
+}
+
+static void
+cli_free (DcpCli *cli)
+{
+  dcp_cli_clear (cli);
+  g_free (cli);
+}
+
+/* Settings of the HTTP server, which stays up across a Reload. */
+static const char *const server_keys[] = {
+  "host", "port", "api-key", "http-max-connections", "http-header-timeout", "http-idle-timeout",
+  "http-body-timeout",
+};
+
+static void
+reload_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  Reload *reload = task_data;
+  Engine *engine = reload->engine;
+  DcpExecutor *executor;
+
+  g_clear_pointer (&reload->old, dcp_executor_free);
+  g_clear_pointer (&reload->old_integrity, dcp_integrity_monitor_free);
+  executor = dcp_engine_executor_open (engine->next, &reload->capacity, load_progress, engine, &reload->error);
+  if (executor == NULL)
+    {
+      g_warning ("Reload: %s; loading %s again", reload->error->message, engine->cli->settings.model);
+      reload->capacity = (DcpEngineCapacity) { 1, 0, FALSE, 0 };
+      executor = dcp_engine_executor_open (engine->cli, &reload->capacity, load_progress, engine,
+                                           &reload->again_error);
+      reload->fell_back = executor != NULL;
+    }
+  g_task_return_pointer (task, executor, (GDestroyNotify) dcp_executor_free);
+}
+
+static void
+reloaded (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Engine *engine = user_data;
+  Reload *reload = g_task_get_task_data (G_TASK (result));
+  DcpExecutor *executor = g_task_propagate_pointer (G_TASK (result), NULL);
+  g_autofree char *message = NULL;
+
+  engine->loading = FALSE;
+  engine->integrity = g_steal_pointer (&reload->capacity.integrity);
+  if (dcp_engine_state_is_stopping (engine->state))
+    {
+      g_clear_pointer (&executor, dcp_executor_free);
+      g_clear_pointer (&engine->integrity, dcp_integrity_monitor_free);
+      g_clear_pointer (&engine->next, cli_free);
+      return;
+    }
+  if (reload->error == NULL)
+    {
+      dcp_cli_clear (engine->cli);
+      *engine->cli = *engine->next;
+      g_clear_pointer (&engine->next, g_free);
+      dcp_engine_service_set_settings (engine->service, &engine->cli->settings, set_live_setting, engine);
+      g_message ("Reload: serving %s", engine->cli->settings.model);
+    }
+  else
+    {
+      g_clear_pointer (&engine->next, cli_free);
+      message = reload->fell_back
+                ? g_strdup (reload->error->message)
+                : g_strdup_printf ("%s (and the previous model did not load again: %s)", reload->error->message,
+                                   reload->again_error->message);
+      dcp_engine_service_set_last_error (engine->service, message);
+    }
+  if (executor == NULL)
+    {
+      g_warning ("Reload: no model is loaded: %s", message);
+      dcp_engine_state_reload_finish (engine->state, NULL, message);
+      return;
+    }
+  dcp_engine_service_set_load_progress (engine->service, 1.0);
+  dcp_engine_state_reload_finish (engine->state, executor, NULL);
+  follow_executor (engine, executor, &reload->capacity);
+}
+
+/* Main thread, once no request runs: the old executor goes and the next one loads. */
+static gboolean
+reload_drained (gpointer user_data)
+{
+  Engine *engine = user_data;
+  g_autoptr(GTask) task = NULL;
+  Reload *reload;
+
+  if (dcp_engine_state_is_stopping (engine->state))
+    return G_SOURCE_REMOVE;
+  reload = g_new0 (Reload, 1);
+  reload->engine = engine;
+  reload->capacity = (DcpEngineCapacity) { 1, 0, FALSE, 0 };
+  unfollow_executor (engine);
+  reload->old = dcp_engine_state_reload_take (engine->state);
+  reload->old_integrity = g_steal_pointer (&engine->integrity);
+  task = g_task_new (NULL, NULL, reloaded, engine);
+  g_task_set_task_data (task, reload, reload_free);
+  g_task_run_in_thread (task, reload_thread);
+  return G_SOURCE_REMOVE;
+}
+
+/* D-Bus Reload: checks the request here (an error changes nothing), then switches. */
+static gboolean
+reload_request (const char *model, const char *settings, gpointer user_data, GError **error)
+{
+  Engine *engine = user_data;
+  g_autoptr(JsonNode) root = NULL;
+  DcpCli *next;
+
+  if (engine->cli->test_executor || engine->server == NULL)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                           engine->server == NULL ? "the engine is still loading its first model"
+                                                  : "the test executor has no model to reload");
+      return FALSE;
+    }
+  if (engine->loading || dcp_engine_state_is_stopping (engine->state))
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY,
+                           engine->loading ? "the engine is loading a model already" : "the engine is stopping");
+      return FALSE;
+    }
+  next = g_new0 (DcpCli, 1);
+  dcp_cli_copy (next, engine->cli);
+  if (model != NULL && *model != '\0')
+    {
+      g_free (next->settings.model);
+      next->settings.model = g_strdup (model);
+    }
+  if (settings != NULL && *settings != '\0')
+    {
+      g_autoptr(GError) local = NULL;
+
+      root = json_from_string (settings, &local);
+      if (root == NULL || !dcp_settings_load_json (&next->settings, root, &local))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "settings: %s",
+                       local != NULL ? local->message : "not a JSON object");
+          cli_free (next);
+          return FALSE;
+        }
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (server_keys); i++)
+    {
+      g_autofree char *now = dcp_settings_get (&engine->cli->settings, server_keys[i]);
+      g_autofree char *then = dcp_settings_get (&next->settings, server_keys[i]);
+
+      if (g_strcmp0 (now, then) != 0)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                       "%s cannot change with Reload: the HTTP server stays up (%s)", server_keys[i],
+                       g_str_equal (server_keys[i], "api-key") ? "use SetSetting" : "restart the engine for it");
+          cli_free (next);
+          return FALSE;
+        }
+    }
+  if (!dcp_engine_executor_check (next, error))
+    {
+      cli_free (next);
+      return FALSE;
+    }
+  if (!dcp_engine_state_reload_begin (engine->state, reload_drained, engine))
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "the engine is switching models already");
+      cli_free (next);
+      return FALSE;
+    }
+  engine->next = next;
+  engine->loading = TRUE;
+  dcp_engine_service_set_last_error (engine->service, NULL);
+  dcp_engine_service_set_load_progress (engine->service, 0.0);
+  g_message ("Reload: switching to %s", next->settings.model);
+  return TRUE;
+}
+
 static int
 run_engine (const DcpCli *cli)
 {
@@ -301,9 +547,11 @@ run_engine (const DcpCli *cli)
   g_autoptr(DcpEngineService) service = dcp_engine_service_new (state);
   g_autoptr(GMainLoop) loop = g_main_loop_new (NULL, FALSE);
   g_autoptr(GError) error = NULL;
-  Engine engine = { cli, state, service, NULL, NULL, NULL, loop };
+  g_auto(DcpCli) current = { 0 };
+  Engine engine = { &current, state, service, NULL, NULL, NULL, loop };
   guint sigint, sigterm;
 
+  dcp_cli_copy (engine.cli, cli);
   dcp_http_options_init (&engine.options);
   if (cli->settings.host != NULL)
     engine.options.host = cli->settings.host;
@@ -336,6 +584,7 @@ run_engine (const DcpCli *cli)
   g_signal_connect_swapped (state, "stopped", G_CALLBACK (g_main_loop_quit), loop);
   /* D-Bus before the model: scripts and the launcher see State "loading" and its progress. */
   dcp_engine_service_set_settings (service, &cli->settings, set_live_setting, &engine);
+  dcp_engine_service_set_reload (service, reload_request, &engine);
   if (!cli->no_dbus && !dcp_engine_service_start (service, cli->dbus_name, cli->dbus_fd, &error))
     {
       g_printerr ("decapybara: %s\n", error->message);

@@ -20,17 +20,16 @@ typedef struct {
 
 /* The VRAM terms of the plan, in the order the bar stacks them. */
 static const Part parts[] = {
-  { N_("Weights"), 0.21, 0.52, 0.89 },
-  { N_("MTP head"), 0.38, 0.21, 0.64 },
-  { N_("Vision"), 0.75, 0.38, 0.80 },
-  { N_("KV cache"), 0.18, 0.76, 0.49 },
-  { N_("DeltaNet states"), 0.96, 0.76, 0.07 },
-  { N_("Activations"), 0.90, 0.38, 0.00 },
-  { N_("CUDA context"), 0.60, 0.60, 0.60 },
+  { N_ ("Weights"), 0.21, 0.52, 0.89 },         { N_ ("MTP head"), 0.38, 0.21, 0.64 },
+  { N_ ("Vision"), 0.75, 0.38, 0.80 },          { N_ ("KV cache"), 0.18, 0.76, 0.49 },
+  { N_ ("DeltaNet states"), 0.96, 0.76, 0.07 }, { N_ ("Activations"), 0.90, 0.38, 0.00 },
+  { N_ ("CUDA context"), 0.60, 0.60, 0.60 },    { N_ ("Drafter"), 0.85, 0.20, 0.45 },
 };
+#define PART_DRAFTER (G_N_ELEMENTS (parts) - 1)
 
-static const char *const line_names[] = { "gpu", "vram-free", "bandwidth", "vram", "ram", "disk",
-                                           "context", "client", "accuracy", "speed" };
+static const char *const line_names[] = { "gpu",      "vram-free", "bandwidth",   "vram",
+                                          "ram",      "disk",      "context",     "client",
+                                          "accuracy", "speed",     "speculation", "presets" };
 
 struct _DcpCostsView
 {
@@ -262,6 +261,55 @@ dcp_costs_view_update (DcpCostsView *self, const DcpCosts *c, const DcpDeviceRep
   set_line (self, "speed", speed);
 }
 
+void
+dcp_costs_view_update_speculation (DcpCostsView *self, const DcpSpeculationCosts *spec,
+                                   const char *drafter_name, const char *per_preset)
+{
+  g_autofree char *name = NULL, *what = NULL, *speed = NULL, *drafter = NULL, *text = NULL;
+  g_autofree char *accepted = NULL;
+
+  g_return_if_fail (DCP_IS_COSTS_VIEW (self));
+  self->values[PART_DRAFTER] = spec ? spec->drafter_weight_bytes + spec->drafter_kv_bytes : 0;
+  gtk_widget_queue_draw (GTK_WIDGET (self->bar));
+  set_line (self, "presets", per_preset ? per_preset : "—");
+  if (spec == NULL)
+    {
+      set_line (self, "speculation", "—");
+      return;
+    }
+  name = dcp_speculation_name (spec->speculator);
+  if (spec->speculator == DCP_SPECULATOR_DFLASH)
+    /* Translators: the speculator, the drafter file and the drafts per step */
+    what = g_strdup_printf (_ ("%s with %s, %u drafts per step"), name, drafter_name, spec->drafts);
+  else if (spec->speculator == DCP_SPECULATOR_OFF)
+    what = g_strdup (spec->fell_back ? _ ("off: no drafter is paired and the model has no MTP head")
+                                     : _ ("off"));
+  else
+    what = g_strdup_printf (_ ("%s, %u drafts per step"), name, spec->drafts);
+  if (spec->speculator != DCP_SPECULATOR_OFF)
+    /* Translators: drafts the model accepts per verify step; then "measured" or "estimated" */
+    accepted = g_strdup_printf (_ ("; %.2f drafts accepted per step (%s)"), spec->expected_accepted,
+                                spec->measured ? _ ("measured") : _ ("estimated"));
+  if (spec->tokens_per_s_without > 0)
+    /* Translators: tokens/s with speculation, then without, for one conversation at 4096 tokens */
+    speed = g_strdup_printf (
+        _ (": ≈ %.0f tokens/s with it, %.0f without (one conversation at %u tokens)"),
+        spec->tokens_per_s_with, spec->tokens_per_s_without, DCP_COSTS_SHORT_CONTEXT);
+  else
+    speed = g_strdup (_ (": speed unknown without a measured GPU bandwidth"));
+  if (spec->speculator == DCP_SPECULATOR_DFLASH)
+    /* Translators: the drafter's weights and KV cache in GiB, the total, the budget, whether it fits,
+     * and the context left per conversation */
+    drafter = g_strdup_printf (
+        _ ("\nDrafter: %.2f GiB weights + %.2f GiB KV; %.2f GiB of %.2f GiB in all: %s; "
+           "%" G_GUINT64_FORMAT " tokens per conversation with it"),
+        spec->drafter_weight_bytes / GIB, spec->drafter_kv_bytes / GIB, spec->vram_total / GIB,
+        spec->vram_budget / GIB, spec->fits ? _ ("fits") : _ ("too much"),
+        spec->context_per_conversation);
+  text = g_strconcat (what, speed, accepted ? accepted : "", drafter ? drafter : "", NULL);
+  set_line (self, "speculation", text);
+}
+
 static AdwActionRow *
 add_row (DcpCostsView *self, AdwPreferencesGroup *group, const char *name, const char *title)
 {
@@ -345,6 +393,16 @@ dcp_costs_view_init (DcpCostsView *self)
                                  "GPU weights (text layers, lm_head, MTP head when drafting) + 2 × DeltaNet state per "
                                  "conversation + KV bytes per token × context, per conversation. An upper bound: "
                                  "drafting (speculative decoding) can raise it."));
+  speed = add_row (self, self->costs_group, "speculation", _ ("Speculative decoding"));
+  adw_action_row_set_subtitle_lines (speed, 6);
+  gtk_widget_set_tooltip_text (
+      GTK_WIDGET (speed),
+      _ ("tokens/s with = (1 + drafts accepted per step) ÷ verify step time. A verify step "
+         "reads the weights once for the anchor and all drafts, plus what drafting reads "
+         "(the MTP head once per draft, or the drafter's weights and KV). Acceptance is the "
+         "drafter file's measurement, else an estimate (docs/LAUNCHER.md)."));
+  speed = add_row (self, self->costs_group, "presets", _ ("With each preset"));
+  adw_action_row_set_subtitle_lines (speed, 6);
   gtk_box_append (GTK_BOX (self), GTK_WIDGET (self->costs_group));
 }
 

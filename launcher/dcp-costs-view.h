@@ -4,6 +4,7 @@
 #include <adwaita.h>
 
 #include "dcp-costs.h"
+#include "dcp-speculation-costs.h"
 
 G_BEGIN_DECLS
 
@@ -19,7 +20,13 @@ void          dcp_costs_view_update (DcpCostsView          *self,
                                      const DcpCosts        *costs,
                                      const DcpDeviceReport *device,
                                      const char            *model_name);
-/* The text of one line: "gpu", "vram", "ram", "disk", "context", "client", "accuracy", "speed". */
+/* Speculation: what Load server passes, the drafter's VRAM (on the bar too) and the expected
+ * speed with and without; per_preset: one line per preset, or NULL. spec NULL: unknown. Call
+ * after dcp_costs_view_update. */
+void dcp_costs_view_update_speculation (DcpCostsView *self, const DcpSpeculationCosts *spec,
+                                        const char *drafter_name, const char *per_preset);
+/* The text of one line: "gpu", "vram", "ram", "disk", "context", "client", "accuracy", "speed",
+ * "speculation", "presets". */
 const char   *dcp_costs_view_get_text (DcpCostsView        *self,
                                        const char          *line);
 /* Without a GPU: the VRAM to plan for. */

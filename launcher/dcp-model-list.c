@@ -32,6 +32,7 @@ struct _DcpModelList
   GPtrArray *downloads;      /* Item * of running downloads: they outlive a refresh */
   GtkCheckButton *group;     /* the first radio: the others join it */
   AdwActionRow *note_row;
+  GtkCheckButton *none_check; /* "choose none" row's radio (dcp_model_list_add_none), or NULL */
   char *selected;
   char *token;
 };
@@ -74,6 +75,15 @@ describe (const DcpModelEntry *e, const char *models_dir, gboolean *resumable)
                               size, kept_text, 100.0 * kept / total);
     }
   return g_strdup_printf (_("In the repository, %s: not downloaded yet"), size);
+}
+
+static void
+none_toggled (GtkCheckButton *check, DcpModelList *self)
+{
+  if (!gtk_check_button_get_active (check))
+    return;
+  g_clear_pointer (&self->selected, g_free);
+  g_signal_emit (self, signals[SELECTED], 0);
 }
 
 static void
@@ -153,7 +163,6 @@ download_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autofree char *name = g_strdup (item->name);
   gboolean ok = dcp_download_run_finish (DCP_DOWNLOAD (source), result, &error);
 
-  g_ptr_array_remove (self->downloads, item);
   if (item->row != NULL)
     {
       show_downloading (item, FALSE);
@@ -168,6 +177,8 @@ download_done (GObject *source, GAsyncResult *result, gpointer user_data)
       g_autofree char *text = g_strdup_printf (_("Downloading %s failed: %s"), name, error->message);
       g_signal_emit (self, signals[ERROR], 0, text);
     }
+  /* Only now: a handler that lists the files again must not free the item under us. */
+  g_ptr_array_remove (self->downloads, item);
   if (!g_ptr_array_find (self->items, item, NULL))
     item_free (item);
   g_object_unref (self);
@@ -288,7 +299,7 @@ clear_items (DcpModelList *self)
         item_free (item);
     }
   g_ptr_array_set_size (self->items, 0);
-  self->group = NULL;
+  self->group = self->none_check;
 }
 
 void
@@ -309,6 +320,10 @@ dcp_model_list_set_entries (DcpModelList *self, GPtrArray *entries, const char *
     adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (self->note_row));
   if (self->selected != NULL)
     dcp_model_list_select (self, self->selected);
+  /* The chosen file is gone: none is chosen, and said so. */
+  if (self->none_check != NULL && dcp_model_list_get_selected (self) == NULL &&
+      !gtk_check_button_get_active (self->none_check))
+    gtk_check_button_set_active (self->none_check, TRUE);
 }
 
 void
@@ -335,9 +350,46 @@ dcp_model_list_set_note (DcpModelList *self, const char *note)
 }
 
 void
+dcp_model_list_add_none (DcpModelList *self, const char *title, const char *subtitle)
+{
+  AdwActionRow *row;
+
+  g_return_if_fail (DCP_IS_MODEL_LIST (self) && self->none_check == NULL && self->items->len == 0);
+  row = ADW_ACTION_ROW (adw_action_row_new ());
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
+  adw_action_row_set_subtitle (row, subtitle);
+  self->none_check = GTK_CHECK_BUTTON (gtk_check_button_new ());
+  gtk_widget_set_valign (GTK_WIDGET (self->none_check), GTK_ALIGN_CENTER);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->none_check), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  title, -1);
+  adw_action_row_add_prefix (row, GTK_WIDGET (self->none_check));
+  adw_action_row_set_activatable_widget (row, GTK_WIDGET (self->none_check));
+  gtk_check_button_set_active (self->none_check, TRUE);
+  g_signal_connect (self->none_check, "toggled", G_CALLBACK (none_toggled), self);
+  self->group = self->none_check;
+  adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), GTK_WIDGET (row));
+}
+
+const char *
+dcp_model_list_get_note (DcpModelList *self)
+{
+  g_return_val_if_fail (DCP_IS_MODEL_LIST (self), NULL);
+  return self->note_row != NULL ? adw_action_row_get_subtitle (self->note_row) : NULL;
+}
+
+void
 dcp_model_list_select (DcpModelList *self, const char *name)
 {
   g_return_if_fail (DCP_IS_MODEL_LIST (self));
+
+  if (name == NULL && self->none_check != NULL)
+    {
+      if (gtk_check_button_get_active (self->none_check))
+        g_signal_emit (self, signals[SELECTED], 0);
+      else
+        gtk_check_button_set_active (self->none_check, TRUE);
+      return;
+    }
 
   for (guint i = 0; i < self->items->len; i++)
     {

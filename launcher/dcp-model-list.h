@@ -22,8 +22,14 @@ void          dcp_model_list_set_entries (DcpModelList  *self,
 /* A line under the list: why the repository's files are missing, or how to set a repository. */
 void          dcp_model_list_set_note    (DcpModelList  *self,
                                           const char    *note);
+/* The note shown, or NULL. */
+const char *dcp_model_list_get_note (DcpModelList *self);
+/* Chooses the file called name; NULL chooses the "none" row when there is one. */
 void          dcp_model_list_select      (DcpModelList  *self,
                                           const char    *name);
+/* A first row that chooses no file (get_selected answers NULL), chosen until another is; call
+ * before the first set_entries. */
+void dcp_model_list_add_none (DcpModelList *self, const char *title, const char *subtitle);
 /* Starts downloading a repository file into the models folder, as its button does. */
 gboolean      dcp_model_list_download    (DcpModelList  *self,
                                           const char    *name);

@@ -7,7 +7,9 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 
+#include "dcp-error.h"
 #include "dcp-monitor-view.h"
+#include "dcp-speculation-stats.h"
 
 #define SAMPLE_INTERVAL_S 1
 #define GIB 1073741824.0
@@ -27,15 +29,18 @@ struct _DcpMonitorView
   GtkBox parent_instance;
 
   GtkDrawingArea *chart, *tiers;
-  GtkLabel *speed_label, *queue_label, *stats_label;
+  GtkLabel *speed_label, *queue_label, *stats_label, *speculation_label;
   DcpDbusEngine1 *proxy;
+  DcpRemoteEngine *remote;
   GCancellable *cancellable;
   guint tick_source;
   Sample samples[DCP_MONITOR_SAMPLES];   /* a ring: the oldest at first */
   guint first, n_samples;
   GArray *conversations;                 /* Conversation */
   guint64 context_size;
-  char *stats_text, *queue_text;
+  char *stats_text, *queue_text, *speculation_text;
+  DcpSpeculationStats last_speculation; /* the previous sample's counters */
+  gboolean have_speculation;
 };
 
 G_DEFINE_FINAL_TYPE (DcpMonitorView, dcp_monitor_view, GTK_TYPE_BOX)
@@ -271,14 +276,69 @@ append_stats (GString *out, const char *prefix, JsonObject *object)
     }
 }
 
+/* The live acceptance length: drafts accepted per verify step over the last sample, and since
+ * the engine started. */
+static void
+show_speculation (DcpMonitorView *self, JsonNode *root)
+{
+  DcpSpeculationStats now;
+  double live, overall;
+
+  g_clear_pointer (&self->speculation_text, g_free);
+  if (!dcp_speculation_stats_read (root, &now))
+    self->speculation_text = g_strdup (_ ("The engine reports no speculation counters"));
+  else if (now.verify_steps == 0)
+    self->speculation_text = g_strdup (
+        _ ("No verify steps yet: speculation is off, or nothing was written since start"));
+  else
+    {
+      g_autofree char *recent = NULL;
+
+      live = dcp_speculation_stats_accepted_per_step (
+          self->have_speculation ? &self->last_speculation : NULL, &now);
+      overall = dcp_speculation_stats_accepted_per_step (NULL, &now);
+      /* Translators: drafts accepted per verify step over the last second */
+      recent = live >= 0 ? g_strdup_printf (_ ("%.2f drafts accepted per step now"), live)
+                         : g_strdup (_ ("no verify step in the last second"));
+      /* Translators: the line before, then the mean since start, tokens per step (1 + it), and
+       * accepted of drafted */
+      self->speculation_text = g_strdup_printf (
+          _ ("%s · %.2f since start (%.2f tokens per step) · %" G_GUINT64_FORMAT
+             " of %" G_GUINT64_FORMAT " drafts accepted in %" G_GUINT64_FORMAT " verify steps"),
+          recent, overall, 1 + overall, now.accepted, now.drafted, now.verify_steps);
+    }
+  self->last_speculation = now;
+  self->have_speculation = TRUE;
+  gtk_label_set_text (self->speculation_label, self->speculation_text);
+}
+
+/* The GET /stats object (GetStats over D-Bus, or a remote engine's answer), flattened. */
+static void
+show_stats (DcpMonitorView *self, const char *json)
+{
+  g_autoptr(JsonNode) root = json_from_string (json, NULL);
+  g_autoptr(GString) text = g_string_new (NULL);
+
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_debug ("the statistics are no JSON object");
+      return;
+    }
+  show_speculation (self, root);
+  append_stats (text, NULL, json_node_get_object (root));
+  if (text->len > 0)
+    g_string_truncate (text, text->len - 1);
+  g_free (self->stats_text);
+  self->stats_text = g_strdup (text->str);
+  gtk_label_set_text (self->stats_label, self->stats_text);
+}
+
 static void
 stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   DcpMonitorView *self = user_data;
   g_autoptr(GError) error = NULL;
   g_autofree char *json = NULL;
-  g_autoptr(JsonNode) root = NULL;
-  g_autoptr(GString) text = g_string_new (NULL);
 
   if (!dcp_dbus_engine1_call_get_stats_finish (DCP_DBUS_ENGINE1 (source), &json, result, &error))
     {
@@ -286,18 +346,7 @@ stats_done (GObject *source, GAsyncResult *result, gpointer user_data)
         g_debug ("GetStats: %s", error->message);
       return;
     }
-  root = json_from_string (json, &error);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
-    {
-      g_debug ("GetStats answered no JSON object");
-      return;
-    }
-  append_stats (text, NULL, json_node_get_object (root));
-  if (text->len > 0)
-    g_string_truncate (text, text->len - 1);
-  g_free (self->stats_text);
-  self->stats_text = g_strdup (text->str);
-  gtk_label_set_text (self->stats_label, self->stats_text);
+  show_stats (self, json);
 }
 
 static void
@@ -328,18 +377,71 @@ conversations_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-sample (DcpMonitorView *self)
+show_speed (DcpMonitorView *self, double tps, double pps)
 {
-  DcpDbusEngine1 *proxy = self->proxy;
-  double tps = dcp_dbus_engine1_get_tokens_per_second (proxy);
-  double pps = dcp_dbus_engine1_get_prompt_tokens_per_second (proxy);
   g_autofree char *speed = NULL;
 
   add_sample (self, tps, pps);
-  self->context_size = dcp_dbus_engine1_get_context_size (proxy);
   /* Translators: generated and prompt tokens per second */
   speed = g_strdup_printf (_("Generating %.1f tokens/s · reading prompts %.1f tokens/s"), tps, pps);
   gtk_label_set_text (self->speed_label, speed);
+  gtk_widget_queue_draw (GTK_WIDGET (self->chart));
+}
+
+/* A remote engine's poll: the same chart, tiers and statistics from its HTTP answers. */
+static void
+remote_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  DcpRemoteEngine *remote = DCP_REMOTE_ENGINE (source);
+  DcpMonitorView *self = user_data;
+  g_autoptr(GError) error = NULL;
+  GArray *rows;
+
+  if (!dcp_remote_engine_poll_finish (remote, result, &error))
+    {
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) || g_error_matches (error, DCP_ERROR, DCP_ERROR_BUSY))
+        return;
+      gtk_label_set_text (self->speed_label, error->message);
+      return;
+    }
+  show_speed (self, dcp_remote_engine_get_tokens_per_second (remote),
+              dcp_remote_engine_get_prompt_tokens_per_second (remote));
+  self->context_size = dcp_remote_engine_get_context_size (remote);
+  g_free (self->queue_text);
+  /* Translators: a remote engine: requests waiting and running, its RAM and disk caches in GiB */
+  self->queue_text = g_strdup_printf (_("%u waiting in the queue · %u requests running · "
+                                        "RAM cache %.2f GiB · disk cache %.2f GiB"),
+                                      dcp_remote_engine_get_queue_length (remote),
+                                      dcp_remote_engine_get_running (remote),
+                                      dcp_remote_engine_get_ram_bytes (remote) / GIB,
+                                      dcp_remote_engine_get_disk_bytes (remote) / GIB);
+  gtk_label_set_text (self->queue_label, self->queue_text);
+  g_array_set_size (self->conversations, 0);
+  rows = dcp_remote_engine_get_conversations (remote);
+  for (guint i = 0; i < rows->len; i++)
+    {
+      const DcpRemoteConversation *row = &g_array_index (rows, DcpRemoteConversation, i);
+      Conversation c = { row->id, row->tokens, g_strdup (row->tier), g_strdup (row->state) };
+
+      g_array_append_val (self->conversations, c);
+    }
+  gtk_widget_queue_draw (GTK_WIDGET (self->tiers));
+  show_stats (self, dcp_remote_engine_get_stats_json (remote));
+}
+
+static void
+sample (DcpMonitorView *self)
+{
+  DcpDbusEngine1 *proxy = self->proxy;
+
+  if (self->remote != NULL)
+    {
+      dcp_remote_engine_poll_async (self->remote, self->cancellable, remote_done, self);
+      return;
+    }
+  show_speed (self, dcp_dbus_engine1_get_tokens_per_second (proxy),
+              dcp_dbus_engine1_get_prompt_tokens_per_second (proxy));
+  self->context_size = dcp_dbus_engine1_get_context_size (proxy);
   g_free (self->queue_text);
   /* Translators: requests waiting, conversations active of the maximum, memory in GiB */
   self->queue_text = g_strdup_printf (_("%u waiting in the queue · %u of %u conversations active · "
@@ -363,7 +465,6 @@ sample (DcpMonitorView *self)
   gtk_label_set_text (self->queue_label, self->queue_text);
   dcp_dbus_engine1_call_list_conversations (proxy, self->cancellable, conversations_done, self);
   dcp_dbus_engine1_call_get_stats (proxy, self->cancellable, stats_done, self);
-  gtk_widget_queue_draw (GTK_WIDGET (self->chart));
 }
 
 static gboolean
@@ -373,19 +474,16 @@ tick (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-void
-dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
+/* Follows proxy or remote (one of them, or neither). */
+static void
+follow (DcpMonitorView *self, DcpDbusEngine1 *proxy, DcpRemoteEngine *remote)
 {
-  g_return_if_fail (DCP_IS_MONITOR_VIEW (self));
-  g_return_if_fail (proxy == NULL || DCP_DBUS_IS_ENGINE1 (proxy));
-
-  if (self->proxy == proxy)
-    return;
   g_cancellable_cancel (self->cancellable);
   g_clear_object (&self->cancellable);
   g_clear_handle_id (&self->tick_source, g_source_remove);
   g_set_object (&self->proxy, proxy);
-  if (proxy == NULL)
+  g_set_object (&self->remote, remote);
+  if (proxy == NULL && remote == NULL)
     {
       /* The last run stays on the chart until the next engine; the live lines say it ended. */
       gtk_label_set_text (self->speed_label, _("The engine is not running: the chart shows its last run"));
@@ -393,10 +491,33 @@ dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
     }
   /* A new engine: a new chart. */
   self->first = self->n_samples = 0;
+  self->have_speculation = FALSE;
   g_array_set_size (self->conversations, 0);
   self->cancellable = g_cancellable_new ();
   sample (self);
   self->tick_source = g_timeout_add_seconds (SAMPLE_INTERVAL_S, tick, self);
+}
+
+void
+dcp_monitor_view_set_proxy (DcpMonitorView *self, DcpDbusEngine1 *proxy)
+{
+  g_return_if_fail (DCP_IS_MONITOR_VIEW (self));
+  g_return_if_fail (proxy == NULL || DCP_DBUS_IS_ENGINE1 (proxy));
+
+  if (self->proxy == proxy && self->remote == NULL)
+    return;
+  follow (self, proxy, NULL);
+}
+
+void
+dcp_monitor_view_set_remote (DcpMonitorView *self, DcpRemoteEngine *remote)
+{
+  g_return_if_fail (DCP_IS_MONITOR_VIEW (self));
+  g_return_if_fail (remote == NULL || DCP_IS_REMOTE_ENGINE (remote));
+
+  if (self->remote == remote && self->proxy == NULL)
+    return;
+  follow (self, NULL, remote);
 }
 
 guint
@@ -411,6 +532,13 @@ dcp_monitor_view_get_n_conversations (DcpMonitorView *self)
 {
   g_return_val_if_fail (DCP_IS_MONITOR_VIEW (self), 0);
   return self->conversations->len;
+}
+
+const char *
+dcp_monitor_view_get_speculation_text (DcpMonitorView *self)
+{
+  g_return_val_if_fail (DCP_IS_MONITOR_VIEW (self), NULL);
+  return self->speculation_text;
 }
 
 const char *
@@ -464,6 +592,7 @@ dcp_monitor_view_dispose (GObject *object)
   g_clear_object (&self->cancellable);
   g_clear_handle_id (&self->tick_source, g_source_remove);
   g_clear_object (&self->proxy);
+  g_clear_object (&self->remote);
   G_OBJECT_CLASS (dcp_monitor_view_parent_class)->dispose (object);
 }
 
@@ -475,6 +604,7 @@ dcp_monitor_view_finalize (GObject *object)
   g_array_unref (self->conversations);
   g_free (self->stats_text);
   g_free (self->queue_text);
+  g_free (self->speculation_text);
   G_OBJECT_CLASS (dcp_monitor_view_parent_class)->finalize (object);
 }
 
@@ -529,6 +659,15 @@ dcp_monitor_view_init (DcpMonitorView *self)
   group (self, _("Conversations"),
          _("Each dot is a conversation in the cache tier that holds it, larger with more tokens; "
            "a ring is idle, a filled dot is reading or writing"), tier_box);
+
+  self->speculation_label = GTK_LABEL (label (FALSE));
+  gtk_label_set_text (self->speculation_label,
+                      _ ("The acceptance length appears here while the engine runs"));
+  group (
+      self, _ ("Speculative decoding"),
+      _ ("Drafts the model accepted per verify step (the acceptance length less the model's own token), "
+         "from the counters scheduler.verify_steps, drafted_tokens and accepted_tokens"),
+      GTK_WIDGET (self->speculation_label));
 
   self->stats_label = GTK_LABEL (label (TRUE));
   gtk_label_set_text (self->stats_label, _("The engine's counters appear here while it runs"));

@@ -6,6 +6,7 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
+#include "dcp-speculation-costs.h"
 #include "dcp-window-private.h"
 
 /* The window's actions: presets, Copy, Load server and Stop, and the engine's state. */
@@ -24,8 +25,8 @@ static const struct {
 
 /* ---- presets ---- */
 
-static const char *
-preset_title (const DcpPreset *preset)
+const char *
+dcp_window_preset_title (const DcpPreset *preset)
 {
   for (guint i = 0; i < G_N_ELEMENTS (builtin_names); i++)
     if (g_str_equal (preset->id, builtin_names[i].id))
@@ -154,7 +155,7 @@ dcp_window_load_presets (DcpWindow *self)
   g_clear_object (&self->preset_names);
   self->preset_names = gtk_string_list_new (NULL);
   for (guint i = 0; i < self->presets->len; i++)
-    gtk_string_list_append (self->preset_names, preset_title (self->presets->pdata[i]));
+    gtk_string_list_append (self->preset_names, dcp_window_preset_title (self->presets->pdata[i]));
   gtk_string_list_append (self->preset_names, _("Custom"));
   adw_combo_row_set_model (self->preset_row, G_LIST_MODEL (self->preset_names));
   self->applying_preset = FALSE;
@@ -187,8 +188,26 @@ save_preset_action (GtkWidget *widget, const char *action, GVariant *param)
 char *
 dcp_window_get_command_line (DcpWindow *self)
 {
+  const char *drafter_path = NULL;
+  const DcpDrafterInfo *drafter = dcp_window_get_drafter (self, &drafter_path);
+  g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+  g_autoptr(JsonNode) root = json_from_string (json, NULL);
+  g_auto(DcpSettings) shown = { 0 };
+  g_autofree char *line = NULL, *dir = NULL, *path = NULL, *quoted = NULL;
+
+  /* The speculator Load server passes (the paired drafter, or what replaces mtp without one). */
+  dcp_settings_init_default (&shown);
+  if (root == NULL || !dcp_settings_load_json (&shown, root, NULL))
+    g_return_val_if_reached (NULL);
+  shown.speculator = dcp_speculation_resolve (&self->settings, self->meta, drafter, NULL);
   /* The API key stays out of the clipboard; the row's title says so. */
-  return dcp_settings_to_command_line (&self->settings, FALSE);
+  line = dcp_settings_to_command_line (&shown, FALSE);
+  if (shown.speculator != DCP_SPECULATOR_DFLASH)
+    return g_steal_pointer (&line);
+  dir = dcp_window_models_dir (self);
+  path = drafter_path ? g_strdup (drafter_path) : g_build_filename (dir, drafter->name, NULL);
+  quoted = g_shell_quote (path);
+  return g_strdup_printf ("%s --drafter %s", line, quoted);
 }
 
 static void
@@ -205,13 +224,17 @@ copy_action (GtkWidget *widget, const char *action, GVariant *param)
 
 /* ---- Load server and Stop ---- */
 
-/* Every setting and the key, as one string to compare. */
+/* Every setting, the key and the paired drafter, as one string to compare. */
 static char *
 settings_fingerprint (DcpWindow *self)
 {
   g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+  const char *drafter_path = NULL;
 
-  return g_strconcat (json, "\n", self->settings.api_key ? self->settings.api_key : "", NULL);
+  /* The paired drafter is part of what the engine runs with. */
+  dcp_window_get_drafter (self, &drafter_path);
+  return g_strconcat (json, "\n", self->settings.api_key ? self->settings.api_key : "", "\n",
+                      drafter_path ? drafter_path : "", NULL);
 }
 
 gboolean
@@ -235,6 +258,11 @@ dcp_window_show_engine_state (DcpWindow *self)
   const char *title = NULL;
   g_autofree char *subtitle = NULL;
 
+  if (dcp_window_show_remote_state (self))
+    return;
+  /* As the template has it (a remote engine changes both). */
+  gtk_widget_set_sensitive (self->load_button, TRUE);
+  gtk_widget_set_tooltip_text (self->load_button, _("Start the engine with these settings"));
   switch (state)
     {
     case DCP_ENGINE_STOPPED:
@@ -390,6 +418,9 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   g_autofree char *line = dcp_window_get_command_line (self);
   g_autofree char *health = NULL;
   g_autofree char *settings_path = dcp_engine_command_default_settings_path ();
+  const DcpDrafterInfo *drafter;
+  const char *drafter_path = NULL;
+  DcpSpeculator speculator;
   g_auto(DcpEngineCommand) command = { 0 };
   g_auto(GStrv) envp = g_get_environ ();
   g_autoptr(GError) error = NULL;
@@ -400,12 +431,26 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
       dcp_window_toast (self, _("Choose a model file on this PC first (download it if it is only in the repository)"));
       return;
     }
-  /* The engine runs exactly these settings: all of them in a file it reads with --settings. */
+  drafter = dcp_window_get_drafter (self, &drafter_path);
+  if (drafter != NULL && drafter_path == NULL)
+    {
+      /* Translators: %s is a drafter file's name */
+      g_autofree char *text = g_strdup_printf (
+          _ ("The drafter %s is not on this PC yet: download it, or choose No drafter"),
+          drafter->name);
+      dcp_window_toast (self, text);
+      return;
+    }
+  /* The engine runs exactly these settings: all of them in a file it reads with --settings; the
+   * paired drafter (or the speculator that replaces mtp/dflash without one) on the command line. */
   if (!dcp_engine_command_build (&command, &self->settings, self->engine_path, settings_path, envp, &error))
     {
       dcp_window_toast (self, error->message);
       return;
     }
+  speculator = dcp_speculation_resolve (&self->settings, self->meta, drafter, NULL);
+  dcp_engine_command_add_speculation (&command, &self->settings, speculator,
+                                      speculator == DCP_SPECULATOR_DFLASH ? drafter_path : NULL);
   if (g_str_equal (host, "0.0.0.0") || g_str_equal (host, "::"))
     host = "127.0.0.1";
   health = strchr (host, ':') ? g_strdup_printf ("http://[%s]:%u/health", host, self->settings.port)
@@ -413,8 +458,8 @@ load_action (GtkWidget *widget, const char *action, GVariant *param)
   gtk_text_buffer_set_text (gtk_text_view_get_buffer (self->log_view), "", 0);
   {
     /* Translators: the engine's command line, then the equivalent options it reads from the file */
-    g_autofree char *shown = g_strdup_printf (_("$ %s --settings %s\n(the same as: %s)"),
-                                              self->engine_path, settings_path, line);
+    g_autofree char *argv = g_strjoinv (" ", command.argv);
+    g_autofree char *shown = g_strdup_printf (_ ("$ %s\n(the same as: %s)"), argv, line);
     engine_log_line (self->engine, shown, self);
   }
   g_free (self->running_settings);

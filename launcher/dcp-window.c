@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dcp-error.h"
+#include "dcp-speculation-costs.h"
 #include "dcp-window-private.h"
 
 #define GIB 1073741824.0
@@ -60,8 +61,8 @@ show_message_action (GtkWidget *widget, const char *action, GVariant *param)
   gtk_window_present (GTK_WINDOW (dialog));
 }
 
-static char *
-models_dir (DcpWindow *self)
+char *
+dcp_window_models_dir (DcpWindow *self)
 {
   g_autofree char *dir = g_settings_get_string (self->gsettings, "models-folder");
 
@@ -78,7 +79,7 @@ model_dirs (DcpWindow *self)
   const char *const *system = g_get_system_data_dirs ();
   GStrv dirs = g_new0 (char *, g_strv_length ((GStrv) system) + 2);
 
-  dirs[0] = models_dir (self);
+  dirs[0] = dcp_window_models_dir (self);
   for (guint i = 0; system[i] != NULL; i++)
     dirs[i + 1] = g_build_filename (system[i], "decapybara", "models", NULL);
   return dirs;
@@ -91,10 +92,41 @@ dcp_window_update_costs (DcpWindow *self)
 {
   g_auto(DcpCosts) costs = { 0 };
   guint64 plan_vram = (guint64) (gtk_spin_button_get_value (dcp_costs_view_get_plan_vram (self->costs_view)) * GIB);
+  const DcpDeviceReport *device = self->have_device ? &self->device : NULL;
+  const DcpDrafterInfo *drafter = dcp_window_get_drafter (self, NULL);
+  DcpSpeculationCosts spec;
+  g_autoptr(GString) presets = g_string_new (NULL);
 
-  dcp_costs_compute (&costs, self->meta, &self->settings, self->have_device ? &self->device : NULL, plan_vram);
-  dcp_costs_view_update (self->costs_view, &costs, self->have_device ? &self->device : NULL,
-                         self->meta ? self->meta->name : NULL);
+  dcp_costs_compute (&costs, self->meta, &self->settings, device, plan_vram);
+  dcp_costs_view_update (self->costs_view, &costs, device, self->meta ? self->meta->name : NULL);
+  /* Each preset applied to these settings, with the same drafter. */
+  for (guint i = 0; self->presets != NULL && i < self->presets->len; i++)
+    {
+      const DcpPreset *preset = self->presets->pdata[i];
+      g_auto(DcpSettings) scratch = { 0 };
+      g_autofree char *json = dcp_settings_to_json_data (&self->settings);
+      g_autoptr(JsonNode) root = json_from_string (json, NULL);
+      g_autofree char *name = NULL;
+      DcpSpeculationCosts p;
+
+      dcp_settings_init_default (&scratch);
+      if (!dcp_settings_load_json (&scratch, root, NULL) ||
+          !dcp_preset_apply (preset, &scratch, NULL) ||
+          !dcp_speculation_costs_compute (&p, self->meta, &scratch, drafter, device, plan_vram) ||
+          p.tokens_per_s_without <= 0)
+        continue;
+      name = dcp_speculation_name (p.speculator);
+      /* Translators: a preset, its tokens/s without speculation, with it, and the speculator */
+      g_string_append_printf (presets, _ ("%s%s: %.0f → %.0f tokens/s (%s)"),
+                              presets->len ? "\n" : "", dcp_window_preset_title (preset),
+                              p.tokens_per_s_without, p.tokens_per_s_with, name);
+    }
+  if (!dcp_speculation_costs_compute (&spec, self->meta, &self->settings, drafter, device,
+                                      plan_vram))
+    dcp_costs_view_update_speculation (self->costs_view, NULL, NULL, NULL);
+  else
+    dcp_costs_view_update_speculation (self->costs_view, &spec, drafter ? drafter->name : NULL,
+                                       presets->len ? presets->str : NULL);
 }
 
 /* The "?" popover's comparison: each choice of a setting, planned on this PC. */
@@ -283,6 +315,7 @@ dcp_window_set_model_meta (DcpWindow *self, DcpModelMeta *meta)
 {
   g_clear_pointer (&self->meta, dcp_model_meta_free);
   self->meta = meta;
+  dcp_window_update_drafters (self);
   dcp_window_update_costs (self);
 }
 
@@ -304,8 +337,9 @@ static void
 model_selected (DcpModelList *list, DcpWindow *self)
 {
   const DcpModelEntry *entry = dcp_model_list_get_selected (list);
-  g_autofree char *dir = models_dir (self);
+  g_autofree char *dir = dcp_window_models_dir (self);
   g_autofree char *path = NULL;
+  DcpModelMeta *head;
   g_autoptr(GError) error = NULL;
 
   if (entry == NULL)
@@ -324,6 +358,9 @@ model_selected (DcpModelList *list, DcpWindow *self)
         dcp_window_toast (self, error->message);
       dcp_window_set_model_meta (self, meta);
     }
+  else if ((head = dcp_window_steal_head (self, entry->url)) != NULL)
+    /* Read by Range while the repository was listed. */
+    dcp_window_set_model_meta (self, head);
   else
     {
       g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
@@ -349,11 +386,12 @@ forget_model (DcpWindow *self)
   dcp_window_settings_changed (self);
 }
 
-/* The local files of every models folder joined with the repository's last listing. */
-static void
-show_models (DcpWindow *self)
+/* The local files of every models folder joined with the repository's last listing; drafter
+ * files go to the Drafter group. */
+void
+dcp_window_show_models (DcpWindow *self)
 {
-  g_autofree char *dir = models_dir (self);
+  g_autofree char *dir = dcp_window_models_dir (self);
   g_auto(GStrv) dirs = model_dirs (self);
   g_autofree char *model = g_settings_get_string (self->gsettings, "model");
   g_autoptr(GError) error = NULL;
@@ -369,6 +407,7 @@ show_models (DcpWindow *self)
   for (guint i = 0; self->remote != NULL && i < self->remote->len; i++)
     g_ptr_array_add (remote, dcp_model_entry_copy (self->remote->pdata[i]));
   all = dcp_model_catalog_merge (local, remote);
+  dcp_window_take_drafters (self, all);
   dcp_model_list_set_entries (self->model_list, all, dir);
   if (*model)
     dcp_model_list_select (self->model_list, model);
@@ -377,30 +416,7 @@ show_models (DcpWindow *self)
     dcp_model_list_select (self->model_list, ((DcpModelEntry *) all->pdata[0])->name);
   if (dcp_model_list_get_selected (self->model_list) == NULL)
     forget_model (self);
-}
-
-static void
-catalog_ready (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  g_autoptr(DcpWindow) self = user_data;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) remote = dcp_model_catalog_list_remote_finish (result, &error);
-
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-    return;
-  g_clear_pointer (&self->remote, g_ptr_array_unref);
-  if (remote == NULL)
-    {
-      /* Translators: %s is why the repository's file list could not be read */
-      g_autofree char *note = g_strdup_printf (_("The repository's files could not be listed: %s"), error->message);
-      dcp_model_list_set_note (self->model_list, note);
-    }
-  else
-    {
-      dcp_model_list_set_note (self->model_list, NULL);
-      self->remote = g_steal_pointer (&remote);
-    }
-  show_models (self);
+  dcp_window_update_drafters (self);
 }
 
 static gboolean
@@ -409,7 +425,7 @@ rescan_tick (gpointer user_data)
   DcpWindow *self = user_data;
 
   self->rescan_source = 0;
-  show_models (self);
+  dcp_window_show_models (self);
   return G_SOURCE_REMOVE;
 }
 
@@ -452,7 +468,7 @@ watch_folder (DcpWindow *self, const char *dir)
 static void
 refresh_models (DcpWindow *self)
 {
-  g_autofree char *dir = models_dir (self);
+  g_autofree char *dir = dcp_window_models_dir (self);
   g_autofree char *repo = g_settings_get_string (self->gsettings, "model-repository");
 
   gtk_editable_set_text (GTK_EDITABLE (self->folder_row), dir);
@@ -460,10 +476,7 @@ refresh_models (DcpWindow *self)
   watch_folder (self, dir);
   if (*repo)
     {
-      g_autofree char *token = g_strstrip (g_settings_get_string (self->gsettings, "hf-token"));
-
-      dcp_model_catalog_list_remote_async (self->session, dcp_model_catalog_default_endpoint (), repo, "main", token,
-                                           self->cancellable, catalog_ready, g_object_ref (self));
+      dcp_window_list_remote (self, repo);
       return;
     }
   g_clear_pointer (&self->remote, g_ptr_array_unref);
@@ -471,7 +484,7 @@ refresh_models (DcpWindow *self)
                            _("No model repository is set, so only the .mcapy files in the models folder are listed. "
                              "Enter a Hugging Face repository above (owner/name) to list and download its files; "
                              "the HF_ENDPOINT environment variable points it at a mirror."));
-  show_models (self);
+  dcp_window_show_models (self);
 }
 
 /* A models folder the user gave: absolute (a leading ~ is the home folder), a folder or
@@ -556,7 +569,7 @@ static void
 choose_folder_action (GtkWidget *widget, const char *action, GVariant *param)
 {
   DcpWindow *self = DCP_WINDOW (widget);
-  g_autofree char *dir = models_dir (self);
+  g_autofree char *dir = dcp_window_models_dir (self);
   g_autoptr(GFile) current = g_file_new_for_path (dir);
   GtkFileChooserNative *dialog = gtk_file_chooser_native_new (_("Choose the Models Folder"), GTK_WINDOW (self),
                                                               GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER,
@@ -692,6 +705,7 @@ dcp_window_dispose (GObject *object)
       g_clear_object (&self->folder_monitor);
     }
   g_clear_object (&self->engine);
+  g_clear_object (&self->remote_engine);
   gtk_widget_dispose_template (GTK_WIDGET (self), DCP_TYPE_WINDOW);
   G_OBJECT_CLASS (dcp_window_parent_class)->dispose (object);
 }
@@ -709,6 +723,7 @@ dcp_window_finalize (GObject *object)
   g_clear_object (&self->preset_names);
   g_clear_pointer (&self->meta, dcp_model_meta_free);
   g_clear_pointer (&self->remote, g_ptr_array_unref);
+  dcp_window_finalize_drafters (self);
   g_free (self->running_settings);
   g_free (self->engine_path);
   dcp_settings_clear (&self->settings);
@@ -738,6 +753,9 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, folder_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, repo_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, token_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, remote_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, remote_key_row);
+  gtk_widget_class_bind_template_child (widget_class, DcpWindow, connect_button);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, address_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, command_row);
   gtk_widget_class_bind_template_child (widget_class, DcpWindow, engine_row);
@@ -754,6 +772,7 @@ dcp_window_class_init (DcpWindowClass *klass)
   gtk_widget_class_install_action (widget_class, "win.choose-folder", NULL, choose_folder_action);
   gtk_widget_class_install_action (widget_class, "win.show-message", "s", show_message_action);
   dcp_window_class_init_actions (widget_class);
+  dcp_window_class_init_remote (widget_class);
 }
 
 static void
@@ -767,6 +786,11 @@ dcp_window_init (DcpWindow *self)
 
   self->model_list = dcp_model_list_new (self->session);
   gtk_box_prepend (self->left_box, GTK_WIDGET (self->model_list));
+  dcp_window_init_drafters (self);
+  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->drafter_list),
+                              GTK_WIDGET (self->model_list));
+  gtk_box_insert_child_after (self->left_box, GTK_WIDGET (self->checkpoint_list),
+                              GTK_WIDGET (self->drafter_list));
   self->settings_page = dcp_settings_page_new (&self->settings);
   gtk_box_append (self->left_box, GTK_WIDGET (self->settings_page));
   self->costs_view = dcp_costs_view_new ();
@@ -800,6 +824,7 @@ dcp_window_init (DcpWindow *self)
   g_signal_connect (self->repo_row, "apply", G_CALLBACK (repo_applied), self);
   dcp_window_init_actions (self);
   name_unnamed_buttons (GTK_WIDGET (self->token_row), _("Show or hide the token"));
+  name_unnamed_buttons (GTK_WIDGET (self->remote_key_row), _("Show or hide the remote engine's API key"));
 }
 
 /* The last used settings, then the widgets that show them. */
@@ -840,6 +865,8 @@ token_changed (GSettings *settings, const char *key, DcpWindow *self)
   g_autofree char *token = g_settings_get_string (settings, key);
 
   dcp_model_list_set_token (self->model_list, g_strstrip (token));
+  dcp_model_list_set_token (self->drafter_list, token);
+  dcp_checkpoint_list_set_token (self->checkpoint_list, token);
 }
 
 DcpWindow *
@@ -859,6 +886,7 @@ dcp_window_new (GtkApplication *application, GSettings *settings, const char *en
   g_settings_bind (settings, "hf-token", self->token_row, "text", G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_object (settings, "changed::hf-token", G_CALLBACK (token_changed), self, 0);
   token_changed (settings, "hf-token", self);
+  dcp_window_init_remote (self);
   restore (self);
   dcp_window_load_presets (self);
   dcp_window_settings_changed (self);

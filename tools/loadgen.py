@@ -5,15 +5,20 @@ decapybara (or any OpenAI-compatible server) and prints what the clients see.
 
   tools/loadgen.py --url http://127.0.0.1:8080 --clients 12 --max-tokens 256 \
       --temperature 0.6 --top-p 0.95 --top-k 20
+  tools/loadgen.py --url http://127.0.0.1:8080 --clients 12 --max-tokens 256 \
+      --schema tools/story-schema.json
   tools/loadgen.py --url http://127.0.0.1:8080 --returning-agent --agent-tokens 30000
 
 Load: each client sends --requests streaming requests one after another (different short
-prompts, so that they do not resume from each other), all clients at once. Printed: tokens/s
+prompts, so that they do not resume from each other; --prompts code asks for Python functions),
+all clients at once. Printed: tokens/s
 seen by the clients in all (completion tokens of every request / the wall time from the first
 request to the last answer's end) and per client (its completion tokens / the time from its
 first streamed token to its last, summed over its requests), and the time to first token
 (request sent -> first content or reasoning delta) p50 and p95. Token counts are the server's
-usage (stream_options.include_usage).
+usage (stream_options.include_usage). --schema FILE asks every request for a JSON answer
+following that JSON Schema (response_format json_schema, strict), --json-object for any JSON
+object: the cost of constrained decoding, against the same run without.
 
 Returning agent: a conversation of about --agent-tokens prompt tokens (a system prompt and a
 user message of filler text, sized with /v1/messages/count_tokens), answered with
@@ -86,10 +91,12 @@ class Server:
             body["system"] = system[0]
         return self.post_json("/v1/messages/count_tokens", body)["input_tokens"]
 
-    def stream_chat(self, messages, sampling, max_tokens):
+    def stream_chat(self, messages, sampling, max_tokens, response_format=None):
         """One streaming chat request: its text, usage and client-side times."""
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "stream": True,
                 "stream_options": {"include_usage": True}, **sampling}
+        if response_format is not None:
+            body["response_format"] = response_format
         out = {"text": [], "usage": None, "sent": time.monotonic(), "first": None, "last": None}
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
@@ -131,6 +138,34 @@ class Server:
         return out
 
 
+# Python functions to write (--prompts code): what the demo model was trained on, and the kind of
+# text where speculation's drafters find their drafts.
+CODE_TASKS = (
+    ("is_even(n)", "Return True when n is even."),
+    ("fibonacci(n)", "Return the n-th Fibonacci number, fibonacci(0) == 0."),
+    ("reverse_words(text)", "Return text with the order of its words reversed."),
+    ("count_vowels(s)", "Return how many vowels s contains."),
+    ("flatten(items)", "Return a flat list of the elements of a list of lists."),
+    ("clamp(x, low, high)", "Return x limited to the range low..high."),
+    ("is_palindrome(s)", "Return True when s reads the same backwards."),
+    ("word_counts(text)", "Return a dict of each word of text and how often it occurs."),
+    ("chunks(items, size)", "Return items cut into lists of at most size elements."),
+    ("median(values)", "Return the median of a non-empty list of numbers."),
+    ("dedupe(items)", "Return items without repeats, keeping the first occurrence's order."),
+    ("to_snake_case(name)", "Return a CamelCase name written in snake_case."),
+)
+
+
+def make_question(prompts, i, r):
+    """Client i's request r: a different prompt for each, so that none resumes from another."""
+    if prompts == "code":
+        signature, doc = CODE_TASKS[(i * 5 + r) % len(CODE_TASKS)]
+        return (f"Write this Python function (client {i}, request {r}):\n\n"
+                f"def {signature}:\n    \"\"\"{doc}\"\"\"\n")
+    return (f"Client {i}, request {r}: tell a long story about a "
+            f"{WORDS[(i + r) % len(WORDS)]} and a {WORDS[(3 * i + r + 1) % len(WORDS)]}.")
+
+
 def sampling_of(args):
     sampling = {"temperature": args.temperature}
     if args.top_p is not None:
@@ -142,18 +177,36 @@ def sampling_of(args):
     return sampling
 
 
+def parses(text):
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
+
+
+def response_format_of(args):
+    if args.json_object:
+        return {"type": "json_object"}
+    if args.schema is None:
+        return None
+    with open(args.schema, encoding="utf-8") as f:
+        schema = json.load(f)
+    return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": True}}
+
+
 def run_load(server, args):
     sampling = sampling_of(args)
+    response_format = response_format_of(args)
     results = [[] for _ in range(args.clients)]
     errors = []
 
     def client(i):
         for r in range(args.requests):
-            question = (f"Client {i}, request {r}: tell a long story about a "
-                        f"{WORDS[(i + r) % len(WORDS)]} and a {WORDS[(3 * i + r + 1) % len(WORDS)]}.")
+            question = make_question(args.prompts, i, r)
             try:
                 results[i].append(server.stream_chat([{"role": "user", "content": question}], sampling,
-                                                     args.max_tokens))
+                                                     args.max_tokens, response_format))
             except (OSError, RuntimeError, ValueError) as e:
                 errors.append(f"client {i}: {e}")
                 return
@@ -177,6 +230,8 @@ def run_load(server, args):
     ttft = [r["first"] - r["sent"] for r in done if r["first"] is not None]
     return {
         "clients": args.clients, "requests": len(done), "errors": errors, "sampling": sampling,
+        "response_format": (response_format or {}).get("type", "text"),
+        "json_answers": sum(1 for r in done if parses(r["text"])),
         "max_tokens": args.max_tokens, "completion_tokens": total_tokens,
         "wall_seconds": end - start,
         "tokens_per_second": total_tokens / (end - start) if end > start else 0.0,
@@ -233,12 +288,16 @@ def main():
     p.add_argument("--top-p", type=float)
     p.add_argument("--top-k", type=int)
     p.add_argument("--seed", type=int)
+    p.add_argument("--prompts", choices=("story", "code"), default="story",
+                   help="what each request asks: a story, or a Python function to write")
     p.add_argument("--returning-agent", action="store_true", help="run the returning-agent case instead")
     p.add_argument("--agent-tokens", type=int, default=30000)
     p.add_argument("--agent-new-tokens", type=int, default=1000)
     p.add_argument("--agent-answer", type=int, default=64)
     p.add_argument("--timeout", type=float, default=600, help="seconds per request")
     p.add_argument("--allow-remote", action="store_true", help="allow a server that is not on loopback")
+    p.add_argument("--schema", help="a JSON Schema file: every answer follows it (response_format json_schema)")
+    p.add_argument("--json-object", action="store_true", help="every answer is a JSON object")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if not 1 <= args.clients <= 256 or not 1 <= args.requests <= 1000 or not 1 <= args.max_tokens <= 1 << 20:
@@ -262,7 +321,8 @@ def main():
         print(json.dumps({"load": r}))
     else:
         rates = r["per_client_tokens_per_second"]
-        print(f"{r['clients']} clients x {args.requests} requests, {r['sampling']}, max_tokens {r['max_tokens']}: "
+        print(f"{r['clients']} clients x {args.requests} requests, {r['sampling']}, max_tokens {r['max_tokens']}, "
+              f"{r['response_format']}: "
               f"{r['completion_tokens']} tokens in {r['wall_seconds']:.2f} s = {r['tokens_per_second']:.1f} tokens/s; "
               f"per client {statistics.mean(rates) if rates else 0:.1f} (min {min(rates, default=0):.1f}, "
               f"max {max(rates, default=0):.1f}); time to first token p50 {r['ttft_p50']:.3f} s, "

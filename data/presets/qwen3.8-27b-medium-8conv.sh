@@ -21,7 +21,9 @@ KV_BITS=6/4
 ROPE_SCALING=auto
 # Activations in matrix products: fp8 (faster prompt reading) or bf16 (a little more accurate).
 ACTIVATIONS=fp8
-# Speculative decoding: off, mtp (the model's own draft head) or ngram (drafts from the prompt).
+# Speculative decoding: off, mtp (the model's own draft head), ngram (drafts from the prompt) or
+# dflash (a DFlash drafter file, given with --drafter FILE). The launcher runs mtp and dflash with
+# the drafter it paired to the model (--speculator dflash --drafter FILE), else with mtp.
 SPECULATOR=mtp
 # Draft tokens per step: 0 = adapt to the drafter's confidence.
 DRAFT_LENGTH=0

@@ -33,6 +33,13 @@ struct _DcpSeqState {
   guint pool_pages;              /* a paged state: its pool's pages; 0: unpaged */
 };
 
+/* A verify step's save: per GDN layer its state before and its rows' inputs. */
+struct _DcpStepSave {
+  DcpStepSaveHeader header;
+  guint n_layers;
+  DcpCpuGdnSave *gdn; /* [n_layers]; unused for attention layers */
+};
+
 /* Per attention layer, n_pages x page_tokens rows of K and of V (NULL for GDN layers). */
 struct _DcpKvPool {
   guint n_pages, page_tokens, n_layers, width;
@@ -354,10 +361,55 @@ cpu_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize s
   return TRUE;
 }
 
-/* x += Mixer(input_norm(x)); x += MLP(post_norm(x)) for n rows of x. */
+static DcpStepSave *
+cpu_step_save_new (DcpBackend *backend, GError **error)
+{
+  const DcpModelConfig *c = &DCP_BACKEND_CPU (backend)->weights->config;
+  DcpStepSave *save = g_new0 (DcpStepSave, 1);
+
+  save->n_layers = c->n_layers;
+  save->gdn = g_new0 (DcpCpuGdnSave, c->n_layers);
+  for (guint i = 0; i < c->n_layers; i++)
+    if (!c->is_full_attention[i])
+      dcp_cpu_gdn_save_init (&save->gdn[i], c, DCP_STEP_SAVE_ROWS);
+  return save;
+}
+
+static void
+cpu_step_save_free (DcpBackend *backend, DcpStepSave *save)
+{
+  for (guint i = 0; i < save->n_layers; i++)
+    dcp_cpu_gdn_save_clear (&save->gdn[i]);
+  g_free (save->gdn);
+  g_free (save);
+}
+
+/* The KV counts cut back (the rows past them are written over later), the GDN layers
+ * recomputed from their saves. */
+static gboolean
+cpu_state_keep (DcpBackend *backend, DcpSeqState *s, DcpStepSave *save, guint n_keep,
+                GError **error)
+{
+  DcpBackendCpu *self = DCP_BACKEND_CPU (backend);
+  guint n = save->header.n_before + n_keep;
+
+  for (guint i = 0; i < s->n_layers; i++)
+    {
+      if (s->gdn[i].state != NULL)
+        dcp_cpu_gdn_keep (self->pool, &self->weights->config, &save->gdn[i], &s->gdn[i], n_keep,
+                          self->gdn_chunk_size);
+      else
+        s->kv[i].n_tokens = n;
+    }
+  s->n_tokens = n;
+  return TRUE;
+}
+
+/* x += Mixer(input_norm(x)); x += MLP(post_norm(x)) for n rows of x; a GDN layer saves into
+ * save (optional). */
 static void
 decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
-               DcpCpuGdnState *gdn, float *x, guint n)
+               DcpCpuGdnState *gdn, DcpCpuGdnSave *save, float *x, guint n)
 {
   const DcpModelConfig *c = &self->weights->config;
   guint H = c->hidden_size;
@@ -370,7 +422,7 @@ decoder_layer (DcpBackendCpu *self, const DcpCpuLayer *layer, DcpCpuKvCache *kv,
   if (layer->is_full_attention)
     dcp_cpu_attention_forward (self->pool, c, &self->weights->rope, &layer->attn, kv, h, n, delta);
   else
-    dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, delta);
+    dcp_cpu_gdn_forward (self->pool, c, &layer->gdn, gdn, h, n, self->gdn_chunk_size, save, delta);
   for (gsize i = 0; i < (gsize) n * H; i++)
     x[i] += delta[i];
 
@@ -410,6 +462,25 @@ head (DcpBackendCpu *self, const float *norm, const float *x, guint n, DcpLogits
     memcpy (hidden, y, (gsize) rows * H * sizeof (float));
 }
 
+/* The item's taps after layer l: x's rows, final-normed after the last layer. */
+static void
+copy_taps (DcpBackendCpu *self, DcpBatchItem *item, guint l, const float *x)
+{
+  const DcpModelConfig *c = &self->weights->config;
+  guint H = c->hidden_size, width = item->n_tap_layers * H;
+
+  for (guint j = 0; j < item->n_tap_layers; j++)
+    if (item->tap_layers[j] == l)
+      for (guint t = 0; t < item->n_tokens; t++)
+        {
+          float *dst = item->taps + (gsize) t * width + (gsize) j * H;
+          if (l + 1 == c->n_layers)
+            dcp_cpu_rms_norm_zc (x + (gsize) t * H, self->weights->norm, H, (float) c->rms_norm_eps, dst);
+          else
+            memcpy (dst, x + (gsize) t * H, H * sizeof (float));
+        }
+}
+
 static gboolean
 cpu_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **error)
 {
@@ -425,7 +496,11 @@ cpu_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **e
 
       embed (self, item->tokens, item->n_tokens, x);
       for (guint l = 0; l < w->config.n_layers; l++)
-        decoder_layer (self, &w->layers[l], &s->kv[l], &s->gdn[l], x, item->n_tokens);
+        {
+          decoder_layer (self, &w->layers[l], &s->kv[l], &s->gdn[l],
+                         item->save != NULL ? &item->save->gdn[l] : NULL, x, item->n_tokens);
+          copy_taps (self, item, l, x);
+        }
       s->n_tokens += item->n_tokens;
       head (self, w->norm, x, item->n_tokens, item->logits_mode, item->logits, item->hidden);
     }
@@ -471,7 +546,7 @@ cpu_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError *
           dcp_cpu_rms_norm_zc (item->hidden + (gsize) t * H, mtp->pre_fc_norm_hidden, H, eps, row + H);
         }
       dcp_cpu_matmul (self->pool, &mtp->fc, cat, n, x);
-      decoder_layer (self, &mtp->layer, &item->state->mtp_kv, NULL, x, n);
+      decoder_layer (self, &mtp->layer, &item->state->mtp_kv, NULL, NULL, x, n);
       head (self, mtp->norm, x, n, item->logits_mode, item->logits, item->hidden_out);
     }
   return TRUE;
@@ -537,11 +612,15 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->state_get_n_tokens = cpu_state_get_n_tokens;
   backend_class->state_get_bytes = cpu_state_get_bytes;
   backend_class->forward = cpu_forward;
+  backend_class->forward_taps = TRUE;
   backend_class->has_mtp = cpu_has_mtp;
   backend_class->mtp_forward = cpu_mtp_forward;
   backend_class->mtp_rewind = cpu_mtp_rewind;
   backend_class->state_save = cpu_state_save;
   backend_class->state_load = cpu_state_load;
+  backend_class->step_save_new = cpu_step_save_new;
+  backend_class->step_save_free = cpu_step_save_free;
+  backend_class->state_keep = cpu_state_keep;
   backend_class->kv_pool_new = cpu_kv_pool_new;
   backend_class->kv_pool_free = cpu_kv_pool_free;
   backend_class->state_new_paged = cpu_state_new_paged;
@@ -590,6 +669,20 @@ dcp_backend_cpu_set_gdn_chunk_size (DcpBackendCpu *self, guint chunk_size)
 {
   g_return_if_fail (DCP_IS_BACKEND_CPU (self));
   self->gdn_chunk_size = chunk_size;
+}
+
+const DcpCpuWeights *
+dcp_backend_cpu_get_weights (DcpBackendCpu *self)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND_CPU (self), NULL);
+  return self->weights;
+}
+
+DcpCpuPool *
+dcp_backend_cpu_get_pool (DcpBackendCpu *self)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND_CPU (self), NULL);
+  return self->pool;
 }
 
 guint

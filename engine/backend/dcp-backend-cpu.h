@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-backend.h"
+#include "dcp-cpu-weights.h"
 #include "dcp-tensor-source.h"
 
 G_BEGIN_DECLS
@@ -22,6 +23,10 @@ DcpBackend *dcp_backend_cpu_new                (const DcpModelConfig  *config,
 void        dcp_backend_cpu_set_gdn_chunk_size (DcpBackendCpu         *self,
                                                 guint                  chunk_size);
 guint       dcp_backend_cpu_get_n_threads      (DcpBackendCpu         *self);
+/* The model's weights and the thread pool, for the DFlash drafter (dcp-drafter-model.h), which
+ * reuses the embedding and lm_head and runs its products on the same threads. */
+const DcpCpuWeights *dcp_backend_cpu_get_weights (DcpBackendCpu       *self);
+DcpCpuPool  *dcp_backend_cpu_get_pool          (DcpBackendCpu         *self);
 /* KV-cache values of states made from now on (the main model's and the MTP head's) are rounded
  * through the format the CUDA backend stores for these bits: 16 BF16, 8 MXFP8 E4M3, 6 MXFP6
  * E2M3, 4 MXFP4 E2M1, in blocks of 32 along each head; 32 keeps FP32 (the default). They stay in

@@ -54,6 +54,7 @@ cuda_state_free (DcpBackend *backend, DcpSeqState *s)
   if (s->kv != NULL && !s->paged)
     dcp_cuda_kv_release (s->kv, s->pages);
   g_array_unref (s->pages);
+  dcp_cuda_mtp_kv_clear (&s->mtp);
   if (s->block != NULL)
     dcpk_free (s->block);
   g_free (s->conv);
@@ -223,18 +224,27 @@ reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
   return s->kv == NULL || dcp_cuda_kv_reserve (s->kv, s->pages, n_tokens, error);
 }
 
-#define STATE_MAGIC 0x32435544u   /* "DUC2" */
-#define HEAD_WORDS 6
+#define STATE_MAGIC 0x33435544u   /* "DUC3" */
+#define HEAD_WORDS 7
 
-/* [magic, n_tokens, n_gdn, n_attn, K format, V format] u32, the GDN block, then per attention
- * layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save alike). */
+/* The bytes of the MTP KV's pages in the backend's formats. */
+static gsize
+mtp_page_bytes (DcpBackendCuda *self)
+{
+  return dcpk_kv_page_bytes (&self->kv_layout);
+}
+
+/* [magic, n_tokens, n_gdn, n_attn, K format, V format, MTP rows] u32, the GDN block, then per
+ * attention layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save
+ * alike), then the MTP KV's pages that hold its rows, whole. */
 static gboolean
 cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GError **error)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
   const DcpCudaCounts *n = self->counts;
   guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, n->n_gdn, n->n_attn,
-                               self->kv_layout.k_format, self->kv_layout.v_format };
+                               self->kv_layout.k_format, self->kv_layout.v_format,
+                               s->mtp.n_tokens };
   gsize block = state_block_bytes (self), at;
   guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
   gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
@@ -256,7 +266,7 @@ cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GEr
                                             (gsize) g_array_index (s->pages, guint32, p) * page_bytes,
                                             page_bytes), "state save", error))
         return FALSE;
-  return TRUE;
+  return dcp_cuda_mtp_kv_save (&s->mtp, mtp_page_bytes (self), out, error);
 }
 
 /* Only the saved positions are written: the rest of a last page may be another state's. */
@@ -276,7 +286,9 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
   if (size < sizeof head || head[0] != STATE_MAGIC || head[2] != self->counts->n_gdn ||
       head[3] != self->counts->n_attn || head[4] != (guint32) self->kv_layout.k_format ||
       head[5] != (guint32) self->kv_layout.v_format ||
-      size != sizeof head + block + (gsize) self->counts->n_attn * n_pages * page_bytes)
+      (head[6] > 0 && !self->weights->has_mtp) || head[6] > G_MAXINT32 ||
+      size != sizeof head + block + (gsize) self->counts->n_attn * n_pages * page_bytes +
+              dcp_cuda_mtp_kv_saved_bytes (mtp_page_bytes (self), head[6]))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
                    "saved sequence state: wrong size or not from this model and KV format "
@@ -298,6 +310,9 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
                                   MIN (DCPK_KV_PAGE_TOKENS, head[1] - p * DCPK_KV_PAGE_TOKENS),
                                   error))
         return FALSE;
+  if (!dcp_cuda_mtp_kv_load (&s->mtp, mtp_page_bytes (self), head[6], data + at, self->stream,
+                             error))
+    return FALSE;
   s->n_tokens = head[1];
   return TRUE;
 }
@@ -340,6 +355,8 @@ cuda_state_copy (DcpBackend *backend, DcpSeqState *dst, const DcpSeqState *src, 
       !dcp_cuda_check (dcpk_memcpy_d2d_async (dst->block, src->block, bytes, self->stream),
                        "state copy", error))
     return FALSE;
+  if (!dcp_cuda_mtp_kv_copy (&dst->mtp, &src->mtp, mtp_page_bytes (self), self->stream, error))
+    return FALSE;
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state copy", error))
     return FALSE;
   dst->n_tokens = src->n_tokens;
@@ -357,10 +374,25 @@ cuda_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
 
-  /* K and V in the pool's formats, per attention layer and token */
+  /* K and V in the pool's formats, per attention layer and token, and per MTP row */
   return state_block_bytes (self) +
-         (guint64) s->n_tokens * self->counts->n_attn * dcpk_kv_page_bytes (&self->kv_layout) /
-         DCPK_KV_PAGE_TOKENS;
+         ((guint64) s->n_tokens * self->counts->n_attn + s->mtp.n_tokens) *
+         dcpk_kv_page_bytes (&self->kv_layout) / DCPK_KV_PAGE_TOKENS;
+}
+
+/* Forward output rows [out, out + n) to item's hidden rows from `at` on, on the stream (none
+ * asked: nothing). */
+static gboolean
+copy_hidden (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n, guint at,
+             GError **error)
+{
+  const DcpModelConfig *c = &self->weights->config;
+
+  return item->hidden == NULL ||
+         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
+                                                dcp_cuda_forward_hidden (self->forward, out),
+                                                (gsize) n * c->hidden_size * sizeof (float),
+                                                self->stream), "hidden states", error);
 }
 
 /* The output stage: forward output rows [out, out + n) to item's logits (and hidden) rows from
@@ -376,17 +408,16 @@ copy_outputs (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n
                                               (gsize) n * c->vocab_size * sizeof (float),
                                               self->stream), "logits", error))
     return FALSE;
-  return item->hidden == NULL ||
-         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
-                                                dcp_cuda_forward_hidden (self->forward, out),
-                                                (gsize) n * c->hidden_size * sizeof (float),
-                                                self->stream), "hidden states", error);
+  /* a verify item's hidden rows are all its rows, copied with its row draws */
+  if (item->row_tokens != NULL && item->logits_mode != DCP_LOGITS_ALL)
+    return TRUE;
+  return copy_hidden (self, item, out, n, at, error);
 }
 
-/* Queues the draws of output rows [0, n) (draws[j]: the item that draws from row j, or NULL),
- * after the raw rows asked for are copied out. */
+/* Queues the draws of output rows [0, n) (draws[j]: who draws from row j), after the raw rows
+ * asked for are copied out. */
 static gboolean
-draw (DcpBackendCuda *self, DcpBatchItem **draws, guint n, guint n_draws, GError **error)
+draw (DcpBackendCuda *self, const DcpCudaDraw *draws, guint n, guint n_draws, GError **error)
 {
   return n_draws == 0 ||
          dcp_cuda_sampling_draw (self->sampling, dcp_cuda_forward_logits (self->forward, 0), draws,
@@ -400,7 +431,7 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
               GError **error)
 {
   DcpCudaSeq rows[DCP_CUDA_DECODE_ROWS];
-  DcpBatchItem *draws[DCP_CUDA_DECODE_ROWS];
+  DcpCudaDraw draws[DCP_CUDA_DECODE_ROWS];
   guint n_draws = 0;
 
   for (guint j = 0; j < n; j++)
@@ -410,8 +441,14 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
 
       if (!reserve (self, s, s->n_tokens + 1, error))
         return FALSE;
-      rows[j] = (DcpCudaSeq) { .tokens = &item->tokens[r], .n_tokens = 1, .pos = s->n_tokens,
-                               .pages = s->pages, .conv = s->conv, .recurrent = s->recurrent };
+      rows[j] = (DcpCudaSeq){ .tokens = &item->tokens[r],
+                              .n_tokens = 1,
+                              .pos = s->n_tokens,
+                              .pages = s->pages,
+                              .conv = s->conv,
+                              .recurrent = s->recurrent,
+                              .save = dcp_cuda_step_save_rows (item->save),
+                              .save_row = r };
     }
   if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_DECODE, rows, n, error))
     return FALSE;
@@ -420,11 +457,17 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
       DcpBatchItem *item = &items[which[j]];
       gboolean last = r + 1 == item->n_tokens;
 
-      draws[j] = item->sampler != NULL && last ? item : NULL;
-      n_draws += draws[j] != NULL;
+      /* a verify item draws every row, others the last */
+      draws[j].item = item->sampler != NULL && (last || item->row_tokens != NULL) ? item : NULL;
+      draws[j].row = item->row_tokens != NULL ? r : DCP_CUDA_DRAW_TOKEN;
+      n_draws += draws[j].item != NULL;
       if ((item->logits_mode == DCP_LOGITS_ALL ||
            (item->logits_mode == DCP_LOGITS_LAST && last)) &&
           !copy_outputs (self, item, j, 1, item->logits_mode == DCP_LOGITS_ALL ? r : 0, error))
+        return FALSE;
+      /* a verify item's hidden rows come with its row draws (dcp-backend.h) */
+      if (item->row_tokens != NULL && item->logits_mode != DCP_LOGITS_ALL &&
+          !copy_hidden (self, item, j, 1, r, error))
         return FALSE;
     }
   if (!draw (self, draws, n, n_draws, error) ||
@@ -514,7 +557,7 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
   g_autofree guint *order = g_new (guint, n_items), *done = g_new0 (guint, n_items);
   g_autofree guint *owner = g_new (guint, n_items);
   g_autofree DcpCudaSeq *seqs = g_new (DcpCudaSeq, n_items);
-  DcpBatchItem *draws[DCP_CUDA_PROMPT_MAX_OUT];
+  DcpCudaDraw draws[DCP_CUDA_PROMPT_MAX_OUT];
   guint n_order = 0, n_draws;
 
   for (guint i = 0; i < n_items; i++)
@@ -531,7 +574,8 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
         {
           guint i = order[j], left = items[i].n_tokens - done[i], t = MIN (left, max_rows - rows);
           DcpSeqState *s = items[i].state;
-          gboolean all = items[i].logits_mode == DCP_LOGITS_ALL;
+          /* a verify item's rows are all outputs: each is drawn from */
+          gboolean all = items[i].logits_mode == DCP_LOGITS_ALL || items[i].row_tokens != NULL;
           gboolean last = items[i].logits_mode == DCP_LOGITS_LAST || items[i].sampler != NULL;
           guint want;
 
@@ -542,10 +586,16 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
             continue;
           if (!reserve (self, s, s->n_tokens + t, error))
             return FALSE;
-          seqs[n] = (DcpCudaSeq) { .tokens = items[i].tokens + done[i], .n_tokens = t,
-                                   .pos = s->n_tokens, .pages = s->pages, .conv = s->conv,
-                                   .recurrent = s->recurrent, .all_rows = all,
-                                   .no_rows = want == 0 };
+          seqs[n] = (DcpCudaSeq){ .tokens = items[i].tokens + done[i],
+                                  .n_tokens = t,
+                                  .pos = s->n_tokens,
+                                  .pages = s->pages,
+                                  .conv = s->conv,
+                                  .recurrent = s->recurrent,
+                                  .all_rows = all,
+                                  .no_rows = want == 0,
+                                  .save = dcp_cuda_step_save_rows (items[i].save),
+                                  .save_row = done[i] };
           owner[n++] = i;
           rows += t;
           outs += want;
@@ -562,13 +612,26 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
           guint rows_out = seqs[q].no_rows ? 0 : seqs[q].all_rows ? seqs[q].n_tokens : 1;
           gboolean ends = done[owner[q]] + seqs[q].n_tokens == item->n_tokens;
 
-          if (rows_out > 0 && item->logits_mode != DCP_LOGITS_NONE &&
-              !copy_outputs (self, item, outs, rows_out, seqs[q].all_rows ? done[owner[q]] : 0,
-                             error))
+          if (rows_out > 0 && item->logits_mode == DCP_LOGITS_ALL &&
+              !copy_outputs (self, item, outs, rows_out, done[owner[q]], error))
+            return FALSE;
+          /* a verify item's hidden rows come with its row draws (dcp-backend.h) */
+          if (rows_out > 0 && item->row_tokens != NULL && item->logits_mode != DCP_LOGITS_ALL &&
+              !copy_hidden (self, item, outs, rows_out, done[owner[q]], error))
+            return FALSE;
+          /* the last row only (a verify item's rows are outputs, drawn below) */
+          if (rows_out > 0 && ends && item->logits_mode == DCP_LOGITS_LAST &&
+              !copy_outputs (self, item, outs + rows_out - 1, 1, 0, error))
             return FALSE;
           for (guint k = 0; k < rows_out; k++)
-            draws[outs + k] = item->sampler != NULL && ends && k + 1 == rows_out ? item : NULL;
-          n_draws += item->sampler != NULL && ends;
+            {
+              gboolean row_draw = item->row_tokens != NULL;
+
+              draws[outs + k].item =
+                  item->sampler != NULL && (row_draw || (ends && k + 1 == rows_out)) ? item : NULL;
+              draws[outs + k].row = row_draw ? done[owner[q]] + k : DCP_CUDA_DRAW_TOKEN;
+              n_draws += draws[outs + k].item != NULL;
+            }
           outs += rows_out;
         }
       if (!draw (self, draws, outs, n_draws, error) ||
@@ -608,9 +671,52 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
     return TRUE;
   if (!ensure_forward (self, max_n > 1, items[0].state->kv, error))
     return FALSE;
+  for (guint i = 0; i < n_items; i++)
+    if (items[i].save != NULL &&
+        !dcp_cuda_step_save_begin (self, items[i].save, items[i].state, error))
+      return FALSE;
   if (max_n > 1 && dcp_cuda_forward_prompt_rows (self->forward) > 0)
     return forward_passes (self, items, n_items, error);
   return forward_steps (self, items, n_items, max_n, error);
+}
+
+static gboolean
+cuda_has_mtp (DcpBackend *backend)
+{
+  return DCP_BACKEND_CUDA (backend)->weights->has_mtp;
+}
+
+/* The MTP rows past n_tokens are dropped: a later row is written over them (as on the CPU). */
+static void
+cuda_mtp_rewind (DcpBackend *backend, DcpSeqState *state, guint n_tokens)
+{
+  state->mtp.n_tokens = MIN (state->mtp.n_tokens, n_tokens);
+}
+
+/* The MTP head (dcp-cuda-mtp.c), on the same stream after the forwards before it. */
+static gboolean
+cuda_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError **error)
+{
+  DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
+  g_autofree DcpCudaMtpKv **kvs = g_new (DcpCudaMtpKv *, MAX (n_items, 1));
+
+  if (!self->weights->has_mtp)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "the model has no MTP head");
+      return FALSE;
+    }
+  if (mtp_page_bytes (self) == 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "MTP head: %u KV heads of %u dims is not a layout the kernels read",
+                   self->weights->config.n_kv_heads, self->weights->config.head_dim);
+      return FALSE;
+    }
+  if (self->mtp == NULL && !(self->mtp = dcp_cuda_mtp_new (self->weights, self->stream, error)))
+    return FALSE;
+  for (guint i = 0; i < n_items; i++)
+    kvs[i] = &items[i].state->mtp;
+  return dcp_cuda_mtp_run (self->mtp, &self->kv_layout, items, kvs, n_items, error);
 }
 
 static gpointer
@@ -649,6 +755,7 @@ dcp_backend_cuda_finalize (GObject *object)
   g_clear_pointer (&self->forward, dcp_cuda_forward_free);
   g_clear_pointer (&self->kv, dcp_cuda_kv_free);
   g_clear_pointer (&self->sampling, dcp_cuda_sampling_free);
+  g_clear_pointer (&self->mtp, dcp_cuda_mtp_free);
   g_clear_pointer (&self->weights, dcp_cuda_weights_free);
   if (self->stream != NULL)
     dcpk_stream_destroy (self->stream);
@@ -674,6 +781,9 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_get_n_tokens = cuda_state_get_n_tokens;
   backend_class->state_get_bytes = cuda_state_get_bytes;
   backend_class->forward = cuda_forward;
+  backend_class->has_mtp = cuda_has_mtp;
+  backend_class->mtp_forward = cuda_mtp_forward;
+  backend_class->mtp_rewind = cuda_mtp_rewind;
   backend_class->state_save = cuda_state_save;
   backend_class->state_load = cuda_state_load;
   backend_class->kv_pool_new = cuda_kv_pool_new;
@@ -685,6 +795,9 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->weight_name = cuda_weight_name;
   backend_class->weight_sum = cuda_weight_sum;
   backend_class->weight_restore = cuda_weight_restore;
+  backend_class->step_save_new = dcp_cuda_step_save_new;
+  backend_class->step_save_free = dcp_cuda_step_save_free;
+  backend_class->state_keep = dcp_cuda_state_keep;
   backend_class->sampler_data_new = cuda_sampler_data_new;
   backend_class->sampler_data_free = cuda_sampler_data_free;
   backend_class->sampler_data_add = cuda_sampler_data_add;

@@ -166,22 +166,131 @@ check_rows (DcpBackend *self, const char *what, guint index, const guint32 *toke
   return TRUE;
 }
 
+/* A verify item's extras: row draws take a sampler and no ban or mask; a save, a backend that
+ * keeps one and few enough rows. */
+static gboolean
+check_verify (DcpBackend *self, guint index, const DcpBatchItem *item, GError **error)
+{
+  if (item->row_tokens != NULL &&
+      (item->sampler == NULL || item->n_banned > 0 || item->allowed != NULL))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "batch item %u: row draws need a sampler and take no banned or allowed tokens",
+                   index);
+      return FALSE;
+    }
+  if (item->save != NULL && item->n_tokens > DCP_STEP_SAVE_ROWS)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "batch item %u: %u rows are more than a step save holds (%u)", index,
+                   item->n_tokens, DCP_STEP_SAVE_ROWS);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* A tapping item: a backend that taps and layers the model has. */
+static gboolean
+check_taps (DcpBackend *self, guint index, const DcpBatchItem *item, GError **error)
+{
+  const DcpModelConfig *config = dcp_backend_get_config (self);
+
+  if (item->n_tap_layers == 0)
+    return TRUE;
+  if (!DCP_BACKEND_GET_CLASS (self)->forward_taps)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "the %s backend does not return tapped hidden states (the DFlash drafter's input)",
+                   dcp_backend_get_name (self));
+      return FALSE;
+    }
+  g_return_val_if_fail (item->tap_layers != NULL && item->taps != NULL, FALSE);
+  for (guint j = 0; j < item->n_tap_layers; j++)
+    if (item->tap_layers[j] >= config->n_layers)
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                     "batch item %u: tap after layer %u, but the model has %u layers", index,
+                     item->tap_layers[j], config->n_layers);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 gboolean
 dcp_backend_forward (DcpBackend *self, DcpBatchItem *items, guint n_items, GError **error)
 {
+  gboolean ok;
+
   g_return_val_if_fail (DCP_IS_BACKEND (self), FALSE);
   g_return_val_if_fail (items != NULL || n_items == 0, FALSE);
   for (guint i = 0; i < n_items; i++)
     {
       g_return_val_if_fail (items[i].state != NULL, FALSE);
       if (!check_rows (self, "batch item", i, items[i].tokens, items[i].n_tokens,
-                       items[i].logits_mode, items[i].logits, error))
+                       items[i].logits_mode, items[i].logits, error) ||
+          !check_verify (self, i, &items[i], error) ||
+          !check_taps (self, i, &items[i], error))
         return FALSE;
     }
-  /* a backend that does not draw itself: the base class draws on the host */
-  if (DCP_BACKEND_GET_CLASS (self)->sampler_data_new == NULL)
-    return dcp_backend_forward_host_draws (self, items, n_items, error);
-  return DCP_BACKEND_GET_CLASS (self)->forward (self, items, n_items, error);
+  /* a save describes the step it saved; spent until the step has run */
+  for (guint i = 0; i < n_items; i++)
+    if (items[i].save != NULL)
+      *(DcpStepSaveHeader *) items[i].save =
+          (DcpStepSaveHeader){ NULL, dcp_backend_state_get_n_tokens (self, items[i].state),
+                               items[i].n_tokens };
+  if (dcp_backend_needs_host_draws (self, items, n_items))
+    ok = dcp_backend_forward_host_draws (self, items, n_items, error);
+  else
+    ok = DCP_BACKEND_GET_CLASS (self)->forward (self, items, n_items, error);
+  for (guint i = 0; ok && i < n_items; i++)
+    if (items[i].save != NULL)
+      ((DcpStepSaveHeader *) items[i].save)->state = items[i].state;
+  return ok;
+}
+
+DcpStepSave *
+dcp_backend_step_save_new (DcpBackend *self, GError **error)
+{
+  g_return_val_if_fail (DCP_IS_BACKEND (self), NULL);
+  if (DCP_BACKEND_GET_CLASS (self)->step_save_new == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "the %s backend cannot cut a step back", dcp_backend_get_name (self));
+      return NULL;
+    }
+  return DCP_BACKEND_GET_CLASS (self)->step_save_new (self, error);
+}
+
+void
+dcp_backend_step_save_free (DcpBackend *self, DcpStepSave *save)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self));
+  if (save != NULL)
+    DCP_BACKEND_GET_CLASS (self)->step_save_free (self, save);
+}
+
+gboolean
+dcp_backend_state_keep (DcpBackend *self, DcpSeqState *state, DcpStepSave *save, guint n_keep,
+                        GError **error)
+{
+  DcpStepSaveHeader *h = (DcpStepSaveHeader *) save;
+  gboolean ok;
+
+  g_return_val_if_fail (DCP_IS_BACKEND (self) && state != NULL && save != NULL, FALSE);
+  if (h->state != state || n_keep > h->n_rows ||
+      dcp_backend_state_get_n_tokens (self, state) != h->n_before + h->n_rows)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "state keep: the save holds no last step of this state, or %u rows are more "
+                   "than it read",
+                   n_keep);
+      h->state = NULL;
+      return FALSE;
+    }
+  ok = n_keep == h->n_rows ||
+       DCP_BACKEND_GET_CLASS (self)->state_keep (self, state, save, n_keep, error);
+  h->state = NULL;
+  return ok;
 }
 
 gboolean

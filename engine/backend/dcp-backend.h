@@ -13,8 +13,9 @@ G_BEGIN_DECLS
  * the Gated DeltaNet layers, the MTP head's KV cache) and hands the backend a batch of items per
  * step: each item is one sequence with its own new tokens (one decode token, a draft to verify,
  * or a chunk of its prompt). The backend appends those tokens to the sequence's state and
- * returns logits for the last or for every new position. A state can be copied into another
- * (snapshot before speculative tokens or at a reusable prefix; restore by copying back).
+ * returns logits for the last or for every new position, or draws the next token itself. A
+ * state can be copied into another (a snapshot at a reusable prefix; restore by copying back);
+ * a verify step can be cut back to its first rows (dcp_backend_state_keep).
  * One thread drives a backend at a time (the engine thread); a backend may use more inside.
  * Positions are the state's token count: text-only input, where mRoPE is plain RoPE. */
 
@@ -34,6 +35,14 @@ typedef struct _DcpKvPool DcpKvPool;
  * (dcp-backend-sampler.c). */
 typedef struct _DcpSeqSampler DcpSeqSampler;
 
+/* What a verify step keeps so that its state can be cut back afterwards
+ * (dcp_backend_state_keep): the Gated DeltaNet layers' conv and recurrent state before the step
+ * (not the KV, which only needs a shorter count) and the step's inputs to their recurrence, per
+ * row. Made by the backend, reused step after step; at most DCP_STEP_SAVE_ROWS rows. */
+typedef struct _DcpStepSave DcpStepSave;
+
+#define DCP_STEP_SAVE_ROWS 16
+
 typedef enum {
   DCP_LOGITS_NONE,   /* only fill the state (a prompt chunk that is not the last) */
   DCP_LOGITS_LAST,   /* the last new position: 1 x vocab */
@@ -47,7 +56,8 @@ typedef struct {
   DcpLogitsMode logits_mode;
   float *logits;     /* out: rows x vocab_size, rows by logits_mode; NULL with DCP_LOGITS_NONE */
   float *hidden;     /* out, optional: the final-normed hidden states of the same rows
-                        (rows x hidden_size), what the MTP head takes */
+                        (rows x hidden_size), what the MTP head takes; with row_tokens, of
+                        every new row whatever logits_mode says */
   DcpSeqSampler *sampler; /* non-NULL: the backend draws the token that follows the last new
                              position into token (that row is computed whatever logits_mode
                              says; logits_mode says only what comes back besides, raw) */
@@ -57,6 +67,26 @@ typedef struct {
                              bitmask of (vocab_size + 31) / 32 words (bit id % 32 of word
                              id / 32; a grammar's mask); NULL: no constraint */
   guint32 token;          /* out, with sampler */
+  guint32 *row_tokens;    /* with sampler, optional (a verify item): out, n_tokens of them, in
+                             place of token: row j's draw, the token after new position j,
+                             drawn as a one-token step would after tokens[1 .. j] had been
+                             generated (they count for the penalties), taking the draw index
+                             the (j + 1)-th next draw would. The sampler is left as it was: the
+                             caller accepts the tokens it keeps and counts their draws
+                             (dcp_backend_sampler_skip_draws). No banned or allowed with it. */
+  DcpStepSave *save;      /* optional: the step's GDN state before it and its recurrence inputs
+                             go there (n_tokens <= DCP_STEP_SAVE_ROWS), for
+                             dcp_backend_state_keep */
+  /* Tapped hidden states, optional (what a DFlash drafter reads, engine/backend/
+   * dcp-drafter-model.h): with n_tap_layers > 0, taps gets, for every new row whatever
+   * logits_mode says, the hidden state after each layer in tap_layers (0-based), side by side:
+   * n_tokens x (n_tap_layers x hidden_size), tap j in columns [j H, (j + 1) H). A tap after a
+   * layer is its residual stream, except after the last layer: the final-normed state (as
+   * transformers' hidden_states give them). Backends whose class sets forward_taps fill it;
+   * others refuse an item that asks (NOT_SUPPORTED). */
+  const guint *tap_layers;
+  guint n_tap_layers;
+  float *taps;
 } DcpBatchItem;
 
 /* One sequence's rows for the MTP head (docs/MODEL.md §4): row i combines token
@@ -97,6 +127,8 @@ struct _DcpBackendClass {
                                       DcpBatchItem       *items,
                                       guint               n_items,
                                       GError            **error);
+  /* Whether forward fills DcpBatchItem.taps. */
+  gboolean      forward_taps;
   /* The MTP head over a batch (NOT_SUPPORTED when the model has none). */
   gboolean     (*mtp_forward)        (DcpBackend         *self,
                                       DcpMtpItem         *items,
@@ -122,6 +154,14 @@ struct _DcpBackendClass {
                                       const guint8       *data,
                                       gsize               size,
                                       GError            **error);
+
+  /* What dcp_backend_state_keep needs, for one sequence's verify steps. */
+  DcpStepSave *(*step_save_new) (DcpBackend *self, GError **error);
+  void (*step_save_free) (DcpBackend *self, DcpStepSave *save);
+  /* state, which read the rows of the last step that saved into save, becomes as if it had
+   * read only the first n_keep of them (checked by the base class). */
+  gboolean (*state_keep) (DcpBackend *self, DcpSeqState *state, DcpStepSave *save, guint n_keep,
+                          GError **error);
 
   /* A pool of n_pages pages (NOT_SUPPORTED: the backend keeps KV in each state). */
   DcpKvPool   *(*kv_pool_new)        (DcpBackend         *self,
@@ -220,6 +260,15 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
 void         dcp_backend_mtp_rewind         (DcpBackend         *self,
                                              DcpSeqState        *state,
                                              guint               n_tokens);
+DcpStepSave *dcp_backend_step_save_new (DcpBackend *self, GError **error);
+void dcp_backend_step_save_free (DcpBackend *self, DcpStepSave *save);
+/* Cuts a verify step back: state, which read n rows in the last step whose item saved into
+ * save, becomes what it would be had it read only the first n_keep (0 .. n) of them: the
+ * attention KV count shorter, the GDN conv window and recurrent state recomputed from the state
+ * before the step and the saved inputs (no weight is read). INVALID_ARGUMENT: save holds no
+ * step of state, or n_keep is over its rows; a device error. Either way save is spent. */
+gboolean dcp_backend_state_keep (DcpBackend *self, DcpSeqState *state, DcpStepSave *save,
+                                 guint n_keep, GError **error);
 gboolean     dcp_backend_state_save         (DcpBackend         *self,
                                              const DcpSeqState  *state,
                                              GByteArray         *out,
@@ -266,6 +315,8 @@ void         dcp_backend_sampler_add_prompt (DcpBackend         *self,
 void         dcp_backend_sampler_accept     (DcpBackend         *self,
                                              DcpSeqSampler      *sampler,
                                              guint32             token);
+/* n draws made elsewhere are counted as taken (row draws a caller keeps); none when greedy. */
+void dcp_backend_sampler_skip_draws (DcpBackend *self, DcpSeqSampler *sampler, guint n);
 /* A draw on the host from logits the caller holds (a choice that starts from another's
  * logits); the same stream as the backend's draws. */
 guint32      dcp_backend_sampler_draw_host  (DcpBackend         *self,
@@ -290,10 +341,20 @@ gboolean     dcp_backend_weight_restore     (DcpBackend         *self,
                                              gsize               nbytes,
                                              GError            **error);
 
+/* For implementations: a step save's common part, first in every backend's DcpStepSave: the
+ * state its last step saved, that state's token count before the step, and the rows read. */
+typedef struct {
+  const DcpSeqState *state;
+  guint n_before, n_rows;
+} DcpStepSaveHeader;
+
 /* For implementations: the sampler's host half and the backend's data. */
 DcpSampler  *dcp_seq_sampler_get_host       (DcpSeqSampler      *sampler);
 gpointer     dcp_seq_sampler_get_data       (DcpSeqSampler      *sampler);
-/* The base class's draws on the host, around a backend's forward that does not draw. */
+/* Whether some item's draws are made on the host: every draw where the backend does not draw,
+ * row draws where a penalty is on. */
+gboolean dcp_backend_needs_host_draws (DcpBackend *self, const DcpBatchItem *items, guint n_items);
+/* The base class's draws on the host, around the backend's forward, for those items. */
 gboolean     dcp_backend_forward_host_draws (DcpBackend         *self,
                                              DcpBatchItem       *items,
                                              guint               n_items,

@@ -37,6 +37,34 @@ dcp_cpu_gdn_state_copy (DcpCpuGdnState *dst, const DcpCpuGdnState *src)
           (gsize) src->n_value_heads * src->key_dim * src->value_dim * sizeof (float));
 }
 
+void
+dcp_cpu_gdn_save_init (DcpCpuGdnSave *save, const DcpModelConfig *c, guint max_rows)
+{
+  guint value_width = c->linear_n_value_heads * c->linear_value_head_dim;
+
+  dcp_cpu_gdn_state_init (&save->before, c);
+  save->max_rows = max_rows;
+  save->key_width = c->linear_n_key_heads * c->linear_key_head_dim;
+  save->mixed = g_new (float, (gsize) max_rows * save->before.conv_dim);
+  save->q = g_new (float, (gsize) max_rows * save->key_width);
+  save->k = g_new (float, (gsize) max_rows * save->key_width);
+  save->v = g_new (float, (gsize) max_rows *value_width);
+  save->beta = g_new (float, (gsize) max_rows * c->linear_n_value_heads);
+  save->g = g_new (float, (gsize) max_rows * c->linear_n_value_heads);
+}
+
+void
+dcp_cpu_gdn_save_clear (DcpCpuGdnSave *save)
+{
+  dcp_cpu_gdn_state_clear (&save->before);
+  g_clear_pointer (&save->mixed, g_free);
+  g_clear_pointer (&save->q, g_free);
+  g_clear_pointer (&save->k, g_free);
+  g_clear_pointer (&save->v, g_free);
+  g_clear_pointer (&save->beta, g_free);
+  g_clear_pointer (&save->g, g_free);
+}
+
 /* Pointers of token t, value head j of a rule. */
 #define Q(r, t, j) ((r)->q + ((gsize) (t) * (r)->n_key_heads + (j) / ((r)->n_value_heads / (r)->n_key_heads)) * (r)->key_dim)
 #define K(r, t, j) ((r)->k + ((gsize) (t) * (r)->n_key_heads + (j) / ((r)->n_value_heads / (r)->n_key_heads)) * (r)->key_dim)
@@ -219,15 +247,51 @@ conv_silu (const DcpCpuGdnWeights *w, DcpCpuGdnState *s, const float *x, guint n
     }
 }
 
+/* The conv window after the first n_keep saved rows: the last conv_width of [state before |
+ * those rows' pre-conv inputs], per channel. */
+static void
+keep_conv (const DcpCpuGdnSave *save, DcpCpuGdnState *s, guint n_keep)
+{
+  guint W = s->conv_width, D = s->conv_dim;
+
+  for (guint c = 0; c < D; c++)
+    for (guint i = 0; i < W; i++)
+      {
+        guint t = n_keep + i; /* index into [before (W) | rows] */
+
+        s->conv[(gsize) c * W + i] =
+            t < W ? save->before.conv[(gsize) c * W + t] : save->mixed[(gsize) (t - W) * D + c];
+      }
+}
+
 void
-dcp_cpu_gdn_forward (DcpCpuPool             *pool,
-                     const DcpModelConfig   *c,
-                     const DcpCpuGdnWeights *w,
-                     DcpCpuGdnState         *s,
-                     const float            *h,
-                     guint                   n_tokens,
-                     guint                   chunk_size,
-                     float                  *out)
+dcp_cpu_gdn_keep (DcpCpuPool *pool, const DcpModelConfig *c, const DcpCpuGdnSave *save,
+                  DcpCpuGdnState *s, guint n_keep, guint chunk_size)
+{
+  guint hv = c->linear_n_value_heads, dv = c->linear_value_head_dim;
+  g_autofree float *o = g_new (float, (gsize) MAX (n_keep, 1) * hv * dv);
+  DcpCpuDeltaRule rule = { n_keep,     c->linear_n_key_heads,
+                           hv,         c->linear_key_head_dim,
+                           dv,         save->q,
+                           save->k,    save->v,
+                           save->beta, save->g,
+                           s->state,   o };
+
+  g_assert (n_keep <= save->max_rows);
+  dcp_cpu_gdn_state_copy (s, &save->before);
+  keep_conv (save, s, n_keep);
+  if (n_keep == 0)
+    return;
+  if (chunk_size > 0 && n_keep > 1)
+    dcp_cpu_delta_rule_chunked (pool, &rule, chunk_size);
+  else
+    dcp_cpu_delta_rule_recurrent (pool, &rule);
+}
+
+void
+dcp_cpu_gdn_forward (DcpCpuPool *pool, const DcpModelConfig *c, const DcpCpuGdnWeights *w,
+                     DcpCpuGdnState *s, const float *h, guint n_tokens, guint chunk_size,
+                     DcpCpuGdnSave *save, float *out)
 {
   guint hk = c->linear_n_key_heads, hv = c->linear_n_value_heads;
   guint dk = c->linear_key_head_dim, dv = c->linear_value_head_dim;
@@ -248,6 +312,12 @@ dcp_cpu_gdn_forward (DcpCpuPool             *pool,
   dcp_cpu_matmul (pool, &w->z, h, n_tokens, z);
   dcp_cpu_matmul (pool, &w->b, h, n_tokens, b);
   dcp_cpu_matmul (pool, &w->a, h, n_tokens, a);
+  if (save != NULL)
+    {
+      g_assert (n_tokens <= save->max_rows);
+      dcp_cpu_gdn_state_copy (&save->before, s);
+      memcpy (save->mixed, mixed, (gsize) n_tokens * D * sizeof (float));
+    }
   conv_silu (w, s, mixed, n_tokens, u);
 
   for (guint t = 0; t < n_tokens; t++)
@@ -276,6 +346,14 @@ dcp_cpu_gdn_forward (DcpCpuPool             *pool,
         }
     }
 
+  if (save != NULL)
+    {
+      memcpy (save->q, q, (gsize) n_tokens * key_dim * sizeof (float));
+      memcpy (save->k, k, (gsize) n_tokens * key_dim * sizeof (float));
+      memcpy (save->v, v, (gsize) n_tokens * value_dim * sizeof (float));
+      memcpy (save->beta, b, (gsize) n_tokens * hv * sizeof (float));
+      memcpy (save->g, a, (gsize) n_tokens * hv * sizeof (float));
+    }
   if (chunk_size > 0 && n_tokens > 1)
     dcp_cpu_delta_rule_chunked (pool, &rule, chunk_size);
   else

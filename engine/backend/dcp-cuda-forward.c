@@ -393,12 +393,18 @@ dcp_cuda_forward_get_kv (DcpCudaForward *self)
 
 #define TRY(call) do { int err_ = (call); if (err_ != 0) return err_; } while (0)
 
+/* Passes of up to this many rows run GEMVs, DCPK_GEMV_MAX_BATCH rows per call. */
+#define GEMV_PASS_MAX_ROWS (3 * DCPK_GEMV_MAX_BATCH)
+
 static int
 gemv_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float *y)
 {
   DcpCudaForward *s = user;
 
-  return dcpk_gemv (m->format, m->data, m->rows, m->cols, x, rows, y, s->stream);
+  for (int r = 0; r < rows; r += DCPK_GEMV_MAX_BATCH)
+    TRY (dcpk_gemv (m->format, m->data, m->rows, m->cols, x + (gsize) r * m->cols,
+                    MIN (DCPK_GEMV_MAX_BATCH, rows - r), y + (gsize) r * m->rows, s->stream));
+  return 0;
 }
 
 static int
@@ -410,18 +416,28 @@ gemm_on (gpointer user, const DcpCudaMatrix *m, const float *x, int rows, float 
                     y, FALSE);
 }
 
-/* The matrix product of the pass: GEMVs in a decode pass, GEMMs in a prompt pass. */
+/* The matrix product of the pass: GEMVs when the pass has few rows (a decode pass, verify
+ * steps' drafts, a prompt's short tail), GEMMs otherwise. A GEMM of an MX matrix converts the
+ * whole matrix first: at 2..16 rows that alone cost 3.7x a decode step, and at 20..48 rows
+ * (verify steps of 4 and 12 conversations) 3.6..4.8x, where 16-row GEMVs read the weights as
+ * they are, once per 16 rows (H200, 27B shapes, 2026-12-03; docs/PERFORMANCE.md). */
+static DcpCudaMatmulFn
+matmul_fn (const Pass *p)
+{
+  return p->kind == DCP_CUDA_PASS_DECODE || p->n_rows <= GEMV_PASS_MAX_ROWS ? gemv_on : gemm_on;
+}
+
 static int
 matmul (DcpCudaForward *s, const Pass *p, const DcpCudaMatrix *m, const float *x, float *y)
 {
-  return (p->kind == DCP_CUDA_PASS_DECODE ? gemv_on : gemm_on) (s, m, x, (int) p->n_rows, y);
+  return matmul_fn (p) (s, m, x, (int) p->n_rows, y);
 }
 
 static int
 proj_rows (DcpCudaForward *s, const Pass *p, const DcpCudaProj *proj, const float *x, float *out,
            float *tmp)
 {
-  return dcp_cuda_proj_rows (proj, p->kind == DCP_CUDA_PASS_DECODE ? gemv_on : gemm_on, s, x,
+  return dcp_cuda_proj_rows (proj, matmul_fn (p), s, x,
                              (int) p->n_rows, out, tmp, s->stream);
 }
 
@@ -454,6 +470,23 @@ gdn_layer (DcpCudaForward *s, const Pass *p, const DcpCudaLayer *L, guint gi)
                                         s->stream));
         }
       col += in->rows[i];
+    }
+  /* a verify item's inputs, before the step kernel overwrites its q|k|v with the conv's */
+  for (guint i = 0, r = 0; i < p->n_seqs; r += p->seqs[i++].n_tokens)
+    {
+      const DcpCudaSeq *q = &p->seqs[i];
+
+      if (q->save == NULL)
+        continue;
+      TRY (dcpk_memcpy_d2d_async (q->save->qkv[gi] + (gsize) q->save_row * conv_dim,
+                                  part[0] + (gsize) r * conv_dim,
+                                  (gsize) q->n_tokens * conv_dim * sizeof (float), s->stream));
+      TRY (dcpk_memcpy_d2d_async (q->save->b[gi] + (gsize) q->save_row * hv,
+                                  part[2] + (gsize) r * hv,
+                                  (gsize) q->n_tokens * hv * sizeof (float), s->stream));
+      TRY (dcpk_memcpy_d2d_async (q->save->a[gi] + (gsize) q->save_row * hv,
+                                  part[3] + (gsize) r * hv,
+                                  (gsize) q->n_tokens * hv * sizeof (float), s->stream));
     }
   if (n_single > 0)
     TRY (dcpk_gdn_decode (&s->n->gdn_shape, &L->gdn, (int) n_single, part[0], part[1], part[2],
@@ -606,7 +639,11 @@ launch_decode (DcpCudaForward *self, const Pass *p, GError **error)
   void **graph;
   int err;
 
-  if (!self->graphs_enabled)
+  gboolean saves = FALSE;
+
+  for (guint i = 0; i < p->n_seqs; i++)
+    saves |= p->seqs[i].save != NULL;
+  if (!self->graphs_enabled || saves)
     return dcp_cuda_check (enqueue (self, p), "decode step", error);
   graph = &self->graphs[p->n_rows][bucket_index (MAX (p->kv_bucket, 512))];
   if (*graph == NULL)
@@ -745,6 +782,57 @@ dcp_cuda_forward_run (DcpCudaForward *self, DcpCudaPassKind kind, const DcpCudaS
   if (kind == DCP_CUDA_PASS_DECODE)
     return launch_decode (self, &p, error);
   return dcp_cuda_check (enqueue (self, &p), "prompt pass", error);
+}
+
+static int
+gdn_keep (DcpCudaForward *s, const DcpCudaRowSave *save, guint n_keep)
+{
+  const DcpCudaCounts *n = s->n;
+  guint gi = 0;
+
+  for (guint l = 0; l < s->w->config.n_layers; l++)
+    {
+      const DcpCudaLayer *L = &s->w->layers[l];
+
+      if (L->is_full_attention)
+        continue;
+      /* z only gates the output, which nobody reads: the activations' z serves */
+      if (n_keep > 1 && s->gdn_ws != NULL)
+        TRY (dcpk_gdn_prefill (&n->gdn_shape, &L->gdn, (int) n_keep, save->qkv[gi], s->z,
+                               save->b[gi], save->a[gi], s->h_ptrs[gi], s->h_ptrs[n->n_gdn + gi],
+                               s->mix, s->gdn_ws, s->stream));
+      else
+        for (guint r = 0; r < n_keep; r++)
+          TRY (dcpk_gdn_decode (&n->gdn_shape, &L->gdn, 1, save->qkv[gi] + (gsize) r * n->conv_dim,
+                                s->z, save->b[gi] + (gsize) r * n->hv,
+                                save->a[gi] + (gsize) r * n->hv, s->d_ptrs + gi,
+                                s->d_ptrs + n->n_gdn + gi, s->mix, s->stream));
+      gi++;
+    }
+  return 0;
+}
+
+gboolean
+dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save, float *const *conv,
+                           float *const *recurrent, guint n_keep, GError **error)
+{
+  const DcpCudaCounts *n = self->n;
+
+  g_return_val_if_fail (n_keep <= self->max_rows, FALSE);
+  if (n_keep == 0 || n->n_gdn == 0)
+    return TRUE;
+  /* the states' pointers as a pass of one single-token sequence lays them out */
+  for (guint g = 0; g < n->n_gdn; g++)
+    {
+      self->h_ptrs[g] = conv[g];
+      self->h_ptrs[n->n_gdn + g] = recurrent[g];
+    }
+  return dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_ptrs, self->h_ptrs,
+                                                2 * (gsize) n->n_gdn * sizeof (float *),
+                                                self->stream),
+                         "state keep", error) &&
+         dcp_cuda_check (gdn_keep (self, save, n_keep), "state keep", error) &&
+         dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state keep", error);
 }
 
 float *

@@ -34,6 +34,13 @@ typedef enum {
  * every row's logits is split over passes. */
 #define DCP_CUDA_PROMPT_MAX_OUT 64
 
+/* Where a verify step's GDN inputs go, for dcp_cuda_forward_gdn_keep: per GDN layer, device
+ * rows of the raw q|k|v projection [rows, conv_dim] and of b and a [rows, H_v] (the conv, norms
+ * and gates are recomputed from them: no weight matrix is read again). */
+typedef struct {
+  float **qkv, **b, **a; /* [n_gdn] device pointers (a host array) */
+} DcpCudaRowSave;
+
 /* One sequence of a pass: n_tokens new tokens at positions pos .. pos + n_tokens - 1 (a decode
  * row is a sequence of one token). */
 typedef struct {
@@ -45,6 +52,9 @@ typedef struct {
   float *const *recurrent;       /* per GDN layer: the recurrent state, device */
   gboolean all_rows;             /* outputs for every new row, else only for the last */
   gboolean no_rows;              /* no outputs (a prompt chunk that is not the last) */
+  const DcpCudaRowSave *save;    /* optional: the rows' GDN inputs go there from row save_row
+                                    on (a decode pass with one is not run from a graph) */
+  guint save_row;
 } DcpCudaSeq;
 
 /* prompt_rows 0: decode passes only. Otherwise prompt passes of up to prompt_rows rows too,
@@ -77,6 +87,13 @@ gboolean        dcp_cuda_forward_run        (DcpCudaForward       *self,
                                              const DcpCudaSeq     *seqs,
                                              guint                 n_seqs,
                                              GError              **error);
+/* Enqueues a verify step's cut-back of the GDN layers: conv and recurrent (per GDN layer,
+ * holding the states before the step) read the first n_keep rows of save again, through the
+ * step kernel for one row and the chunked rule for more (as a forward of those rows would;
+ * the step kernel row by row on a forward without prompt passes). save's rows are spent. */
+gboolean dcp_cuda_forward_gdn_keep (DcpCudaForward *self, const DcpCudaRowSave *save,
+                                    float *const *conv, float *const *recurrent, guint n_keep,
+                                    GError **error);
 /* Device pointers to output row r's logits [vocab] (the draws overwrite them with the
  * penalised logits) and final-normed hidden state [hidden]. */
 float          *dcp_cuda_forward_logits     (DcpCudaForward       *self,

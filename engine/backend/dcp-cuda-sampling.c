@@ -142,13 +142,13 @@ dcp_cuda_sampler_data_add (gpointer data, const guint32 *tokens, guint n_tokens,
 
 /* Every drawing row's pending history into its table: one upload, a launch per table. */
 static gboolean
-flush_history (DcpCudaSampling *self, DcpBatchItem **items, guint n, GError **error)
+flush_history (DcpCudaSampling *self, const DcpCudaDraw *draws, guint n, GError **error)
 {
   gsize total = 0, at = 0;
 
   for (guint j = 0; j < n; j++)
-    if (items[j] != NULL)
-      total += ((SamplerData *) dcp_seq_sampler_get_data (items[j]->sampler))->pending->len;
+    if (draws[j].item != NULL)
+      total += ((SamplerData *) dcp_seq_sampler_get_data (draws[j].item->sampler))->pending->len;
   if (total == 0)
     return TRUE;
   if (total > self->entries_cap)
@@ -164,9 +164,9 @@ flush_history (DcpCudaSampling *self, DcpBatchItem **items, guint n, GError **er
       self->entries_cap = total;
     }
   for (guint j = 0; j < n; j++)
-    if (items[j] != NULL)
+    if (draws[j].item != NULL)
       {
-        SamplerData *d = dcp_seq_sampler_get_data (items[j]->sampler);
+        SamplerData *d = dcp_seq_sampler_get_data (draws[j].item->sampler);
 
         memcpy (self->h_entries + at, d->pending->data, d->pending->len * sizeof (uint32_t));
         at += d->pending->len;
@@ -177,9 +177,9 @@ flush_history (DcpCudaSampling *self, DcpBatchItem **items, guint n, GError **er
     return FALSE;
   at = 0;
   for (guint j = 0; j < n; j++)
-    if (items[j] != NULL)
+    if (draws[j].item != NULL)
       {
-        SamplerData *d = dcp_seq_sampler_get_data (items[j]->sampler);
+        SamplerData *d = dcp_seq_sampler_get_data (draws[j].item->sampler);
 
         if (d->pending->len == 0)
           continue;
@@ -196,7 +196,8 @@ flush_history (DcpCudaSampling *self, DcpBatchItem **items, guint n, GError **er
 /* Rows with an allowed-token mask: each mask up (vocab / 8 bytes), then one launch sets the
  * others' logits to -inf. Nothing when no row has one. */
 static gboolean
-apply_masks (DcpCudaSampling *self, float *d_logits, DcpBatchItem **items, guint n, GError **error)
+apply_masks (DcpCudaSampling *self, float *d_logits, const DcpCudaDraw *draws, guint n,
+             GError **error)
 {
   gboolean any = FALSE;
   gsize bytes = (gsize) self->n_words * sizeof (uint32_t);
@@ -204,9 +205,9 @@ apply_masks (DcpCudaSampling *self, float *d_logits, DcpBatchItem **items, guint
   for (guint j = 0; j < n; j++)
     {
       self->h_mask_ptrs[j] = NULL;
-      if (items[j] == NULL || items[j]->allowed == NULL)
+      if (draws[j].item == NULL || draws[j].item->allowed == NULL)
         continue;
-      memcpy (self->h_masks + (gsize) j * self->n_words, items[j]->allowed, bytes);
+      memcpy (self->h_masks + (gsize) j * self->n_words, draws[j].item->allowed, bytes);
       if (!dcp_cuda_check (dcpk_memcpy_h2d_async (self->d_masks + (gsize) j * self->n_words,
                                                   self->h_masks + (gsize) j * self->n_words, bytes,
                                                   self->stream),
@@ -225,11 +226,11 @@ apply_masks (DcpCudaSampling *self, float *d_logits, DcpBatchItem **items, guint
 }
 
 gboolean
-dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, DcpBatchItem **items, guint n,
+dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, const DcpCudaDraw *draws, guint n,
                         GError **error)
 {
   g_return_val_if_fail (n <= MAX_ROWS, FALSE);
-  if (!flush_history (self, items, n, error) || !apply_masks (self, d_logits, items, n, error))
+  if (!flush_history (self, draws, n, error) || !apply_masks (self, d_logits, draws, n, error))
     return FALSE;
   for (guint j = 0; j < n; j++)
     {
@@ -239,10 +240,10 @@ dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, DcpBatchItem **i
       row->top_p = 1;
       row->repetition_penalty = 1;
       self->h_tables[j] = NULL;
-      if (items[j] == NULL)
+      if (draws[j].item == NULL)
         continue;
       {
-        SamplerData *d = dcp_seq_sampler_get_data (items[j]->sampler);
+        SamplerData *d = dcp_seq_sampler_get_data (draws[j].item->sampler);
         const DcpSamplerParams *p = dcp_sampler_get_params (d->host);
 
         row->temperature = (float) p->temperature;
@@ -253,14 +254,19 @@ dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, DcpBatchItem **i
         row->frequency_penalty = (float) p->frequency_penalty;
         row->repetition_penalty = (float) p->repetition_penalty;
         row->seed = p->seed;
-        /* greedy takes no draw, as on the host */
-        row->step = p->temperature > 0 ? dcp_sampler_take_draw (d->host) : 0;
+        /* greedy takes no draw, as on the host; a verify row's is its place after the next */
+        if (p->temperature == 0)
+          row->step = 0;
+        else if (draws[j].row == DCP_CUDA_DRAW_TOKEN)
+          row->step = dcp_sampler_take_draw (d->host);
+        else
+          row->step = dcp_sampler_peek_draw (d->host) + draws[j].row;
         self->h_tables[j] = d->d_table;
-        for (guint b = 0; b < items[j]->n_banned; b++)
-          if (items[j]->banned[b] < self->vocab &&
-              !dcp_cuda_check (dcpk_memcpy_h2d_async (d_logits + (gsize) j * self->vocab +
-                                                      items[j]->banned[b], self->h_neg_inf,
-                                                      sizeof (float), self->stream),
+        for (guint b = 0; b < draws[j].item->n_banned; b++)
+          if (draws[j].item->banned[b] < self->vocab &&
+              !dcp_cuda_check (dcpk_memcpy_h2d_async (
+                                   d_logits + (gsize) j * self->vocab + draws[j].item->banned[b],
+                                   self->h_neg_inf, sizeof (float), self->stream),
                                "banned token", error))
             return FALSE;
       }
@@ -280,9 +286,11 @@ dcp_cuda_sampling_draw (DcpCudaSampling *self, float *d_logits, DcpBatchItem **i
 }
 
 void
-dcp_cuda_sampling_collect (DcpCudaSampling *self, DcpBatchItem **items, guint n)
+dcp_cuda_sampling_collect (DcpCudaSampling *self, const DcpCudaDraw *draws, guint n)
 {
   for (guint j = 0; j < n; j++)
-    if (items[j] != NULL)
-      items[j]->token = (guint32) self->h_tokens[j];
+    if (draws[j].item != NULL && draws[j].row == DCP_CUDA_DRAW_TOKEN)
+      draws[j].item->token = (guint32) self->h_tokens[j];
+    else if (draws[j].item != NULL)
+      draws[j].item->row_tokens[draws[j].row] = (guint32) self->h_tokens[j];
 }

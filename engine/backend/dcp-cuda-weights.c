@@ -437,9 +437,10 @@ embedding (DcpCudaWeights *w, const DcpTensorSource *source, const DcpModelConfi
 
 #define NAME(...) (g_free (name), name = g_strdup_printf (__VA_ARGS__))
 
+/* The layer whose tensors are named prefix.* ("layers.3", "mtp.layers.0"). */
 static gboolean
-upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer *L,
-              GError **error)
+upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, const char *prefix,
+              gboolean full_attention, DcpCudaLayer *L, GError **error)
 {
   const DcpModelConfig *c = &w->config;
   g_autofree char *name = NULL;
@@ -448,17 +449,17 @@ upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer
   guint64 mlp_rows[2] = { I, I };
   gboolean ok;
 
-  L->is_full_attention = c->is_full_attention[i];
+  L->is_full_attention = full_attention;
   if (L->is_full_attention)
     {
       guint64 qd = (guint64) c->n_heads * c->head_dim, kvd = (guint64) c->n_kv_heads * c->head_dim;
 
-      if (!matrix (w, s, NAME ("layers.%u.self_attn.q_proj.weight", i), 2 * qd, H, &L->q, error) ||
-          !matrix (w, s, NAME ("layers.%u.self_attn.k_proj.weight", i), kvd, H, &L->k, error) ||
-          !matrix (w, s, NAME ("layers.%u.self_attn.v_proj.weight", i), kvd, H, &L->v, error) ||
-          !matrix (w, s, NAME ("layers.%u.self_attn.o_proj.weight", i), H, qd, &L->o, error) ||
-          !(L->q_norm = vector (w, s, NAME ("layers.%u.self_attn.q_norm.weight", i), c->head_dim, TRUE, error)) ||
-          !(L->k_norm = vector (w, s, NAME ("layers.%u.self_attn.k_norm.weight", i), c->head_dim, TRUE, error)))
+      if (!matrix (w, s, NAME ("%s.self_attn.q_proj.weight", prefix), 2 * qd, H, &L->q, error) ||
+          !matrix (w, s, NAME ("%s.self_attn.k_proj.weight", prefix), kvd, H, &L->k, error) ||
+          !matrix (w, s, NAME ("%s.self_attn.v_proj.weight", prefix), kvd, H, &L->v, error) ||
+          !matrix (w, s, NAME ("%s.self_attn.o_proj.weight", prefix), H, qd, &L->o, error) ||
+          !(L->q_norm = vector (w, s, NAME ("%s.self_attn.q_norm.weight", prefix), c->head_dim, TRUE, error)) ||
+          !(L->k_norm = vector (w, s, NAME ("%s.self_attn.k_norm.weight", prefix), c->head_dim, TRUE, error)))
         return FALSE;
     }
   else
@@ -468,32 +469,50 @@ upload_layer (DcpCudaWeights *w, const DcpTensorSource *s, guint i, DcpCudaLayer
       guint64 rows[4] = { conv_dim, vd, hv, hv };
       char *names[4];
 
-      names[0] = g_strdup_printf ("layers.%u.linear_attn.in_proj_qkv.weight", i);
-      names[1] = g_strdup_printf ("layers.%u.linear_attn.in_proj_z.weight", i);
-      names[2] = g_strdup_printf ("layers.%u.linear_attn.in_proj_b.weight", i);
-      names[3] = g_strdup_printf ("layers.%u.linear_attn.in_proj_a.weight", i);
+      names[0] = g_strdup_printf ("%s.linear_attn.in_proj_qkv.weight", prefix);
+      names[1] = g_strdup_printf ("%s.linear_attn.in_proj_z.weight", prefix);
+      names[2] = g_strdup_printf ("%s.linear_attn.in_proj_b.weight", prefix);
+      names[3] = g_strdup_printf ("%s.linear_attn.in_proj_a.weight", prefix);
       ok = proj (w, s, (const char *const *) names, rows, 4, H, &L->in_proj, error);
       for (guint j = 0; j < 4; j++)
         g_free (names[j]);
       if (!ok ||
-          !matrix (w, s, NAME ("layers.%u.linear_attn.out_proj.weight", i), H, vd, &L->out, error) ||
-          !(L->gdn.conv_weight = vector (w, s, NAME ("layers.%u.linear_attn.conv1d.weight", i),
+          !matrix (w, s, NAME ("%s.linear_attn.out_proj.weight", prefix), H, vd, &L->out, error) ||
+          !(L->gdn.conv_weight = vector (w, s, NAME ("%s.linear_attn.conv1d.weight", prefix),
                                          conv_dim * c->linear_conv_kernel, TRUE, error)) ||
-          !(L->gdn.a_log = vector (w, s, NAME ("layers.%u.linear_attn.A_log", i), hv, FALSE, error)) ||
-          !(L->gdn.dt_bias = vector (w, s, NAME ("layers.%u.linear_attn.dt_bias", i), hv, FALSE, error)) ||
-          !(L->gdn.norm_weight = vector (w, s, NAME ("layers.%u.linear_attn.norm.weight", i),
+          !(L->gdn.a_log = vector (w, s, NAME ("%s.linear_attn.A_log", prefix), hv, FALSE, error)) ||
+          !(L->gdn.dt_bias = vector (w, s, NAME ("%s.linear_attn.dt_bias", prefix), hv, FALSE, error)) ||
+          !(L->gdn.norm_weight = vector (w, s, NAME ("%s.linear_attn.norm.weight", prefix),
                                          c->linear_value_head_dim, FALSE, error)))
         return FALSE;
     }
-  mlp_names[0] = g_strdup_printf ("layers.%u.mlp.gate_proj.weight", i);
-  mlp_names[1] = g_strdup_printf ("layers.%u.mlp.up_proj.weight", i);
+  mlp_names[0] = g_strdup_printf ("%s.mlp.gate_proj.weight", prefix);
+  mlp_names[1] = g_strdup_printf ("%s.mlp.up_proj.weight", prefix);
   ok = proj (w, s, (const char *const *) mlp_names, mlp_rows, 2, H, &L->gate_up, error);
   g_free (mlp_names[0]);
   g_free (mlp_names[1]);
   return ok &&
-         matrix (w, s, NAME ("layers.%u.mlp.down_proj.weight", i), H, I, &L->down, error) &&
-         (L->input_norm = vector (w, s, NAME ("layers.%u.input_layernorm.weight", i), H, TRUE, error)) &&
-         (L->post_norm = vector (w, s, NAME ("layers.%u.post_attention_layernorm.weight", i), H, TRUE, error));
+         matrix (w, s, NAME ("%s.mlp.down_proj.weight", prefix), H, I, &L->down, error) &&
+         (L->input_norm = vector (w, s, NAME ("%s.input_layernorm.weight", prefix), H, TRUE, error)) &&
+         (L->post_norm = vector (w, s, NAME ("%s.post_attention_layernorm.weight", prefix), H, TRUE, error));
+}
+
+/* The MTP head, in the formats the file stores (the recipe's mtp group); what it reads is not
+ * part of a decode step's GEMV bytes. */
+static gboolean
+upload_mtp (DcpCudaWeights *w, const DcpTensorSource *s, GError **error)
+{
+  DcpCudaMtpWeights *m = &w->mtp;
+  guint64 H = w->config.hidden_size, step_bytes = w->gemv_bytes;
+  gboolean ok;
+
+  ok = (m->pre_fc_norm_embedding = vector (w, s, "mtp.pre_fc_norm_embedding.weight", H, TRUE, error)) &&
+       (m->pre_fc_norm_hidden = vector (w, s, "mtp.pre_fc_norm_hidden.weight", H, TRUE, error)) &&
+       (m->norm = vector (w, s, "mtp.norm.weight", H, TRUE, error)) &&
+       matrix (w, s, "mtp.fc.weight", H, 2 * H, &m->fc, error) &&
+       upload_layer (w, s, "mtp.layers.0", TRUE, &m->layer, error);
+  w->gemv_bytes = step_bytes;
+  return ok;
 }
 
 static void
@@ -556,8 +575,15 @@ dcp_cuda_weights_upload (const DcpModelConfig *config, const DcpTensorSource *so
                     config->vocab_size, config->hidden_size, &w->lm_head, error))
     return NULL;
   for (guint i = 0; i < config->n_layers; i++)
-    if (!upload_layer (w, source, i, &w->layers[i], error))
-      return NULL;
+    {
+      g_autofree char *prefix = g_strdup_printf ("layers.%u", i);
+
+      if (!upload_layer (w, source, prefix, config->is_full_attention[i], &w->layers[i], error))
+        return NULL;
+    }
+  w->has_mtp = dcp_tensor_source_lookup (source, "mtp.fc.weight") != NULL;
+  if (w->has_mtp && !upload_mtp (w, source, error))
+    return NULL;
   return g_steal_pointer (&w);
 }
 
@@ -646,18 +672,84 @@ rand_vector (Rand *r, gsize n, gboolean bf16, float lo, float hi, GError **error
   return d;
 }
 
-static DcpCudaWeights *
-random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64 seed,
-                GError **error)
+/* One random decoder layer; every matrix of an MTP layer in the recipe's mtp group. */
+static gboolean
+rand_layer (Rand *r, gboolean full_attention, gboolean mtp, DcpCudaLayer *L, GError **error)
 {
   static const DcpTensorGroup gdn_groups[4] = {
     DCP_GROUP_GDN_QKV, DCP_GROUP_GDN_Z, DCP_GROUP_GDN_AB, DCP_GROUP_GDN_AB
   };
   static const DcpTensorGroup mlp_groups[2] = { DCP_GROUP_MLP_GATE_UP, DCP_GROUP_MLP_GATE_UP };
-  g_autoptr(DcpCudaWeights) w = weights_new (config);
-  Rand r = { w, { 0 }, seed };
+  static const DcpTensorGroup mtp_groups[2] = { DCP_GROUP_MTP, DCP_GROUP_MTP };
+  const DcpModelConfig *config = &r->w->config;
   int H = (int) config->hidden_size, I = (int) config->intermediate_size;
   int mlp_rows[2] = { I, I };
+
+  L->is_full_attention = full_attention;
+  if (L->is_full_attention)
+    {
+      int qd = (int) (config->n_heads * config->head_dim);
+      int kvd = (int) (config->n_kv_heads * config->head_dim);
+      DcpTensorGroup qkv = mtp ? DCP_GROUP_MTP : DCP_GROUP_ATTN_QKV;
+
+      if (!rand_matrix (r, qkv, 2 * qd, H, &L->q, error) ||
+          !rand_matrix (r, qkv, kvd, H, &L->k, error) ||
+          !rand_matrix (r, qkv, kvd, H, &L->v, error) ||
+          !rand_matrix (r, mtp ? DCP_GROUP_MTP : DCP_GROUP_ATTN_O, H, qd, &L->o, error) ||
+          !(L->q_norm = rand_vector (r, config->head_dim, TRUE, -0.1f, 0.1f, error)) ||
+          !(L->k_norm = rand_vector (r, config->head_dim, TRUE, -0.1f, 0.1f, error)))
+        return FALSE;
+    }
+  else
+    {
+      int hv = (int) config->linear_n_value_heads;
+      int vd = hv * (int) config->linear_value_head_dim;
+      int conv_dim = 2 * (int) (config->linear_n_key_heads * config->linear_key_head_dim) + vd;
+      int rows[4] = { conv_dim, vd, hv, hv };
+
+      if (!rand_proj (r, gdn_groups, rows, 4, H, &L->in_proj, error) ||
+          !rand_matrix (r, DCP_GROUP_GDN_OUT, H, vd, &L->out, error) ||
+          !(L->gdn.conv_weight = rand_vector (r, (gsize) conv_dim * config->linear_conv_kernel,
+                                              TRUE, -0.5f, 0.5f, error)) ||
+          !(L->gdn.a_log = rand_vector (r, hv, FALSE, -1, 1, error)) ||
+          !(L->gdn.dt_bias = rand_vector (r, hv, FALSE, -1, 1, error)) ||
+          !(L->gdn.norm_weight = rand_vector (r, config->linear_value_head_dim, FALSE, 0.9f,
+                                              1.1f, error)))
+        return FALSE;
+    }
+  return rand_proj (r, mtp ? mtp_groups : mlp_groups, mlp_rows, 2, H, &L->gate_up, error) &&
+         rand_matrix (r, mtp ? DCP_GROUP_MTP : DCP_GROUP_MLP_DOWN, H, I, &L->down, error) &&
+         (L->input_norm = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+         (L->post_norm = rand_vector (r, H, TRUE, -0.1f, 0.1f, error));
+}
+
+/* The MTP head, when the config has one (not part of a decode step's GEMV bytes). */
+static gboolean
+rand_mtp (Rand *r, GError **error)
+{
+  DcpCudaWeights *w = r->w;
+  DcpCudaMtpWeights *m = &w->mtp;
+  int H = (int) w->config.hidden_size;
+  guint64 step_bytes = w->gemv_bytes;
+  gboolean ok;
+
+  ok = (m->pre_fc_norm_embedding = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+       (m->pre_fc_norm_hidden = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+       (m->norm = rand_vector (r, H, TRUE, -0.1f, 0.1f, error)) &&
+       rand_matrix (r, DCP_GROUP_MTP, H, 2 * H, &m->fc, error) &&
+       rand_layer (r, TRUE, TRUE, &m->layer, error);
+  w->gemv_bytes = step_bytes;
+  w->has_mtp = ok;
+  return ok;
+}
+
+static DcpCudaWeights *
+random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64 seed,
+                GError **error)
+{
+  g_autoptr(DcpCudaWeights) w = weights_new (config);
+  Rand r = { w, { 0 }, seed };
+  int H = (int) config->hidden_size;
 
   memcpy (r.formats, formats, sizeof r.formats);
   if (!(w->embed = rand_vector (&r, (gsize) config->vocab_size * H, TRUE, -1, 1, error)) ||
@@ -665,46 +757,10 @@ random_weights (const DcpModelConfig *config, const DcpkFormat *formats, guint64
       !rand_matrix (&r, DCP_GROUP_LM_HEAD, (int) config->vocab_size, H, &w->lm_head, error))
     return NULL;
   for (guint i = 0; i < config->n_layers; i++)
-    {
-      DcpCudaLayer *L = &w->layers[i];
-
-      L->is_full_attention = config->is_full_attention[i];
-      if (L->is_full_attention)
-        {
-          int qd = (int) (config->n_heads * config->head_dim);
-          int kvd = (int) (config->n_kv_heads * config->head_dim);
-
-          if (!rand_matrix (&r, DCP_GROUP_ATTN_QKV, 2 * qd, H, &L->q, error) ||
-              !rand_matrix (&r, DCP_GROUP_ATTN_QKV, kvd, H, &L->k, error) ||
-              !rand_matrix (&r, DCP_GROUP_ATTN_QKV, kvd, H, &L->v, error) ||
-              !rand_matrix (&r, DCP_GROUP_ATTN_O, H, qd, &L->o, error) ||
-              !(L->q_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)) ||
-              !(L->k_norm = rand_vector (&r, config->head_dim, TRUE, -0.1f, 0.1f, error)))
-            return NULL;
-        }
-      else
-        {
-          int hv = (int) config->linear_n_value_heads;
-          int vd = hv * (int) config->linear_value_head_dim;
-          int conv_dim = 2 * (int) (config->linear_n_key_heads * config->linear_key_head_dim) + vd;
-          int rows[4] = { conv_dim, vd, hv, hv };
-
-          if (!rand_proj (&r, gdn_groups, rows, 4, H, &L->in_proj, error) ||
-              !rand_matrix (&r, DCP_GROUP_GDN_OUT, H, vd, &L->out, error) ||
-              !(L->gdn.conv_weight = rand_vector (&r, (gsize) conv_dim * config->linear_conv_kernel,
-                                                  TRUE, -0.5f, 0.5f, error)) ||
-              !(L->gdn.a_log = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
-              !(L->gdn.dt_bias = rand_vector (&r, hv, FALSE, -1, 1, error)) ||
-              !(L->gdn.norm_weight = rand_vector (&r, config->linear_value_head_dim, FALSE, 0.9f,
-                                                  1.1f, error)))
-            return NULL;
-        }
-      if (!rand_proj (&r, mlp_groups, mlp_rows, 2, H, &L->gate_up, error) ||
-          !rand_matrix (&r, DCP_GROUP_MLP_DOWN, H, I, &L->down, error) ||
-          !(L->input_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)) ||
-          !(L->post_norm = rand_vector (&r, H, TRUE, -0.1f, 0.1f, error)))
-        return NULL;
-    }
+    if (!rand_layer (&r, config->is_full_attention[i], FALSE, &w->layers[i], error))
+      return NULL;
+  if (config->mtp_n_layers > 0 && !rand_mtp (&r, error))
+    return NULL;
   if (!dcp_cuda_check (dcpk_synchronize (), "fill", error))
     return NULL;
   return g_steal_pointer (&w);

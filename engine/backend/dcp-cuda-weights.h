@@ -69,6 +69,14 @@ typedef struct {
   DcpkGdnShape gdn_shape;
 } DcpCudaCounts;
 
+/* The MTP head (docs/MODEL.md §4): fc over [norm(embedding) | norm(hidden)], one
+ * full-attention decoder layer, its final norm; the embedding and lm_head are the model's. */
+typedef struct {
+  guint16 *pre_fc_norm_embedding, *pre_fc_norm_hidden, *norm;
+  DcpCudaMatrix fc;              /* [hidden, 2 hidden] */
+  DcpCudaLayer layer;
+} DcpCudaMtpWeights;
+
 typedef struct {
   DcpModelConfig config;
   DcpCudaCounts counts;
@@ -76,14 +84,16 @@ typedef struct {
   DcpCudaMatrix lm_head;
   guint16 *norm;
   DcpCudaLayer *layers;
+  gboolean has_mtp;              /* the source has mtp.fc.weight */
+  DcpCudaMtpWeights mtp;
   GPtrArray *allocations;        /* device pointers, freed with the weights */
   GArray *stored;                /* DcpCudaStoredTensor (random weights: random.N) */
   guint64 device_bytes;          /* all of it */
-  guint64 gemv_bytes;            /* what one decode step's GEMVs read */
+  guint64 gemv_bytes;            /* what one decode step's GEMVs read (not the MTP head's) */
 } DcpCudaWeights;
 
-/* Every tensor of the text model from source, each upload checked with dcpk_checksum against
- * the host bytes. */
+/* Every tensor of the text model from source (and of the MTP head, when the source has
+ * mtp.fc.weight), each upload checked with dcpk_checksum against the host bytes. */
 DcpCudaWeights *dcp_cuda_weights_upload (const DcpModelConfig  *config,
                                          const DcpTensorSource *source,
                                          GError               **error);

@@ -129,6 +129,13 @@ dcp_sampler_take_draw (DcpSampler *self)
   return self->draws++;
 }
 
+guint64
+dcp_sampler_peek_draw (DcpSampler *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->draws;
+}
+
 void
 dcp_sampler_add_prompt (DcpSampler *self, const guint32 *tokens, guint n_tokens)
 {
@@ -547,4 +554,37 @@ dcp_sampler_sample (DcpSampler *self, const float *logits, const guint32 *allowe
       return draw_from_list (p, self->keys, w, n, V, u);
     }
   return draw_from_vocabulary (self, 0, max, inv_t, u);
+}
+
+void
+dcp_sampler_sample_rows (DcpSampler *self, const float *logits, guint n_rows, const guint32 *drafts,
+                         guint32 *out)
+{
+  guint64 draws;
+  g_autofree guint8 *was_seen = NULL;
+
+  g_return_if_fail (self != NULL && logits != NULL && out != NULL);
+  g_return_if_fail (n_rows <= 1 || drafts != NULL);
+  for (guint j = 0; j + 1 < n_rows; j++)
+    g_return_if_fail (drafts[j] < self->vocab_size);
+  if (n_rows == 0)
+    return;
+  draws = self->draws;
+  was_seen = g_new (guint8, MAX (n_rows, 1));
+  for (guint j = 0; j < n_rows; j++)
+    {
+      out[j] = dcp_sampler_sample (self, logits + (gsize) j * self->vocab_size, NULL, NULL, 0);
+      if (j + 1 < n_rows)
+        {
+          was_seen[j] = self->seen[drafts[j]];
+          dcp_sampler_accept (self, drafts[j]);
+        }
+    }
+  /* the drafts leave the history in reverse order, so each seen flag gets its old value */
+  for (guint j = n_rows - 1; j-- > 0;)
+    {
+      self->generated[drafts[j]]--;
+      self->seen[drafts[j]] = was_seen[j];
+    }
+  self->draws = draws;
 }

@@ -47,6 +47,8 @@ const DcpSamplerParams *dcp_sampler_get_params (DcpSampler *self);
 gboolean    dcp_sampler_has_penalties (DcpSampler      *self);
 /* The index of the next draw, counted as taken: for a draw made elsewhere (the GPU). */
 guint64     dcp_sampler_take_draw  (DcpSampler             *self);
+/* The index the next draw will take, without taking it. */
+guint64 dcp_sampler_peek_draw (DcpSampler *self);
 /* Prompt tokens count for the repetition penalty only. */
 void        dcp_sampler_add_prompt (DcpSampler             *self,
                                     const guint32          *tokens,
@@ -63,6 +65,12 @@ guint32     dcp_sampler_sample     (DcpSampler             *self,
                                     const guint32          *allowed,
                                     const guint32          *banned,
                                     guint                   n_banned);
+/* Draws for n_rows rows of logits in a row (a verify step's rows): row j as a one-token step
+ * would after drafts[0 .. j) had been generated (they count for the penalties), taking the
+ * draw index the (j + 1)-th next draw would (none when greedy), into out[j]. The sampler is
+ * left as it was: no draw taken, no token accepted. */
+void dcp_sampler_sample_rows (DcpSampler *self, const float *logits, guint n_rows,
+                              const guint32 *drafts, guint32 *out);
 /* The distribution dcp_sampler_sample draws from (one-hot when greedy) into probs. */
 void        dcp_sampler_probabilities (DcpSampler          *self,
                                        const float         *logits,

@@ -22,6 +22,8 @@ struct _DcpEngineService {
   DcpSettings      settings;       /* what the engine runs with (the Settings property) */
   DcpEngineServiceSetFunc set_func;
   gpointer         set_data;
+  DcpEngineServiceReloadFunc reload_func;
+  gpointer         reload_data;
 };
 
 static void engine1_iface_init (DcpDbusEngine1Iface *iface);
@@ -95,9 +97,12 @@ handle_set_setting (DcpDbusEngine1 *object, GDBusMethodInvocation *invocation, c
   g_auto(DcpSettings) checked = { 0 };
   g_autoptr(GError) error = NULL;
 
-  /* A settings key is parsed by the settings table first, so a bad value names what is allowed. */
+  /* A settings key is parsed by the settings table first, so a bad value names what is allowed;
+   * the log's keys are not settings of the table. */
+  gboolean log_key = g_str_equal (key, "verbose") || g_str_equal (key, "log-level");
+
   dcp_settings_init_default (&checked);
-  if (!g_str_equal (key, "verbose") && !dcp_settings_set (&checked, key, value, &error))
+  if (!log_key && !dcp_settings_set (&checked, key, value, &error))
     {
       g_dbus_method_invocation_return_gerror (invocation, error);
       return TRUE;
@@ -109,13 +114,30 @@ handle_set_setting (DcpDbusEngine1 *object, GDBusMethodInvocation *invocation, c
       g_dbus_method_invocation_return_gerror (invocation, error);
       return TRUE;
     }
-  if (!g_str_equal (key, "verbose"))
+  if (!log_key)
     {
       dcp_settings_set (&self->settings, key, value, NULL);
       publish_settings (self);
     }
   g_message ("setting %s changed over D-Bus", key);
   dcp_dbus_engine1_complete_set_setting (object, invocation);
+  return TRUE;
+}
+
+static gboolean
+handle_reload (DcpDbusEngine1 *object, GDBusMethodInvocation *invocation, const char *model, const char *settings)
+{
+  DcpEngineService *self = DCP_ENGINE_SERVICE (object);
+  g_autoptr(GError) error = NULL;
+
+  if (self->reload_func == NULL)
+    g_set_error_literal (&error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "this engine cannot reload");
+  else if (self->reload_func (model, settings, self->reload_data, &error))
+    {
+      dcp_dbus_engine1_complete_reload (object, invocation);
+      return TRUE;
+    }
+  g_dbus_method_invocation_return_gerror (invocation, error);
   return TRUE;
 }
 
@@ -202,6 +224,7 @@ engine1_iface_init (DcpDbusEngine1Iface *iface)
   iface->handle_stop = handle_stop;
   iface->handle_cancel_conversation = handle_cancel_conversation;
   iface->handle_set_setting = handle_set_setting;
+  iface->handle_reload = handle_reload;
 }
 
 static void
@@ -236,6 +259,7 @@ dcp_engine_service_new (DcpEngineState *state)
                                address_without_slash, NULL, NULL, NULL);
   dcp_dbus_engine1_set_version (DCP_DBUS_ENGINE1 (self), PACKAGE_VERSION);
   dcp_dbus_engine1_set_pid (DCP_DBUS_ENGINE1 (self), (guint) getpid ());
+  dcp_dbus_engine1_set_last_error (DCP_DBUS_ENGINE1 (self), "");
   publish_settings (self);
   g_signal_connect (state, "integrity-error", G_CALLBACK (on_integrity_error), self);
   return self;
@@ -258,6 +282,21 @@ dcp_engine_service_set_settings (DcpEngineService *self, const DcpSettings *sett
   self->set_func = set_func;
   self->set_data = user_data;
   publish_settings (self);
+}
+
+void
+dcp_engine_service_set_reload (DcpEngineService *self, DcpEngineServiceReloadFunc reload_func, gpointer user_data)
+{
+  g_return_if_fail (DCP_IS_ENGINE_SERVICE (self));
+  self->reload_func = reload_func;
+  self->reload_data = user_data;
+}
+
+void
+dcp_engine_service_set_last_error (DcpEngineService *self, const char *message)
+{
+  g_return_if_fail (DCP_IS_ENGINE_SERVICE (self));
+  dcp_dbus_engine1_set_last_error (DCP_DBUS_ENGINE1 (self), message != NULL ? message : "");
 }
 
 void

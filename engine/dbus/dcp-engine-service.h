@@ -21,12 +21,24 @@ G_DECLARE_FINAL_TYPE (DcpEngineService, dcp_engine_service, DCP, ENGINE_SERVICE,
 typedef gboolean (*DcpEngineServiceSetFunc) (const char *key, const char *value, gpointer user_data,
                                              GError **error);
 
+/* Reload's work: checks the request (an error changes nothing) and starts the switch; model
+ * and settings (a settings.json object's text) may be empty. */
+typedef gboolean (*DcpEngineServiceReloadFunc) (const char *model, const char *settings, gpointer user_data,
+                                                GError **error);
+
 DcpEngineService *dcp_engine_service_new   (DcpEngineState *state);
 /* The Settings property (the API key is never shown) and who applies SetSetting. */
 void              dcp_engine_service_set_settings (DcpEngineService       *self,
                                                    const DcpSettings      *settings,
                                                    DcpEngineServiceSetFunc set_func,
                                                    gpointer                user_data);
+/* Who answers Reload (without one, Reload is refused as not supported). */
+void              dcp_engine_service_set_reload (DcpEngineService          *self,
+                                                 DcpEngineServiceReloadFunc reload_func,
+                                                 gpointer                   user_data);
+/* LastError: why the last Reload failed, or "" (NULL). */
+void              dcp_engine_service_set_last_error (DcpEngineService *self,
+                                                     const char       *message);
 /* LoadProgress, 0..1, while State is "loading". */
 void              dcp_engine_service_set_load_progress (DcpEngineService *self,
                                                         double            fraction);

@@ -311,7 +311,8 @@ dcp_api_call_check_ready (DcpApiCall *call, GError **error)
   dcp_api_call_model_info (call, &info);
   if (!info.loaded)
     {
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "the model is still loading; try again shortly");
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY,
+                           info.unavailable != NULL ? info.unavailable : "the model is still loading; try again shortly");
       return FALSE;
     }
   if (dcp_request_queue_waiting (call->context->queue) >= call->context->max_waiting)

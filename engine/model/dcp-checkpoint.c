@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dcp-checkpoint.h"
+#include "dcp-drafter-config.h"
 #include "dcp-error.h"
 #include "dcp-safetensors.h"
 #include "dcp-tensor-names.h"
@@ -18,6 +19,7 @@ struct _DcpCheckpoint {
   char *dir;
   JsonNode *config_json;
   DcpModelConfig config;
+  DcpDrafterConfig *drafter;  /* a DFlash drafter checkpoint; config is then unused */
   GBytes *tokenizer;
   JsonNode *tokenizer_config;
   char *chat_template;
@@ -227,6 +229,29 @@ list_shards (const char *dir, GError **error)
   return g_steal_pointer (&files);
 }
 
+/* A drafter's names are its own (z-lab saves them without a prefix; "model." is dropped). */
+static char *
+drafter_name (const char *hf_name)
+{
+  return g_strdup (g_str_has_prefix (hf_name, "model.") ? hf_name + strlen ("model.") : hf_name);
+}
+
+/* Every tensor a drafter needs is there; the error names the first one missing. */
+static gboolean
+check_drafter_complete (DcpCheckpoint *self, GError **error)
+{
+  g_autoptr(GPtrArray) names = dcp_drafter_tensor_names (self->drafter);
+
+  for (guint i = 0; i < names->len; i++)
+    if (!g_hash_table_contains (self->by_name, names->pdata[i]))
+      {
+        g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: the DFlash drafter checkpoint has no tensor “%s”",
+                     self->dir, (char *) names->pdata[i]);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 static gboolean
 open_shards (DcpCheckpoint *self, GError **error)
 {
@@ -245,10 +270,15 @@ open_shards (DcpCheckpoint *self, GError **error)
       for (guint i = 0; i < dcp_safetensors_get_n_tensors (st); i++)
         {
           const DcpTensorView *view = dcp_safetensors_get_tensor (st, i);
-          g_autofree char *canonical = dcp_tensor_name_canonical (view->name);
+          g_autofree char *canonical = self->drafter ? drafter_name (view->name) : dcp_tensor_name_canonical (view->name);
           DcpCheckpointTensor t = { view->name, NULL, view, s };
 
-          if (canonical == NULL)
+          if (self->drafter != NULL)
+            {
+              if (!dcp_drafter_check_tensor (self->drafter, canonical, view->shape, view->ndim, files->pdata[s], error))
+                return FALSE;
+            }
+          else if (canonical == NULL)
             {
               g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                            "%s: tensor “%s”: the name belongs to no part of a qwen3_5 model", (char *) files->pdata[s], view->name);
@@ -260,7 +290,8 @@ open_shards (DcpCheckpoint *self, GError **error)
                            (char *) files->pdata[s], view->name);
               return FALSE;
             }
-          if (!dcp_tensor_check_shape (&self->config, canonical, view->shape, view->ndim, files->pdata[s], error))
+          if (self->drafter == NULL &&
+              !dcp_tensor_check_shape (&self->config, canonical, view->shape, view->ndim, files->pdata[s], error))
             return FALSE;
           t.name = g_string_chunk_insert (self->names, canonical);
           g_hash_table_add (seen, (gpointer) t.name);
@@ -295,6 +326,19 @@ dcp_checkpoint_open (const char *dir, const char *tokenizer_dir, GError **error)
   self->config_json = load_json (config_path, TRUE, error);
   if (self->config_json == NULL)
     return NULL;
+  if (dcp_drafter_config_is_dflash (self->config_json))
+    {
+      self->drafter = g_new0 (DcpDrafterConfig, 1);
+      if (!dcp_drafter_config_from_json (self->drafter, self->config_json, &local))
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: %s", config_path, local->message);
+          return NULL;
+        }
+      /* a drafter reads the target's tokens: it has no tokenizer or generation config */
+      if (!open_shards (self, error) || !check_drafter_complete (self, error))
+        return NULL;
+      return g_steal_pointer (&self);
+    }
   if (!dcp_model_config_from_json (&self->config, self->config_json, &local))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: %s", config_path, local->message);
@@ -315,6 +359,7 @@ dcp_checkpoint_free (DcpCheckpoint *self)
   if (self == NULL)
     return;
   g_clear_pointer (&self->config_json, json_node_unref);
+  g_clear_pointer (&self->drafter, g_free);
   g_clear_pointer (&self->tokenizer, g_bytes_unref);
   g_clear_pointer (&self->tokenizer_config, json_node_unref);
   g_clear_pointer (&self->generation, json_node_unref);
@@ -337,6 +382,13 @@ JsonNode *
 dcp_checkpoint_get_config_json (DcpCheckpoint *self)
 {
   return self->config_json;
+}
+
+const DcpDrafterConfig *
+dcp_checkpoint_get_drafter (DcpCheckpoint *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->drafter;
 }
 
 const DcpModelConfig *

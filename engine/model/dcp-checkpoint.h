@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-drafter-config.h"
 #include "dcp-model-config.h"
 #include "dcp-tensor-source.h"
 
@@ -33,6 +34,11 @@ void                       dcp_checkpoint_free            (DcpCheckpoint *ckpt);
 const char                *dcp_checkpoint_get_dir         (DcpCheckpoint *ckpt);
 JsonNode                  *dcp_checkpoint_get_config_json (DcpCheckpoint *ckpt);
 const DcpModelConfig      *dcp_checkpoint_get_config      (DcpCheckpoint *ckpt);
+/* A DFlash drafter checkpoint (config.json's architectures holds DFlashDraftModel): its config,
+ * else NULL. A drafter's tensors keep their own names (layers.N.self_attn.*, fc.weight,
+ * hidden_norm.weight, norm.weight), are checked against dcp-drafter-config.h and must all be
+ * there; it has no tokenizer or generation config (they are NULL), and get_config is unused. */
+const DcpDrafterConfig    *dcp_checkpoint_get_drafter     (DcpCheckpoint *ckpt);
 /* tokenizer.json's bytes (decompressed), checked to be a JSON object. */
 GBytes                    *dcp_checkpoint_get_tokenizer   (DcpCheckpoint *ckpt);
 JsonNode                  *dcp_checkpoint_get_tokenizer_config (DcpCheckpoint *ckpt);

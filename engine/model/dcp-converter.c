@@ -9,6 +9,7 @@
 
 #include "dcp-checkpoint.h"
 #include "dcp-converter.h"
+#include "dcp-drafter-config.h"
 #include "dcp-error.h"
 #include "dcp-float16.h"
 #include "dcp-model-writer.h"
@@ -406,6 +407,103 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   return json_builder_get_root (b);
 }
 
+/* A DFlash drafter's metadata (docs/FORMAT.md "Drafter files"): its kind, target and taps in
+ * "drafter", its own config.json as "config", and the recipe, sizes and source as for a model. */
+static JsonNode *
+build_drafter_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, char **sha256)
+{
+  DcpCheckpoint *ckpt = c->ckpt;
+  const DcpConvertOptions *o = c->options;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autofree char *folder = g_path_get_basename (o->input_dir);
+  guint64 layers = 0, total = 0;
+
+  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+    {
+      total += sizes[i];
+      if (g_str_has_prefix (dcp_checkpoint_get_tensor (ckpt, i)->name, "layers."))
+        layers += sizes[i];
+    }
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "architecture");
+  json_builder_add_string_value (b, "dflash");
+  json_builder_set_member_name (b, "drafter");
+  json_builder_add_value (b, dcp_drafter_config_to_json (dcp_checkpoint_get_drafter (ckpt), o->target_name));
+  json_builder_set_member_name (b, "config");
+  json_builder_add_value (b, json_node_copy (dcp_checkpoint_get_config_json (ckpt)));
+
+  json_builder_set_member_name (b, "recipe");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, dcp_recipe_name (o->recipe));
+  json_builder_set_member_name (b, "groups");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "drafter");
+  json_builder_add_string_value (b, dcp_dtype_name (dcp_recipe_group_dtype (o->recipe, DCP_GROUP_MTP)));
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "tensors");
+  json_builder_begin_object (b);
+  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+    {
+      json_builder_set_member_name (b, dcp_checkpoint_get_tensor (ckpt, i)->name);
+      json_builder_add_string_value (b, dcp_dtype_name (dtypes[i]));
+    }
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+
+  /* layers: the decoder layers; the rest is fc, hidden_norm and norm */
+  json_builder_set_member_name (b, "sizes");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "layers");
+  json_builder_add_int_value (b, layers);
+  json_builder_set_member_name (b, "gpu_weights");
+  json_builder_add_int_value (b, total);
+  json_builder_set_member_name (b, "tensors");
+  json_builder_add_int_value (b, total);
+  json_builder_set_member_name (b, "file");
+  json_builder_add_int_value (b, file_size);
+  json_builder_end_object (b);
+
+  json_builder_set_member_name (b, "source");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "model_id");
+  json_builder_add_string_value (b, o->model_id ? o->model_id : folder);
+  json_builder_set_member_name (b, "revision");
+  if (o->revision)
+    json_builder_add_string_value (b, o->revision);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "files");
+  json_builder_begin_array (b);
+  for (guint s = 0; s < dcp_checkpoint_get_n_shards (ckpt); s++)
+    {
+      g_autofree char *base = g_path_get_basename (dcp_checkpoint_get_shard_path (ckpt, s));
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, base);
+      json_builder_set_member_name (b, "bytes");
+      json_builder_add_int_value (b, dcp_checkpoint_get_shard_size (ckpt, s));
+      json_builder_set_member_name (b, "sha256");
+      json_builder_add_string_value (b, sha256 ? sha256[s] : PLACEHOLDER_SHA256);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+
+  json_builder_set_member_name (b, "accuracy");
+  json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "converter");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "program");
+  json_builder_add_string_value (b, "decapybara-convert");
+  json_builder_set_member_name (b, "version");
+  json_builder_add_string_value (b, PACKAGE_VERSION);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
 static gsize
 json_size (JsonNode *node)
 {
@@ -431,11 +529,22 @@ convert (Converter *c, GError **error)
   GThread *hashers[8];
   guint n_hashers = CLAMP (MIN (n_shards, c->n_threads / 2), 1, G_N_ELEMENTS (hashers));
   gboolean ok = TRUE;
+  gboolean drafter = dcp_checkpoint_get_drafter (c->ckpt) != NULL;
 
+  if (drafter && c->options->measure != NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--measure measures a model, not a DFlash drafter (its acceptance needs its target)");
+      return FALSE;
+    }
   for (guint i = 0; i < n; i++)
     {
       const DcpCheckpointTensor *t = dcp_checkpoint_get_tensor (c->ckpt, i);
-      dtypes[i] = dcp_recipe_tensor_dtype (c->options->recipe, t->name, t->view->ndim, t->view->dtype);
+      /* a drafter's matrices take the recipe's MTP format: both are small draft heads */
+      if (drafter && t->view->ndim == 2)
+        dtypes[i] = dcp_recipe_group_dtype (c->options->recipe, DCP_GROUP_MTP);
+      else
+        dtypes[i] = dcp_recipe_tensor_dtype (c->options->recipe, t->name, t->view->ndim, t->view->dtype);
       if (dcp_model_writer_add_tensor (c->writer, t->name, dtypes[i], t->view->shape, t->view->ndim, error) < 0)
         return FALSE;
       sizes[i] = dcp_model_writer_get_tensor_bytes (c->writer, i);
@@ -444,7 +553,8 @@ convert (Converter *c, GError **error)
   /* The metadata is written last (it holds the shards' hashes); keep room for it now. The
    * placeholders have the final values' lengths, so 4 KiB of slack covers the file size; a
    * measured accuracy object (five KV settings of three numbers) takes well under 4 KiB more. */
-  plan = build_metadata (c, dtypes, sizes, G_MAXINT64, NULL, NULL);
+  plan = drafter ? build_drafter_metadata (c, dtypes, sizes, G_MAXINT64, NULL)
+                 : build_metadata (c, dtypes, sizes, G_MAXINT64, NULL, NULL);
   if (!dcp_model_writer_begin (c->writer, dcp_checkpoint_get_tokenizer (c->ckpt),
                                json_size (plan) + (c->options->measure ? 8192 : 4096), error))
     return FALSE;
@@ -474,7 +584,10 @@ convert (Converter *c, GError **error)
       return FALSE;
     }
   report (c, "", TRUE);
-  metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), (char **) sha256->pdata, NULL);
+  if (drafter)
+    metadata = build_drafter_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), (char **) sha256->pdata);
+  else
+    metadata = build_metadata (c, dtypes, sizes, dcp_model_writer_get_file_size (c->writer), (char **) sha256->pdata, NULL);
   if (c->options->measure != NULL)
     {
       g_autoptr(JsonNode) accuracy = NULL;

@@ -8,7 +8,8 @@
 G_BEGIN_DECLS
 
 /* Hugging Face checkpoint folder -> .mcapy model file (docs/FORMAT.md), the work of
- * decapybara-convert. Tensors stream through in slices of rows, so memory stays bounded whatever
+ * decapybara-convert; a DFlash drafter checkpoint (dcp-checkpoint.h) becomes a drafter file.
+ * Tensors stream through in slices of rows, so memory stays bounded whatever
  * the checkpoint's size; the shards' SHA-256 are computed on a worker thread meanwhile. */
 /* Measures the converted file, complete under its temporary name before it is renamed into
  * place, and returns the metadata's "accuracy" object (docs/FORMAT.md); NULL with an error
@@ -24,6 +25,7 @@ typedef struct {
   DcpRecipe recipe;
   const char *model_id;        /* NULL: the input folder's name */
   const char *revision;        /* NULL: unknown */
+  const char *target_name;     /* a DFlash drafter's target model (HF repo id); NULL: "" */
   gboolean progress;           /* progress lines on stderr */
   guint n_threads;             /* quantization threads; 0: one per CPU */
   DcpConvertMeasureFunc measure;  /* NULL: "accuracy": null */

@@ -34,6 +34,7 @@ struct _DcpModelFile {
   GArray *checksums;        /* guint64, same order */
   GHashTable *by_name;      /* name -> index + 1 */
   GStringChunk *names;
+  gboolean drafter;         /* opened as a DFlash drafter file */
 };
 
 static gboolean
@@ -137,7 +138,8 @@ parse_entry (DcpModelFile *self, const guint8 *file, guint i, const char *what, 
     view.shape[d] = dcp_le_get64 (e + AT_SHAPE + 8 * d);
   if (!dcp_shape_elements (view.shape, view.ndim, &view.n_elements))
     return fail (error, what, view.name, "field “shape”: the element count overflows");
-  if (!dcp_tensor_check_shape (&self->info->config, view.name, view.shape, view.ndim, what, error))
+  if (self->drafter ? !dcp_drafter_check_tensor (self->info->drafter, view.name, view.shape, view.ndim, what, error)
+                    : !dcp_tensor_check_shape (&self->info->config, view.name, view.shape, view.ndim, what, error))
     return FALSE;
   if (!dcp_model_tensor_bytes (view.dtype, view.shape, view.ndim, &expected))
     return fail (error, what, view.name, "field “dtype”: %s cannot hold a %u-dimensional tensor of this size",
@@ -195,7 +197,8 @@ parse (DcpModelFile *self, const char *what, GError **error)
   const DcpModelHeader *h;
   guint64 needed = 0;
 
-  self->info = dcp_model_info_parse (file, size, what, &needed, error);
+  self->info = self->drafter ? dcp_model_info_parse_drafter (file, size, what, &needed, error)
+                             : dcp_model_info_parse (file, size, what, &needed, error);
   if (self->info == NULL)
     {
       if (needed != 0)
@@ -214,7 +217,17 @@ parse (DcpModelFile *self, const char *what, GError **error)
   for (guint i = 0; i < h->n_tensors; i++)
     if (!parse_entry (self, file, i, what, error))
       return FALSE;
-  return check_overlaps (self, what, error);
+  if (!check_overlaps (self, what, error))
+    return FALSE;
+  if (self->drafter)
+    {
+      g_autoptr(GPtrArray) names = dcp_drafter_tensor_names (self->info->drafter);
+
+      for (guint i = 0; i < names->len; i++)
+        if (!g_hash_table_contains (self->by_name, names->pdata[i]))
+          return fail (error, what, names->pdata[i], "the drafter file has no such tensor");
+    }
+  return TRUE;
 }
 
 static DcpModelFile *
@@ -245,8 +258,8 @@ dcp_model_file_open_bytes (GBytes *bytes, const char *what, GError **error)
   return g_steal_pointer (&self);
 }
 
-DcpModelFile *
-dcp_model_file_open (const char *path, GError **error)
+static DcpModelFile *
+open_path (const char *path, gboolean drafter, GError **error)
 {
   g_autoptr(DcpModelFile) self = NULL;
   g_autoptr(GError) local = NULL;
@@ -255,6 +268,7 @@ dcp_model_file_open (const char *path, GError **error)
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   self = model_file_new (path);
+  self->drafter = drafter;
   self->map = g_mapped_file_new (path, FALSE, &local);
   if (self->map == NULL)
     {
@@ -267,6 +281,25 @@ dcp_model_file_open (const char *path, GError **error)
   if (!parse (self, path, error))
     return NULL;
   return g_steal_pointer (&self);
+}
+
+DcpModelFile *
+dcp_model_file_open (const char *path, GError **error)
+{
+  return open_path (path, FALSE, error);
+}
+
+DcpModelFile *
+dcp_model_file_open_drafter (const char *path, GError **error)
+{
+  return open_path (path, TRUE, error);
+}
+
+const DcpDrafterConfig *
+dcp_model_file_get_drafter (DcpModelFile *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->info->drafter;
 }
 
 void

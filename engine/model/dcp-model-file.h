@@ -26,6 +26,14 @@ typedef struct {
 
 DcpModelFile         *dcp_model_file_open          (const char    *path,
                                                     GError       **error);
+/* A DFlash drafter file (docs/FORMAT.md "Drafter files"): the same container and checks, its
+ * tensors against its own config (dcp-drafter-config.h), every one it needs present. Its
+ * get_config is all zero; dcp_model_file_get_drafter gives its config. A model file is refused
+ * here and a drafter file by dcp_model_file_open, each naming the kind of file it is. */
+DcpModelFile         *dcp_model_file_open_drafter  (const char    *path,
+                                                    GError       **error);
+/* NULL for a model file. */
+const DcpDrafterConfig *dcp_model_file_get_drafter (DcpModelFile  *file);
 /* The same checks on a file already in memory (the fuzz entry point uses it); bytes must outlive
  * the returned file. */
 DcpModelFile         *dcp_model_file_open_bytes    (GBytes        *bytes,

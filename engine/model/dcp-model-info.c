@@ -173,6 +173,12 @@ dcp_model_info_check_metadata (JsonNode *metadata, DcpModelConfig *config, const
   if (!JSON_NODE_HOLDS_OBJECT (metadata))
     return fail (error, DCP_ERROR_CORRUPT_FILE, what, "the metadata is not a JSON object");
   o = json_node_get_object (metadata);
+  if (json_object_has_member (o, "drafter"))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "%s: a DFlash drafter file (metadata field “drafter”), not a model: give it with --drafter", what);
+      return FALSE;
+    }
   if (!check_member (o, "architecture", JSON_NODE_VALUE, FALSE, what, error) ||
       !check_member (o, "config", JSON_NODE_OBJECT, FALSE, what, error) ||
       !check_member (o, "chat_template", JSON_NODE_VALUE, TRUE, what, error) ||
@@ -188,8 +194,32 @@ dcp_model_info_check_metadata (JsonNode *metadata, DcpModelConfig *config, const
   return TRUE;
 }
 
-DcpModelInfo *
-dcp_model_info_parse (const guint8 *bytes, gsize length, const char *what, guint64 *needed, GError **error)
+static gboolean
+check_drafter_metadata (JsonNode *metadata, DcpDrafterConfig *drafter, const char *what, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  JsonObject *o;
+
+  if (!JSON_NODE_HOLDS_OBJECT (metadata))
+    return fail (error, DCP_ERROR_CORRUPT_FILE, what, "the metadata is not a JSON object");
+  o = json_node_get_object (metadata);
+  if (!json_object_has_member (o, "drafter"))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: not a drafter file (its metadata has no field “drafter”): a model file?", what);
+      return FALSE;
+    }
+  if (!check_member (o, "recipe", JSON_NODE_OBJECT, FALSE, what, error) ||
+      !check_member (o, "sizes", JSON_NODE_OBJECT, FALSE, what, error) ||
+      !check_member (o, "source", JSON_NODE_OBJECT, FALSE, what, error))
+    return FALSE;
+  if (!dcp_drafter_config_from_metadata (drafter, o, &local))
+    return fail (error, DCP_ERROR_CORRUPT_FILE, what, "%s", local->message);
+  return TRUE;
+}
+
+static DcpModelInfo *
+parse_head (const guint8 *bytes, gsize length, const char *what, gboolean drafter, guint64 *needed, GError **error)
 {
   g_autoptr(DcpModelInfo) info = g_new0 (DcpModelInfo, 1);
   g_autoptr(JsonParser) parser = NULL;
@@ -239,9 +269,27 @@ dcp_model_info_parse (const guint8 *bytes, gsize length, const char *what, guint
       fail (error, DCP_ERROR_CORRUPT_FILE, what, "the metadata is empty");
       return NULL;
     }
-  if (!dcp_model_info_check_metadata (info->metadata, &info->config, what, error))
+  if (drafter)
+    {
+      info->drafter = g_new0 (DcpDrafterConfig, 1);
+      if (!check_drafter_metadata (info->metadata, info->drafter, what, error))
+        return NULL;
+    }
+  else if (!dcp_model_info_check_metadata (info->metadata, &info->config, what, error))
     return NULL;
   return g_steal_pointer (&info);
+}
+
+DcpModelInfo *
+dcp_model_info_parse (const guint8 *bytes, gsize length, const char *what, guint64 *needed, GError **error)
+{
+  return parse_head (bytes, length, what, FALSE, needed, error);
+}
+
+DcpModelInfo *
+dcp_model_info_parse_drafter (const guint8 *bytes, gsize length, const char *what, guint64 *needed, GError **error)
+{
+  return parse_head (bytes, length, what, TRUE, needed, error);
 }
 
 void
@@ -250,5 +298,6 @@ dcp_model_info_free (DcpModelInfo *info)
   if (info == NULL)
     return;
   g_clear_pointer (&info->metadata, json_node_unref);
+  g_free (info->drafter);
   g_free (info);
 }

@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-drafter-config.h"
 #include "dcp-model-config.h"
 
 G_BEGIN_DECLS
@@ -41,7 +42,8 @@ typedef struct {
 typedef struct {
   DcpModelHeader header;
   JsonNode *metadata;          /* a JSON object, owned */
-  DcpModelConfig config;
+  DcpModelConfig config;       /* a model's; zero in a drafter file's */
+  DcpDrafterConfig *drafter;   /* a drafter file's (docs/FORMAT.md "Drafter files"), else NULL */
 } DcpModelInfo;
 
 void          dcp_model_header_encode (const DcpModelHeader *header,
@@ -62,6 +64,14 @@ DcpModelInfo *dcp_model_info_parse    (const guint8   *bytes,
                                        const char     *what,
                                        guint64        *needed,
                                        GError        **error);
+/* The same for a DFlash drafter file: the metadata's "drafter" and "config" become
+ * info->drafter. A model file is refused here, and a drafter file by dcp_model_info_parse, each
+ * with an error that says which kind of file it is. */
+DcpModelInfo *dcp_model_info_parse_drafter (const guint8   *bytes,
+                                            gsize           length,
+                                            const char     *what,
+                                            guint64        *needed,
+                                            GError        **error);
 void          dcp_model_info_free     (DcpModelInfo   *info);
 
 /* Checks the metadata object's members (docs/FORMAT.md) and fills config from "config". */

@@ -95,15 +95,20 @@ static const Setting settings_table[] = {
       "fp8 reads prompts faster; bf16 is a little more accurate." },
     KIND_CHOICE, OFF (activations), 0, 0, activation_modes },
   { { "speculator", "off|mtp|ngram|dflash", "Draft tokens to verify in one step (speculative decoding)",
-      "mtp: the model's own next-token head drafts; ngram: drafts copied from the conversation. "
-      "Output is the same as without (sampled output too, drawn as without); speed rises when "
-      "drafts are accepted. dflash is not built yet." },
+      "mtp: the model's own next-token head drafts; ngram: drafts copied from the conversation; "
+      "dflash: a DFlash drafter (--drafter) drafts a block at once. Output is the same as without "
+      "(sampled output too, drawn as without); speed rises when drafts are accepted. dflash is "
+      "checked but not run yet (speculation stays off)." },
     KIND_CHOICE, OFF (speculator), 0, 0, speculators },
   { { "draft-length", "0..15", "Draft tokens per step (0 = chosen each step by the drafter's confidence)",
       "Longer drafts pay off when most are accepted (code, repeated text). 0 weighs each draft's "
       "chance against the measured cost of a longer step: more drafts when the GPU has room, "
       "fewer when many conversations write." },
     KIND_UINT, OFF (draft_length), 0, DCP_DRAFT_MAX },
+  { { "drafter", "FILE", "DFlash drafter file (.mcapy) for --speculator dflash",
+      "A small model trained to draft for this one (decapybara-convert makes the file from its "
+      "checkpoint). It must fit the model: same hidden size and vocabulary, taps within its layers." },
+    KIND_STRING, OFF (drafter) },
   { { "prefill-policy", "balanced|decode-priority|prefill-priority",
       "How prompt reading shares the GPU with conversations that are writing",
       "balanced: while others write, steps that read a prompt take at most half of the time. "
@@ -178,9 +183,20 @@ void
 dcp_settings_clear (DcpSettings *s)
 {
   g_clear_pointer (&s->model, g_free);
+  g_clear_pointer (&s->drafter, g_free);
   g_clear_pointer (&s->host, g_free);
   g_clear_pointer (&s->api_key, g_free);
   g_clear_pointer (&s->disk_cache_dir, g_free);
+}
+
+void
+dcp_settings_copy (DcpSettings *dest, const DcpSettings *src)
+{
+  *dest = *src;
+  dest->model = g_strdup (src->model);
+  dest->host = g_strdup (src->host);
+  dest->api_key = g_strdup (src->api_key);
+  dest->disk_cache_dir = g_strdup (src->disk_cache_dir);
 }
 
 guint
@@ -445,11 +461,24 @@ dcp_settings_validate (const DcpSettings *s, const DcpEngineCaps *caps, GError *
     return refuse (error, "a quantized KV cache (--kv-bits below 16/16)");
   if (s->activations == DCP_ACTIVATIONS_FP8 && !caps->fp8_activations)
     return refuse (error, "--activations fp8");
-  if (s->speculator == DCP_SPECULATOR_DFLASH)
+  if (s->speculator == DCP_SPECULATOR_DFLASH && s->drafter == NULL)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "--speculator dflash needs --drafter FILE: a DFlash drafter file "
+                           "(decapybara-convert makes one from the drafter's checkpoint)");
+      return FALSE;
+    }
+  if (s->drafter != NULL && s->speculator != DCP_SPECULATOR_DFLASH)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                           "--drafter is read only with --speculator dflash");
+      return FALSE;
+    }
+  if (s->speculator == DCP_SPECULATOR_DFLASH && !caps->dflash)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                           "--speculator dflash: the DFlash block drafter is not built yet; "
-                           "use mtp or ngram");
+                           "--speculator dflash: the DFlash drafter runs on the CPU backend only; "
+                           "the CUDA one is not built yet (use mtp or ngram, or --backend cpu)");
       return FALSE;
     }
   if (s->speculator != DCP_SPECULATOR_OFF && !caps->speculators)

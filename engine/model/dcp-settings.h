@@ -45,6 +45,7 @@ typedef struct {
   DcpActivations activations;
   DcpSpeculator speculator;
   guint draft_length;            /* 1..DCP_DRAFT_MAX; 0: chosen by confidence each step */
+  char *drafter;                 /* a DFlash drafter file, for --speculator dflash; NULL: none */
   DcpPrefillPolicy prefill_policy;
   guint prefill_chunk;           /* prompt tokens per step */
   DcpSettingLoopGuard loop_guard;
@@ -63,6 +64,7 @@ typedef struct {
   gboolean kv_quantized;         /* KV bits below 16 */
   gboolean fp8_activations;
   gboolean speculators;          /* mtp / ngram drafting */
+  gboolean dflash;               /* the DFlash block drafter (--speculator dflash --drafter FILE) */
   gboolean vision;
   gboolean tiers;                /* RAM and disk caches */
   gboolean rope_yarn;            /* rope scaling 1m */
@@ -77,6 +79,9 @@ typedef struct {
 
 void                   dcp_settings_init_default (DcpSettings *settings);
 void                   dcp_settings_clear        (DcpSettings *settings);
+/* dest (uninitialized or cleared) becomes a deep copy of src. */
+void                   dcp_settings_copy         (DcpSettings       *dest,
+                                                  const DcpSettings *src);
 guint                  dcp_settings_count        (void);
 const DcpSettingInfo  *dcp_settings_info         (guint index);
 /* Parses one value for one key; the error names the key and says what is allowed. */

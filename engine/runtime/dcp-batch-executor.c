@@ -7,6 +7,7 @@
 #include "dcp-batch-snapshots.h"
 #include "dcp-error.h"
 #include "dcp-model-executor.h"
+#include "dcp-settings.h"
 
 typedef struct {
   DcpExecutor parent;
@@ -603,6 +604,18 @@ add_uint (JsonBuilder *b, const char *name, guint64 value)
   json_builder_add_int_value (b, (gint64) MIN (value, (guint64) G_MAXINT64));
 }
 
+/* As settings.json writes it. */
+static const char *
+prefill_policy_name (guint policy)
+{
+  switch (policy)
+    {
+    case DCP_PREFILL_DECODE_PRIORITY:  return "decode-priority";
+    case DCP_PREFILL_PREFILL_PRIORITY: return "prefill-priority";
+    default:                           return "balanced";
+    }
+}
+
 JsonNode *
 dcp_batch_executor_stats_json (gpointer executor)
 {
@@ -648,6 +661,10 @@ dcp_batch_executor_stats_json (gpointer executor)
   add_uint (b, "kv_pages_free", st.kv_pages_free);
   add_uint (b, "gdn_blocks", st.gdn_blocks);
   add_uint (b, "gdn_blocks_free", st.gdn_blocks_free);
+  json_builder_set_member_name (b, "prefill_policy");
+  json_builder_add_string_value (b, prefill_policy_name (st.prefill_policy));
+  json_builder_set_member_name (b, "loop_guard");
+  json_builder_add_string_value (b, dcp_model_executor_get_loop_guard (get_self (executor)->model));
   json_builder_end_object (b);
   json_builder_set_member_name (b, "conversations");
   json_builder_begin_array (b);
@@ -673,4 +690,18 @@ dcp_batch_executor_stats_json (gpointer executor)
   json_builder_end_array (b);
   json_builder_end_object (b);
   return json_builder_get_root (b);
+}
+
+gboolean
+dcp_batch_executor_set_loop_guard (DcpExecutor *executor, const char *loop_guard, GError **error)
+{
+  g_return_val_if_fail (executor != NULL, FALSE);
+  return dcp_model_executor_set_loop_guard (get_self (executor)->model, loop_guard, error);
+}
+
+void
+dcp_batch_executor_set_prefill_policy (DcpExecutor *executor, guint policy)
+{
+  g_return_if_fail (executor != NULL);
+  dcp_scheduler_set_prefill_policy (get_self (executor)->scheduler, policy);
 }

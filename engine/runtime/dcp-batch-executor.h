@@ -27,4 +27,13 @@ DcpExecutor *dcp_batch_executor_new (DcpModelExecutor         *model,
                                      const DcpSchedulerConfig *config,
                                      GError                  **error);
 
+/* Any thread: settings that change while it serves (D-Bus SetSetting): the loop guard of the
+ * answers that start from now on (the error names a mode that is not one), the prefill policy
+ * (a DcpPrefillPolicy) from the scheduler's next step. /stats shows both. */
+gboolean     dcp_batch_executor_set_loop_guard     (DcpExecutor  *executor,
+                                                    const char   *loop_guard,
+                                                    GError      **error);
+void         dcp_batch_executor_set_prefill_policy (DcpExecutor  *executor,
+                                                    guint         policy);
+
 G_END_DECLS

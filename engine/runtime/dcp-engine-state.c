@@ -61,6 +61,15 @@ struct _DcpEngineState {
 
   guint            drain_id;
   gint64           stop_us;
+
+  /* Reloading: while set, requests are answered with closed_message (under lock). */
+  gint             closed;
+  char            *closed_message;
+  struct _WatchedExecutor *watched;   /* the one the queue holds (dcp_engine_state_watch_executor) */
+  GSourceFunc      drained;
+  gpointer         drained_data;
+  guint            reload_drain_id;
+  gint64           reload_us;
 };
 
 enum {
@@ -152,7 +161,7 @@ refresh_model (DcpEngineState *self)
   if (self->queue == NULL)
     return;
   dcp_executor_get_info (dcp_request_queue_get_executor (self->queue), &info);
-  if (!info.loaded)
+  if (!info.loaded || g_atomic_int_get (&self->closed))
     return;
   if (!self->model_set)
     set_string (self, &self->model, info.id, PROP_MODEL);
@@ -267,6 +276,8 @@ dcp_engine_state_finalize (GObject *object)
 
   g_clear_handle_id (&self->refresh_id, g_source_remove);
   g_clear_handle_id (&self->drain_id, g_source_remove);
+  g_clear_handle_id (&self->reload_drain_id, g_source_remove);
+  g_free (self->closed_message);
   g_free (self->state);
   g_free (self->model);
   g_free (self->address);
@@ -565,9 +576,9 @@ dcp_engine_state_stop (DcpEngineState *self)
 /* The watched executor: forwards to the real one, reporting each choice as a conversation from
  * its first event to its last. */
 
-typedef struct {
+typedef struct _WatchedExecutor {
   DcpExecutor     parent;
-  DcpExecutor    *inner;
+  DcpExecutor    *inner;           /* NULL between reload_take and a reload_finish with one */
   DcpEngineState *state;
 } WatchedExecutor;
 
@@ -591,6 +602,31 @@ emit_stopping_error (DcpEventSink *outer, guint choice)
 
   event->choice = choice;
   event->error = g_error_new_literal (DCP_ERROR, DCP_ERROR_CANCELLED, "the engine is stopping");
+  dcp_event_sink_emit (outer, event);
+}
+
+/* While reloading, or after a reload that failed: NULL when open. */
+static GError *
+closed_error (DcpEngineState *state)
+{
+  GError *error = NULL;
+
+  if (!g_atomic_int_get (&state->closed))
+    return NULL;
+  g_mutex_lock (&state->lock);
+  if (state->closed_message != NULL)
+    error = g_error_new_literal (DCP_ERROR, DCP_ERROR_BUSY, state->closed_message);
+  g_mutex_unlock (&state->lock);
+  return error;
+}
+
+static void
+emit_closed_error (DcpEventSink *outer, guint choice, GError *error)
+{
+  DcpEvent *event = dcp_event_new (DCP_EVENT_ERROR);
+
+  event->choice = choice;
+  event->error = error;
   dcp_event_sink_emit (outer, event);
 }
 
@@ -672,6 +708,18 @@ watch_job_emit (DcpEventSink *sink, DcpEvent *event)
       self->ended = TRUE;
       emit_stopping_error (self->outer, event->choice);
     }
+  else if (!self->ended && g_atomic_int_get (&self->state->closed))
+    {
+      GError *closed = closed_error (self->state);
+
+      if (closed != NULL)
+        {
+          if (self->begun)
+            g_message ("[conv %u] ended: %s", c->id, closed->message);
+          self->ended = TRUE;
+          emit_closed_error (self->outer, event->choice, closed);
+        }
+    }
   if (self->ended)
     {
       dcp_event_free (event);
@@ -719,17 +767,38 @@ watch_job_emit (DcpEventSink *sink, DcpEvent *event)
     watch_job_free (self);
 }
 
+/* Without an inner executor (reloading): no model is loaded; /health answers 503. */
 static void
 watch_get_info (DcpExecutor *executor, DcpModelInfo *info)
 {
-  dcp_executor_get_info (((WatchedExecutor *) executor)->inner, info);
+  WatchedExecutor *self = (WatchedExecutor *) executor;
+
+  if (self->inner != NULL)
+    dcp_executor_get_info (self->inner, info);
+  else
+    {
+      GError *closed = closed_error (self->state);
+
+      info->id = g_strdup ("");
+      info->context_length = 0;
+      info->loaded = FALSE;
+      if (closed != NULL)
+        info->unavailable = g_strdup (closed->message);
+      g_clear_error (&closed);
+    }
 }
 
 static gboolean
 watch_count_tokens (DcpExecutor *executor, DcpRequest *request, gint64 *n_tokens, GError **error)
 {
-  return dcp_executor_count_tokens (((WatchedExecutor *) executor)->inner, request, n_tokens,
-                                    error);
+  WatchedExecutor *self = (WatchedExecutor *) executor;
+
+  if (self->inner == NULL)
+    {
+      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_BUSY, "no model is loaded: the engine is switching models");
+      return FALSE;
+    }
+  return dcp_executor_count_tokens (self->inner, request, n_tokens, error);
 }
 
 static void
@@ -739,9 +808,18 @@ watch_submit (DcpExecutor *executor, DcpRequest *request, DcpEventSink *sink)
   DcpEngineState *state = self->state;
   WatchJob *job;
 
+  GError *closed;
+
   if (dcp_engine_state_is_stopping (state))
     {
       emit_stopping_error (sink, 0);
+      return;
+    }
+  closed = closed_error (state);
+  if (closed != NULL || self->inner == NULL)
+    {
+      emit_closed_error (sink, 0, closed != NULL ? closed
+                                                 : g_error_new_literal (DCP_ERROR, DCP_ERROR_BUSY, "no model is loaded"));
       return;
     }
   job = g_new0 (WatchJob, 1);
@@ -763,7 +841,9 @@ watch_free (DcpExecutor *executor)
 {
   WatchedExecutor *self = (WatchedExecutor *) executor;
 
-  dcp_executor_free (self->inner);
+  if (self->state->watched == self)
+    self->state->watched = NULL;
+  g_clear_pointer (&self->inner, dcp_executor_free);
   g_object_unref (self->state);
   g_free (self);
 }
@@ -787,5 +867,88 @@ dcp_engine_state_watch_executor (DcpEngineState *self, DcpExecutor *executor)
   watch->parent.funcs = &watch_funcs;
   watch->inner = executor;
   watch->state = g_object_ref (self);
+  self->watched = watch;
   return &watch->parent;
 }
+
+static void
+set_closed (DcpEngineState *self, const char *message)
+{
+  g_mutex_lock (&self->lock);
+  g_free (self->closed_message);
+  self->closed_message = g_strdup (message);
+  g_mutex_unlock (&self->lock);
+  g_atomic_int_set (&self->closed, message != NULL);
+}
+
+static gboolean
+reload_drain (gpointer data)
+{
+  DcpEngineState *self = data;
+  gboolean busy = dcp_request_queue_waiting (self->queue) + dcp_request_queue_running (self->queue) > 0;
+
+  if (busy && g_get_monotonic_time () - self->reload_us < DRAIN_LIMIT_US)
+    return G_SOURCE_CONTINUE;
+  if (busy)
+    g_warning ("a request did not end within %d s; switching models anyway",
+               (int) (DRAIN_LIMIT_US / G_USEC_PER_SEC));
+  self->reload_drain_id = 0;
+  self->drained (self->drained_data);
+  return G_SOURCE_REMOVE;
+}
+
+gboolean
+dcp_engine_state_reload_begin (DcpEngineState *self, GSourceFunc drained, gpointer user_data)
+{
+  g_return_val_if_fail (DCP_IS_ENGINE_STATE (self) && drained != NULL, FALSE);
+
+  /* After a reload that left no model (state "failed"), another may try. */
+  if (dcp_engine_state_is_stopping (self) || self->reload_drain_id != 0 || self->watched == NULL ||
+      self->queue == NULL || (g_atomic_int_get (&self->closed) && self->watched->inner != NULL))
+    return FALSE;
+  set_closed (self, "the engine is switching to another model; try again when it is ready");
+  set_string (self, &self->state, "loading", PROP_STATE);
+  g_mutex_lock (&self->lock);
+  for (guint i = 0; i < self->running->len; i++)
+    {
+      DcpRequest *request = g_ptr_array_index (self->running, i);
+
+      if (request->cancellable != NULL)
+        g_cancellable_cancel (request->cancellable);
+    }
+  g_mutex_unlock (&self->lock);
+  self->drained = drained;
+  self->drained_data = user_data;
+  self->reload_us = g_get_monotonic_time ();
+  self->reload_drain_id = g_timeout_add (50, reload_drain, self);
+  return TRUE;
+}
+
+DcpExecutor *
+dcp_engine_state_reload_take (DcpEngineState *self)
+{
+  DcpExecutor *inner;
+
+  g_return_val_if_fail (DCP_IS_ENGINE_STATE (self) && self->watched != NULL, NULL);
+  g_return_val_if_fail (g_atomic_int_get (&self->closed), NULL);
+  inner = g_steal_pointer (&self->watched->inner);
+  return inner;
+}
+
+void
+dcp_engine_state_reload_finish (DcpEngineState *self, DcpExecutor *executor, const char *message)
+{
+  g_return_if_fail (DCP_IS_ENGINE_STATE (self) && self->watched != NULL && self->watched->inner == NULL);
+
+  self->watched->inner = executor;
+  if (executor == NULL)
+    {
+      set_closed (self, message != NULL ? message : "no model is loaded");
+      if (!dcp_engine_state_is_stopping (self))
+        set_string (self, &self->state, "failed", PROP_STATE);
+      return;
+    }
+  set_closed (self, NULL);
+  refresh (self);
+}
+

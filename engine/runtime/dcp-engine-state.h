@@ -81,6 +81,23 @@ void            dcp_engine_state_report_integrity (DcpEngineState *self,
                                                    const char     *tensor,
                                                    gboolean        healed);
 void            dcp_engine_state_stop          (DcpEngineState *self);
+/* Reloading (D-Bus Reload): another model in place of the served one, behind the same queue and
+ * HTTP server. reload_begin (main thread) sets state "loading", ends every request (running or
+ * waiting) with an ERROR (DCP_ERROR_BUSY, "the engine is switching to another model") and answers
+ * new ones so until reload_finish; once the queue is empty (at most 10 s) drained runs on the main
+ * thread. Then reload_take hands out the served executor (the watched one's inner: free it, and
+ * what it uses, off the main thread), and reload_finish puts the next one in (state "ready" at
+ * the next refresh) or, executor NULL, leaves none: state "failed", every request answered
+ * DCP_ERROR_BUSY with message (another reload_begin may follow; its reload_take hands out
+ * NULL). FALSE from reload_begin when the engine is stopping, already reloading, or serves no
+ * watched executor. */
+gboolean        dcp_engine_state_reload_begin  (DcpEngineState *self,
+                                                GSourceFunc     drained,
+                                                gpointer        user_data);
+DcpExecutor    *dcp_engine_state_reload_take   (DcpEngineState *self);
+void            dcp_engine_state_reload_finish (DcpEngineState *self,
+                                                DcpExecutor    *executor,
+                                                const char     *message);
 /* Ends the request conversation id runs (its cancellable, as when the client leaves); FALSE
  * when no running request has that id. */
 gboolean        dcp_engine_state_cancel_conversation (DcpEngineState *self,

@@ -33,6 +33,7 @@ void
 dcp_model_info_clear (DcpModelInfo *info)
 {
   g_clear_pointer (&info->id, g_free);
+  g_clear_pointer (&info->unavailable, g_free);
 }
 
 void

@@ -89,6 +89,7 @@ typedef struct {
   char    *id;              /* model name for /v1/models */
   gint64   context_length;  /* tokens */
   gboolean loaded;          /* FALSE while loading: /health answers 503 */
+  char    *unavailable;     /* not loaded: why, for clients (NULL: it is loading) */
 } DcpModelInfo;
 
 void dcp_model_info_clear (DcpModelInfo *info);

@@ -28,19 +28,25 @@ dcp_loop_guard_params_init (DcpLoopGuardParams *p)
   p->think_end_token = -1;
 }
 
+static const char *const mode_names[] = { "off", "stop", "end_thinking", "escape" };
+
 gboolean
 dcp_loop_guard_mode_from_string (const char *name, DcpLoopGuardMode *mode)
 {
-  static const char *names[] = { "off", "stop", "end_thinking", "escape" };
-
   g_return_val_if_fail (name != NULL && mode != NULL, FALSE);
-  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
-    if (g_str_equal (name, names[i]))
+  for (guint i = 0; i < G_N_ELEMENTS (mode_names); i++)
+    if (g_str_equal (name, mode_names[i]))
       {
         *mode = (DcpLoopGuardMode) i;
         return TRUE;
       }
   return FALSE;
+}
+
+const char *
+dcp_loop_guard_mode_to_string (DcpLoopGuardMode mode)
+{
+  return (guint) mode < G_N_ELEMENTS (mode_names) ? mode_names[mode] : "off";
 }
 
 DcpLoopGuard *

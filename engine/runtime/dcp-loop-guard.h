@@ -57,6 +57,7 @@ void            dcp_loop_guard_params_init      (DcpLoopGuardParams       *param
 /* "off", "stop", "end_thinking", "escape". */
 gboolean        dcp_loop_guard_mode_from_string (const char               *name,
                                                  DcpLoopGuardMode         *mode);
+const char     *dcp_loop_guard_mode_to_string   (DcpLoopGuardMode          mode);
 DcpLoopGuard   *dcp_loop_guard_new              (const DcpLoopGuardParams *params);
 void            dcp_loop_guard_free             (DcpLoopGuard             *self);
 /* Adds a generated token; the verdict says what to do before the next one. */

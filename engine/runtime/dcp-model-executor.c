@@ -24,7 +24,7 @@ struct _DcpModelExecutor {
   GMutex template_lock;        /* the text thread and count_tokens (main thread) both render */
   char *name;
   gint64 context_length;
-  DcpLoopGuardMode loop_guard;
+  gint loop_guard;             /* a DcpLoopGuardMode; any thread (atomic) */
   GArray *eos;                 /* guint32: ids that end the answer */
   gint64 think_start;          /* <think>, -1 when the vocabulary has none */
   gint64 think_end;
@@ -476,6 +476,9 @@ constrain (Generation *g, GError **error)
     }
   trie = get_trie (self);
   g->matcher = dcp_token_matcher_new (grammar, trie, (const guint32 *) self->eos->data, self->eos->len);
+  /* The document ends, and the stop token comes, within max_tokens (finish_reason "stop"). */
+  if (!dcp_token_matcher_limit (g->matcher, (guint) MIN (g->max_new, (gint64) G_MAXUINT), error))
+    return FALSE;
   g->n_words = (vocab + 31) / 32;
   g->allowed = g_new0 (guint32, g->n_words);
   g->stops_only = g_new0 (guint32, g->n_words);
@@ -534,7 +537,7 @@ generation_start (Generation *g, GError **error)
   if (!constrain (g, error))
     return FALSE;
   dcp_loop_guard_params_init (&guard);
-  guard.mode = self->loop_guard;
+  guard.mode = (DcpLoopGuardMode) g_atomic_int_get (&self->loop_guard);
   /* Ending a constrained answer in a loop would leave its JSON unfinished: the guard bans the
    * token that continues the loop instead. */
   if (g->matcher != NULL && guard.mode != DCP_LOOP_GUARD_OFF)
@@ -893,17 +896,8 @@ dcp_model_executor_new (DcpModelSource                *model,
   self->name = options->name ? g_strdup (options->name) : default_name (dcp_model_source_get_path (model));
   self->context_length = options->context_length > 0 ? options->context_length
                                                      : (gint64) config->max_position_embeddings;
-  if (options->loop_guard != NULL)
-    {
-      g_autofree char *mode = g_strdelimit (g_strdup (options->loop_guard), "-", '_');
-
-      if (!dcp_loop_guard_mode_from_string (mode, &self->loop_guard))
-        {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                       "loop-guard: “%s” is not stop, end-thinking, escape or off", options->loop_guard);
-          return NULL;
-        }
-    }
+  if (options->loop_guard != NULL && !dcp_model_executor_set_loop_guard (self, options->loop_guard, error))
+    return NULL;
 
   tokenizer_json = dcp_model_source_get_tokenizer (model);
   if (tokenizer_json == NULL)
@@ -1095,4 +1089,29 @@ dcp_model_executor_is_last_turn (const DcpRequest *request)
   g_return_val_if_fail (request != NULL, FALSE);
   return request->tools == NULL || !JSON_NODE_HOLDS_ARRAY (request->tools) ||
          json_array_get_length (json_node_get_array (request->tools)) == 0;
+}
+
+gboolean
+dcp_model_executor_set_loop_guard (DcpModelExecutor *self, const char *loop_guard, GError **error)
+{
+  g_autofree char *name = NULL;
+  DcpLoopGuardMode mode;
+
+  g_return_val_if_fail (self != NULL && loop_guard != NULL, FALSE);
+  name = g_strdelimit (g_strdup (loop_guard), "-", '_');
+  if (!dcp_loop_guard_mode_from_string (name, &mode))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "loop-guard: “%s” is not stop, end-thinking, escape or off", loop_guard);
+      return FALSE;
+    }
+  g_atomic_int_set (&self->loop_guard, (gint) mode);
+  return TRUE;
+}
+
+const char *
+dcp_model_executor_get_loop_guard (DcpModelExecutor *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return dcp_loop_guard_mode_to_string ((DcpLoopGuardMode) g_atomic_int_get (&self->loop_guard));
 }

@@ -48,6 +48,14 @@ GArray           *dcp_model_executor_encode_prompt (DcpModelExecutor            
                                                     char                        **rendered,
                                                     GError                      **error);
 
+/* Any thread: the loop guard of the answers that start from now on ("stop", "end-thinking",
+ * "escape", "off"; D-Bus SetSetting); the error names the option when it is not a mode. */
+gboolean          dcp_model_executor_set_loop_guard (DcpModelExecutor           *self,
+                                                     const char                 *loop_guard,
+                                                     GError                    **error);
+/* Any thread: the current one, as dcp_loop_guard_mode_to_string writes it. */
+const char       *dcp_model_executor_get_loop_guard (DcpModelExecutor           *self);
+
 /* The model's backend (borrowed) and the token ids that end an answer. */
 DcpBackend     *dcp_model_executor_get_backend     (DcpModelExecutor *self);
 const guint32  *dcp_model_executor_get_stop_tokens (DcpModelExecutor *self,

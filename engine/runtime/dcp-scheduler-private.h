@@ -46,6 +46,8 @@ typedef struct {
   gboolean forced;           /* this step's token is picked, not drawn */
   guint32 picked;            /* forced: the token; else a banned one when ban is set */
   gboolean ban;
+  gboolean pick_held;        /* forced, picked and ban hold a pick not used yet (speculation
+                                stopped before the row it was for): the next pick is that one */
   GPtrArray *followers;      /* Seq: the other choices of its group, forked from its state
                                 once its prompt is read */
   gboolean pending_first;    /* a follower swapped out before its first token: the logits are
@@ -88,6 +90,8 @@ struct _DcpScheduler {
   GPtrArray *running;        /* Seq, in admission order */
   gint64 (*now) (gpointer);
   gpointer now_data;
+  gint policy;               /* any thread: the prefill policy asked for; the step thread takes
+                                it into config and a new share at its next step */
   DcpTimeShare *share;       /* the GPU time of steps with prompt work (prefill_policy) */
   gint64 (*step_us) (gpointer, guint, guint);   /* tests: simulated step durations */
   gpointer step_us_data;

@@ -441,7 +441,14 @@ static void
 pick (DcpScheduler *self, Seq *s)
 {
   guint32 token = 0;
-  DcpSeqPick p = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
+  DcpSeqPick p;
+
+  if (s->pick_held)
+    {
+      s->pick_held = FALSE;
+      return;
+    }
+  p = s->cb.pick != NULL ? s->cb.pick (s->user_data, &token) : DCP_SEQ_PICK_SAMPLE;
 
   if (p != DCP_SEQ_PICK_SAMPLE && token >= self->vocab)
     {
@@ -767,6 +774,19 @@ publish (DcpScheduler *self)
   g_mutex_unlock (&self->lock);
 }
 
+/* A policy changed while serving: the account of the old one does not carry over. */
+static void
+take_policy (DcpScheduler *self)
+{
+  guint policy = (guint) g_atomic_int_get (&self->policy);
+
+  if (policy == self->config.prefill_policy)
+    return;
+  self->config.prefill_policy = policy;
+  dcp_time_share_free (self->share);
+  self->share = dcp_time_share_new (dcp_time_share_policy_permille (policy));
+}
+
 gboolean
 dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
 {
@@ -778,6 +798,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   gint64 start, took;
 
   g_return_val_if_fail (self != NULL, FALSE);
+  take_policy (self);
   dcp_tier_store_poll (self->tiers);
   take_incoming (self);
   if (self->config.eviction == DCP_EVICTION_QUEUE_AWARE)
@@ -954,6 +975,7 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
   self->published_list = g_array_new (FALSE, FALSE, sizeof (DcpSchedulerItem));
   self->next_id = 1;
   self->now = default_now;
+  self->policy = (gint) config->prefill_policy;
   self->share = dcp_time_share_new (dcp_time_share_policy_permille (config->prefill_policy));
   self->stats.kv_pages = config->kv_pages;
   self->stats.gdn_blocks = config->gdn_blocks;
@@ -1219,6 +1241,14 @@ dcp_scheduler_get_stats (DcpScheduler *self, DcpSchedulerStats *stats)
   g_mutex_lock (&self->lock);
   *stats = self->published;
   g_mutex_unlock (&self->lock);
+  stats->prefill_policy = (guint) g_atomic_int_get (&self->policy);
+}
+
+void
+dcp_scheduler_set_prefill_policy (DcpScheduler *self, guint policy)
+{
+  g_return_if_fail (self != NULL && policy <= DCP_PREFILL_PREFILL_PRIORITY);
+  g_atomic_int_set (&self->policy, (gint) policy);
 }
 
 GArray *

@@ -122,8 +122,8 @@ typedef struct {
   guint64 drafted_tokens;      /* drafts verified */
   guint64 accepted_tokens;     /* drafts the model agreed with (each saves a step) */
   guint64 verify_steps;        /* a sequence's anchor and drafts verified in one forward */
-  guint64 replays;             /* verifies that rejected a draft: the state was restored and
-                                  the accepted tokens read again */
+  guint64 replays;             /* verifies that rejected a draft: the state was cut back to
+                                  the accepted tokens */
   guint64 snapshots_taken;
   guint64 pages_copied;        /* copy-on-write of shared KV pages */
   guint64 preemptions;
@@ -135,6 +135,7 @@ typedef struct {
   guint kv_pages_free, kv_pages;
   guint gdn_blocks_free, gdn_blocks;
   guint running, waiting;
+  guint prefill_policy;        /* a DcpPrefillPolicy: the one in force from the next step */
 } DcpSchedulerStats;
 
 /* One line of /stats' conversation list: a sequence (running, waiting, or swapped out whole by
@@ -204,6 +205,10 @@ void          dcp_scheduler_wait_io    (DcpScheduler             *self);
 /* Tests, before the first step: every disk read and write takes at least this long. */
 void          dcp_scheduler_set_io_delay (DcpScheduler           *self,
                                           gint64                  delay_us);
+/* Any thread: the prefill policy (a DcpPrefillPolicy) from the next step on, with a fresh time
+ * share (D-Bus SetSetting "prefill-policy"). */
+void          dcp_scheduler_set_prefill_policy (DcpScheduler     *self,
+                                                guint             policy);
 /* Any thread: a consistent copy. */
 void          dcp_scheduler_get_stats  (DcpScheduler             *self,
                                         DcpSchedulerStats        *stats);

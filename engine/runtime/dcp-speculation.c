@@ -24,17 +24,24 @@
  * would keep it away from them for good). */
 #define EXPLORE_EVERY 16
 
-/* A sequence verified in this step. */
+/* A sequence verified in this step. Its rows are drawn by the backend (rows) unless the
+ * sequence reads raw logits or its first row is forced, banned or masked: then the logits of
+ * every row come back and are drawn on the host (logits). */
 typedef struct {
   Seq *s;
   guint item;                /* its item in the batch */
-  DcpSeqState *spare;        /* its state before the step */
-  float *logits;             /* (1 + n_draft) x vocab, reused across steps */
+  DcpStepSave *save;         /* what cuts its state back */
+  gboolean host;             /* drawn on the host from logits */
+  guint32 *rows;             /* the backend's row draws, 1 + DCP_DRAFT_MAX (not in the entry:
+                                entries move when the array grows within a step) */
+  float *logits;             /* host: (1 + n_draft) x vocab, reused across steps */
   gsize logits_cap;
   guint valid;               /* finish: tokens of the item that stay in the state */
   gboolean end;
   DcpSeqFinishReason reason;
 } Entry;
+
+G_STATIC_ASSERT (1 + DCP_DRAFT_MAX <= DCP_STEP_SAVE_ROWS);
 
 struct _DcpSpeculation {
   DcpSpeculator kind;
@@ -47,7 +54,8 @@ struct _DcpSpeculation {
   gsize confidence_cap;
   gboolean warned;           /* the drafter failed once (said once) */
   guint since_explore;       /* draft_length 0: steps since one verified every proposal */
-  GPtrArray *idle;           /* DcpSeqState: spare state blocks, each counted out of gdn_free */
+  GPtrArray *idle;           /* DcpStepSave: saves not in use, each counted out of gdn_free as
+                                a state block (it holds a copy of the GDN state) */
   GArray *entries;           /* Entry: this step's verified sequences (n_entries of them) */
   guint n_entries;
 };
@@ -94,7 +102,8 @@ dcp_speculation_release (DcpScheduler *sched)
     return;
   while (self->idle->len > 0)
     {
-      dcp_backend_state_free (sched->backend, g_ptr_array_steal_index (self->idle, self->idle->len - 1));
+      dcp_backend_step_save_free (sched->backend,
+                                  g_ptr_array_steal_index (self->idle, self->idle->len - 1));
       sched->gdn_free++;
     }
 }
@@ -107,7 +116,10 @@ dcp_speculation_free (DcpScheduler *sched, DcpSpeculation *self)
   g_assert (self->n_entries == 0);
   dcp_speculation_release (sched);
   for (guint i = 0; i < self->entries->len; i++)
-    g_free (g_array_index (self->entries, Entry, i).logits);
+    {
+      g_free (g_array_index (self->entries, Entry, i).logits);
+      g_free (g_array_index (self->entries, Entry, i).rows);
+    }
   g_array_unref (self->entries);
   g_ptr_array_unref (self->idle);
   dcp_drafter_free (self->drafter);
@@ -233,8 +245,8 @@ dcp_speculation_propose (DcpScheduler *sched)
       ((Seq *) g_ptr_array_index (self->seqs, i))->n_draft = n_draft[i];
       want += n_draft[i] > 0;
     }
-  /* Each verify needs a spare state block; like the drafts' KV pages (reserve_decode), they
-   * are taken from idle snapshots where none is free. */
+  /* Each verify needs a step save, counted as a state block; like the drafts' KV pages
+   * (reserve_decode), the blocks are taken from idle snapshots where none is free. */
   if (want > self->idle->len)
     (void) dcp_sched_make_device_room (sched, 0, want - self->idle->len, NULL);
 }
@@ -245,22 +257,24 @@ dcp_speculation_note_item (DcpScheduler *sched, Seq *s, DcpBatchItem *item)
   DcpSpeculation *self = sched->spec;
   guint rows, n_drafts;
   float *hidden, *row = NULL;
+  gboolean all;
 
   if (self == NULL)
     return;
   if (s->draft == NULL)
     s->draft = dcp_drafter_seq_new (self->drafter);
-  /* A verify's hidden rows come beside its logits rows: all of them, or none to learn from
-   * (the drafter then starts the sequence's MTP rows over). */
-  if (s->verifying && item->logits_mode != DCP_LOGITS_ALL)
+  /* A verify's hidden rows come for all its rows (beside its logits rows, or with its row
+   * draws), else for none to learn from (the drafter then starts the sequence's MTP rows over). */
+  all = item->logits_mode == DCP_LOGITS_ALL || item->row_tokens != NULL;
+  if (s->verifying && !all)
     return;
-  rows = item->logits_mode == DCP_LOGITS_ALL ? item->n_tokens : 1;
+  rows = all ? item->n_tokens : 1;
   n_drafts = s->verifying ? item->n_tokens - 1 : 0;
   hidden = dcp_drafter_note_read (self->drafter, s->draft, s->n_read + item->n_tokens - rows, rows,
                                   n_drafts, &row);
   if (hidden == NULL)
     return;
-  if (item->logits_mode == DCP_LOGITS_NONE)
+  if (item->logits_mode == DCP_LOGITS_NONE && item->row_tokens == NULL)
     {
       item->logits_mode = DCP_LOGITS_LAST;
       item->logits = row;
@@ -275,37 +289,19 @@ dcp_speculation_record_step (DcpScheduler *sched, guint rows, gint64 us)
     dcp_step_times_record (sched->spec->times, rows, us);
 }
 
-static DcpSeqState *
-take_spare (DcpScheduler *sched, GError **error)
+static DcpStepSave *
+take_save (DcpScheduler *sched, GError **error)
 {
-  DcpSeqState *state;
+  DcpStepSave *save;
 
   if (sched->spec->idle->len > 0)
     return g_ptr_array_steal_index (sched->spec->idle, sched->spec->idle->len - 1);
   if (sched->gdn_free == 0)
     return NULL;
-  state = dcp_sched_state_new (sched, error);
-  if (state != NULL)
+  save = dcp_backend_step_save_new (sched->backend, error);
+  if (save != NULL)
     sched->gdn_free--;
-  return state;
-}
-
-/* spare becomes a copy of s's state. It gets s's page table (without the pager knowing: it is
- * never run, only copied from), so that neither copy moves a row of the shared KV. */
-static gboolean
-save_state (DcpScheduler *sched, Seq *s, DcpSeqState *spare, GError **error)
-{
-  if (sched->kv_pool != NULL)
-    {
-      guint n = dcp_kv_pager_seq_get_n_pages (sched->pager, s->pager_seq);
-      g_autofree guint32 *pages = g_new (guint32, MAX (n, 1));
-
-      for (guint i = 0; i < n; i++)
-        pages[i] = dcp_kv_pager_seq_get_page (sched->pager, s->pager_seq, i);
-      if (!dcp_backend_state_set_pages (sched->backend, spare, pages, n, error))
-        return FALSE;
-    }
-  return dcp_backend_state_copy (sched->backend, spare, s->state, error);
+  return save;
 }
 
 gboolean
@@ -313,18 +309,13 @@ dcp_speculation_plan (DcpScheduler *sched, Seq *s, DcpBatchItem *item, guint ind
 {
   DcpSpeculation *self = sched->spec;
   g_autoptr(GError) error = NULL;
-  DcpSeqState *spare;
+  DcpStepSave *save;
   Entry *e;
-  gsize need;
 
   if (self == NULL || s->n_draft == 0)
     return FALSE;
-  spare = take_spare (sched, &error);
-  if (spare != NULL && !save_state (sched, s, spare, &error))
-    {
-      g_ptr_array_add (self->idle, g_steal_pointer (&spare));
-    }
-  if (spare == NULL)
+  save = take_save (sched, &error);
+  if (save == NULL)
     {
       if (error != NULL)
         g_warning ("sequence %" G_GUINT64_FORMAT ": decodes without drafts: %s", s->id, error->message);
@@ -334,45 +325,98 @@ dcp_speculation_plan (DcpScheduler *sched, Seq *s, DcpBatchItem *item, guint ind
   if (self->n_entries == self->entries->len)
     g_array_set_size (self->entries, self->n_entries + 1);
   e = &g_array_index (self->entries, Entry, self->n_entries++);
-  need = (gsize) (1 + s->n_draft) * sched->vocab;
-  if (e->logits_cap < need)
-    {
-      g_free (e->logits);
-      e->logits = g_new (float, need);
-      e->logits_cap = need;
-    }
   e->s = s;
   e->item = index;
-  e->spare = spare;
+  e->save = save;
   s->verify[0] = s->next_token;
   s->verifying = TRUE;
   item->tokens = s->verify;
   item->n_tokens = 1 + s->n_draft;
-  item->logits_mode = DCP_LOGITS_ALL;
-  item->logits = e->logits;
+  item->save = save;
+  /* the first row's pick, as a one-token step would take it; later rows' in accept () */
+  dcp_sched_pick (sched, s);
+  e->host = s->cb.logits != NULL || s->forced || s->ban || dcp_sched_allowed (s) != NULL;
+  if (e->host)
+    {
+      gsize need = (gsize) item->n_tokens * sched->vocab;
+
+      if (e->logits_cap < need)
+        {
+          g_free (e->logits);
+          e->logits = g_new (float, need);
+          e->logits_cap = need;
+        }
+      item->logits_mode = DCP_LOGITS_ALL;
+      item->logits = e->logits;
+    }
+  else
+    {
+      if (e->rows == NULL)
+        e->rows = g_new (guint32, 1 + DCP_DRAFT_MAX);
+      item->sampler = s->sampler;
+      item->row_tokens = e->rows;
+    }
   *n_tokens = item->n_tokens;
   return TRUE;
 }
 
+/* Row j's token from the backend's row draw, or FALSE when that draw is not the one a one-token
+ * step would make: the row is banned or masked where the draw could differ (sampled, or greedy
+ * with the argmax itself excluded), or an earlier row was forced (a sampled row's draw index
+ * would be one less). */
+static gboolean
+row_token (Seq *s, const Entry *e, guint j, gboolean greedy, gboolean forced_before, guint32 *token)
+{
+  const guint32 *allowed = dcp_sched_allowed (s);
+  guint32 t = e->rows[j];
+
+  if (greedy)
+    {
+      if ((s->ban && t == s->picked) || (allowed != NULL && !((allowed[t / 32] >> (t % 32)) & 1)))
+        return FALSE;
+    }
+  else if (s->ban || allowed != NULL || forced_before)
+    return FALSE;
+  *token = t;
+  return TRUE;
+}
+
 /* The tokens of e's verified rows, in order, as one-token steps would have chosen them (the
- * pick callback, then the sampler's greedy choice over that row's raw logits), until one
- * differs from the draft read after it, the sequence must end, or the rows run out. */
+ * pick callback, then the sampler's choice: the backend's row draw, or the host's over that
+ * row's raw logits), until one differs from the draft read after it, the sequence must end, or
+ * the rows run out. A row whose draw cannot stand for a one-token step's ends the verify before
+ * it, its pick held for the next step. */
 static void
 accept (DcpScheduler *sched, Entry *e)
 {
   Seq *s = e->s;
   guint n0 = s->n_read;
+  gboolean greedy =
+      dcp_sampler_get_params (dcp_seq_sampler_get_host (s->sampler))->temperature == 0;
+  gboolean forced_before = FALSE;
 
   e->end = FALSE;
+  e->valid = 0;
   for (guint j = 0; j <= s->n_draft; j++)
     {
-      const float *row = e->logits + (gsize) j * sched->vocab;
+      const float *row = e->host ? e->logits + (gsize) j * sched->vocab : NULL;
       guint32 token;
 
-      dcp_sched_pick (sched, s);
-      token = s->forced ? s->picked
-                        : dcp_backend_sampler_draw_host (sched->backend, s->sampler, row,
-                                                         dcp_sched_allowed (s), &s->picked, s->ban);
+      if (j > 0)
+        dcp_sched_pick (sched, s);
+      if (s->forced)
+        token = s->picked;
+      else if (e->host)
+        token = dcp_backend_sampler_draw_host (sched->backend, s->sampler, row,
+                                               dcp_sched_allowed (s), &s->picked, s->ban);
+      else if (row_token (s, e, j, greedy, forced_before, &token))
+        dcp_backend_sampler_skip_draws (sched->backend, s->sampler, 1);
+      else
+        {
+          s->pick_held = TRUE; /* row j is read again as the next step's anchor */
+          break;
+        }
+      forced_before |= s->forced;
       e->valid = j + 1;
       s->n_read = n0 + e->valid;     /* what the state holds if the sequence stops here */
       if (dcp_sched_report_token (sched, s, token, row, &e->reason))
@@ -386,7 +430,7 @@ accept (DcpScheduler *sched, Entry *e)
   s->n_read = n0;
   sched->stats.verify_steps++;
   sched->stats.drafted_tokens += s->n_draft;
-  sched->stats.accepted_tokens += e->valid - 1;
+  sched->stats.accepted_tokens += e->valid > 0 ? e->valid - 1 : 0;
 }
 
 static void
@@ -398,7 +442,7 @@ end_step (DcpScheduler *sched)
     {
       Entry *e = &g_array_index (self->entries, Entry, i);
 
-      g_ptr_array_add (self->idle, g_steal_pointer (&e->spare));
+      g_ptr_array_add (self->idle, g_steal_pointer (&e->save));
       e->s = NULL;
     }
   self->n_entries = 0;
@@ -408,7 +452,6 @@ gboolean
 dcp_speculation_finish (DcpScheduler *sched, gboolean ok, DcpBatchItem *items, GError **error)
 {
   DcpSpeculation *self = sched->spec;
-  g_autoptr(GArray) replay = NULL;
 
   if (self == NULL || self->n_entries == 0)
     return TRUE;
@@ -418,35 +461,24 @@ dcp_speculation_finish (DcpScheduler *sched, gboolean ok, DcpBatchItem *items, G
       end_step (sched);
       return TRUE;
     }
-  replay = g_array_new (FALSE, TRUE, sizeof (DcpBatchItem));
-  for (guint i = 0; i < self->n_entries; i++)
-    {
-      Entry *e = &g_array_index (self->entries, Entry, i);
-      DcpBatchItem item = { .state = e->s->state, .tokens = e->s->verify, .logits_mode = DCP_LOGITS_NONE };
-
-      g_assert (items[e->item].state == e->s->state);
-      accept (sched, e);
-      if (e->valid == 1 + e->s->n_draft)
-        continue;
-      /* A draft was rejected: the state before the step comes back and reads what stays. */
-      item.n_tokens = e->valid;
-      if (!dcp_backend_state_copy (sched->backend, e->s->state, e->spare, error))
-        ok = FALSE;
-      g_array_append_val (replay, item);
-      sched->stats.replays++;
-    }
-  if (ok && replay->len > 0)
-    ok = dcp_backend_forward (sched->backend, (DcpBatchItem *) replay->data, replay->len, error);
   for (guint i = 0; ok && i < self->n_entries; i++)
     {
       Entry *e = &g_array_index (self->entries, Entry, i);
       Seq *s = e->s;
 
+      g_assert (items[e->item].state == s->state);
+      accept (sched, e);
+      /* A draft was rejected: the state is cut back to the rows that stay. */
+      if (e->valid < 1 + s->n_draft)
+        {
+          ok = dcp_backend_state_keep (sched->backend, s->state, e->save, e->valid, error);
+          sched->stats.replays++;
+        }
       s->n_read += e->valid;
       s->verifying = FALSE;
       s->n_draft = 0;
       dcp_kv_pager_seq_truncate (sched->pager, s->pager_seq, s->n_read);
-      ok = dcp_sched_sync_pages (sched, s->state, s->pager_seq, error);
+      ok = ok && dcp_sched_sync_pages (sched, s->state, s->pager_seq, error);
     }
   if (!ok)
     {

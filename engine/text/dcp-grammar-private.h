@@ -91,5 +91,19 @@ gboolean dcp_grammar_state_is_complete  (DcpGrammar *self, const DcpGrammarState
  * DcpTokenTrieFlags a vocabulary subtree must have to be taken whole, one bit per set
  * (1 << flags). 0 when there is none. */
 guint    dcp_grammar_state_free_text    (DcpGrammar *self, const DcpGrammarState *state);
+/* The same for one stack. */
+guint dcp_grammar_stack_free_text (DcpGrammar *self, const GrammarFrame *stack, guint depth);
+
+/* Shortest completions (dcp-grammar-complete.c). */
+#define DCP_GRAMMAR_NO_COMPLETION (G_MAXUINT / 2)
+/* Per node, the length of its shortest text (DCP_GRAMMAR_NO_COMPLETION: none); g_free it. */
+guint *dcp_grammar_min_lengths (DcpGrammar *self);
+/* The length of a shortest text that takes the stack to where the text may end, appended to out
+ * unless it is NULL. */
+guint dcp_grammar_stack_completion (DcpGrammar *self, const guint *min_len,
+                                    const GrammarFrame *stack, guint depth, GString *out);
+/* The shortest over the state's stacks. */
+guint dcp_grammar_state_completion (DcpGrammar *self, const guint *min_len,
+                                    const DcpGrammarState *state, GString *out);
 
 G_END_DECLS

@@ -779,24 +779,30 @@ dcp_grammar_state_is_complete (DcpGrammar *self, const DcpGrammarState *state)
 }
 
 guint
+dcp_grammar_stack_free_text (DcpGrammar *self, const GrammarFrame *stack, guint depth)
+{
+  const GrammarFrame *top;
+  const GrammarNode *node;
+
+  if (depth == 0)
+    return 0;
+  top = &stack[depth - 1];
+  node = dcp_grammar_node (self, top->node);
+  if (node->kind == NODE_STRING && top->a == S_CONTENT && top->b == 0)
+    return 1u << (DCP_TOKEN_TRIE_PLAIN_STRING |
+                  (node->tags != NULL ? DCP_TOKEN_TRIE_PLAIN_TEXT : 0));
+  if (node->kind == NODE_TEXT_UNTIL && top->a == 0 && top->b == 0)
+    return 1u << DCP_TOKEN_TRIE_PLAIN_TEXT;
+  return 0;
+}
+
+guint
 dcp_grammar_state_free_text (DcpGrammar *self, const DcpGrammarState *state)
 {
   const guint32 *w = (const guint32 *) state->words->data;
   guint sets = 0;
 
   for (guint at = 0; at < state->words->len; at += 1 + 3 * w[at])
-    {
-      const GrammarFrame *top;
-      const GrammarNode *node;
-
-      if (w[at] == 0)
-        continue;
-      top = (const GrammarFrame *) (w + at + 1) + w[at] - 1;
-      node = dcp_grammar_node (self, top->node);
-      if (node->kind == NODE_STRING && top->a == S_CONTENT && top->b == 0)
-        sets |= 1u << (DCP_TOKEN_TRIE_PLAIN_STRING | (node->tags != NULL ? DCP_TOKEN_TRIE_PLAIN_TEXT : 0));
-      else if (node->kind == NODE_TEXT_UNTIL && top->a == 0 && top->b == 0)
-        sets |= 1u << DCP_TOKEN_TRIE_PLAIN_TEXT;
-    }
+    sets |= dcp_grammar_stack_free_text (self, (const GrammarFrame *) (w + at + 1), w[at]);
   return sets;
 }

@@ -18,6 +18,13 @@ DcpTokenMatcher *dcp_token_matcher_new         (DcpGrammar      *grammar,
                                                 const guint32   *stop_ids,
                                                 guint            n_stop_ids);
 void             dcp_token_matcher_free        (DcpTokenMatcher *self);
+/* Sets a budget: max_tokens more tokens at most, the stop token aside (max_tokens counts the
+ * tokens of the output, not the one that ends it). From then on the masks keep the document
+ * finishable, and finished, with the stop token allowed before the budget is spent: near its
+ * end only tokens that leave a completion within what remains (closing strings, skipping
+ * optional members, closing arrays and objects). Fails (DCP_ERROR_INVALID_ARGUMENT, naming
+ * max_tokens) when even the shortest document does not fit. Call it before the first token. */
+gboolean dcp_token_matcher_limit (DcpTokenMatcher *self, guint max_tokens, GError **error);
 /* Words in a mask: (vocab size + 31) / 32. */
 guint            dcp_token_matcher_get_n_words (DcpTokenMatcher *self);
 /* The tokens allowed next; valid until the next call on the matcher. All zero once finished. */

@@ -83,10 +83,10 @@ gboolean
 dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **error)
 {
   g_autofree char *recipes = NULL, *batches = NULL, *contexts = NULL, *prefill = NULL;
-  g_autofree char *activations = NULL;
+  g_autofree char *activations = NULL, *model = NULL;
   int layers = 64, steps = 20, chunk = 2048, mixed = 32768;
   double max_seconds = 60, tflops = 790;
-  gboolean json = FALSE, verify = FALSE, integrity = FALSE;
+  gboolean json = FALSE, verify = FALSE, integrity = FALSE, yarn = FALSE;
   const GOptionEntry entries[] = {
     { "recipe", 0, 0, G_OPTION_ARG_STRING, &recipes,
       "Recipes, a comma list of tiny, small, medium, large, xxl, bf16 (default all)", "LIST" },
@@ -99,23 +99,31 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
     { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed decode steps per row (default 20)", "N" },
     { "prefill", 0, 0, G_OPTION_ARG_STRING, &prefill,
       "Prompt sizes (default 1K,8K,32K,128K; none: no prefill)", "SIZES" },
-    { "chunk", 0, 0, G_OPTION_ARG_INT, &chunk,
-      "Prompt tokens per forward call (default 2048)", "N" },
+    { "chunk", 0, 0, G_OPTION_ARG_INT, &chunk, "Prompt tokens per forward call (default 2048)",
+      "N" },
     { "mixed", 0, 0, G_OPTION_ARG_INT, &mixed,
       "Prompt of the run with 8 decoding conversations (default 32768; 0: off)", "TOKENS" },
     { "max-seconds", 0, 0, G_OPTION_ARG_DOUBLE, &max_seconds,
       "Time cap of each prefill size and of the mixed run (default 60)", "S" },
     { "tflops", 0, 0, G_OPTION_ARG_DOUBLE, &tflops,
-      "BF16 matrix rate of the prefill limit in TFLOP/s (default 790, the H200's dense rate)", "R" },
+      "BF16 matrix rate of the prefill limit in TFLOP/s (default 790, the H200's dense rate)",
+      "R" },
     { "activations", 0, 0, G_OPTION_ARG_STRING, &activations,
       "Matrix inputs of the prompt path: bf16 (default) or fp8 (Hopper)", "bf16|fp8" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per result line", NULL },
     { "verify", 0, 0, G_OPTION_ARG_NONE, &verify,
-      "Speculative verify steps: 1..16 rows per conversation at batch 1 and 4, next to the "
-      "1-row step", NULL },
+      "Speculative verify steps: 1..16 rows per conversation at batch 1, 4 and 12, next to the "
+      "1-row step",
+      NULL },
+    { "model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+      "A .mcapy model's own weights and shapes instead of random 27B ones (one run; --recipe "
+      "and --layers do not apply)", "FILE" },
+    { "yarn", 0, 0, G_OPTION_ARG_NONE, &yarn,
+      "YaRN x4 positions, as --rope-scaling 1m serves them (contexts past 262,144 tokens)", NULL },
     { "integrity", 0, 0, G_OPTION_ARG_NONE, &integrity,
       "Also time a full integrity sweep of the weights, and each decode row with the monitor "
-      "on (every 600 s, and every 1 s: its 1% cap)", NULL },
+      "on (every 600 s, and every 1 s: its 1% cap)",
+      NULL },
     { NULL }
   };
   g_autoptr(GOptionContext) context =
@@ -183,6 +191,8 @@ dcp_bench_options_parse (DcpBenchOptions *o, int *argc, char ***argv, GError **e
   o->json = json;
   o->verify = verify;
   o->integrity = integrity;
+  o->yarn = yarn;
+  o->model = g_steal_pointer (&model);
   o->fp8 = g_strcmp0 (activations, "fp8") == 0;
   return TRUE;
 }
@@ -194,4 +204,5 @@ dcp_bench_options_clear (DcpBenchOptions *o)
   g_clear_pointer (&o->batches, g_array_unref);
   g_clear_pointer (&o->contexts, g_array_unref);
   g_clear_pointer (&o->prefill, g_array_unref);
+  g_clear_pointer (&o->model, g_free);
 }

@@ -22,6 +22,8 @@ typedef struct {
   gboolean json;
   gboolean verify;               /* time verify steps of 1..DCP_BENCH_VERIFY_ROWS rows */
   gboolean integrity;            /* also the integrity monitor: a full sweep, decode with it on */
+  gboolean yarn;                 /* YaRN x4 rope, as --rope-scaling 1m */
+  char *model;                   /* a .mcapy file's weights instead of random ones, or NULL */
 } DcpBenchOptions;
 
 #define DCP_BENCH_MAX_BATCH 16

@@ -7,8 +7,10 @@
  * limit (the prompt's matrix FLOPs over the BF16 matrix rate), and the decode speed of 8
  * conversations while a prompt is read under the server's balanced prefill policy (its time
  * share, dcp-time-share.h, decides which calls carry a chunk); with --verify, the step time of
- * speculative verify steps (each conversation reads 1..16 rows, all rows' logits back, as the
- * scheduler's verify items do) at batch 1 and 4 next to the 1-row step. Contexts are synthetic: random
+ * speculative verify steps (each conversation reads 1..16 rows, each row drawn on the device
+ * and the GDN inputs saved, as the scheduler's verify items do) at batch 1, 4 and 12 next to the
+ * 1-row step, and the cost of cutting a step back to half its rows (state_keep) next to the
+ * replay it replaces. Contexts are synthetic: random
  * KV and GDN states (dcp_backend_cuda_state_fill_random). With --integrity: a full sweep of
  * the integrity monitor, and each decode row again with the monitor off, at 600 s and at 1 s
  * (dcp-bench-integrity.h). docs/PERFORMANCE.md explains the columns. Exit status: 0, 1 device error, 2 bad options, 77 no CUDA device. */
@@ -27,9 +29,12 @@
 #include "dcp-cuda-forward.h"
 #include "dcp-kernels.h"
 #include "dcp-model-cost.h"
+#include "dcp-model-file.h"
 #include "dcp-time-share.h"
 
 #define WARMUP_STEPS 3
+/* The largest batch of the verify run. */
+#define DCP_BENCH_VERIFY_BATCH 12
 /* The mixed run plans the decoders' KV for at most this many calls per prompt chunk (the
  * balanced share makes ~(prompt call / decode call) decode-only calls after each chunk: ~15 on
  * the H200), and stops there. */
@@ -49,6 +54,7 @@ typedef struct {
   float *logits;                 /* DCP_BENCH_MAX_BATCH + 1 rows */
   GRand *rand;
   DcpBenchIntegrity integrity;   /* --integrity */
+  DcpModelFile *file;            /* --model: its weights instead of random ones, or NULL */
   DcpIntegrityMonitor *monitor;  /* called after every timed decode step, or NULL */
 } Bench;
 
@@ -313,45 +319,132 @@ run_sweep (Bench *b, GError **error)
 
 /* ---- speculative verify ---- */
 
-/* Seconds per step of batch sequences that each read rows tokens with every row's logits. */
-static gboolean
-time_verify (Bench *b, DcpSeqState **states, guint batch, guint rows, float *logits,
-             double *seconds, GError **error)
-{
-  DcpBatchItem items[DCP_BENCH_MAX_BATCH];
+/* What the verify run keeps per conversation: a greedy sampler (the draws on the device, as
+ * the scheduler's items draw) and a step save. */
+typedef struct {
+  DcpSeqState *states[DCP_BENCH_MAX_BATCH];
+  DcpSeqSampler *samplers[DCP_BENCH_MAX_BATCH];
+  DcpStepSave *saves[DCP_BENCH_MAX_BATCH];
   guint32 tokens[DCP_BENCH_MAX_BATCH * DCP_BENCH_VERIFY_ROWS];
-  gint64 start = 0;
+  guint32 drawn[DCP_BENCH_MAX_BATCH * DCP_BENCH_VERIFY_ROWS];
+} Verify;
 
-  for (guint i = 0; i < WARMUP_STEPS + b->opt->steps; i++)
-    {
-      if (i == WARMUP_STEPS)
-        start = g_get_monotonic_time ();
-      for (guint s = 0; s < batch; s++)
-        {
-          for (guint r = 0; r < rows; r++)
-            tokens[s * rows + r] = (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
-          items[s] = (DcpBatchItem) { states[s], &tokens[s * rows], rows,
-                                      rows == 1 ? DCP_LOGITS_LAST : DCP_LOGITS_ALL,
-                                      logits + (gsize) s * rows * b->config.vocab_size, NULL };
-        }
-      if (!dcp_backend_forward (b->backend, items, batch, error))
-        return FALSE;
-    }
-  *seconds = (g_get_monotonic_time () - start) / 1e6 / b->opt->steps;
+static gboolean
+verify_new (Bench *b, Verify *v, guint batch, guint context, GError **error)
+{
+  DcpSamplerParams p;
+
+  dcp_sampler_params_init (&p);
+  p.temperature = 0;
+  if (!states_new (b, v->states, batch, context, error))
+    return FALSE;
+  for (guint s = 0; s < batch; s++)
+    if ((v->samplers[s] = dcp_backend_sampler_new (b->backend, &p, error)) == NULL ||
+        (v->saves[s] = dcp_backend_step_save_new (b->backend, error)) == NULL)
+      return FALSE;
   return TRUE;
 }
 
-/* Verify steps of 1..DCP_BENCH_VERIFY_ROWS rows per conversation at batch 1 and 4, each
- * against the 1-row step at the same context (fresh synthetic states for every row count). */
+static void
+verify_free (Bench *b, Verify *v, guint batch)
+{
+  states_free (b, v->states, batch);
+  for (guint s = 0; s < batch; s++)
+    {
+      dcp_backend_sampler_free (b->backend, v->samplers[s]);
+      dcp_backend_step_save_free (b->backend, v->saves[s]);
+    }
+}
+
+/* One step of rows random tokens per conversation: a verify item (row draws, the GDN inputs
+ * saved) or, with rows 1, the one-token decode item that draws its token. */
+static gboolean
+verify_step (Bench *b, Verify *v, guint batch, guint rows, GError **error)
+{
+  DcpBatchItem items[DCP_BENCH_MAX_BATCH];
+
+  for (guint s = 0; s < batch; s++)
+    {
+      for (guint r = 0; r < rows; r++)
+        v->tokens[s * rows + r] =
+            (guint32) g_rand_int_range (b->rand, 0, (gint32) b->config.vocab_size);
+      items[s] = (DcpBatchItem){ .state = v->states[s],
+                                 .tokens = &v->tokens[s * rows],
+                                 .n_tokens = rows,
+                                 .sampler = v->samplers[s] };
+      if (rows > 1)
+        {
+          items[s].row_tokens = &v->drawn[s * rows];
+          items[s].save = v->saves[s];
+        }
+    }
+  return dcp_backend_forward (b->backend, items, batch, error);
+}
+
+/* A rejected draft undone, keeping n of the step's rows: cut back from the saves, or (replay:
+ * the way before them) the GDN state before the step back and the n rows read again. */
+static gboolean
+verify_undo (Bench *b, Verify *v, guint batch, guint rows, guint n, gboolean replay, GError **error)
+{
+  DcpBatchItem items[DCP_BENCH_MAX_BATCH];
+
+  for (guint s = 0; s < batch; s++)
+    {
+      if (!dcp_backend_state_keep (b->backend, v->states[s], v->saves[s], replay ? 0 : n, error))
+        return FALSE;
+      items[s] =
+          (DcpBatchItem){ .state = v->states[s], .tokens = &v->tokens[s * rows], .n_tokens = n };
+    }
+  return !replay || dcp_backend_forward (b->backend, items, batch, error);
+}
+
+/* Seconds per verify step of rows rows per conversation, and per undo that keeps half of them
+ * (keep: state_keep; replay: restore and read again), each step followed by one undo, the two
+ * kinds in turn. */
+static gboolean
+time_verify (Bench *b, Verify *v, guint batch, guint rows, double *step_s, double *keep_s,
+             double *replay_s, GError **error)
+{
+  gint64 t_step = 0, t_undo[2] = { 0, 0 }, t0;
+  guint n_undo[2] = { 0, 0 };
+
+  for (guint i = 0; i < WARMUP_STEPS + b->opt->steps; i++)
+    {
+      gboolean timed = i >= WARMUP_STEPS, replay = i % 2;
+
+      t0 = g_get_monotonic_time ();
+      if (!verify_step (b, v, batch, rows, error))
+        return FALSE;
+      if (timed)
+        t_step += g_get_monotonic_time () - t0;
+      if (rows == 1)
+        continue;
+      t0 = g_get_monotonic_time ();
+      if (!verify_undo (b, v, batch, rows, rows / 2, replay, error))
+        return FALSE;
+      if (timed)
+        {
+          t_undo[replay] += g_get_monotonic_time () - t0;
+          n_undo[replay]++;
+        }
+    }
+  *step_s = t_step / 1e6 / b->opt->steps;
+  *keep_s = n_undo[0] > 0 ? t_undo[0] / 1e6 / n_undo[0] : 0;
+  *replay_s = n_undo[1] > 0 ? t_undo[1] / 1e6 / n_undo[1] : 0;
+  return TRUE;
+}
+
+/* Verify steps of 1..DCP_BENCH_VERIFY_ROWS rows per conversation at batch 1, 4 and 12, each
+ * against the 1-row step at the same context, with the cost of undoing a rejection both ways
+ * (fresh synthetic states for every row count). */
 static gboolean
 run_verify (Bench *b, guint context, GError **error)
 {
-  static const guint batches[] = { 1, 4 };
-  g_autofree float *logits = g_new (float, (gsize) 4 * DCP_BENCH_VERIFY_ROWS * b->config.vocab_size);
+  static const guint batches[] = { 1, 4, DCP_BENCH_VERIFY_BATCH };
 
   if (!b->opt->json)
-    g_print ("  %-7s %-9s %5s %9s %9s %10s\n", "batch", "context", "rows", "ms/step", "x 1-row",
-             "rows/s");
+    g_print ("  %-7s %-9s %5s %9s %9s %10s %9s %10s\n", "batch", "context", "rows", "ms/step",
+             "x 1-row", "rows/s", "keep ms", "replay ms");
   for (guint i = 0; i < G_N_ELEMENTS (batches); i++)
     {
       guint batch = batches[i];
@@ -367,16 +460,16 @@ run_verify (Bench *b, guint context, GError **error)
         }
       for (guint rows = 1; rows <= DCP_BENCH_VERIFY_ROWS; rows++)
         {
-          DcpSeqState *states[DCP_BENCH_MAX_BATCH] = { NULL };
-          double seconds = 0;
-          gboolean ok = states_new (b, states, batch, context, error) &&
-                        time_verify (b, states, batch, rows, logits, &seconds, error);
+          Verify v = { 0 };
+          double step = 0, keep = 0, replay = 0;
+          gboolean ok = verify_new (b, &v, batch, context, error) &&
+                        time_verify (b, &v, batch, rows, &step, &keep, &replay, error);
 
-          states_free (b, states, batch);
+          verify_free (b, &v, batch);
           if (!ok)
             return FALSE;
           if (rows == 1)
-            one = seconds;
+            one = step;
           if (b->opt->json)
             {
               JsonBuilder *j = row_begin (b, "verify");
@@ -384,13 +477,15 @@ run_verify (Bench *b, guint context, GError **error)
               row_int (j, "batch", batch);
               row_int (j, "context", context);
               row_int (j, "rows", rows);
-              row_double (j, "ms_per_step", seconds * 1e3);
-              row_double (j, "times_one_row", seconds / one);
+              row_double (j, "ms_per_step", step * 1e3);
+              row_double (j, "times_one_row", step / one);
+              row_double (j, "keep_ms", keep * 1e3);
+              row_double (j, "replay_ms", replay * 1e3);
               row_end (j);
             }
           else
-            g_print ("  %-7u %-9u %5u %9.3f %9.2f %10.1f\n", batch, context, rows, seconds * 1e3,
-                     seconds / one, batch * rows / seconds);
+            g_print ("  %-7u %-9u %5u %9.3f %9.2f %10.1f %9.3f %10.3f\n", batch, context, rows,
+                     step * 1e3, step / one, batch * rows / step, keep * 1e3, replay * 1e3);
         }
     }
   return TRUE;
@@ -626,6 +721,14 @@ plan_pool (Bench *b, guint64 free_bytes)
     }
   for (guint i = 0; i < o->prefill->len; i++)
     want = MAX (want, pool_need (1, g_array_index (o->prefill, guint, i)));
+  /* --verify: its largest batch, each state with a step save (about one more GDN state) */
+  if (o->verify)
+    {
+      max_states = MAX (max_states, 2 * DCP_BENCH_VERIFY_BATCH);
+      want = MAX (want, pool_need (DCP_BENCH_VERIFY_BATCH,
+                                   (guint64) mixed_context +
+                                       (WARMUP_STEPS + o->steps) * DCP_BENCH_VERIFY_ROWS));
+    }
   if (o->mixed > 0)
     {
       max_states = MAX (max_states, DCP_BENCH_MIXED_DECODERS + 1);
@@ -643,6 +746,19 @@ plan_pool (Bench *b, guint64 free_bytes)
                                               (int) dcp_cuda_forward_kv_bucket ((guint) want));
   want = MIN (want, fits - MIN (fits, workspace / b->cost.kv_bytes_per_token + 1));
   return want / DCPK_KV_PAGE_TOKENS * DCPK_KV_PAGE_TOKENS;
+}
+
+/* The model's backend: the --model file's weights, or random ones in the recipe's formats. */
+static DcpBackend *
+new_backend (Bench *b, GError **error)
+{
+  DcpTensorSource source;
+
+  if (b->file == NULL)
+    return dcp_backend_cuda_new_random_recipe (&b->config, b->recipe, g_rand_int (b->rand),
+                                               (guint) b->pool_tokens, error);
+  source = dcp_model_file_get_source (b->file);
+  return dcp_backend_cuda_new (&b->config, &source, (guint) b->pool_tokens, error);
 }
 
 static gboolean
@@ -664,9 +780,7 @@ run_recipe (Bench *b, GError **error)
     }
   /* The plan's reserve is an estimate: on running out of memory, try again with half the pool
    * (the combinations that then do not fit say so). */
-  while ((b->backend = dcp_backend_cuda_new_random_recipe (&b->config, b->recipe,
-                                                           g_rand_int (b->rand),
-                                                           (guint) b->pool_tokens, &local)) == NULL &&
+  while ((b->backend = new_backend (b, &local)) == NULL &&
          g_error_matches (local, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY) &&
          b->pool_tokens >= 2 * DCPK_KV_PAGE_TOKENS)
     {
@@ -736,6 +850,7 @@ main (int argc, char **argv)
   g_autoptr(GError) error = NULL;
   g_autoptr(GRand) rand = g_rand_new_with_seed (42);
   g_autofree float *logits = NULL;
+  g_autoptr(DcpModelFile) file = NULL;
   DcpkDeviceInfo info;
   double gbps = 0;
 
@@ -770,16 +885,30 @@ main (int argc, char **argv)
   else
     g_print ("%s, %.1f GB free; measured bandwidth %.0f GB/s; prefill limit at %.0f TFLOP/s; "
              "prompt activations %s\n"
-             "Model: random weights in the 27B's shapes, full width. Decode contexts are "
-             "synthetic: random KV and GDN states, not a prompt that ran.\n",
-             info.name, info.free_bytes / 1e9, gbps, opt.tflops, opt.fp8 ? "fp8" : "bf16");
+             "Model: %s. Decode contexts are synthetic: random KV and GDN states, not a prompt "
+             "that ran.\n",
+             info.name, info.free_bytes / 1e9, gbps, opt.tflops, opt.fp8 ? "fp8" : "bf16",
+             opt.model != NULL ? opt.model : "random weights in the 27B's shapes, full width");
 
-  logits = g_new (float, (gsize) (DCP_BENCH_MAX_BATCH + 1) * 248320);
-  for (guint r = 0; r < opt.recipes->len; r++)
+  if (opt.model != NULL && !(file = dcp_model_file_open (opt.model, &error)))
+    {
+      g_printerr ("decapybara-bench: %s\n", error->message);
+      return 2;
+    }
+  logits = g_new (float, (gsize) (DCP_BENCH_MAX_BATCH + 1) *
+                         (file != NULL ? dcp_model_file_get_config (file)->vocab_size : 248320));
+  /* A model file runs once, in its own formats (the first recipe names the run). */
+  for (guint r = 0; r < (file != NULL ? 1 : opt.recipes->len); r++)
     {
       Bench b = { &opt, g_array_index (opt.recipes, DcpRecipe, r) };
 
-      dcp_model_config_27b (&b.config, opt.layers);
+      b.file = file;
+      if (file != NULL)
+        b.config = *dcp_model_file_get_config (file);
+      else
+        dcp_model_config_27b (&b.config, opt.layers);
+      if (opt.yarn)
+        dcp_model_config_enable_yarn (&b.config, DCP_ROPE_YARN_FACTOR);
       b.gbps = gbps;
       b.logits = logits;
       b.rand = rand;

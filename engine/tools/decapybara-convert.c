@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "dcp-converter.h"
+#include "dcp-error.h"
 #include "dcp-log.h"
 #include "dcp-measure.h"
 #include "dcp-model-file.h"
@@ -19,6 +20,7 @@ static char *opt_recipe;
 static char *opt_tokenizer;
 static char *opt_model_id;
 static char *opt_revision;
+static char *opt_target_name;
 static char *opt_info;
 static char *opt_plan;
 static gboolean opt_json;
@@ -38,6 +40,8 @@ static const GOptionEntry entries[] = {
     "Source model id to record (default: the checkpoint folder's name)", "ID" },
   { "revision", 0, 0, G_OPTION_ARG_STRING, &opt_revision,
     "Source model revision to record", "REV" },
+  { "target-name", 0, 0, G_OPTION_ARG_STRING, &opt_target_name,
+    "A DFlash drafter's target model to record (its Hugging Face repo id)", "ID" },
   { "threads", 'j', 0, G_OPTION_ARG_INT, &opt_threads,
     "Quantization threads (default: one per CPU)", "N" },
   { "measure", 0, 0, G_OPTION_ARG_FILENAME, &opt_measure,
@@ -48,7 +52,7 @@ static const GOptionEntry entries[] = {
   { "quiet", 'q', 0, G_OPTION_ARG_NONE, &opt_quiet,
     "No progress on stderr", NULL },
   { "info", 0, 0, G_OPTION_ARG_FILENAME, &opt_info,
-    "Show a model file's metadata, sizes and recipe", "FILE" },
+    "Show a model or drafter file's metadata, sizes and recipe", "FILE" },
   { "verify", 0, 0, G_OPTION_ARG_NONE, &opt_verify,
     "With --info: also read every tensor and check its checksum", NULL },
   { "plan", 0, 0, G_OPTION_ARG_FILENAME, &opt_plan,
@@ -220,11 +224,48 @@ print_info (DcpModelFile *file)
       }
 }
 
+/* A drafter file: its kind, target, taps and layers. */
+static void
+print_drafter_info (DcpModelFile *file)
+{
+  const DcpModelHeader *h = dcp_model_file_get_header (file);
+  const DcpDrafterConfig *d = dcp_model_file_get_drafter (file);
+  JsonObject *m = dcp_model_file_get_metadata (file);
+  JsonObject *source = member_object (m, "source"), *recipe = member_object (m, "recipe");
+  JsonObject *drafter = member_object (m, "drafter"), *target = drafter ? member_object (drafter, "target") : NULL;
+  g_autoptr(GString) taps = g_string_new (NULL);
+
+  for (guint i = 0; i < d->n_taps; i++)
+    g_string_append_printf (taps, "%s%u", i ? ", " : "", d->tap_layers[i]);
+  g_print ("file:          %s (%.3f GiB, format %u.%u)\n", dcp_model_file_get_path (file),
+           h->file_size / 1073741824.0, h->version_major, h->version_minor);
+  g_print ("drafter:       dflash from %s, revision %s\n", member_string (source, "model_id", "?"),
+           member_string (source, "revision", "unknown"));
+  g_print ("layers:        %u (heads %u, KV heads %u, head dim %u, MLP %u), block %u, mask token %u\n",
+           d->n_layers, d->n_heads, d->n_kv_heads, d->head_dim, d->intermediate_size, d->block_size, d->mask_token_id);
+  g_print ("target:        %s “%s”: %u layers, hidden %u, vocab %u, taps after layers [%s]\n",
+           member_string (target, "architecture", "?"), member_string (target, "name", ""), d->target_n_layers,
+           d->target_hidden_size, d->target_vocab_size, taps->str);
+  g_print ("recipe:        %s\n", member_string (recipe, "name", "?"));
+  g_print ("tensors:       %u, %.3f GiB\n", dcp_model_file_get_n_tensors (file),
+           member_int (member_object (m, "sizes"), "tensors") / 1073741824.0);
+}
+
 static int
 run_info (void)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpModelFile) file = dcp_model_file_open (opt_info, &error);
+
+  /* a drafter file says so when opened as a model */
+  if (file == NULL && g_error_matches (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED))
+    {
+      g_autoptr(GError) drafter_error = NULL;
+
+      file = dcp_model_file_open_drafter (opt_info, &drafter_error);
+      g_clear_error (&error);
+      error = g_steal_pointer (&drafter_error);
+    }
 
   if (file == NULL || (opt_verify && !dcp_model_file_verify (file, &error)))
     {
@@ -236,6 +277,8 @@ run_info (void)
       g_autoptr(JsonNode) node = info_json (file);
       print_json (node);
     }
+  else if (dcp_model_file_get_drafter (file) != NULL)
+    print_drafter_info (file);
   else
     print_info (file);
   if (opt_verify)
@@ -345,7 +388,7 @@ run_convert (const char *input, const char *output)
   DcpConvertOptions options = {
     .input_dir = input, .tokenizer_dir = opt_tokenizer, .output_path = output,
     .recipe = DCP_RECIPE_MEDIUM, .model_id = opt_model_id, .revision = opt_revision,
-    .progress = !opt_quiet, .n_threads = MAX (opt_threads, 0),
+    .target_name = opt_target_name, .progress = !opt_quiet, .n_threads = MAX (opt_threads, 0),
     .measure = opt_measure ? measure : NULL, .measure_data = &measure_options,
   };
   DcpConvertStats stats = { 0 };

@@ -9,6 +9,7 @@
 #include "dcp-engine-command.h"
 #include "dcp-error.h"
 #include "dcp-presets.h"
+#include "dcp-speculation-costs.h"
 
 char *
 dcp_engine_command_default_settings_path (void)
@@ -67,6 +68,27 @@ dcp_engine_command_build (DcpEngineCommand *command, const DcpSettings *settings
   command->argv[1] = g_strdup ("--settings");
   command->argv[2] = g_strdup (settings_path);
   return TRUE;
+}
+
+void
+dcp_engine_command_add_speculation (DcpEngineCommand *command, const DcpSettings *settings,
+                                    DcpSpeculator speculator, const char *drafter_path)
+{
+  g_autoptr(GStrvBuilder) b = NULL;
+  g_autofree char *name = NULL;
+
+  g_return_if_fail (command != NULL && command->argv != NULL && settings != NULL);
+  g_return_if_fail (drafter_path == NULL || speculator == DCP_SPECULATOR_DFLASH);
+  if (speculator == settings->speculator && drafter_path == NULL)
+    return;
+  name = dcp_speculation_name (speculator);
+  b = g_strv_builder_new ();
+  g_strv_builder_addv (b, (const char **) command->argv);
+  g_strv_builder_add_many (b, "--speculator", name, NULL);
+  if (drafter_path != NULL)
+    g_strv_builder_add_many (b, "--drafter", drafter_path, NULL);
+  g_strfreev (command->argv);
+  command->argv = g_strv_builder_end (b);
 }
 
 void

@@ -25,6 +25,11 @@ gboolean dcp_engine_command_build (DcpEngineCommand  *command,
                                    const char        *settings_path,
                                    char             **base_envp,
                                    GError           **error);
+/* Adds what the settings file cannot hold: `--speculator dflash --drafter FILE` when a drafter
+ * is paired (drafter_path), else `--speculator NAME` when speculator differs from the settings'
+ * (dcp_speculation_resolve: no MTP head). Call after dcp_engine_command_build. */
+void dcp_engine_command_add_speculation (DcpEngineCommand *command, const DcpSettings *settings,
+                                         DcpSpeculator speculator, const char *drafter_path);
 void     dcp_engine_command_clear (DcpEngineCommand  *command);
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (DcpEngineCommand, dcp_engine_command_clear)

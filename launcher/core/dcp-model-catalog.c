@@ -125,14 +125,11 @@ dcp_model_entry_copy (const DcpModelEntry *entry)
 }
 
 /* The API answers [{"type": "file", "path": "...", "size": N, "lfs": {"oid": SHA256, ...}}]. */
-GPtrArray *
-dcp_model_catalog_parse_tree (const char *endpoint, const char *repo, const char *revision,
-                              GBytes *json, GError **error)
+static JsonNode *
+load_tree (const char *repo, GBytes *json, GError **error)
 {
-  g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
   g_autoptr(JsonParser) parser = json_parser_new ();
   g_autoptr(GError) local = NULL;
-  JsonArray *files;
   gsize len;
   const char *data = g_bytes_get_data (json, &len);
 
@@ -144,45 +141,155 @@ dcp_model_catalog_parse_tree (const char *endpoint, const char *repo, const char
                    repo, local ? ": " : "", local ? local->message : "");
       return NULL;
     }
-  files = json_node_get_array (json_parser_get_root (parser));
+  return json_parser_steal_root (parser);
+}
+
+static char *
+file_url (const char *endpoint, const char *repo, const char *revision, const char *path)
+{
+  g_autofree char *escaped = g_uri_escape_string (path, "/", FALSE);
+
+  return g_strdup_printf ("%s/%s/resolve/%s/%s", endpoint, repo, revision, escaped);
+}
+
+DcpCheckpointListing *
+dcp_checkpoint_listing_copy (const DcpCheckpointListing *listing)
+{
+  DcpCheckpointListing *c;
+
+  g_return_val_if_fail (listing != NULL, NULL);
+  c = g_new0 (DcpCheckpointListing, 1);
+  c->repo = g_strdup (listing->repo);
+  c->config_url = g_strdup (listing->config_url);
+  c->weight_bytes = listing->weight_bytes;
+  c->files = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  for (guint i = 0; listing->files != NULL && i < listing->files->len; i++)
+    g_ptr_array_add (c->files, dcp_model_entry_copy (listing->files->pdata[i]));
+  return c;
+}
+
+/* The file's size: its LFS size when it has one (the pointer's own size is not the file's). */
+static guint64
+tree_file_size (JsonObject *o)
+{
+  JsonNode *lfs = json_object_get_member (o, "lfs");
+  gint64 size = json_object_get_int_member_with_default (o, "size", 0);
+
+  if (lfs != NULL && JSON_NODE_HOLDS_OBJECT (lfs))
+    size = json_object_get_int_member_with_default (json_node_get_object (lfs), "size", size);
+  return (guint64) MAX (0, size);
+}
+
+/* A file of the listing: its size and SHA-256 from its LFS pointer when it has one. */
+static DcpModelEntry *
+tree_entry (JsonObject *o, const char *path, const char *endpoint, const char *repo,
+            const char *revision)
+{
+  DcpModelEntry *e = g_new0 (DcpModelEntry, 1);
+  JsonNode *lfs = json_object_get_member (o, "lfs");
+  const char *base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
+
+  e->name = g_strdup (base);
+  e->size = tree_file_size (o);
+  if (lfs && JSON_NODE_HOLDS_OBJECT (lfs))
+    {
+      const char *oid =
+          json_object_get_string_member_with_default (json_node_get_object (lfs), "oid", NULL);
+
+      if (oid && strlen (oid) == 64)
+        e->sha256 = g_ascii_strdown (oid, -1);
+    }
+  e->url = file_url (endpoint, repo, revision, path);
+  return e;
+}
+
+GPtrArray *
+dcp_model_catalog_parse_tree (const char *endpoint, const char *repo, const char *revision,
+                              GBytes *json, GError **error)
+{
+  g_autoptr(GPtrArray) entries =
+                 g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  g_autoptr(JsonNode) root = load_tree (repo, json, error);
+  JsonArray *files;
+
+  if (root == NULL)
+    return NULL;
+  files = json_node_get_array (root);
   for (guint i = 0; i < json_array_get_length (files); i++)
     {
       JsonNode *node = json_array_get_element (files, i);
       JsonObject *o = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-      JsonNode *lfs;
-      const char *path, *base;
-      DcpModelEntry *e;
-      g_autofree char *escaped = NULL;
+      const char *path;
 
       if (o == NULL || g_strcmp0 (json_object_get_string_member_with_default (o, "type", ""), "file") != 0)
         continue;
       path = json_object_get_string_member_with_default (o, "path", "");
-      base = strrchr (path, '/') ? strrchr (path, '/') + 1 : path;
-      if (!g_str_has_suffix (base, ".mcapy") || strstr (path, "..") != NULL)
+      if (!g_str_has_suffix (path, ".mcapy") || strstr (path, "..") != NULL)
         continue;
-      e = g_new0 (DcpModelEntry, 1);
-      e->name = g_strdup (base);
-      e->size = (guint64) MAX (0, json_object_get_int_member_with_default (o, "size", 0));
-      lfs = json_object_get_member (o, "lfs");
-      if (lfs && JSON_NODE_HOLDS_OBJECT (lfs))
-        {
-          JsonObject *l = json_node_get_object (lfs);
-          const char *oid = json_object_get_string_member_with_default (l, "oid", NULL);
-          e->size = (guint64) MAX (0, json_object_get_int_member_with_default (l, "size", (gint64) e->size));
-          if (oid && strlen (oid) == 64)
-            e->sha256 = g_ascii_strdown (oid, -1);
-        }
-      escaped = g_uri_escape_string (path, "/", FALSE);
-      e->url = g_strdup_printf ("%s/%s/resolve/%s/%s", endpoint, repo, revision, escaped);
-      g_ptr_array_add (entries, e);
+      g_ptr_array_add (entries, tree_entry (o, path, endpoint, repo, revision));
     }
   g_ptr_array_sort (entries, compare_entries);
   return g_steal_pointer (&entries);
 }
 
+void
+dcp_checkpoint_listing_free (DcpCheckpointListing *listing)
+{
+  if (listing == NULL)
+    return;
+  g_free (listing->repo);
+  g_free (listing->config_url);
+  g_clear_pointer (&listing->files, g_ptr_array_unref);
+  g_free (listing);
+}
+
+DcpCheckpointListing *
+dcp_model_catalog_parse_checkpoint (const char *endpoint, const char *repo, const char *revision,
+                                    GBytes *json, GError **error)
+{
+  g_autoptr(DcpCheckpointListing) c = g_new0 (DcpCheckpointListing, 1);
+  g_autoptr(JsonNode) root = load_tree (repo, json, error);
+  gboolean have_weights = FALSE;
+  JsonArray *files;
+
+  if (root == NULL)
+    return NULL;
+  c->files = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_model_entry_free);
+  files = json_node_get_array (root);
+  for (guint i = 0; i < json_array_get_length (files); i++)
+    {
+      JsonNode *node = json_array_get_element (files, i);
+      JsonObject *o = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+      const char *path;
+
+      if (o == NULL ||
+          g_strcmp0 (json_object_get_string_member_with_default (o, "type", ""), "file") != 0)
+        continue;
+      path = json_object_get_string_member_with_default (o, "path", "");
+      /* The folder's top level only: subfolders are other checkpoints or training files. */
+      if (strchr (path, '/') != NULL)
+        continue;
+      if (g_str_equal (path, "config.json"))
+        c->config_url = file_url (endpoint, repo, revision, path);
+      else if (g_str_has_suffix (path, ".safetensors"))
+        {
+          have_weights = TRUE;
+          c->weight_bytes += tree_file_size (o);
+        }
+      else
+        continue;
+      g_ptr_array_add (c->files, tree_entry (o, path, endpoint, repo, revision));
+    }
+  if (c->config_url == NULL || !have_weights)
+    return NULL;
+  c->repo = g_strdup (repo);
+  return g_steal_pointer (&c);
+}
+
 typedef struct {
   char *endpoint, *repo, *revision;
   SoupMessage *msg;
+  gboolean checkpoint; /* list_checkpoint: the answer is a DcpCheckpointListing */
 } ListData;
 
 static void
@@ -224,6 +331,17 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
       g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_TOO_LARGE, "The file list of %s is too large", d->repo);
       return;
     }
+  if (d->checkpoint)
+    {
+      DcpCheckpointListing *c =
+          dcp_model_catalog_parse_checkpoint (d->endpoint, d->repo, d->revision, body, &error);
+
+      if (error != NULL)
+        g_task_return_error (task, error);
+      else
+        g_task_return_pointer (task, c, (GDestroyNotify) dcp_checkpoint_listing_free);
+      return;
+    }
   entries = dcp_model_catalog_parse_tree (d->endpoint, d->repo, d->revision, body, &error);
   if (entries == NULL)
     g_task_return_error (task, error);
@@ -231,10 +349,10 @@ listed (GObject *source, GAsyncResult *result, gpointer user_data)
     g_task_return_pointer (task, entries, (GDestroyNotify) g_ptr_array_unref);
 }
 
-void
-dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint, const char *repo,
-                                     const char *revision, const char *token, GCancellable *cancellable,
-                                     GAsyncReadyCallback callback, gpointer user_data)
+static void
+list_async (SoupSession *session, const char *endpoint, const char *repo, const char *revision,
+            const char *token, gboolean checkpoint, GCancellable *cancellable,
+            GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = g_task_new (NULL, cancellable, callback, user_data);
   ListData *d = g_new0 (ListData, 1);
@@ -242,6 +360,7 @@ dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint,
   g_autofree char *rev = g_uri_escape_string (revision ? revision : "main", NULL, FALSE);
 
   g_task_set_task_data (task, d, (GDestroyNotify) list_data_free);
+  d->checkpoint = checkpoint;
   d->endpoint = g_strdup (endpoint);
   d->repo = g_strdup (repo);
   d->revision = g_strdup (revision ? revision : "main");
@@ -256,6 +375,30 @@ dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint,
   dcp_hf_authorize (d->msg, endpoint, token);
   soup_session_send_and_read_async (session, d->msg, G_PRIORITY_DEFAULT, cancellable, listed,
                                     g_steal_pointer (&task));
+}
+
+void
+dcp_model_catalog_list_remote_async (SoupSession *session, const char *endpoint, const char *repo,
+                                     const char *revision, const char *token,
+                                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                                     gpointer user_data)
+{
+  list_async (session, endpoint, repo, revision, token, FALSE, cancellable, callback, user_data);
+}
+
+void
+dcp_model_catalog_list_checkpoint_async (SoupSession *session, const char *endpoint,
+                                         const char *repo, const char *revision, const char *token,
+                                         GCancellable *cancellable, GAsyncReadyCallback callback,
+                                         gpointer user_data)
+{
+  list_async (session, endpoint, repo, revision, token, TRUE, cancellable, callback, user_data);
+}
+
+DcpCheckpointListing *
+dcp_model_catalog_list_checkpoint_finish (GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
 }
 
 GPtrArray *

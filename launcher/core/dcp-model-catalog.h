@@ -42,11 +42,36 @@ GPtrArray *dcp_model_catalog_parse_tree (const char *endpoint,
                                          const char *revision,
                                          GBytes     *json,
                                          GError    **error);
+/* A Hugging Face checkpoint folder (a repository of config.json and .safetensors files, as z-lab
+ * publishes its DFlash drafters). */
+typedef struct {
+  char *repo;
+  char *config_url;     /* config.json */
+  guint64 weight_bytes; /* the .safetensors files together */
+  GPtrArray *files;     /* DcpModelEntry *: config.json and the .safetensors files */
+} DcpCheckpointListing;
+
+void dcp_checkpoint_listing_free (DcpCheckpointListing *listing);
+DcpCheckpointListing *dcp_checkpoint_listing_copy (const DcpCheckpointListing *listing);
+/* From the API's JSON answer: NULL without error when the repository has no config.json or no
+ * .safetensors file. */
+DcpCheckpointListing *dcp_model_catalog_parse_checkpoint (const char *endpoint, const char *repo,
+                                                          const char *revision, GBytes *json,
+                                                          GError **error);
+/* As dcp_model_catalog_list_remote_async, for a checkpoint folder; finish returns NULL without
+ * error when the repository is not one. */
+void dcp_model_catalog_list_checkpoint_async (SoupSession *session, const char *endpoint,
+                                              const char *repo, const char *revision,
+                                              const char *token, GCancellable *cancellable,
+                                              GAsyncReadyCallback callback, gpointer user_data);
+DcpCheckpointListing *dcp_model_catalog_list_checkpoint_finish (GAsyncResult *result,
+                                                                GError **error);
 /* Joins local and remote lists by file name. Takes both arrays. */
 GPtrArray *dcp_model_catalog_merge      (GPtrArray  *local,
                                          GPtrArray  *remote);
 const char *dcp_model_catalog_default_endpoint (void);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpModelEntry, dcp_model_entry_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpCheckpointListing, dcp_checkpoint_listing_free)
 
 G_END_DECLS

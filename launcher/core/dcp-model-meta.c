@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dcp-checksum.h"
 #include "dcp-error.h"
 #include "dcp-hf-auth.h"
 #include "dcp-model-meta.h"
@@ -20,7 +21,10 @@ dcp_model_meta_free (DcpModelMeta *meta)
     return;
   g_free (meta->name);
   g_free (meta->recipe);
+  g_free (meta->architecture);
+  g_free (meta->model_id);
   g_clear_pointer (&meta->accuracy, json_node_unref);
+  g_clear_pointer (&meta->drafter, dcp_drafter_info_free);
   g_free (meta);
 }
 
@@ -43,7 +47,7 @@ DcpModelMeta *
 dcp_model_meta_new_from_info (const DcpModelInfo *info, const char *name, GError **error)
 {
   g_autoptr(DcpModelMeta) meta = g_new0 (DcpModelMeta, 1);
-  JsonObject *m, *sizes, *recipe;
+  JsonObject *m, *sizes, *recipe, *source;
   JsonNode *accuracy;
 
   g_return_val_if_fail (info != NULL && name != NULL, NULL);
@@ -63,6 +67,14 @@ dcp_model_meta_new_from_info (const DcpModelInfo *info, const char *name, GError
   if (json_object_has_member (recipe, "name") &&
       json_node_get_value_type (json_object_get_member (recipe, "name")) == G_TYPE_STRING)
     meta->recipe = g_strdup (json_object_get_string_member (recipe, "name"));
+  meta->architecture = g_strdup (json_object_get_string_member (m, "architecture"));
+  source = json_object_has_member (m, "source") &&
+                   JSON_NODE_HOLDS_OBJECT (json_object_get_member (m, "source"))
+               ? json_object_get_object_member (m, "source")
+               : NULL;
+  if (source != NULL)
+    meta->model_id =
+        g_strdup (json_object_get_string_member_with_default (source, "model_id", NULL));
   accuracy = json_object_get_member (m, "accuracy");
   if (accuracy != NULL && JSON_NODE_HOLDS_OBJECT (accuracy))
     meta->accuracy = json_node_copy (accuracy);
@@ -123,14 +135,57 @@ dcp_model_meta_get_accuracy (const DcpModelMeta *meta, guint kv_bits_k, guint kv
   return read_scores (o, a);
 }
 
+/* The header and metadata of a .mcapy file, checked as dcp_model_info_parse checks them, but
+ * without requiring a model's members: a drafter file (a "drafter" member) has its own. Then the
+ * model's members are checked, or the drafter's read. */
 static DcpModelMeta *
 meta_from_head (const guint8 *bytes, gsize length, const char *name, guint64 *needed, GError **error)
 {
-  g_autoptr(DcpModelInfo) info = dcp_model_info_parse (bytes, length, name, needed, error);
+  g_autoptr(JsonParser) parser = json_parser_new_immutable ();
+  g_autoptr(GError) local = NULL;
+  g_autoptr(DcpModelMeta) meta = NULL;
+  DcpModelInfo info = { 0 };
+  const char *text;
+  guint64 end;
 
-  if (info == NULL)
+  *needed = 0;
+  if (length < DCP_MODEL_HEADER_SIZE)
+    {
+      *needed = DCP_MODEL_HEADER_SIZE;
+      return NULL;
+    }
+  if (!dcp_model_header_decode (&info.header, bytes, length, name, error))
     return NULL;
-  return dcp_model_meta_new_from_info (info, name, error);
+  end = info.header.metadata_offset + info.header.metadata_size;
+  if (length < end)
+    {
+      *needed = end;
+      return NULL;
+    }
+  text = (const char *) bytes + info.header.metadata_offset;
+  if (dcp_checksum64 (text, info.header.metadata_size) != info.header.metadata_checksum ||
+      !g_utf8_validate_len (text, info.header.metadata_size, NULL) ||
+      !json_parser_load_from_data (parser, text, info.header.metadata_size, &local) ||
+      json_parser_get_root (parser) == NULL ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: the metadata is damaged (%s)",
+                   name, local ? local->message : "its checksum or encoding does not match");
+      return NULL;
+    }
+  info.metadata = json_parser_get_root (parser);
+  if (json_object_has_member (json_node_get_object (info.metadata), "drafter"))
+    {
+      meta = g_new0 (DcpModelMeta, 1);
+      meta->name = g_strdup (name);
+      meta->plan.file_bytes = info.header.file_size;
+      meta->drafter =
+          dcp_drafter_info_new_from_metadata (info.metadata, info.header.data_size, name, error);
+      return meta->drafter != NULL ? g_steal_pointer (&meta) : NULL;
+    }
+  if (!dcp_model_info_check_metadata (info.metadata, &info.config, name, error))
+    return NULL;
+  return dcp_model_meta_new_from_info (&info, name, error);
 }
 
 DcpModelMeta *

@@ -3,6 +3,7 @@
 
 #include <libsoup/soup.h>
 
+#include "dcp-drafter.h"
 #include "dcp-memory-plan.h"
 #include "dcp-model-info.h"
 
@@ -25,8 +26,11 @@ typedef struct {
 typedef struct {
   char *name;              /* file name */
   char *recipe;            /* "medium", or NULL */
-  DcpPlanModel plan;
+  char *architecture;      /* "qwen3_5" (NULL for a drafter) */
+  char *model_id;          /* the metadata's source.model_id, or NULL */
+  DcpPlanModel plan;       /* for a drafter only file_bytes */
   JsonNode *accuracy;      /* the metadata's "accuracy" object, or NULL (not measured) */
+  DcpDrafterInfo *drafter; /* set when the file is a drafter (a "drafter" member), not a model */
 } DcpModelMeta;
 
 DcpModelMeta *dcp_model_meta_new_from_info (const DcpModelInfo *info,
@@ -39,7 +43,7 @@ gboolean      dcp_model_meta_get_accuracy  (const DcpModelMeta *meta,
                                             guint               kv_bits_k,
                                             guint               kv_bits_v,
                                             DcpAccuracy        *accuracy);
-/* Reads the head of a local file (not the tensors). */
+/* Reads the head of a local file (not the tensors): a model's, or a drafter's (meta->drafter). */
 DcpModelMeta *dcp_model_meta_load          (const char         *path,
                                             GError            **error);
 /* Fetches the head of a remote file: one Range request of the first 256 KiB, and a second one

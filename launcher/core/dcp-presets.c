@@ -45,8 +45,8 @@ dcp_presets_dir (void)
 gboolean
 dcp_preset_key_is_personal (const char *key)
 {
-  return g_str_equal (key, "model") || g_str_equal (key, "host") || g_str_equal (key, "port") ||
-         g_str_equal (key, "api-key") || g_str_equal (key, "disk-cache-dir") || g_str_has_prefix (key, "http-");
+  return g_str_equal (key, "model") || g_str_equal (key, "drafter") || g_str_equal (key, "host") ||
+         g_str_equal (key, "port") || g_str_equal (key, "api-key") || g_str_equal (key, "disk-cache-dir") || g_str_has_prefix (key, "http-");
 }
 
 void

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzz entry point for the .mcapy reader: the head parser on every prefix length the input
- * asks for, then the whole reader, then every tensor's bytes. With libFuzzer:
+/* Fuzz entry point for the .mcapy reader: the head parser (as a model's and as a drafter's) on
+ * every prefix length the input asks for, then the whole reader, then every tensor's bytes.
+ * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iengine -Iengine/model -Ibuild \
  *     $(pkg-config --cflags --libs glib-2.0 gio-2.0 json-glib-1.0) -lm \
  *     tests/fuzz/fuzz-model-file.c engine/model/dcp-*.c engine/dcp-error.c -o fuzz-model-file
@@ -29,6 +30,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   dcp_model_info_free (info);
   if (needed > DCP_MODEL_HEADER_SIZE && needed <= size)
     dcp_model_info_free (dcp_model_info_parse (data, needed, "fuzz", &needed, NULL));
+  /* the same head read as a DFlash drafter file's */
+  if (needed > DCP_MODEL_HEADER_SIZE && needed <= size)
+    dcp_model_info_free (dcp_model_info_parse_drafter (data, needed, "fuzz", &needed, NULL));
 
   file = dcp_model_file_open_bytes (bytes, "fuzz", NULL);
   if (file != NULL)

@@ -37,6 +37,12 @@ timeout 60 "$here/bin/decapybara-bench" --layers 64 --recipe bf16 --batches 1,12
 timeout 60 "$here/bin/decapybara-bench" --layers 16 --recipe medium,bf16 --batches 1 --contexts 1K \
   --steps 10 --prefill 8K --chunk 2048 --mixed 0 --max-seconds 8 2>&1 \
   | tee "$out/decapybara-bench-16.log"
+# Speculative verify steps (issue 19): 1..16 rows at batch 1, 4, 12 against the 1-row step, and
+# the cut-back of a rejection against the replay it replaced; the 27B's shapes and 16 layers.
+timeout 150 "$here/bin/decapybara-bench" --layers 64 --recipe medium --verify --batches 1 \
+  --contexts 1K --steps 10 --prefill none --mixed 0 2>&1 | tee "$out/decapybara-bench-verify.log"
+timeout 90 "$here/bin/decapybara-bench" --layers 16 --recipe medium --verify --batches 1 \
+  --contexts 1K --steps 10 --prefill none --mixed 0 2>&1 | tee "$out/decapybara-bench-verify-16.log"
 
 table=""
 for t in "$here"/tests/test-*; do
@@ -53,11 +59,12 @@ done
 
 # Kernel benchmarks, the short forms (a few seconds each; each program's header says what it
 # prints): decode attention and sampling, prefill GEMM and weight conversions, prefill attention,
-# GDN prefill. bench-gemv (per-shape GEMV table, about a minute per batch list) is run by hand.
+# GDN prefill, the MTP head. bench-gemv (per-shape GEMV table, about a minute per batch list) is run by hand.
 timeout 60 "$here/bin/bench-decode" 3 2>&1 | tee "$out/bench-decode.log"
 timeout 60 "$here/bin/bench-gemm" 3 2>&1 | tee "$out/bench-gemm.log"
 timeout 60 "$here/bin/bench-attention-prefill" 2>&1 | tee "$out/bench-attention-prefill.log"
 timeout 30 "$here/bin/bench-gdn-prefill" 2>&1 | tee "$out/bench-gdn-prefill.log"
+timeout 60 "$here/bin/bench-mtp" medium 4096 7 2>&1 | tee "$out/bench-mtp.log"
 
 # The server on the CUDA backend against the CPU backend, end to end over HTTP.
 timeout 120 sh "$here/serve-e2e.sh" 2>&1 | tee "$out/serve-e2e.log"

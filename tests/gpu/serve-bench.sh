@@ -47,6 +47,8 @@ PY
     $ckpt $model > "$out/convert.log" 2>&1 || { tail -20 "$out/convert.log"; exit 1; }
   rm -rf $ckpt
 fi
+# --model-only: the proxy alone (tools/bench-constrained.sh serves it).
+[ "${1:-}" = "--model-only" ] && exit 0
 
 # serve NAME ARGS...: starts the server; sets pid and url.
 serve () {

@@ -46,6 +46,26 @@ class LoadGen(unittest.TestCase):
         self.assertGreater(r["ttft_p95"], 0, r)
         self.assertLessEqual(r["ttft_p50"], r["ttft_p95"], r)
 
+    def test_code_prompts(self):
+        rc, out, err = loadgen("--url", self.engine.url, "--clients", "2", "--requests", "2",
+                               "--max-tokens", "4", "--prompts", "code", "--json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)["load"]
+        self.assertEqual((r["requests"], r["errors"]), (4, []), r)
+        self.assertGreater(r["completion_tokens"], 0, r)
+
+    def test_schema(self):
+        """--schema: every answer follows the schema, within a small max_tokens."""
+        schema = os.path.join(os.path.dirname(LOADGEN), "story-schema.json")
+        rc, out, err = loadgen("--url", self.engine.url, "--clients", "2", "--max-tokens", "40",
+                               "--temperature", "0.6", "--schema", schema, "--json")
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)["load"]
+        self.assertEqual(r["errors"], [], r)
+        self.assertEqual(r["response_format"], "json_schema", r)
+        self.assertEqual(r["json_answers"], 2, r)
+        self.assertLessEqual(r["completion_tokens"], 80, r)
+
     def test_returning_agent(self):
         rc, out, err = loadgen("--url", self.engine.url, "--returning-agent", "--agent-tokens", "600",
                                "--agent-new-tokens", "60", "--agent-answer", "4", "--json")

@@ -101,10 +101,9 @@ metadata (const TestHead *h)
   return json_builder_get_root (b);
 }
 
-GBytes *
-test_head_build (const TestHead *h)
+static GBytes *
+head_from_metadata (JsonNode *meta, guint64 file_size)
 {
-  g_autoptr(JsonNode) meta = metadata (h);
   g_autofree char *json = json_to_string (meta, FALSE);
   gsize len = strlen (json);
   DcpModelHeader header = { 0 };
@@ -112,17 +111,25 @@ test_head_build (const TestHead *h)
 
   header.version_major = DCP_MODEL_VERSION_MAJOR;
   header.version_minor = DCP_MODEL_VERSION_MINOR;
-  header.file_size = h->file;
+  header.file_size = file_size;
   header.metadata_offset = DCP_MODEL_HEADER_SIZE;
   header.metadata_size = len;
   header.tokenizer_offset = header.index_offset = DCP_MODEL_HEADER_SIZE + len;
   header.alignment = DCP_MODEL_ALIGNMENT;
   header.data_offset = (DCP_MODEL_HEADER_SIZE + len + DCP_MODEL_ALIGNMENT - 1) / DCP_MODEL_ALIGNMENT * DCP_MODEL_ALIGNMENT;
-  header.data_size = h->file - header.data_offset;
+  header.data_size = file_size - header.data_offset;
   header.metadata_checksum = dcp_checksum64 (json, len);
   dcp_model_header_encode (&header, bytes);
   memcpy (bytes + DCP_MODEL_HEADER_SIZE, json, len);
   return g_bytes_new_take (bytes, DCP_MODEL_HEADER_SIZE + len);
+}
+
+GBytes *
+test_head_build (const TestHead *h)
+{
+  g_autoptr(JsonNode) meta = metadata (h);
+
+  return head_from_metadata (meta, h->file);
 }
 
 char *
@@ -132,5 +139,116 @@ test_head_write (const char *dir, const char *name, const TestHead *h)
   char *path = g_build_filename (dir, name, NULL);
 
   g_assert_true (g_file_set_contents (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes), NULL));
+  return path;
+}
+
+void
+test_drafter_for_27b (TestDrafter *d)
+{
+  static const guint taps[] = { 1, 16, 31, 46, 61 };
+
+  memset (d, 0, sizeof *d);
+  d->architecture = "qwen3_5";
+  d->hidden_size = 5120;
+  d->vocab_size = 248320;
+  d->target_layers = 64;
+  memcpy (d->layer_ids, taps, sizeof taps);
+  d->n_layer_ids = G_N_ELEMENTS (taps);
+  d->mean_accepted = -1;
+  d->block_size = 16;
+  d->layers = 5;
+  d->kv_heads = 8;
+  d->head_dim = 128;
+  d->weights = (guint64) 3 * GIB / 2;
+}
+
+static void
+add_uint (JsonBuilder *b, const char *name, guint64 value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, (gint64) value);
+}
+
+GBytes *
+test_drafter_build (const TestDrafter *d)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autoptr(JsonNode) meta = NULL;
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "architecture");
+  json_builder_add_string_value (b, "dflash");
+  json_builder_set_member_name (b, "drafter");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "kind");
+  json_builder_add_string_value (b, "dflash");
+  add_uint (b, "block_size", d->block_size);
+  add_uint (b, "mask_token_id", 248070);
+  json_builder_set_member_name (b, "target");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "architecture");
+  json_builder_add_string_value (b, d->architecture);
+  add_uint (b, "hidden_size", d->hidden_size);
+  add_uint (b, "vocab_size", d->vocab_size);
+  add_uint (b, "num_hidden_layers", d->target_layers);
+  json_builder_set_member_name (b, "layer_ids");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < d->n_layer_ids; i++)
+    json_builder_add_int_value (b, d->layer_ids[i]);
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, d->target_name ? d->target_name : "");
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "acceptance");
+  if (d->mean_accepted < 0)
+    json_builder_add_null_value (b);
+  else
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "mean_accepted");
+      json_builder_add_double_value (b, d->mean_accepted);
+      add_uint (b, "block", d->block_size);
+      json_builder_set_member_name (b, "measured_on");
+      json_builder_add_string_value (b, "code prompts");
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "config");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "architectures");
+  json_builder_begin_array (b);
+  json_builder_add_string_value (b, "DFlashDraftModel");
+  json_builder_end_array (b);
+  add_uint (b, "hidden_size", d->hidden_size);
+  add_uint (b, "num_hidden_layers", d->layers);
+  add_uint (b, "num_attention_heads", 32);
+  add_uint (b, "num_key_value_heads", d->kv_heads);
+  add_uint (b, "head_dim", d->head_dim);
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "sizes");
+  json_builder_begin_object (b);
+  add_uint (b, "layers", d->weights - 4096);
+  add_uint (b, "gpu_weights", d->weights);
+  add_uint (b, "tensors", d->weights);
+  add_uint (b, "file", d->weights + (1 << 20));
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "recipe");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, "bf16");
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  meta = json_builder_get_root (b);
+  return head_from_metadata (meta, d->weights + (1 << 20));
+}
+
+char *
+test_drafter_write (const char *dir, const char *name, const TestDrafter *d)
+{
+  g_autoptr(GBytes) bytes = test_drafter_build (d);
+  char *path = g_build_filename (dir, name, NULL);
+
+  g_assert_true (
+      g_file_set_contents (path, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes), NULL));
   return path;
 }

@@ -70,6 +70,14 @@ engine_ready (Fixture *f)
 }
 
 static gboolean
+speculation_shown (Fixture *f)
+{
+  const char *text = dcp_monitor_view_get_speculation_text (f->window->monitor_view);
+
+  return text != NULL && strstr (text, "No verify steps yet") != NULL;
+}
+
+static gboolean
 monitor_sampled (Fixture *f)
 {
   return dcp_monitor_view_get_n_samples (f->window->monitor_view) >= 2 &&
@@ -222,6 +230,9 @@ test_load_chat_stop (void)
   }
   iterate_until (monitor_sampled, &f, "the monitor's samples");
   g_assert_nonnull (strstr (dcp_monitor_view_get_queue_text (f.window->monitor_view), "waiting"));
+  /* No drafting on the CPU here: the speculation line says so, from the real engine's counters
+   * (the first sample may come before the engine's statistics do). */
+  iterate_until (speculation_shown, &f, "the speculation line");
 
   /* LogLine signals reached the log view. */
   {

@@ -405,6 +405,288 @@ test_repository (Fixture *f, gconstpointer data)
   g_free (r.tree);
 }
 
+/* ---- drafters: a repository with a model, a drafter that fits it and one that does not ---- */
+
+static gboolean engine_ended (Fixture *f);
+static gboolean entry_listed (DcpWindow *window, const char *name);
+
+static gboolean
+checkpoint_paired (Fixture *f)
+{
+  const DcpModelEntry *e = dcp_model_list_get_selected (f->window->drafter_list);
+
+  return e != NULL && e->local_path != NULL && g_str_equal (e->name, "Qwen3.5-27B-DFlash.mcapy");
+}
+
+/* The z-lab checkpoint folder the launcher also lists (dcp_window_drafter_repositories). */
+#define ZLAB "/z-lab/Qwen3.5-27B-DFlash"
+static const char zlab_config[] =
+    "{\"architectures\": [\"DFlashDraftModel\"], \"block_size\": 16, \"hidden_size\": 5120,"
+    " \"vocab_size\": 248320, \"num_hidden_layers\": 5, \"num_key_value_heads\": 8,"
+    " \"head_dim\": 128, \"dflash_config\": {\"mask_token_id\": 248070,"
+    " \"target_layer_ids\": [1, 16, 31, 46, 61]}}";
+
+typedef struct {
+  GHashTable *files; /* path -> GBytes */
+  GHashTable *trees; /* path -> the API's file list */
+} DrafterRepo;
+
+static void
+serve_drafter_repo (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+                    gpointer user_data)
+{
+  DrafterRepo *r = user_data;
+  SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
+  GBytes *file = g_hash_table_lookup (r->files, path);
+  const char *tree = g_hash_table_lookup (r->trees, path);
+  SoupRange *ranges = NULL;
+  int n = 0;
+  gsize len;
+  const char *data;
+
+  if (tree != NULL)
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+      soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_COPY, tree,
+                                        strlen (tree));
+      return;
+    }
+  if (file == NULL)
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_NOT_FOUND, NULL);
+      return;
+    }
+  data = g_bytes_get_data (file, &len);
+  soup_message_headers_replace (resp, "Accept-Ranges", "bytes");
+  if (soup_message_headers_get_ranges (req, len, &ranges, &n))
+    {
+      goffset end = MIN (ranges[0].end, (goffset) len - 1);
+
+      soup_server_message_set_status (msg, SOUP_STATUS_PARTIAL_CONTENT, NULL);
+      soup_message_headers_set_content_range (resp, ranges[0].start, end, len);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY,
+                                        data + ranges[0].start, end - ranges[0].start + 1);
+      soup_message_headers_free_ranges (req, ranges);
+      return;
+    }
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, data, len);
+}
+
+/* Adds files to the server and returns the API's list of them. */
+static char *
+add_files (DrafterRepo *r, const char *repo, const char *const *names, GBytes **contents, guint n)
+{
+  GString *tree = g_string_new ("[");
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, contents[i]);
+
+      g_string_append_printf (tree,
+                              "%s{\"type\":\"file\",\"path\":\"%s\",\"size\":134,"
+                              "\"lfs\":{\"oid\":\"%s\",\"size\":%" G_GSIZE_FORMAT "}}",
+                              i ? "," : "", names[i], sha, g_bytes_get_size (contents[i]));
+      g_hash_table_insert (r->files, g_strdup_printf ("%s/resolve/main/%s", repo, names[i]),
+                           contents[i]);
+    }
+  g_string_append (tree, "]");
+  return g_string_free (tree, FALSE);
+}
+
+static gboolean
+drafters_listed (Fixture *f)
+{
+  GPtrArray *entries = dcp_model_list_get_entries (f->window->drafter_list);
+
+  return entries != NULL && entries->len > 0 && entry_listed (f->window, "remote-model.mcapy");
+}
+
+static gboolean
+drafter_downloaded (Fixture *f)
+{
+  const DcpModelEntry *e = dcp_model_list_get_selected (f->window->drafter_list);
+
+  return e != NULL && e->local_path != NULL;
+}
+
+static void
+test_drafter_pairing (Fixture *f, gconstpointer data)
+{
+  g_autoptr(SoupServer) server = soup_server_new (NULL, NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (35);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *endpoint = NULL, *local_other = NULL, *log = NULL, *want = NULL;
+  g_autofree char *drafter_path = g_build_filename (f->dir, "drafter-fits.mcapy", NULL);
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (f->window->log_view);
+  GtkTextIter start, end;
+  const char *names[] = { "remote-model.mcapy", "drafter-fits.mcapy", "drafter-other.mcapy" };
+  const char *speculation, *presets, *note;
+  GPtrArray *drafters;
+  DrafterRepo r = { 0 };
+  TestDrafter fits, other;
+  TestHead model;
+  GSList *uris;
+
+  test_head_random (&model, rand);
+  test_drafter_for_27b (&fits);
+  test_drafter_for_27b (&other);
+  other.hidden_size = 4096;
+  r.files = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_bytes_unref);
+  r.trees = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  {
+    GBytes *org[] = { test_head_build (&model), test_drafter_build (&fits),
+                      test_drafter_build (&other) };
+    const char *zlab_names[] = { "config.json", "model.safetensors" };
+    g_autofree guint8 *weights = g_malloc (1 << 16);
+    GBytes *zlab[2];
+
+    for (guint i = 0; i < 1 << 16; i++)
+      weights[i] = g_rand_int (rand);
+    zlab[0] = g_bytes_new_static (zlab_config, strlen (zlab_config));
+    zlab[1] = g_bytes_new (weights, 1 << 16);
+    g_hash_table_insert (r.trees, (gpointer) "/api/models/org/models/tree/main",
+                         add_files (&r, "/org/models", names, org, 3));
+    g_hash_table_insert (r.trees, (gpointer) ("/api/models" ZLAB "/tree/main"),
+                         add_files (&r, ZLAB, zlab_names, zlab, 2));
+  }
+  soup_server_add_handler (server, NULL, serve_drafter_repo, &r, NULL);
+  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  uris = soup_server_get_uris (server);
+  endpoint = g_strdup_printf ("http://127.0.0.1:%d", g_uri_get_port (uris->data));
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  g_setenv ("HF_ENDPOINT", endpoint, TRUE);
+
+  /* A local drafter for another vocabulary, and a preset that asks for speculation (mtp). */
+  other.hidden_size = 5120;
+  other.vocab_size = 151936;
+  local_other = test_drafter_write (f->dir, "local-other.mcapy", &other);
+  g_assert_true (dcp_window_apply_preset (f->window, "medium"));
+  gtk_editable_set_text (GTK_EDITABLE (f->window->repo_row), "org/models");
+  g_signal_emit_by_name (f->window->repo_row, "apply");
+  iterate_until (drafters_listed, f);
+
+  /* Drafters are not models; only the fitting one is offered, and paired at once. */
+  g_assert_true (entry_listed (f->window, "qwen-test.mcapy"));
+  for (guint i = 1; i < G_N_ELEMENTS (names); i++)
+    g_assert_false (entry_listed (f->window, names[i]));
+  g_assert_false (entry_listed (f->window, "local-other.mcapy"));
+  drafters = dcp_model_list_get_entries (f->window->drafter_list);
+  g_assert_cmpuint (drafters->len, ==, 1);
+  g_assert_cmpstr (((DcpModelEntry *) drafters->pdata[0])->name, ==, "drafter-fits.mcapy");
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->name, ==,
+                   "drafter-fits.mcapy");
+  g_assert_null (dcp_model_list_get_selected (f->window->drafter_list)->local_path);
+  note = dcp_model_list_get_note (f->window->drafter_list);
+  g_assert_nonnull (strstr (note, "drafter-other.mcapy is for hidden size 4096"));
+  g_assert_nonnull (strstr (note, "local-other.mcapy is for a vocabulary of 151936"));
+  /* The z-lab checkpoint folder fits: offered for download and conversion. */
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (f->window->checkpoint_list)));
+  g_assert_null (strstr (note, "z-lab"));
+
+  /* The costs before anything is downloaded: both speeds, the drafter's VRAM, per preset. */
+  speculation = dcp_costs_view_get_text (f->window->costs_view, "speculation");
+  g_assert_nonnull (strstr (speculation, "dflash with drafter-fits.mcapy, 15 drafts per step"));
+  g_assert_nonnull (strstr (speculation, "tokens/s with it"));
+  g_assert_nonnull (strstr (speculation, "without"));
+  g_assert_nonnull (strstr (speculation, "(estimated)"));
+  g_assert_nonnull (strstr (speculation, "Drafter: 1.50 GiB weights"));
+  presets = dcp_costs_view_get_text (f->window->costs_view, "presets");
+  g_assert_nonnull (strstr (presets, "MaxEfficiency: "));
+  g_assert_nonnull (strstr (presets, "Medium: "));
+  g_assert_nonnull (strstr (presets, "MaxQuality: "));
+  g_assert_nonnull (strstr (presets, "(dflash)"));
+
+  /* Load server waits for the drafter's download. */
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  g_assert_cmpint (dcp_engine_process_get_state (f->window->engine), ==, DCP_ENGINE_STOPPED);
+  g_assert_true (dcp_model_list_download (f->window->drafter_list, "drafter-fits.mcapy"));
+  iterate_until (drafter_downloaded, f);
+  g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==,
+                   drafter_path);
+
+  /* The engine gets the drafter on its command line, and Copy gives the same. */
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  iterate_until (engine_ended, f);
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  log = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  want = g_strdup_printf ("--speculator dflash --drafter %s", drafter_path);
+  {
+    const char *args = strstr (log, "args: ");
+    g_autofree char *line = NULL;
+    g_autofree char *copied = copy_text (f);
+    g_autofree char *quoted = g_shell_quote (drafter_path);
+    g_autofree char *copied_drafter = g_strdup_printf ("--drafter %s", quoted);
+
+    g_assert_nonnull (args);
+    line = g_strndup (args, strcspn (args, "\n"));
+
+    g_assert_nonnull (strstr (line, want));
+    g_assert_nonnull (strstr (copied, "--speculator 'dflash'"));
+    g_assert_null (strstr (copied, "--speculator 'mtp'"));
+    g_assert_nonnull (strstr (copied, copied_drafter));
+  }
+
+  /* No drafter: the preset's mtp, from the settings file alone. */
+  dcp_model_list_select (f->window->drafter_list, NULL);
+  g_assert_null (dcp_window_get_drafter (f->window, NULL));
+  g_assert_nonnull (strstr (dcp_costs_view_get_text (f->window->costs_view, "speculation"),
+                            "mtp, 4 drafts per step"));
+  {
+    g_autofree char *copied = copy_text (f);
+
+    g_assert_null (strstr (copied, "--drafter"));
+    g_assert_nonnull (strstr (copied, "--speculator 'mtp'"));
+  }
+
+  /* The checkpoint folder: downloaded (SHA-256 checked), converted, listed and paired. The
+   * converter here checks the folder and writes a drafter head where it is asked to. */
+  {
+    g_autofree char *prepared = test_drafter_write (f->dir, "prepared.bin", &fits);
+    g_autofree char *converter = g_build_filename (f->dir, "fake-convert", NULL);
+    g_autofree char *script =
+        g_strdup_printf ("#!/bin/sh\n"
+                         "cmp -s \"$1/config.json\" '%s/config.json' || exit 5\n"
+                         "[ -f \"$1/model.safetensors\" ] || exit 6\n"
+                         "cp '%s' \"$2\"\n",
+                         f->dir, prepared);
+    g_autofree char *folder =
+        g_build_filename (f->dir, "checkpoints", "z-lab_Qwen3.5-27B-DFlash", NULL);
+    g_autofree char *config = g_build_filename (f->dir, "config.json", NULL);
+    g_autofree char *converted = g_build_filename (f->dir, "Qwen3.5-27B-DFlash.mcapy", NULL);
+    g_autofree char *copied = NULL, *quoted = g_shell_quote (converted), *expected = NULL;
+    g_autofree char *weights = NULL;
+    gsize weights_len = 0;
+
+    g_assert_true (g_file_set_contents (config, zlab_config, -1, NULL));
+    g_assert_true (g_file_set_contents (converter, script, -1, NULL));
+    g_assert_cmpint (g_chmod (converter, 0755), ==, 0);
+    g_setenv ("DECAPYBARA_CONVERT", converter, TRUE);
+    g_assert_true (
+        dcp_checkpoint_list_start (f->window->checkpoint_list, "z-lab/Qwen3.5-27B-DFlash"));
+    iterate_until (checkpoint_paired, f);
+    g_unsetenv ("DECAPYBARA_CONVERT");
+    g_assert_true (g_file_get_contents (g_build_filename (folder, "model.safetensors", NULL),
+                                        &weights, &weights_len, NULL));
+    g_assert_cmpmem (
+        weights, weights_len,
+        g_bytes_get_data (g_hash_table_lookup (r.files, ZLAB "/resolve/main/model.safetensors"),
+                          NULL),
+        1 << 16);
+    g_assert_cmpstr (dcp_model_list_get_selected (f->window->drafter_list)->local_path, ==,
+                     converted);
+    /* Its drafter file is listed now: the folder is not offered again. */
+    g_assert_false (gtk_widget_get_visible (GTK_WIDGET (f->window->checkpoint_list)));
+    copied = copy_text (f);
+    expected = g_strdup_printf ("--drafter %s", quoted);
+    g_assert_nonnull (strstr (copied, expected));
+  }
+  g_unsetenv ("HF_ENDPOINT");
+  g_hash_table_unref (r.files);
+  g_hash_table_unref (r.trees);
+}
+
 static gboolean
 engine_ended (Fixture *f)
 {
@@ -749,6 +1031,7 @@ main (int argc, char **argv)
   g_test_add ("/window/models-folder", Fixture, NULL, setup, test_models_folder, teardown);
   g_test_add ("/window/narrow", Fixture, NULL, setup, test_narrow, teardown);
   g_test_add ("/window/kept-part", Fixture, NULL, setup, test_kept_part, teardown);
+  g_test_add ("/window/drafter-pairing", Fixture, NULL, setup, test_drafter_pairing, teardown);
   status = g_test_run ();
   remove_tree (share);
   return status;

@@ -16,6 +16,7 @@ test_every_key_round_trips (void)
     { "http-idle-timeout", "120" }, { "http-body-timeout", "300" }, { "context-mode", "fixed" }, { "conversations", "12" },
     { "context", "131072" }, { "kv-bits", "6/4" }, { "rope-scaling", "1m" },
     { "activations", "fp8" }, { "speculator", "mtp" }, { "draft-length", "5" },
+    { "drafter", "/models/qwen3.8-27b-dflash.mcapy" },
     { "prefill-policy", "decode-priority" }, { "prefill-chunk", "4096" },
     { "loop-guard", "end-thinking" }, { "vision", "fp8" }, { "ram-cache", "auto" },
     { "disk-cache", "64" }, { "disk-cache-dir", "/fast disk/states" }, { "keep-free", "1.5" },
@@ -164,14 +165,27 @@ test_validate (void)
   g_clear_error (&error);
   g_assert_true (dcp_settings_validate (&s, &everything, &error));
 
-  /* speculators run on both backends; the DFlash drafter is refused, saying so */
+  /* speculators run on both backends; dflash needs a drafter file, and a backend that runs it */
   dcp_settings_set (&s, "speculator", "ngram", NULL);
   g_assert_true (dcp_settings_validate (&s, &everything, &error));
   g_assert_true (dcp_settings_set (&s, "speculator", "dflash", NULL));
   g_assert_false (dcp_settings_validate (&s, &everything, &error));
-  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
-  g_assert_nonnull (strstr (error->message, "dflash"));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "--drafter FILE"));
   g_clear_error (&error);
+  g_assert_true (dcp_settings_set (&s, "drafter", "/models/drafter.mcapy", NULL));
+  g_assert_false (dcp_settings_validate (&s, &everything, &error));   /* no dflash in these caps */
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "CPU backend only"));
+  g_clear_error (&error);
+  everything.dflash = TRUE;
+  g_assert_true (dcp_settings_validate (&s, &everything, &error));
+  dcp_settings_set (&s, "speculator", "ngram", NULL);
+  g_assert_false (dcp_settings_validate (&s, &everything, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "--drafter is read only with --speculator dflash"));
+  g_clear_error (&error);
+  g_clear_pointer (&s.drafter, g_free);
   dcp_settings_set (&s, "speculator", "off", NULL);
 
   dcp_settings_set (&s, "context-mode", "fixed", NULL);

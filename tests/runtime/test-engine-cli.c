@@ -2,7 +2,8 @@
 /* The engine's command line (DECAPYBARA_ENGINE): settings.json < DECAPYBARA_* < options (the
  * model path an error names shows which won), --help lists every setting of the table, what the
  * CPU backend cannot do is refused with "not implemented yet", D-Bus options; rope scaling
- * starts the CPU backend with YaRN (1m, or auto and a context past the native one). */
+ * starts the CPU backend with YaRN (1m, or auto and a context past the native one); --speculator
+ * dflash with and without a fitting --drafter. */
 #include "config.h"
 
 #include <gio/gio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dcp-converter.h"
 #include "dcp-settings.h"
 
 typedef struct {
@@ -254,6 +256,124 @@ test_speculator (void)
   g_assert_null (strstr (log, "WARNING"));
 }
 
+/* A DFlash drafter checkpoint for the tiny model (hidden 64, vocabulary 151,936, 4 layers): one
+ * layer, zero weights in F32 (they only have to fit), converted into dir; returns the file. */
+static char *
+tiny_drafter (const char *dir)
+{
+  static const struct { const char *name; guint64 rows, cols; } tensors[] = {
+    { "fc.weight", 64, 64 }, { "hidden_norm.weight", 64, 0 }, { "norm.weight", 64, 0 },
+    { "layers.0.input_layernorm.weight", 64, 0 }, { "layers.0.post_attention_layernorm.weight", 64, 0 },
+    { "layers.0.self_attn.q_proj.weight", 64, 64 }, { "layers.0.self_attn.k_proj.weight", 32, 64 },
+    { "layers.0.self_attn.v_proj.weight", 32, 64 }, { "layers.0.self_attn.o_proj.weight", 64, 64 },
+    { "layers.0.self_attn.q_norm.weight", 32, 0 }, { "layers.0.self_attn.k_norm.weight", 32, 0 },
+    { "layers.0.mlp.gate_proj.weight", 96, 64 }, { "layers.0.mlp.up_proj.weight", 96, 64 },
+    { "layers.0.mlp.down_proj.weight", 64, 96 },
+  };
+  const char *config =
+    "{\"architectures\": [\"DFlashDraftModel\"], \"hidden_size\": 64, \"num_hidden_layers\": 1,"
+    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 32, \"intermediate_size\": 96,"
+    " \"vocab_size\": 151936, \"num_target_layers\": 4, \"block_size\": 16,"
+    " \"dflash_config\": {\"mask_token_id\": 151935}}";
+  g_autoptr(GString) header = g_string_new ("{");
+  g_autoptr(GByteArray) file = g_byte_array_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *config_path = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *st_path = g_build_filename (dir, "model.safetensors", NULL);
+  g_autofree char *out = g_build_filename (dir, "tiny-dflash.mcapy", NULL);
+  DcpConvertOptions options = { .input_dir = dir, .output_path = out, .recipe = DCP_RECIPE_BF16, .n_threads = 1 };
+  guint64 at = 0, len, total;
+
+  for (guint i = 0; i < G_N_ELEMENTS (tensors); i++)
+    {
+      guint64 n = 4 * tensors[i].rows * MAX (tensors[i].cols, 1);
+      g_autofree char *shape = tensors[i].cols ? g_strdup_printf ("%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT, tensors[i].rows, tensors[i].cols)
+                                               : g_strdup_printf ("%" G_GUINT64_FORMAT, tensors[i].rows);
+      g_string_append_printf (header, "%s\"%s\": {\"dtype\": \"F32\", \"shape\": [%s], \"data_offsets\": [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT "]}",
+                              i ? ", " : "", tensors[i].name, shape, at, at + n);
+      at += n;
+    }
+  g_string_append (header, "}");
+  total = at;
+  len = GUINT64_TO_LE (header->len);
+  g_byte_array_append (file, (const guint8 *) &len, 8);
+  g_byte_array_append (file, (const guint8 *) header->str, header->len);
+  g_byte_array_set_size (file, file->len + total);
+  memset (file->data + 8 + header->len, 0, total);
+  g_file_set_contents (st_path, (const char *) file->data, file->len, &error);
+  g_assert_no_error (error);
+  g_file_set_contents (config_path, config, -1, &error);
+  g_assert_no_error (error);
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
+  g_unlink (st_path);
+  g_unlink (config_path);
+  return g_steal_pointer (&out);
+}
+
+/* --speculator dflash: it needs --drafter; a drafter of another model is refused naming the
+ * field; a fitting one is checked and logged at start. */
+static void
+test_dflash (void)
+{
+  g_autofree char *home = g_dir_make_tmp ("dcp-cli-XXXXXX", NULL);
+  g_autofree char *dir = g_dir_make_tmp ("dcp-cli-drafter-XXXXXX", NULL);
+  g_autofree char *odd_dir = g_test_build_filename (G_TEST_DIST, "data", "models", "dflash-odd", NULL);
+  g_autofree char *odd = g_build_filename (dir, "odd-dflash.mcapy", NULL);
+  g_autofree char *fits = tiny_drafter (dir);
+  g_autoptr(GError) error = NULL;
+  DcpConvertOptions options = { .input_dir = odd_dir, .output_path = odd, .recipe = DCP_RECIPE_BF16, .n_threads = 1 };
+  const char *no_drafter[] = { "--backend", "cpu", "--model", g_getenv ("DECAPYBARA_TINY_MODEL"),
+                               "--speculator", "dflash", "--no-dbus", "--no-dashboard", NULL };
+  const char *other[] = { "--backend", "cpu", "--model", g_getenv ("DECAPYBARA_TINY_MODEL"), "--port", "0",
+                          "--speculator", "dflash", "--drafter", odd, "--no-dbus", "--no-dashboard", NULL };
+  const char *model_as_drafter[] = { "--backend", "cpu", "--model", g_getenv ("DECAPYBARA_TINY_MODEL"), "--port", "0",
+                                     "--speculator", "dflash", "--drafter", g_getenv ("DECAPYBARA_TINY_MODEL"),
+                                     "--no-dbus", "--no-dashboard", NULL };
+
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, no_drafter);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_nonnull (strstr (r.err, "--speculator dflash needs --drafter FILE"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, other);
+    g_assert_cmpint (r.status, !=, 0);
+    g_assert_nonnull (strstr (r.err, "drafter field “target.hidden_size” is 96, the model's is 64"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+
+    run_engine (&r, home, NULL, model_as_drafter);
+    g_assert_cmpint (r.status, !=, 0);
+    g_assert_nonnull (strstr (r.err, "not a drafter file"));
+  }
+  {
+    g_auto(Result) r = { 0 };
+    const char *drafter_as_model[] = { "--backend", "cpu", "--model", fits, "--no-dbus", "--no-dashboard", NULL };
+
+    run_engine (&r, home, NULL, drafter_as_model);
+    g_assert_cmpint (r.status, !=, 0);
+    g_assert_nonnull (strstr (r.err, "a DFlash drafter file (metadata field “drafter”), not a model: give it with --drafter"));
+  }
+  {
+    g_autofree char *log = run_listening ((const char *const[]) { "--speculator", "dflash", "--drafter", fits, NULL });
+
+    g_assert_nonnull (strstr (log, "DFlash, 1 layers, block 16, taps after layers [2]"));
+    g_assert_nonnull (strstr (log, "the scheduler does not run it yet"));
+  }
+  g_unlink (odd);
+  g_unlink (fits);
+  g_rmdir (dir);
+  g_rmdir (home);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -262,5 +382,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine-cli/help-and-refusals", test_help_and_refusals);
   g_test_add_func ("/engine-cli/rope-scaling", test_rope_scaling);
   g_test_add_func ("/engine-cli/speculator", test_speculator);
+  g_test_add_func ("/engine-cli/dflash", test_dflash);
   return g_test_run ();
 }

@@ -189,7 +189,11 @@ typedef struct {
   gboolean done;
   DcpSeqFinishReason reason;
   guint picks;
+  const guint32 *force, *ban; /* optional, per generated token: forced or banned (NONE: not) */
+  guint n_picks_planned;
 } Request;
+
+#define NONE G_MAXUINT32
 
 static void
 on_token (gpointer user_data, guint32 token)
@@ -214,14 +218,26 @@ on_finished (gpointer user_data, DcpSeqFinishReason reason, const DcpSeqUsage *u
   r->reason = reason;
 }
 
-/* Counts the picks: one before every token, as without a speculator. */
+/* Counts the picks: one before every token, as without a speculator; forces and bans the
+ * tokens the request plans. */
 static DcpSeqPick
 on_pick (gpointer user_data, guint32 *token)
 {
   Request *r = user_data;
+  guint t = r->tokens->len;
 
-  g_assert_cmpuint (r->picks, ==, r->tokens->len);
+  g_assert_cmpuint (r->picks, ==, t);
   r->picks++;
+  if (t < r->n_picks_planned && r->force[t] != NONE)
+    {
+      *token = r->force[t];
+      return DCP_SEQ_PICK_FORCE;
+    }
+  if (t < r->n_picks_planned && r->ban[t] != NONE)
+    {
+      *token = r->ban[t];
+      return DCP_SEQ_PICK_BAN;
+    }
   return DCP_SEQ_PICK_SAMPLE;
 }
 
@@ -418,6 +434,107 @@ test_greedy_identical (gconstpointer data)
     g_assert_cmpuint (accepted, >, 0);
   g_assert_cmpuint (drafted, >, 0);
   g_assert_cmpuint (replays, >, 0);
+}
+
+/* One request with the planned picks through a scheduler without a speculator and one with
+ * the ngram drafter: the same tokens. */
+static void
+check_picks (DcpBackend *b, GArray *prompt, const guint32 *force, const guint32 *ban, guint n,
+             guint draft_length)
+{
+  Request *r = g_new0 (Request, 1), *ref = g_new0 (Request, 1);
+  DcpSchedulerStats st;
+
+  r->prompt = g_array_copy (prompt);
+  r->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+  r->max_tokens = n;
+  r->stop = G_MAXUINT32;
+  r->force = force;
+  r->ban = ban;
+  r->n_picks_planned = n;
+  *ref = *r;
+  ref->prompt = g_array_copy (prompt);
+  ref->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+  run_scheduler (b, &ref, 1, 1, DCP_SPECULATOR_OFF, 1, &st);
+  run_scheduler (b, &r, 1, 1, DCP_SPECULATOR_NGRAM, draft_length, &st);
+  g_assert_cmpuint (st.verify_steps, >, 0);
+  g_assert_cmpmem (r->tokens->data, r->tokens->len * 4, ref->tokens->data, ref->tokens->len * 4);
+  request_free (r);
+  request_free (ref);
+}
+
+/* Forced and banned tokens in the middle of verified rows, on the odd-sizes model and (where
+ * built) the demo model, whose drafts are mostly accepted: bans of the model's own choice (a
+ * row draw that cannot stand: the verify stops before that row and its pick is held) and forced
+ * tokens give the same output as without a speculator, one pick per token. */
+static void
+test_picks_identical (void)
+{
+  enum { N = 48 };
+  static const char *const code[] = {
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "class Stack:\n    \"\"\"A last-in first-out stack.\"\"\"\n\n    def __init__(self):\n",
+  };
+  g_autofree char *path =
+      g_test_build_filename (G_TEST_BUILT, "..", "data", "demo-model", "demo.mcapy", NULL);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (23);
+  guint32 force[N], ban[N], phrase[4];
+  guint vocab = dcp_backend_get_config (backend)->vocab_size;
+
+  for (guint round = 0; round < 4; round++)
+    {
+      g_autoptr(GArray) prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+      g_autoptr(GArray) plain = NULL;
+
+      for (guint k = 0; k < G_N_ELEMENTS (phrase); k++)
+        phrase[k] = g_rand_int_range (rand, 0, vocab);
+      for (guint k = 0; k < 4; k++)
+        g_array_append_vals (prompt, phrase, G_N_ELEMENTS (phrase));
+      plain = run_alone (backend, (guint32 *) prompt->data, prompt->len, N, vocab);
+      for (guint t = 0; t < N; t++)
+        {
+          force[t] = ban[t] = NONE;
+          if (t < plain->len && t % 5 == 2 + round % 3)
+            ban[t] = g_array_index (plain, guint32, t);
+          else if (t % 11 == 7)
+            force[t] = phrase[t % G_N_ELEMENTS (phrase)];
+        }
+      check_picks (backend, prompt, force, ban, N, 1 + 4 * (round % 2));
+    }
+
+  if (g_file_test (path, G_FILE_TEST_EXISTS))
+    {
+      g_autoptr(GError) error = NULL;
+      DcpModelSource *model = dcp_model_source_open (path, NULL, &error);
+      g_autoptr(DcpTokenizer) tok = NULL;
+      g_autoptr(DcpBackend) b = NULL;
+      DcpTensorSource source;
+
+      g_assert_no_error (error);
+      tok = dcp_tokenizer_new_from_json (dcp_model_source_get_tokenizer (model), &error);
+      g_assert_no_error (error);
+      source = dcp_model_source_get_tensors (model);
+      b = dcp_backend_cpu_new (dcp_model_source_get_config (model), &source, 1, &error);
+      g_assert_no_error (error);
+      dcp_backend_cpu_set_gdn_chunk_size (DCP_BACKEND_CPU (b), 0);
+      for (guint i = 0; i < G_N_ELEMENTS (code); i++)
+        {
+          g_autoptr(GArray) prompt = g_array_new (FALSE, FALSE, sizeof (guint32));
+          g_autoptr(GArray) plain = NULL;
+
+          dcp_tokenizer_encode (tok, code[i], -1, 0, prompt);
+          plain = run_alone (b, (guint32 *) prompt->data, prompt->len, N, G_MAXUINT32);
+          for (guint t = 0; t < N; t++)
+            force[t] = ban[t] = NONE;
+          /* the plain run's token where the ban is the first to change anything */
+          ban[12 + 7 * i] = g_array_index (plain, guint32, 12 + 7 * i);
+          ban[30] = g_array_index (plain, guint32, 30);
+          force[40] = g_array_index (plain, guint32, 3);
+          check_picks (b, prompt, force, ban, N, 4);
+        }
+      g_clear_object (&b);
+      dcp_model_source_free (model);
+    }
 }
 
 /* Seeded sampled requests: the k-th draw of a sequence takes Philox's u at (seed, k) whatever
@@ -634,6 +751,7 @@ main (int argc, char **argv)
   g_test_add_func ("/speculation/choose", test_choose);
   g_test_add_data_func ("/speculation/greedy-identical/ngram", &ngram_case, test_greedy_identical);
   g_test_add_data_func ("/speculation/greedy-identical/mtp", &mtp_case, test_greedy_identical);
+  g_test_add_func ("/speculation/picks-identical", test_picks_identical);
   g_test_add_data_func ("/speculation/sampled-identical/ngram", &ngram_case, test_sampled_identical);
   g_test_add_data_func ("/speculation/sampled-identical/mtp", &mtp_case, test_sampled_identical);
   g_test_add_func ("/speculation/bad-config", test_bad_config);

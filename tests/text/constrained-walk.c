@@ -11,15 +11,17 @@
 #include "dcp-token-matcher.h"
 #include "dcp-tool-call-parser.h"
 
-/* constrained-walk TOKENIZER CASES RUNS SEED: for each case of CASES (a JSON list, see
- * constrained-cases.json) builds its grammar and makes RUNS seeded random walks over the
+/* constrained-walk TOKENIZER CASES RUNS SEED [MAX_TOKENS]: for each case of CASES (a JSON list,
+ * see constrained-cases.json) builds its grammar and makes RUNS seeded random walks over the
  * vocabulary, each token drawn from the matcher's mask as a random-weight model would; prints one
  * JSON line per walk (the text, and the tool calls the engine's parser reads from it), then the
  * mask times. constrained_oracle.py checks the lines against the schemas.
  *
- * A walk draws uniformly among the allowed tokens for its first WANDER steps, then mostly among
- * the allowed tokens that are pieces of closing text ('}', ']', '"', end tags), those that go on
- * with a closing text begun first, so that it ends. */
+ * Without MAX_TOKENS a walk draws uniformly among the allowed tokens for its first WANDER steps,
+ * then mostly among the allowed tokens that are pieces of closing text ('}', ']', '"', end tags),
+ * those that go on with a closing text begun first, so that it ends. With MAX_TOKENS the matcher
+ * has that budget and every draw is uniform: only the budget ends the document (a line with
+ * "refused" where the shortest document does not fit). */
 
 #define WANDER 48
 #define MAX_STEPS 4000
@@ -88,7 +90,7 @@ typedef struct {
 
 static void
 walk (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, JsonObject *c, guint run,
-      GRand *rand, guint32 stop, GArray *closers_ids, Times *times)
+      GRand *rand, guint32 stop, GArray *closers_ids, guint max_tokens, Times *times)
 {
   g_autoptr(DcpTokenMatcher) matcher = dcp_token_matcher_new (grammar, trie, &stop, 1);
   g_autoptr(GArray) ids = g_array_new (FALSE, FALSE, sizeof (guint32));
@@ -100,7 +102,23 @@ walk (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, JsonObje
   g_autofree char *text = NULL, *out = NULL;
   guint n_words = dcp_token_matcher_get_n_words (matcher);
   guint steps;
+  g_autoptr(GError) refused = NULL;
 
+  if (max_tokens > 0 && !dcp_token_matcher_limit (matcher, max_tokens, &refused))
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "case");
+      json_builder_add_string_value (b, json_object_get_string_member (c, "name"));
+      json_builder_set_member_name (b, "run");
+      json_builder_add_int_value (b, run);
+      json_builder_set_member_name (b, "refused");
+      json_builder_add_string_value (b, refused->message);
+      json_builder_end_object (b);
+      line = json_builder_get_root (b);
+      out = json_to_string (line, FALSE);
+      printf ("%s\n", out);
+      return;
+    }
   for (steps = 0; steps < MAX_STEPS && !dcp_token_matcher_is_finished (matcher); steps++)
     {
       gint64 t0 = g_get_monotonic_time (), dt;
@@ -145,7 +163,7 @@ walk (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, JsonObje
           g_array_append_val (closing, id);
         }
       before = closing->len;
-      if (steps >= WANDER && before > 0 && g_rand_int_range (rand, 0, 10) > 0)
+      if (max_tokens == 0 && steps >= WANDER && before > 0 && g_rand_int_range (rand, 0, 10) > 0)
         pick = g_array_index (closing, guint32, g_rand_int_range (rand, 0, before));
       else
         pick = g_array_index (allowed, guint32, g_rand_int_range (rand, 0, allowed->len));
@@ -219,13 +237,13 @@ main (int argc, char **argv)
   g_autoptr(GArray) closers_ids = NULL;
   JsonArray *cases;
   guint32 stop;
-  guint runs;
+  guint runs, max_tokens;
   gint64 t0;
   Times times = { 0 };
 
-  if (argc != 5)
+  if (argc != 5 && argc != 6)
     {
-      fprintf (stderr, "usage: %s TOKENIZER CASES RUNS SEED\n", argv[0]);
+      fprintf (stderr, "usage: %s TOKENIZER CASES RUNS SEED [MAX_TOKENS]\n", argv[0]);
       return 2;
     }
   if ((tokenizer = dcp_tokenizer_new_from_file (argv[1], &error)) == NULL
@@ -244,6 +262,7 @@ main (int argc, char **argv)
   fprintf (stderr, "trie: %u tokens, %u nodes, built in %.1f ms\n", trie->n_tokens, trie->n_nodes,
            (g_get_monotonic_time () - t0) / 1000.0);
   runs = g_ascii_strtoull (argv[3], NULL, 10);
+  max_tokens = argc > 5 ? g_ascii_strtoull (argv[5], NULL, 10) : 0;
   closers_ids = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_array_append_val (closers_ids, stop);
   for (guint32 id = 0; id < trie->vocab_size; id++)
@@ -267,7 +286,7 @@ main (int argc, char **argv)
           return 1;
         }
       for (guint r = 0; r < runs; r++)
-        walk (tokenizer, trie, grammar, c, r, rand, stop, closers_ids, &times);
+        walk (tokenizer, trie, grammar, c, r, rand, stop, closers_ids, max_tokens, &times);
     }
   fprintf (stderr, "masks: %u, mean %.1f us per token; %u computed (> 200 us) at %.0f us mean; max %.1f ms\n",
            times.masks, (double) times.mask_us / MAX (times.masks, 1), times.cold,

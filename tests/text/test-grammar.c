@@ -301,6 +301,194 @@ test_stop_and_refusal (void)
     g_assert_cmpuint (dcp_token_matcher_get_mask (matcher)[w], ==, 0);
 }
 
+/* From states reached by random bytes, the shortest completion is as long as it says and takes
+ * the automaton to where the text may end. */
+static void
+check_completions (DcpGrammar *grammar, guint32 seed)
+{
+  g_autofree guint *min_len = dcp_grammar_min_lengths (grammar);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (seed);
+  g_autoptr(GString) rest = g_string_new (NULL);
+  g_autoptr(GString) text = g_string_new (NULL);
+  DcpGrammarState state, a, b;
+
+  dcp_grammar_state_init (&state);
+  dcp_grammar_state_init (&a);
+  dcp_grammar_state_init (&b);
+  for (guint walk = 0; walk < 40; walk++)
+    {
+      dcp_grammar_state_start (grammar, &state);
+      g_string_truncate (text, 0);
+      for (guint step = 0; step < 120; step++)
+        {
+          guint8 next[256];
+          guint n_next = 0;
+          guint len;
+
+          g_string_truncate (rest, 0);
+          len = dcp_grammar_state_completion (grammar, min_len, &state, rest);
+          if (len != rest->len)
+            g_error ("after \"%s\": %u for \"%s\"", text->str, len, rest->str);
+          dcp_grammar_state_copy (&a, &state);
+          for (guint i = 0; i < rest->len; i++)
+            {
+              dcp_grammar_state_feed (grammar, &a, (guint8) rest->str[i], &b);
+              if (b.n_stacks == 0)
+                g_error ("after \"%s\", completion \"%s\" fails at byte %u", text->str, rest->str,
+                         i);
+              dcp_grammar_state_copy (&a, &b);
+            }
+          if (!dcp_grammar_state_is_complete (grammar, &a))
+            g_error ("after \"%s\", completion \"%s\" leaves it incomplete", text->str, rest->str);
+          /* Bytes the text may go on with; printable ones mostly, and a few others. */
+          for (guint c = 1; c < 256; c++)
+            {
+              if ((c < 0x20 || c >= 0x7f) && g_rand_int_range (rand, 0, 8) > 0)
+                continue;
+              dcp_grammar_state_feed (grammar, &state, c, &b);
+              if (b.n_stacks > 0)
+                next[n_next++] = c;
+            }
+          if (n_next == 0)
+            break;
+          next[0] = next[g_rand_int_range (rand, 0, n_next)];
+          dcp_grammar_state_feed (grammar, &state, next[0], &b);
+          dcp_grammar_state_copy (&state, &b);
+          g_string_append_c (text, next[0]);
+        }
+    }
+  dcp_grammar_state_clear (&state);
+  dcp_grammar_state_clear (&a);
+  dcp_grammar_state_clear (&b);
+}
+
+static void
+test_completions (void)
+{
+  g_autoptr(DcpGrammar) object = schema_grammar (
+      "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
+      "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\"]},\"minItems\":2},"
+      "\"kind\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]},\"ok\":{\"type\":\"boolean\"}},"
+      "\"required\":[\"name\",\"tags\",\"ok\"]}",
+      DCP_GRAMMAR_THINKING_FIRST);
+  g_autoptr(DcpGrammar) tree = schema_grammar (
+      "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+      "\"v\":{\"type\":\"string\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
+      "\"required\":[\"v\",\"kids\"],\"additionalProperties\":false}}}",
+      DCP_GRAMMAR_DEFAULT);
+  g_autoptr(DcpGrammar) any = dcp_grammar_new_json_object (DCP_GRAMMAR_DEFAULT);
+  g_autoptr(JsonNode) tools = json_from_string (
+      "[{\"type\":\"function\",\"function\":{\"name\":\"bash\",\"parameters\":{\"type\":\"object\","
+      "\"properties\":{\"command\":{\"type\":\"string\"},\"timeout\":{\"type\":\"integer\"}},"
+      "\"required\":[\"command\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"ls\"}}]",
+      NULL);
+  g_autoptr(DcpGrammar) xml = dcp_grammar_new_tool_call (
+      json_node_get_array (tools), NULL, DCP_TOOL_CALL_FORM_XML, DCP_GRAMMAR_THINKING_FIRST, NULL);
+  g_autoptr(DcpGrammar) json = dcp_grammar_new_tool_call (
+      json_node_get_array (tools), "bash", DCP_TOOL_CALL_FORM_JSON, DCP_GRAMMAR_DEFAULT, NULL);
+  g_autofree guint *min_len = dcp_grammar_min_lengths (object);
+  g_autoptr(GString) shortest = g_string_new (NULL);
+  DcpGrammarState start;
+
+  check_completions (object, 1);
+  check_completions (tree, 2);
+  check_completions (any, 3);
+  check_completions (xml, 4);
+  check_completions (json, 5);
+  /* From the start: the shortest document, optional members left out. */
+  dcp_grammar_state_init (&start);
+  dcp_grammar_state_start (object, &start);
+  dcp_grammar_state_completion (object, min_len, &start, shortest);
+  g_assert_cmpstr (shortest->str, ==,
+                   "</think>{\"name\":\"\",\"tags\":[\"red\",\"red\"],\"ok\":true}");
+  dcp_grammar_state_clear (&start);
+}
+
+/* Draws uniformly from the masks of a matcher with a budget of max_tokens: the stop token comes
+ * within it, after a whole document. */
+static void
+walk_within (DcpTokenizer *tokenizer, DcpTokenTrie *trie, DcpGrammar *grammar, guint32 stop,
+             guint max_tokens, guint32 seed)
+{
+  g_autoptr(DcpTokenMatcher) matcher = dcp_token_matcher_new (grammar, trie, &stop, 1);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (seed);
+  g_autoptr(GArray) allowed = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  guint n = 0;
+
+  g_assert_true (dcp_token_matcher_limit (matcher, max_tokens, &error));
+  g_assert_no_error (error);
+  while (!dcp_token_matcher_is_finished (matcher))
+    {
+      const guint32 *mask = dcp_token_matcher_get_mask (matcher);
+      guint32 pick;
+      gsize len;
+      const guint8 *bytes;
+
+      g_array_set_size (allowed, 0);
+      for (guint w = 0; w < dcp_token_matcher_get_n_words (matcher); w++)
+        for (guint32 bits = mask[w]; bits != 0; bits &= bits - 1)
+          {
+            guint32 id = w * 32 + __builtin_ctz (bits);
+
+            g_array_append_val (allowed, id);
+          }
+      if (allowed->len == 0)
+        g_error ("budget %u: an empty mask after \"%s\"", max_tokens, text->str);
+      pick = g_array_index (allowed, guint32, g_rand_int_range (rand, 0, allowed->len));
+      g_assert_true (dcp_token_matcher_accept (matcher, pick, &error));
+      if (pick == stop)
+        break;
+      bytes = dcp_tokenizer_get_token_bytes (tokenizer, pick, &len);
+      g_string_append_len (text, (const char *) bytes, len);
+      n++;
+      if (n >= max_tokens)
+        g_error ("budget %u: spent without a stop token, after \"%s\"", max_tokens, text->str);
+    }
+  g_assert_true (accepts (grammar, text->str));
+}
+
+static void
+test_budget (void)
+{
+  g_autoptr(DcpTokenizer) tokenizer = load_tokenizer ();
+  g_autoptr(DcpTokenTrie) trie = dcp_token_trie_new (tokenizer);
+  g_autoptr(DcpGrammar) grammar = schema_grammar (
+      "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+      "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"pet\":{\"type\":\"object\",\"properties\":"
+      "{\"kind\":{\"type\":\"string\"},\"legs\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"legs\"]}},"
+      "\"required\":[\"name\",\"age\"]}",
+      DCP_GRAMMAR_THINKING_FIRST);
+  guint32 stop;
+  guint fits = 0;
+
+  g_assert_true (dcp_tokenizer_token_to_id (tokenizer, "<|im_end|>", &stop));
+  /* The smallest budget that is not refused; the one below it is, naming max_tokens. */
+  for (guint max_tokens = 1; fits == 0 && max_tokens < 64; max_tokens++)
+    {
+      g_autoptr(DcpTokenMatcher) matcher = dcp_token_matcher_new (grammar, trie, &stop, 1);
+      g_autoptr(GError) error = NULL;
+
+      if (dcp_token_matcher_limit (matcher, max_tokens, &error))
+        fits = max_tokens;
+      else
+        {
+          g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+          g_assert_true (g_str_has_prefix (error->message, "max_tokens: "));
+        }
+    }
+  /* </think>{"name":"","age":0} as "</think>", "{\"", "name", "\":\"\",\"", "age", "\":", "0", "}";
+   * the stop token one more */
+  g_assert_cmpuint (fits, ==, 9);
+  for (guint32 seed = 0; seed < 8; seed++)
+    {
+      walk_within (tokenizer, trie, grammar, stop, fits, seed);
+      walk_within (tokenizer, trie, grammar, stop, fits + 3, seed);
+      walk_within (tokenizer, trie, grammar, stop, 40, seed);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -309,6 +497,8 @@ main (int argc, char **argv)
   g_test_add_func ("/grammar/language", test_language);
   g_test_add_func ("/grammar/thinking-and-tools", test_thinking_and_tools);
   g_test_add_func ("/grammar/masks", test_masks);
+  g_test_add_func ("/grammar/completions", test_completions);
+  g_test_add_func ("/grammar/budget", test_budget);
   g_test_add_func ("/grammar/stop-and-refusal", test_stop_and_refusal);
   return g_test_run ();
 }

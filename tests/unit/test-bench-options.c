@@ -60,6 +60,8 @@ test_defaults (void)
   g_assert_false (o.json);
   g_assert_false (o.fp8);
   g_assert_false (o.integrity);
+  g_assert_false (o.yarn);
+  g_assert_null (o.model);
 }
 
 static void
@@ -71,7 +73,7 @@ test_given (void)
   g_assert_true (parse (&o, &error, "--recipe", "medium, BF16", "--layers", "16", "--batches",
                         "1,12", "--contexts", "1k,32K,1M", "--prefill", "none", "--steps", "7",
                         "--chunk", "256", "--mixed", "0", "--max-seconds", "2.5", "--json",
-                        "--activations", "fp8", "--integrity", NULL));
+                        "--activations", "fp8", "--integrity", "--yarn", "--model", "demo.mcapy", NULL));
   g_assert_no_error (error);
   g_assert_cmpuint (o.recipes->len, ==, 2);
   g_assert_cmpint (g_array_index (o.recipes, DcpRecipe, 0), ==, DCP_RECIPE_MEDIUM);
@@ -89,6 +91,8 @@ test_given (void)
   g_assert_true (o.json);
   g_assert_true (o.fp8);
   g_assert_true (o.integrity);
+  g_assert_true (o.yarn);
+  g_assert_cmpstr (o.model, ==, "demo.mcapy");
 }
 
 static void
