@@ -202,7 +202,7 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
   c->speculator = settings->speculator;
-  c->draft_length = settings->draft_length;   /* 0: chosen by confidence */
+  c->draft_length = settings->draft_length; /* 0: chosen by confidence */
 }
 
 gboolean
@@ -290,7 +290,7 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
     return NULL;
   scheduler_config (settings, &plan, &config);
   if (config.speculator == DCP_SPECULATOR_DFLASH)
-    config.speculator = DCP_SPECULATOR_OFF;   /* check_drafter said so */
+    config.speculator = DCP_SPECULATOR_OFF; /* check_drafter said so */
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))

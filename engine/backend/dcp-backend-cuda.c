@@ -392,7 +392,8 @@ copy_hidden (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n,
          dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
                                                 dcp_cuda_forward_hidden (self->forward, out),
                                                 (gsize) n * c->hidden_size * sizeof (float),
-                                                self->stream), "hidden states", error);
+                                                self->stream),
+                         "hidden states", error);
 }
 
 /* The output stage: forward output rows [out, out + n) to item's logits (and hidden) rows from

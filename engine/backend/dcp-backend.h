@@ -138,9 +138,7 @@ struct _DcpBackendClass {
   gboolean     (*has_mtp)            (DcpBackend         *self);
   /* The MTP head's KV keeps its first n_tokens rows (all, where it holds fewer): drafts it
    * chained past the verified ones are dropped. Default: nothing (no MTP head). */
-  void         (*mtp_rewind)         (DcpBackend         *self,
-                                      DcpSeqState        *state,
-                                      guint               n_tokens);
+  void (*mtp_rewind) (DcpBackend *self, DcpSeqState *state, guint n_tokens);
   /* Appends the whole state to out as bytes (for the RAM and disk tiers); a device error says
    * so (out is then as it was). */
   gboolean     (*state_save)         (DcpBackend         *self,
@@ -257,9 +255,7 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
-void         dcp_backend_mtp_rewind         (DcpBackend         *self,
-                                             DcpSeqState        *state,
-                                             guint               n_tokens);
+void dcp_backend_mtp_rewind (DcpBackend *self, DcpSeqState *state, guint n_tokens);
 DcpStepSave *dcp_backend_step_save_new (DcpBackend *self, GError **error);
 void dcp_backend_step_save_free (DcpBackend *self, DcpStepSave *save);
 /* Cuts a verify step back: state, which read n rows in the last step whose item saved into

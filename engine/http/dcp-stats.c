@@ -249,17 +249,20 @@ add_speculation (GString *out, JsonNode *extra)
   g_autoptr(JsonNode) node = extra;
   JsonObject *root = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
   JsonObject *sched = root != NULL && json_object_has_member (root, "scheduler")
-                      ? json_object_get_object_member (root, "scheduler") : NULL;
+                          ? json_object_get_object_member (root, "scheduler")
+                          : NULL;
 
   if (sched == NULL)
     return;
   add_counter (out, "decapybara_verify_steps_total",
-               "Speculative decoding: a conversation's token and drafts verified in one step.", "counter",
+               "Speculative decoding: a conversation's token and drafts verified in one step.",
+               "counter",
                (guint64) json_object_get_int_member_with_default (sched, "verify_steps", 0));
   add_counter (out, "decapybara_drafted_tokens_total", "Draft tokens verified.", "counter",
                (guint64) json_object_get_int_member_with_default (sched, "drafted_tokens", 0));
-  add_counter (out, "decapybara_accepted_tokens_total", "Draft tokens accepted (each saves a step).",
-               "counter", (guint64) json_object_get_int_member_with_default (sched, "accepted_tokens", 0));
+  add_counter (out, "decapybara_accepted_tokens_total",
+               "Draft tokens accepted (each saves a step).", "counter",
+               (guint64) json_object_get_int_member_with_default (sched, "accepted_tokens", 0));
 }
 
 char *

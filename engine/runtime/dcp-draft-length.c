@@ -12,7 +12,7 @@
 
 struct _DcpStepTimes {
   double knee;
-  float us[DCP_STEP_TIMES_ROWS + 1][KEPT];   /* 0: none yet */
+  float us[DCP_STEP_TIMES_ROWS + 1][KEPT]; /* 0: none yet */
   guint8 next[DCP_STEP_TIMES_ROWS + 1];
 };
 
@@ -67,8 +67,9 @@ dcp_step_times_estimate (const DcpStepTimes *self, guint rows)
   g_return_val_if_fail (self != NULL, 1);
   for (guint d = 0; d == 0 || r > d || r + d <= DCP_STEP_TIMES_ROWS; d++)
     {
-      guint near = r > d && measured (self, r - d) > 0 ? r - d
-                 : r + d <= DCP_STEP_TIMES_ROWS && measured (self, r + d) > 0 ? r + d : 0;
+      guint near = r > d && measured (self, r - d) > 0                          ? r - d
+                   : r + d <= DCP_STEP_TIMES_ROWS && measured (self, r + d) > 0 ? r + d
+                                                                                : 0;
 
       if (near > 0)
         return planned (self, MAX (rows, 1)) * measured (self, near) / planned (self, near);
@@ -101,7 +102,8 @@ dcp_draft_length_choose (const DcpStepTimes *times, guint base_rows, guint base_
   double tokens = base_tokens, best;
   guint best_d = 0;
 
-  g_return_if_fail (times != NULL && (n == 0 || (confidence != NULL && n_drafts != NULL && out != NULL)));
+  g_return_if_fail (times != NULL &&
+                    (n == 0 || (confidence != NULL && n_drafts != NULL && out != NULL)));
   for (guint i = 0; i < n; i++)
     {
       double joint = 1;

@@ -63,8 +63,13 @@ plan_feed (DcpDrafter *self, DcpDraftRequest *req, DcpMtpItem *item)
 
       seq->feed[i] = q < req->n_prompt ? req->prompt[q] : req->generated[q - req->n_prompt];
     }
-  *item = (DcpMtpItem) { req->state, seq->feed, seq->hidden, kept,
-                         req->max_drafts > 0 ? DCP_LOGITS_LAST : DCP_LOGITS_NONE, seq->logits, seq->chain };
+  *item = (DcpMtpItem){ req->state,
+                        seq->feed,
+                        seq->hidden,
+                        kept,
+                        req->max_drafts > 0 ? DCP_LOGITS_LAST : DCP_LOGITS_NONE,
+                        seq->logits,
+                        seq->chain };
   seq->mtp_rows += kept;
   seq->next_pos = seq->pos + kept;
   return TRUE;
@@ -114,9 +119,13 @@ dcp_drafter_mtp_propose (DcpDrafter *self, DcpDraftRequest *reqs, guint n_reqs, 
           if (req->n_drafts == req->max_drafts)
             continue;
           /* the next row: this draft, after the MTP's output of the row that drafted it */
-          items[still] = (DcpMtpItem) { req->state, &req->drafts[req->n_drafts - 1],
-                                        seq->chain + (gsize) (step % 2) * self->hidden_size, 1,
-                                        DCP_LOGITS_LAST, seq->logits, out };
+          items[still] = (DcpMtpItem){ req->state,
+                                       &req->drafts[req->n_drafts - 1],
+                                       seq->chain + (gsize) (step % 2) * self->hidden_size,
+                                       1,
+                                       DCP_LOGITS_LAST,
+                                       seq->logits,
+                                       out };
           which[still] = which[a];
           joint[still++] = joint[a];
         }

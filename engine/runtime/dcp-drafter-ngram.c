@@ -67,7 +67,7 @@ table_put (NgramTable *t, const guint32 *tokens, guint len, guint at)
   slot = slot_of (t, tokens, len, at);
   if (*slot == 0)
     t->used++;
-  *slot = at + 1;   /* the latest occurrence wins */
+  *slot = at + 1; /* the latest occurrence wins */
 }
 
 void

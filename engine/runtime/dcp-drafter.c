@@ -21,7 +21,8 @@ dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, float min_confidence, 
         {
           g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                        "--speculator mtp: the model has no MTP head (no mtp.* tensors), or the %s "
-                       "backend does not run it; use --speculator ngram", dcp_backend_get_name (backend));
+                       "backend does not run it; use --speculator ngram",
+                       dcp_backend_get_name (backend));
           return NULL;
         }
       break;
@@ -30,7 +31,8 @@ dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, float min_confidence, 
                            "--speculator dflash: the DFlash block drafter is not built yet");
       return NULL;
     default:
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "no drafter for speculator %u", kind);
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "no drafter for speculator %u",
+                   kind);
       return NULL;
     }
   self = g_new0 (DcpDrafter, 1);
@@ -97,7 +99,7 @@ dcp_drafter_note_read (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows
       seq->logits = g_new (float, self->vocab);
       seq->chain = g_new (float, 2 * (gsize) self->hidden_size);
     }
-  *logits_row = seq->logits;   /* free until the next propose drafts into it */
+  *logits_row = seq->logits; /* free until the next propose drafts into it */
   if (seq->hidden_cap < need)
     {
       g_free (seq->hidden);

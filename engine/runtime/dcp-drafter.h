@@ -26,23 +26,21 @@ typedef struct {
   guint n_prompt;
   const guint32 *generated;
   guint n_generated;
-  guint n_read;             /* tokens in the state: the conversation but its last token */
-  guint max_drafts;         /* 0: no drafts this step (the drafter only keeps up) */
-  guint32 *drafts;          /* out: max_drafts */
-  float *confidence;        /* out: max_drafts */
-  guint n_drafts;           /* out */
+  guint n_read;      /* tokens in the state: the conversation but its last token */
+  guint max_drafts;  /* 0: no drafts this step (the drafter only keeps up) */
+  guint32 *drafts;   /* out: max_drafts */
+  float *confidence; /* out: max_drafts */
+  guint n_drafts;    /* out */
 } DcpDraftRequest;
 
 /* NOT_SUPPORTED for dflash and for mtp where the backend or model has no MTP head (named);
  * INVALID_ARGUMENT for off. min_confidence: a chain stops once its drafts' joint confidence
  * falls below it (0: only max_drafts stops it). */
-DcpDrafter  *dcp_drafter_new          (DcpSpeculator     kind,
-                                       DcpBackend       *backend,
-                                       float             min_confidence,
-                                       GError          **error);
-void         dcp_drafter_free         (DcpDrafter       *self);
-DcpDraftSeq *dcp_drafter_seq_new      (DcpDrafter       *self);
-void         dcp_draft_seq_free       (DcpDraftSeq      *seq);
+DcpDrafter *dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, float min_confidence,
+                             GError **error);
+void dcp_drafter_free (DcpDrafter *self);
+DcpDraftSeq *dcp_drafter_seq_new (DcpDrafter *self);
+void dcp_draft_seq_free (DcpDraftSeq *seq);
 /* An item the sequence's state reads this step: where the main model's final-normed hidden
  * rows of the item's last `rows` positions go (rows x hidden_size floats, kept by seq), or NULL
  * where the drafter takes none. pos is the first of those positions, n_drafts the drafts the
@@ -50,17 +48,11 @@ void         dcp_draft_seq_free       (DcpDraftSeq      *seq);
  * stayed. The caller asks the forward for those rows (DcpBatchItem.hidden); *logits_row is
  * where a logits row may go when the item asks for none (the forward writes hidden rows only
  * beside logits rows). */
-float       *dcp_drafter_note_read    (DcpDrafter       *self,
-                                       DcpDraftSeq      *seq,
-                                       guint             pos,
-                                       guint             rows,
-                                       guint             n_drafts,
-                                       float           **logits_row);
+float *dcp_drafter_note_read (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows,
+                              guint n_drafts, float **logits_row);
 /* Drafts for every request at once (one batched MTP pass per draft position). An error (the
  * backend's MTP pass failed) leaves every request without drafts. */
-gboolean     dcp_drafter_propose      (DcpDrafter       *self,
-                                       DcpDraftRequest  *reqs,
-                                       guint             n_reqs,
-                                       GError          **error);
+gboolean dcp_drafter_propose (DcpDrafter *self, DcpDraftRequest *reqs, guint n_reqs,
+                              GError **error);
 
 G_END_DECLS

@@ -45,12 +45,12 @@ G_STATIC_ASSERT (1 + DCP_DRAFT_MAX <= DCP_STEP_SAVE_ROWS);
 
 struct _DcpSpeculation {
   DcpSpeculator kind;
-  guint draft_length;        /* 0: chosen by confidence each step */
+  guint draft_length; /* 0: chosen by confidence each step */
   DcpDrafter *drafter;
-  DcpStepTimes *times;       /* draft_length 0 */
-  GArray *reqs;              /* DcpDraftRequest, this step's */
-  GPtrArray *seqs;           /* Seq, the requests' */
-  float *confidence;         /* DCP_DRAFT_MAX per request */
+  DcpStepTimes *times; /* draft_length 0 */
+  GArray *reqs;        /* DcpDraftRequest, this step's */
+  GPtrArray *seqs;     /* Seq, the requests' */
+  float *confidence;   /* DCP_DRAFT_MAX per request */
   gsize confidence_cap;
   gboolean warned;           /* the drafter failed once (said once) */
   guint since_explore;       /* draft_length 0: steps since one verified every proposal */
@@ -72,7 +72,8 @@ dcp_speculation_new (DcpScheduler *sched, GError **error)
   if (sched->config.draft_length > DCP_DRAFT_MAX)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "scheduler: draft_length %u is outside 0..%u", sched->config.draft_length, DCP_DRAFT_MAX);
+                   "scheduler: draft_length %u is outside 0..%u", sched->config.draft_length,
+                   DCP_DRAFT_MAX);
       return NULL;
     }
   drafter = dcp_drafter_new (kind, sched->backend,
@@ -84,8 +85,8 @@ dcp_speculation_new (DcpScheduler *sched, GError **error)
   self->draft_length = sched->config.draft_length;
   self->drafter = drafter;
   if (self->draft_length == 0)
-    self->times = dcp_step_times_new (g_strcmp0 (dcp_backend_get_name (sched->backend), "cpu") == 0
-                                      ? KNEE_CPU : KNEE_CUDA);
+    self->times = dcp_step_times_new (
+        g_strcmp0 (dcp_backend_get_name (sched->backend), "cpu") == 0 ? KNEE_CPU : KNEE_CUDA);
   self->reqs = g_array_new (FALSE, TRUE, sizeof (DcpDraftRequest));
   self->seqs = g_ptr_array_new ();
   self->idle = g_ptr_array_new ();

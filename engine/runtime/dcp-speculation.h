@@ -31,14 +31,10 @@ void            dcp_speculation_propose      (DcpScheduler     *sched);
 /* After the item of s is planned (by dcp_speculation_plan or as a one-token step, or s's
  * prompt's last chunk): the drafter learns which positions it reads and may ask for their
  * hidden rows (item->hidden, a logits row where it asked for none). */
-void            dcp_speculation_note_item    (DcpScheduler     *sched,
-                                              Seq              *s,
-                                              DcpBatchItem     *item);
+void dcp_speculation_note_item (DcpScheduler *sched, Seq *s, DcpBatchItem *item);
 /* A step of rows rows (every item's tokens) took us microseconds: the table draft lengths are
  * chosen by (--draft-length 0). */
-void            dcp_speculation_record_step  (DcpScheduler     *sched,
-                                              guint             rows,
-                                              gint64            us);
+void dcp_speculation_record_step (DcpScheduler *sched, guint rows, gint64 us);
 /* Instead of the usual one-token item: TRUE when item now reads s's next_token and drafts
  * (*n_tokens of them) and saves into a step save; FALSE (s decodes one token as usual) when s
  * has no drafts or no state block is free for a save. index is the item's place in the batch. */

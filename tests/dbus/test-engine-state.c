@@ -261,7 +261,8 @@ static void
 test_acceptance_length (void)
 {
   g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
-  DcpRequestQueue *queue = dcp_request_queue_new (dcp_engine_state_watch_executor (state, dcp_executor_scripted_new ()));
+  DcpRequestQueue *queue =
+      dcp_request_queue_new (dcp_engine_state_watch_executor (state, dcp_executor_scripted_new ()));
   guint calls = 0;
   double length = -1;
   gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;

@@ -503,19 +503,20 @@ test_rewind (gconstpointer data)
   H = m.config->hidden_size;
   gpu = dcp_backend_cuda_new (m.config, &m.source, 4096, &error);
   g_assert_no_error (error);
-  logits = g_new (float, (gsize) N * V);
-  hidden = g_new (float, (gsize) N * H);
+  logits = g_new (float, (gsize) N *V);
+  hidden = g_new (float, (gsize) N *H);
   first = g_new (float, (gsize) (N - 1) * V);
   again = g_new (float, (gsize) (N - 1 - KEEP) * V);
   cuda_test_random_prompt (77, V, ids, N);
   s = dcp_backend_state_new (gpu, &error);
   g_assert_no_error (error);
   forward_hidden (gpu, s, ids, N, logits, hidden);
-  item = (DcpMtpItem) { s, ids + 1, hidden, N - 1, DCP_LOGITS_ALL, first, NULL };
+  item = (DcpMtpItem){ s, ids + 1, hidden, N - 1, DCP_LOGITS_ALL, first, NULL };
   mtp (gpu, &item, 1);
   dcp_backend_mtp_rewind (gpu, s, KEEP);
-  item = (DcpMtpItem) { s, ids + 1 + KEEP, hidden + (gsize) KEEP * H, N - 1 - KEEP,
-                        DCP_LOGITS_ALL, again, NULL };
+  item = (DcpMtpItem){
+    s, ids + 1 + KEEP, hidden + (gsize) KEEP * H, N - 1 - KEEP, DCP_LOGITS_ALL, again, NULL
+  };
   mtp (gpu, &item, 1);
   same_as_before (again, first + (gsize) KEEP * V, (gsize) (N - 1 - KEEP) * V, "rewound rows");
   dcp_backend_state_free (gpu, s);

@@ -158,15 +158,24 @@ row_hidden (const Case *c, gboolean prefill)
   g_assert_no_error (error);
   cuda_test_forward (gpu, a, ids, PROMPT, DCP_LOGITS_NONE, NULL);
   cuda_test_forward (gpu, b, ids, PROMPT, DCP_LOGITS_NONE, NULL);
-  verify = (DcpBatchItem){ .state = a, .tokens = ids + PROMPT, .n_tokens = 1 + K,
-                           .hidden = got, .sampler = sampler, .row_tokens = rows };
-  all = (DcpBatchItem){ .state = b, .tokens = ids + PROMPT, .n_tokens = 1 + K,
-                        .logits_mode = DCP_LOGITS_ALL, .logits = logits, .hidden = want };
+  verify = (DcpBatchItem){ .state = a,
+                           .tokens = ids + PROMPT,
+                           .n_tokens = 1 + K,
+                           .hidden = got,
+                           .sampler = sampler,
+                           .row_tokens = rows };
+  all = (DcpBatchItem){ .state = b,
+                        .tokens = ids + PROMPT,
+                        .n_tokens = 1 + K,
+                        .logits_mode = DCP_LOGITS_ALL,
+                        .logits = logits,
+                        .hidden = want };
   g_assert_true (dcp_backend_forward (gpu, &verify, 1, &error));
   g_assert_true (dcp_backend_forward (gpu, &all, 1, &error));
   g_assert_no_error (error);
   for (guint j = 0; j <= K; j++)
-    g_assert_cmpfloat (cuda_test_rel_error (got + (gsize) j * H, want + (gsize) j * H, H), <=, 1e-5);
+    g_assert_cmpfloat (cuda_test_rel_error (got + (gsize) j * H, want + (gsize) j * H, H), <=,
+                       1e-5);
   dcp_backend_state_free (gpu, a);
   dcp_backend_state_free (gpu, b);
   dcp_backend_sampler_free (gpu, sampler);

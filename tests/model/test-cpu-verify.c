@@ -122,10 +122,12 @@ test_row_draws (gconstpointer data)
   DcpSeqState *s = dcp_backend_state_new (b, NULL), *one = dcp_backend_state_new (b, NULL);
   DcpSeqSampler *vs = sampler_new (b, temperature, ids, PROMPT);
   DcpSeqSampler *os = sampler_new (b, temperature, ids, PROMPT);
-  DcpBatchItem item = {
-    .state = s, .tokens = verify, .n_tokens = 1 + K, .sampler = vs, .row_tokens = rows,
-    .hidden = hidden
-  };
+  DcpBatchItem item = { .state = s,
+                        .tokens = verify,
+                        .n_tokens = 1 + K,
+                        .sampler = vs,
+                        .row_tokens = rows,
+                        .hidden = hidden };
   guint64 draws = dcp_sampler_peek_draw (dcp_seq_sampler_get_host (vs));
 
   dcp_backend_cpu_set_gdn_chunk_size (DCP_BACKEND_CPU (b), 0);
@@ -138,8 +140,9 @@ test_row_draws (gconstpointer data)
   g_assert_cmpuint (dcp_sampler_peek_draw (dcp_seq_sampler_get_host (vs)), ==, draws);
   for (guint j = 0; j <= K; j++)
     {
-      DcpBatchItem step = { .state = one, .tokens = &verify[j], .n_tokens = 1, .sampler = os,
-                            .hidden = h1 };
+      DcpBatchItem step = {
+        .state = one, .tokens = &verify[j], .n_tokens = 1, .sampler = os, .hidden = h1
+      };
 
       run (b, &step);
       g_assert_cmpuint (rows[j], ==, step.token);

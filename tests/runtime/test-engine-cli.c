@@ -250,7 +250,8 @@ test_rope_scaling (void)
 static void
 test_speculator (void)
 {
-  g_autofree char *log = run_listening ((const char *const[]) { "--speculator", "mtp", "--draft-length", "0", NULL });
+  g_autofree char *log =
+      run_listening ((const char *const[]){ "--speculator", "mtp", "--draft-length", "0", NULL });
 
   g_assert_null (strstr (log, "speculation is off"));
   g_assert_null (strstr (log, "WARNING"));

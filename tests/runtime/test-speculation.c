@@ -51,7 +51,7 @@ test_ngram (void)
   /* grown in three steps, as a conversation is */
   seq = dcp_drafter_seq_new (d);
   g_assert_cmpuint (ngram (d, seq, text, 5, 8, out), ==, 0);
-  g_assert_cmpuint (ngram (d, seq, text, 8, 8, out), ==, 5);    /* "2 3": 4 5 9 2 3 */
+  g_assert_cmpuint (ngram (d, seq, text, 8, 8, out), ==, 5); /* "2 3": 4 5 9 2 3 */
   g_assert_cmpuint (out[0], ==, 4);
   g_assert_cmpuint (out[2], ==, 9);
   /* "2 3 4" ends the text; its latest earlier occurrence is followed by 7 8 2 3 4 */
@@ -83,7 +83,9 @@ test_ngram (void)
 static void
 test_choose (void)
 {
-  static const float sure[DCP_DRAFT_MAX] = { 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f };
+  static const float sure[DCP_DRAFT_MAX] = {
+    0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f, 0.95f
+  };
   static const float doubtful[DCP_DRAFT_MAX] = { 0.9f, 0.3f, 0.3f, 0.3f };
   const float *conf[12];
   guint n_drafts[12], out[12];
@@ -126,7 +128,8 @@ test_choose (void)
   g_assert_cmpuint (out[1], ==, 1);
   /* a measurement moves the estimate of rows not measured by its ratio to the plan */
   dcp_step_times_record (flat, 10, 2000);
-  g_assert_cmpfloat_with_epsilon (dcp_step_times_estimate (flat, 11), 2000 * (1 + 10 / 32.0) / (1 + 9 / 32.0), 1e-6);
+  g_assert_cmpfloat_with_epsilon (dcp_step_times_estimate (flat, 11),
+                                  2000 * (1 + 10 / 32.0) / (1 + 9 / 32.0), 1e-6);
   /* one slow step (the machine busy with something else) is forgotten by the next fast one */
   dcp_step_times_record (flat, 2, 44000);
   g_assert_cmpfloat (dcp_step_times_estimate (flat, 2), ==, 44000);
@@ -139,7 +142,7 @@ test_choose (void)
 
 /* ---- the scheduler with a speculator ---- */
 
-static DcpBackend *tiny;   /* with an MTP head */
+static DcpBackend *tiny; /* with an MTP head */
 
 static guint
 argmax (const float *x, guint n)
@@ -184,7 +187,7 @@ typedef struct {
   GArray *prompt, *tokens;
   guint max_tokens;
   guint32 stop;
-  double temperature;        /* 0: greedy */
+  double temperature; /* 0: greedy */
   guint64 seed;
   gboolean done;
   DcpSeqFinishReason reason;
@@ -369,7 +372,7 @@ make_request (DcpBackend *b, GRand *rand)
   g_array_append_vals (r->prompt, cont->data, cont->len);
   g_array_append_vals (r->prompt, first->data, first->len);
   r->max_tokens = 5 + g_rand_int_range (rand, 0, 40);
-  r->stop = n_vocab;   /* none */
+  r->stop = n_vocab; /* none */
   return r;
 }
 
@@ -398,12 +401,14 @@ test_greedy_identical (gconstpointer data)
           {
             Request *r = make_request (b, rand);
 
-            refs[i] = run_alone (b, (guint32 *) r->prompt->data, r->prompt->len, r->max_tokens, r->stop);
+            refs[i] =
+                run_alone (b, (guint32 *) r->prompt->data, r->prompt->len, r->max_tokens, r->stop);
             if ((round + i) % 2 == 1 && refs[i]->len > 6)
               {
                 r->stop = g_array_index (refs[i], guint32, 3 + g_rand_int_range (rand, 0, refs[i]->len - 3));
                 g_array_unref (refs[i]);
-                refs[i] = run_alone (b, (guint32 *) r->prompt->data, r->prompt->len, r->max_tokens, r->stop);
+                refs[i] = run_alone (b, (guint32 *) r->prompt->data, r->prompt->len, r->max_tokens,
+                                     r->stop);
               }
             reqs[i] = r;
           }
@@ -424,9 +429,10 @@ test_greedy_identical (gconstpointer data)
         accepted += st.accepted_tokens;
         replays += st.replays;
       }
-  g_test_message ("%s: %" G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT " accepted, %"
-                  G_GUINT64_FORMAT " replays", c->speculator == DCP_SPECULATOR_MTP ? "mtp" : "ngram",
-                  drafted, accepted, replays);
+  g_test_message ("%s: %" G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT
+                  " accepted, %" G_GUINT64_FORMAT " replays",
+                  c->speculator == DCP_SPECULATOR_MTP ? "mtp" : "ngram", drafted, accepted,
+                  replays);
   /* both paths were taken: drafts accepted, drafts rejected and undone (the tiny model's
    * random MTP head drafts nothing the model agrees with: its accepted drafts are the demo
    * model's, below) */
@@ -570,8 +576,8 @@ test_sampled_identical (gconstpointer data)
         {
           g_assert_true (reqs[i]->done && refs[i]->done);
           g_assert_cmpuint (reqs[i]->tokens->len, ==, refs[i]->tokens->len);
-          g_assert_cmpmem (reqs[i]->tokens->data, reqs[i]->tokens->len * 4,
-                           refs[i]->tokens->data, refs[i]->tokens->len * 4);
+          g_assert_cmpmem (reqs[i]->tokens->data, reqs[i]->tokens->len * 4, refs[i]->tokens->data,
+                           refs[i]->tokens->len * 4);
           request_free (reqs[i]);
           request_free (refs[i]);
         }
@@ -650,7 +656,8 @@ test_demo_acceptance (void)
 
       dcp_tokenizer_encode (tok, prompts[i], -1, 0, prompt);
       refs[i] = run_alone (b, (guint32 *) prompt->data, prompt->len, 96, G_MAXUINT32);
-      g_array_prepend_vals (refs[i], &prompt->len, 1);   /* [0]: the prompt's length, then the output */
+      g_array_prepend_vals (refs[i], &prompt->len,
+                            1); /* [0]: the prompt's length, then the output */
       g_array_insert_vals (refs[i], 1, prompt->data, prompt->len);
     }
   for (guint k = 0; k < G_N_ELEMENTS (speculators); k++)
@@ -679,16 +686,19 @@ test_demo_acceptance (void)
             guint n_prompt = g_array_index (refs[i], guint32, 0);
 
             g_assert_cmpmem (reqs[i]->tokens->data, reqs[i]->tokens->len * 4,
-                             &g_array_index (refs[i], guint32, 1 + n_prompt), (refs[i]->len - 1 - n_prompt) * 4);
+                             &g_array_index (refs[i], guint32, 1 + n_prompt),
+                             (refs[i]->len - 1 - n_prompt) * 4);
             request_free (reqs[i]);
           }
         g_assert_cmpuint (st.verify_steps, >, 0);
-        g_test_message ("demo model, %s, draft length %u%s: %" G_GUINT64_FORMAT " verify steps, %"
-                        G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT " accepted: %.2f tokens per "
+        g_test_message ("demo model, %s, draft length %u%s: %" G_GUINT64_FORMAT
+                        " verify steps, %" G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT
+                        " accepted: %.2f tokens per "
                         "verify step (%.1f%% of drafts accepted); %.2f s",
                         speculators[k] == DCP_SPECULATOR_MTP ? "mtp" : "ngram", lengths[l],
-                        lengths[l] == 0 ? " (by confidence)" : "", st.verify_steps, st.drafted_tokens,
-                        st.accepted_tokens, 1.0 + (double) st.accepted_tokens / st.verify_steps,
+                        lengths[l] == 0 ? " (by confidence)" : "", st.verify_steps,
+                        st.drafted_tokens, st.accepted_tokens,
+                        1.0 + (double) st.accepted_tokens / st.verify_steps,
                         100.0 * st.accepted_tokens / MAX (st.drafted_tokens, 1), took / 1e6);
       }
   /* sampled (temperature 0.7, seeded): the same tokens with each drafter as without */
@@ -716,17 +726,18 @@ test_demo_acceptance (void)
           if (k == 0)
             sampled[i] = g_array_ref (reqs[i]->tokens);
           else
-            g_assert_cmpmem (reqs[i]->tokens->data, reqs[i]->tokens->len * 4,
-                             sampled[i]->data, sampled[i]->len * 4);
+            g_assert_cmpmem (reqs[i]->tokens->data, reqs[i]->tokens->len * 4, sampled[i]->data,
+                             sampled[i]->len * 4);
           request_free (reqs[i]);
         }
       if (k > 0)
         {
           g_assert_cmpuint (st.accepted_tokens, >, 0);
-          g_test_message ("demo model, sampled, %s: %.2f tokens per verify step (%.1f%% of drafts accepted)",
-                          speculators[k - 1] == DCP_SPECULATOR_MTP ? "mtp" : "ngram",
-                          1.0 + (double) st.accepted_tokens / st.verify_steps,
-                          100.0 * st.accepted_tokens / MAX (st.drafted_tokens, 1));
+          g_test_message (
+              "demo model, sampled, %s: %.2f tokens per verify step (%.1f%% of drafts accepted)",
+              speculators[k - 1] == DCP_SPECULATOR_MTP ? "mtp" : "ngram",
+              1.0 + (double) st.accepted_tokens / st.verify_steps,
+              100.0 * st.accepted_tokens / MAX (st.drafted_tokens, 1));
         }
     }
   for (guint i = 0; i < G_N_ELEMENTS (prompts); i++)
@@ -752,7 +763,8 @@ main (int argc, char **argv)
   g_test_add_data_func ("/speculation/greedy-identical/ngram", &ngram_case, test_greedy_identical);
   g_test_add_data_func ("/speculation/greedy-identical/mtp", &mtp_case, test_greedy_identical);
   g_test_add_func ("/speculation/picks-identical", test_picks_identical);
-  g_test_add_data_func ("/speculation/sampled-identical/ngram", &ngram_case, test_sampled_identical);
+  g_test_add_data_func ("/speculation/sampled-identical/ngram", &ngram_case,
+                        test_sampled_identical);
   g_test_add_data_func ("/speculation/sampled-identical/mtp", &mtp_case, test_sampled_identical);
   g_test_add_func ("/speculation/bad-config", test_bad_config);
   g_test_add_func ("/speculation/demo-acceptance", test_demo_acceptance);
