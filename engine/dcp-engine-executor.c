@@ -57,6 +57,15 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
   g_autofree char *text = NULL;
 
   dcp_model_source_get_plan_model (model, &plan_model);
+  if (settings->speculator == DCP_SPECULATOR_MTP &&
+      (plan_model.config.mtp_n_layers == 0 || plan_model.mtp_bytes == 0))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                   "--speculator mtp: the model %s has no MTP head (no mtp.* tensors); use "
+                   "--speculator ngram, or convert the checkpoint with its mtp.* tensors",
+                   dcp_model_source_get_path (model));
+      return FALSE;
+    }
   /* The backend's storage is in dcp_settings_to_plan, which the launcher's costs use too. */
   dcp_settings_to_plan (settings, &plan_settings);
   if (cpu)
@@ -147,7 +156,8 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
 
 /* --drafter FILE with --speculator dflash: the file must be a drafter that fits the model and a
  * backend that runs it (dcp_drafter_model_open says which field differs). The scheduler does not
- * run the drafter yet, so after the check speculation is off, with a warning. */
+ * run the drafter yet, so after the check speculation is off (dcp_engine_executor_open), with a
+ * warning. */
 static gboolean
 check_drafter (DcpBackend *backend, const char *path, GError **error)
 {
@@ -168,20 +178,6 @@ check_drafter (DcpBackend *backend, const char *path, GError **error)
   g_warning ("--speculator dflash: the drafter fits the model, but the scheduler does not run it "
              "yet; speculation is off");
   return TRUE;
-}
-
-/* The speculator that runs: mtp falls back to off, with a warning: the scheduler has no MTP
- * drafter yet (and the CUDA backend does not run the MTP head); dflash too (check_drafter). */
-static DcpSpeculator
-effective_speculator (const DcpSettings *settings)
-{
-  if (settings->speculator == DCP_SPECULATOR_DFLASH)
-    return DCP_SPECULATOR_OFF;
-  if (settings->speculator != DCP_SPECULATOR_MTP)
-    return settings->speculator;
-  g_warning ("--speculator mtp: the MTP drafter is not built yet; speculation is off "
-             "(--speculator ngram drafts from the conversation)");
-  return DCP_SPECULATOR_OFF;
 }
 
 /* Without --speculator mtp the backend does not load the MTP head: the memory plan counts its
@@ -207,7 +203,7 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->kv_pages = (guint) MAX (plan->pool_tokens / DCP_PAGE_TOKENS, settings->conversations);
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
   c->speculator = settings->speculator;
-  c->draft_length = settings->draft_length > 0 ? settings->draft_length : DCP_DRAFT_DEFAULT;
+  c->draft_length = settings->draft_length; /* 0: chosen by confidence */
 }
 
 gboolean
@@ -251,7 +247,6 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
   DcpExecutor *batch;
-  DcpSettings effective;   /* a shallow copy: the speculator that runs */
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
   if (!dcp_engine_executor_check (cli, error))
@@ -264,9 +259,6 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (progress != NULL)
     progress (0.1, user_data);
   backend_name = dcp_settings_get (settings, "backend");
-  effective = *settings;
-  effective.speculator = effective_speculator (settings);
-  settings = &effective;
   if (!plan_memory (model, settings, backend_name, &plan, error))
     return NULL;
   capacity->memory_bytes = plan.vram_total;
@@ -299,6 +291,8 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (executor == NULL)
     return NULL;
   scheduler_config (settings, &plan, &config);
+  if (config.speculator == DCP_SPECULATOR_DFLASH)
+    config.speculator = DCP_SPECULATOR_OFF; /* check_drafter said so */
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))

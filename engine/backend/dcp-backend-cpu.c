@@ -588,6 +588,13 @@ cpu_mtp_forward (DcpBackend *backend, DcpMtpItem *items, guint n_items, GError *
   return TRUE;
 }
 
+/* Rows past n_tokens are overwritten by the next ones appended. */
+static void
+cpu_mtp_rewind (DcpBackend *backend, DcpSeqState *state, guint n_tokens)
+{
+  state->mtp_kv.n_tokens = MIN (state->mtp_kv.n_tokens, n_tokens);
+}
+
 static void
 dcp_backend_cpu_finalize (GObject *object)
 {
@@ -645,6 +652,7 @@ dcp_backend_cpu_class_init (DcpBackendCpuClass *klass)
   backend_class->has_mtp = cpu_has_mtp;
   backend_class->takes_embeddings = cpu_takes_embeddings;
   backend_class->mtp_forward = cpu_mtp_forward;
+  backend_class->mtp_rewind = cpu_mtp_rewind;
   backend_class->state_save = cpu_state_save;
   backend_class->state_load = cpu_state_load;
   backend_class->step_save_new = cpu_step_save_new;

@@ -380,6 +380,22 @@ cuda_state_get_bytes (DcpBackend *backend, const DcpSeqState *s)
          dcpk_kv_page_bytes (&self->kv_layout) / DCPK_KV_PAGE_TOKENS;
 }
 
+/* Forward output rows [out, out + n) to item's hidden rows from `at` on, on the stream (none
+ * asked: nothing). */
+static gboolean
+copy_hidden (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n, guint at,
+             GError **error)
+{
+  const DcpModelConfig *c = &self->weights->config;
+
+  return item->hidden == NULL ||
+         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
+                                                dcp_cuda_forward_hidden (self->forward, out),
+                                                (gsize) n * c->hidden_size * sizeof (float),
+                                                self->stream),
+                         "hidden states", error);
+}
+
 /* The output stage: forward output rows [out, out + n) to item's logits (and hidden) rows from
  * `at` on, on the stream. */
 static gboolean
@@ -393,11 +409,10 @@ copy_outputs (DcpBackendCuda *self, const DcpBatchItem *item, guint out, guint n
                                               (gsize) n * c->vocab_size * sizeof (float),
                                               self->stream), "logits", error))
     return FALSE;
-  return item->hidden == NULL ||
-         dcp_cuda_check (dcpk_memcpy_d2h_async (item->hidden + (gsize) at * c->hidden_size,
-                                                dcp_cuda_forward_hidden (self->forward, out),
-                                                (gsize) n * c->hidden_size * sizeof (float),
-                                                self->stream), "hidden states", error);
+  /* a verify item's hidden rows are all its rows, copied with its row draws */
+  if (item->row_tokens != NULL && item->logits_mode != DCP_LOGITS_ALL)
+    return TRUE;
+  return copy_hidden (self, item, out, n, at, error);
 }
 
 /* Queues the draws of output rows [0, n) (draws[j]: who draws from row j), after the raw rows
@@ -450,6 +465,10 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
       if ((item->logits_mode == DCP_LOGITS_ALL ||
            (item->logits_mode == DCP_LOGITS_LAST && last)) &&
           !copy_outputs (self, item, j, 1, item->logits_mode == DCP_LOGITS_ALL ? r : 0, error))
+        return FALSE;
+      /* a verify item's hidden rows come with its row draws (dcp-backend.h) */
+      if (item->row_tokens != NULL && item->logits_mode != DCP_LOGITS_ALL &&
+          !copy_hidden (self, item, j, 1, r, error))
         return FALSE;
     }
   if (!draw (self, draws, n, n_draws, error) ||
@@ -597,6 +616,10 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
           if (rows_out > 0 && item->logits_mode == DCP_LOGITS_ALL &&
               !copy_outputs (self, item, outs, rows_out, done[owner[q]], error))
             return FALSE;
+          /* a verify item's hidden rows come with its row draws (dcp-backend.h) */
+          if (rows_out > 0 && item->row_tokens != NULL && item->logits_mode != DCP_LOGITS_ALL &&
+              !copy_hidden (self, item, outs, rows_out, done[owner[q]], error))
+            return FALSE;
           /* the last row only (a verify item's rows are outputs, drawn below) */
           if (rows_out > 0 && ends && item->logits_mode == DCP_LOGITS_LAST &&
               !copy_outputs (self, item, outs + rows_out - 1, 1, 0, error))
@@ -662,6 +685,13 @@ static gboolean
 cuda_has_mtp (DcpBackend *backend)
 {
   return DCP_BACKEND_CUDA (backend)->weights->has_mtp;
+}
+
+/* The MTP rows past n_tokens are dropped: a later row is written over them (as on the CPU). */
+static void
+cuda_mtp_rewind (DcpBackend *backend, DcpSeqState *state, guint n_tokens)
+{
+  state->mtp.n_tokens = MIN (state->mtp.n_tokens, n_tokens);
 }
 
 /* The MTP head (dcp-cuda-mtp.c), on the same stream after the forwards before it. */
@@ -754,6 +784,7 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->forward = cuda_forward;
   backend_class->has_mtp = cuda_has_mtp;
   backend_class->mtp_forward = cuda_mtp_forward;
+  backend_class->mtp_rewind = cuda_mtp_rewind;
   backend_class->state_save = cuda_state_save;
   backend_class->state_load = cuda_state_load;
   backend_class->kv_pool_new = cuda_kv_pool_new;

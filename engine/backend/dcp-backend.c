@@ -35,6 +35,11 @@ default_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GError 
   return FALSE;
 }
 
+static void
+default_mtp_rewind (DcpBackend *self, DcpSeqState *state, guint n_tokens)
+{
+}
+
 static DcpKvPool *
 default_kv_pool_new (DcpBackend *self, guint n_pages, guint page_tokens, GError **error)
 {
@@ -50,6 +55,7 @@ dcp_backend_class_init (DcpBackendClass *klass)
   klass->kv_pool_new = default_kv_pool_new;
   klass->has_mtp = default_has_mtp;
   klass->mtp_forward = default_mtp_forward;
+  klass->mtp_rewind = default_mtp_rewind;
 }
 
 static void
@@ -320,6 +326,13 @@ dcp_backend_mtp_forward (DcpBackend *self, DcpMtpItem *items, guint n_items, GEr
         return FALSE;
     }
   return DCP_BACKEND_GET_CLASS (self)->mtp_forward (self, items, n_items, error);
+}
+
+void
+dcp_backend_mtp_rewind (DcpBackend *self, DcpSeqState *state, guint n_tokens)
+{
+  g_return_if_fail (DCP_IS_BACKEND (self) && state != NULL);
+  DCP_BACKEND_GET_CLASS (self)->mtp_rewind (self, state, n_tokens);
 }
 
 gboolean

@@ -59,7 +59,8 @@ typedef struct {
   DcpLogitsMode logits_mode;
   float *logits;     /* out: rows x vocab_size, rows by logits_mode; NULL with DCP_LOGITS_NONE */
   float *hidden;     /* out, optional: the final-normed hidden states of the same rows
-                        (rows x hidden_size), what the MTP head takes */
+                        (rows x hidden_size), what the MTP head takes; with row_tokens, of
+                        every new row whatever logits_mode says */
   DcpSeqSampler *sampler; /* non-NULL: the backend draws the token that follows the last new
                              position into token (that row is computed whatever logits_mode
                              says; logits_mode says only what comes back besides, raw) */
@@ -145,6 +146,9 @@ struct _DcpBackendClass {
                                       GError            **error);
   /* Whether the model file carries the MTP head. */
   gboolean     (*has_mtp)            (DcpBackend         *self);
+  /* The MTP head's KV keeps its first n_tokens rows (all, where it holds fewer): drafts it
+   * chained past the verified ones are dropped. Default: nothing (no MTP head). */
+  void (*mtp_rewind) (DcpBackend *self, DcpSeqState *state, guint n_tokens);
   /* Appends the whole state to out as bytes (for the RAM and disk tiers); a device error says
    * so (out is then as it was). */
   gboolean     (*state_save)         (DcpBackend         *self,
@@ -262,6 +266,7 @@ gboolean     dcp_backend_mtp_forward        (DcpBackend         *self,
                                              DcpMtpItem         *items,
                                              guint               n_items,
                                              GError            **error);
+void dcp_backend_mtp_rewind (DcpBackend *self, DcpSeqState *state, guint n_tokens);
 DcpStepSave *dcp_backend_step_save_new (DcpBackend *self, GError **error);
 void dcp_backend_step_save_free (DcpBackend *self, DcpStepSave *save);
 /* Cuts a verify step back: state, which read n rows in the last step whose item saved into

@@ -33,9 +33,20 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (DcpEngineService, dcp_engine_service, DCP_DBUS_TY
 
 /* Properties of DcpEngineState and the skeleton share their names ("address" is bound apart). */
 static const char *const bound_properties[] = {
-  "state", "model", "context-size", "pool-tokens", "max-conversations",
-  "active-conversations", "queue-length", "vram-bytes", "ram-bytes", "disk-bytes",
-  "tokens-per-second", "prompt-tokens-per-second", "integrity-errors",
+  "state",
+  "model",
+  "context-size",
+  "pool-tokens",
+  "max-conversations",
+  "active-conversations",
+  "queue-length",
+  "vram-bytes",
+  "ram-bytes",
+  "disk-bytes",
+  "tokens-per-second",
+  "prompt-tokens-per-second",
+  "acceptance-length",
+  "integrity-errors",
 };
 
 static gboolean

@@ -242,6 +242,29 @@ add_counter (GString *out, const char *name, const char *help, const char *type,
                           name, help, name, type, name, value);
 }
 
+/* The batching scheduler's speculation counters, from its part of /stats. */
+static void
+add_speculation (GString *out, JsonNode *extra)
+{
+  g_autoptr(JsonNode) node = extra;
+  JsonObject *root = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+  JsonObject *sched = root != NULL && json_object_has_member (root, "scheduler")
+                          ? json_object_get_object_member (root, "scheduler")
+                          : NULL;
+
+  if (sched == NULL)
+    return;
+  add_counter (out, "decapybara_verify_steps_total",
+               "Speculative decoding: a conversation's token and drafts verified in one step.",
+               "counter",
+               (guint64) json_object_get_int_member_with_default (sched, "verify_steps", 0));
+  add_counter (out, "decapybara_drafted_tokens_total", "Draft tokens verified.", "counter",
+               (guint64) json_object_get_int_member_with_default (sched, "drafted_tokens", 0));
+  add_counter (out, "decapybara_accepted_tokens_total",
+               "Draft tokens accepted (each saves a step).", "counter",
+               (guint64) json_object_get_int_member_with_default (sched, "accepted_tokens", 0));
+}
+
 char *
 dcp_stats_to_prometheus (DcpStats *self, guint waiting, guint running)
 {
@@ -273,6 +296,8 @@ dcp_stats_to_prometheus (DcpStats *self, guint waiting, guint running)
   add_counter (out, "decapybara_reasoning_tokens_total", "Reasoning tokens.", "counter", self->reasoning_tokens);
   add_counter (out, "decapybara_queue_length", "Requests waiting for the engine.", "gauge", waiting);
   add_counter (out, "decapybara_requests_running", "Requests the engine is running.", "gauge", running);
+  if (self->extra != NULL)
+    add_speculation (out, self->extra (self->extra_data));
   add_histogram_text (out, "decapybara_time_to_first_token_seconds",
                       "From the request's arrival to its first output token.", &self->ttft);
   add_histogram_text (out, "decapybara_time_per_output_token_seconds",

@@ -17,7 +17,7 @@ typedef enum {
   DCP_SPECULATOR_OFF, DCP_SPECULATOR_MTP, DCP_SPECULATOR_NGRAM, DCP_SPECULATOR_DFLASH
 } DcpSpeculator;
 #define DCP_DRAFT_MAX 15        /* --draft-length */
-#define DCP_DRAFT_DEFAULT 4     /* --draft-length 0 */
+#define DCP_DRAFT_DEFAULT 4     /* --draft-length when not given */
 typedef enum {
   DCP_PREFILL_BALANCED, DCP_PREFILL_DECODE_PRIORITY, DCP_PREFILL_PREFILL_PRIORITY
 } DcpPrefillPolicy;
@@ -44,7 +44,7 @@ typedef struct {
   DcpRopeScaling rope_scaling;
   DcpActivations activations;
   DcpSpeculator speculator;
-  guint draft_length;            /* 0 = DCP_DRAFT_DEFAULT, 1..DCP_DRAFT_MAX */
+  guint draft_length;            /* 1..DCP_DRAFT_MAX; 0: chosen by confidence each step */
   char *drafter;                 /* a DFlash drafter file, for --speculator dflash; NULL: none */
   DcpPrefillPolicy prefill_policy;
   guint prefill_chunk;           /* prompt tokens per step */

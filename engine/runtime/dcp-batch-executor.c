@@ -644,6 +644,9 @@ dcp_batch_executor_stats_json (gpointer executor)
   add_uint (b, "verify_steps", st.verify_steps);
   add_uint (b, "drafted_tokens", st.drafted_tokens);
   add_uint (b, "accepted_tokens", st.accepted_tokens);
+  json_builder_set_member_name (b, "mean_accepted_length"); /* tokens per verify step */
+  json_builder_add_double_value (
+      b, st.verify_steps > 0 ? 1.0 + (double) st.accepted_tokens / st.verify_steps : 0);
   add_uint (b, "draft_replays", st.replays);
   add_uint (b, "snapshots_taken", st.snapshots_taken);
   add_uint (b, "snapshots_dropped", st.dropped_snapshots);

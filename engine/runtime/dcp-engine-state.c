@@ -17,6 +17,8 @@ typedef struct {
   gint64  time_us;
   guint64 prompt;
   guint64 generated;
+  guint64 verify_steps; /* the scheduler's speculation counters (/stats) */
+  guint64 accepted;
 } Sample;
 
 struct _DcpEngineState {
@@ -36,6 +38,7 @@ struct _DcpEngineState {
   guint64          integrity_errors;
   double           tokens_per_second;
   double           prompt_tokens_per_second;
+  double acceptance_length;
   gboolean         model_set;
 
   DcpRequestQueue *queue;      /* borrowed */
@@ -84,6 +87,7 @@ enum {
   PROP_DISK_BYTES,
   PROP_TOKENS_PER_SECOND,
   PROP_PROMPT_TOKENS_PER_SECOND,
+  PROP_ACCEPTANCE_LENGTH,
   PROP_INTEGRITY_ERRORS,
   N_PROPS
 };
@@ -168,14 +172,40 @@ refresh_model (DcpEngineState *self)
     set_string (self, &self->state, "ready", PROP_STATE);
 }
 
-/* Tokens per second between the newest sample and the oldest one in the window. */
+/* The scheduler's verify steps and accepted drafts so far, from the stats (0 without a
+ * batching scheduler). */
+static void
+read_speculation (DcpEngineState *self, guint64 *verify_steps, guint64 *accepted)
+{
+  g_autoptr(JsonNode) node = NULL;
+  JsonObject *root, *sched;
+
+  *verify_steps = *accepted = 0;
+  if (self->stats == NULL || self->queue == NULL)
+    return;
+  node = self->stats (self->stats_data, dcp_request_queue_waiting (self->queue),
+                      dcp_request_queue_running (self->queue));
+  root = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+  sched = root != NULL && json_object_has_member (root, "scheduler")
+              ? json_object_get_object_member (root, "scheduler")
+              : NULL;
+  if (sched == NULL)
+    return;
+  *verify_steps = (guint64) json_object_get_int_member_with_default (sched, "verify_steps", 0);
+  *accepted = (guint64) json_object_get_int_member_with_default (sched, "accepted_tokens", 0);
+}
+
+/* Rates between the newest sample and the oldest one in the window: tokens per second and the
+ * tokens each verify step gave (its accepted drafts and the model's own token). */
 static void
 refresh_rates (DcpEngineState *self, gint64 now, guint64 prompt, guint64 generated)
 {
   const Sample *oldest;
   double seconds;
+  guint64 verify_steps, accepted;
 
-  self->samples[self->next_sample] = (Sample) { now, prompt, generated };
+  read_speculation (self, &verify_steps, &accepted);
+  self->samples[self->next_sample] = (Sample){ now, prompt, generated, verify_steps, accepted };
   self->next_sample = (self->next_sample + 1) % G_N_ELEMENTS (self->samples);
   self->n_samples = MIN (self->n_samples + 1, G_N_ELEMENTS (self->samples));
   oldest = &self->samples[self->n_samples < G_N_ELEMENTS (self->samples) ? 0 : self->next_sample];
@@ -184,6 +214,11 @@ refresh_rates (DcpEngineState *self, gint64 now, guint64 prompt, guint64 generat
               PROP_TOKENS_PER_SECOND);
   set_double (self, &self->prompt_tokens_per_second, seconds > 0 ? (prompt - oldest->prompt) / seconds : 0,
               PROP_PROMPT_TOKENS_PER_SECOND);
+  set_double (self, &self->acceptance_length,
+              verify_steps > oldest->verify_steps ? 1.0 + (double) (accepted - oldest->accepted) /
+                                                              (verify_steps - oldest->verify_steps)
+                                                  : 0,
+              PROP_ACCEPTANCE_LENGTH);
 }
 
 static gboolean
@@ -229,6 +264,9 @@ dcp_engine_state_get_property (GObject *object, guint prop_id, GValue *value, GP
     case PROP_DISK_BYTES:               g_value_set_uint64 (value, self->disk_bytes); break;
     case PROP_TOKENS_PER_SECOND:        g_value_set_double (value, self->tokens_per_second); break;
     case PROP_PROMPT_TOKENS_PER_SECOND: g_value_set_double (value, self->prompt_tokens_per_second); break;
+    case PROP_ACCEPTANCE_LENGTH:
+      g_value_set_double (value, self->acceptance_length);
+      break;
     case PROP_INTEGRITY_ERRORS:         g_value_set_uint64 (value, self->integrity_errors); break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -277,6 +315,8 @@ dcp_engine_state_class_init (DcpEngineStateClass *klass)
   props[PROP_TOKENS_PER_SECOND] = g_param_spec_double ("tokens-per-second", NULL, NULL, 0, G_MAXDOUBLE, 0, flags);
   props[PROP_PROMPT_TOKENS_PER_SECOND] = g_param_spec_double ("prompt-tokens-per-second", NULL, NULL, 0, G_MAXDOUBLE, 0,
                                                               flags);
+  props[PROP_ACCEPTANCE_LENGTH] =
+      g_param_spec_double ("acceptance-length", NULL, NULL, 0, G_MAXDOUBLE, 0, flags);
   props[PROP_INTEGRITY_ERRORS] = g_param_spec_uint64 ("integrity-errors", NULL, NULL, 0, G_MAXUINT64, 0, flags);
   g_object_class_install_properties (object_class, N_PROPS, props);
 

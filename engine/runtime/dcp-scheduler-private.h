@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-drafter.h"
 #include "dcp-kv-pager.h"
 #include "dcp-prefix-cache.h"
 #include "dcp-scheduler.h"
@@ -55,6 +56,7 @@ typedef struct {
   guint32 *verify;           /* speculation: next_token then n_draft drafts (1 + DCP_DRAFT_MAX) */
   guint n_draft;             /* drafts proposed for this step */
   gboolean verifying;        /* this step's item reads next_token and the drafts */
+  DcpDraftSeq *draft;        /* the drafter's, made when it first drafts for the sequence */
 } Seq;
 
 typedef struct _DcpSpeculation DcpSpeculation;

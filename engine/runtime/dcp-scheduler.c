@@ -48,6 +48,7 @@ seq_free (Seq *s)
   g_free (s->logits);
   g_clear_pointer (&s->followers, g_ptr_array_unref);
   g_free (s->verify);
+  dcp_draft_seq_free (s->draft);
   g_free (s);
 }
 
@@ -794,7 +795,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
   g_autoptr(GPtrArray) seqs = g_ptr_array_new ();
   g_autoptr(GArray) chunks = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func (g_free);
-  guint budget, n_decoding = 0, n_prompt = 0;
+  guint budget, n_decoding = 0, n_prompt = 0, n_rows = 0;
   gboolean ok = TRUE;
   gint64 start, took;
 
@@ -821,10 +822,12 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
         continue;
       if (!dcp_speculation_plan (self, s, &item, items->len, &one))
         plan_draw (self, s, &item);
+      dcp_speculation_note_item (self, s, &item);
       g_array_append_val (items, item);
       g_ptr_array_add (seqs, s);
       g_array_append_val (chunks, one);
       n_decoding++;
+      n_rows += one;
     }
   budget = dcp_time_share_may_prompt (self->share, n_decoding > 0) ? prompt_budget (self) : 0;
   for (guint i = 0; i < self->running->len && budget > 0; i++)
@@ -862,9 +865,13 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
           item.embeddings = s->images->rows + s->n_read;
         }
       if (s->n_read + chunk == s->n_prompt && s->max_tokens > 0)
-        plan_draw (self, s, &item);
+        {
+          plan_draw (self, s, &item);
+          dcp_speculation_note_item (self, s, &item);
+        }
       budget -= chunk;
       n_prompt += chunk;
+      n_rows += chunk;
       g_array_append_val (items, item);
       g_ptr_array_add (seqs, s);
       g_array_append_val (chunks, chunk);
@@ -878,6 +885,7 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
       took = self->step_us != NULL ? self->step_us (self->step_us_data, n_prompt, n_decoding)
                                    : g_get_monotonic_time () - start;
       dcp_time_share_record (self->share, took, n_prompt > 0, n_decoding > 0);
+      dcp_speculation_record_step (self, n_rows, took);
       self->stats.steps++;
     }
   if (!ok)

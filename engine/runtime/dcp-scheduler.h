@@ -37,8 +37,9 @@ typedef struct {
   DcpEvictionPolicy eviction;
   const DcpHostAllocator *host_allocator;   /* NULL: g_malloc */
   guint speculator;            /* a DcpSpeculator (dcp-settings.h): who drafts tokens for
-                                  greedy sequences to verify (dcp-speculation.h) */
-  guint draft_length;          /* drafts per step and sequence, 1..DCP_DRAFT_MAX */
+                                  decoding sequences to verify (dcp-speculation.h) */
+  guint draft_length;          /* drafts per step and sequence, 1..DCP_DRAFT_MAX; 0: chosen
+                                  each step by confidence (dcp-draft-length.h) */
   DcpStepHook step_hook;       /* called between steps by dcp_scheduler_run (none by default) */
 } DcpSchedulerConfig;
 

@@ -5,12 +5,24 @@
 
 #include <string.h>
 
-#include "dcp-draft-ngram.h"
+#include "dcp-draft-length.h"
+#include "dcp-drafter.h"
 #include "dcp-settings.h"
 #include "dcp-speculation.h"
 
-/* Suffix lengths the ngram drafter looks up, longest first. */
-#define NGRAM_MAX_MATCH 3
+/* --draft-length 0: a drafter's chain stops where its drafts' joint confidence falls below
+ * this: drafting costs too (an MTP step), and the chooser seldom takes a draft that adds under
+ * a tenth of a token. */
+#define MIN_JOINT_CONFIDENCE 0.1f
+/* The planned step-time shape's knee (dcp-draft-length.h): how many rows a CUDA step reads
+ * at about the cost of one (its weights are streamed once for all of them); the CPU reads a
+ * weight once for 8 rows of a sequence. Measurements replace the plan as the engine runs. */
+#define KNEE_CUDA 32.0
+#define KNEE_CPU 8.0
+/* Every this many steps the proposals are verified whole, whatever the chooser would take, so
+ * that the row counts it avoids are measured again (a step slowed by something else once
+ * would keep it away from them for good). */
+#define EXPLORE_EVERY 16
 
 /* A sequence verified in this step. Its rows are drawn by the backend (rows) unless the
  * sequence reads raw logits or its first row is forced, banned or masked: then the logits of
@@ -33,7 +45,15 @@ G_STATIC_ASSERT (1 + DCP_DRAFT_MAX <= DCP_STEP_SAVE_ROWS);
 
 struct _DcpSpeculation {
   DcpSpeculator kind;
-  guint draft_length;
+  guint draft_length; /* 0: chosen by confidence each step */
+  DcpDrafter *drafter;
+  DcpStepTimes *times; /* draft_length 0 */
+  GArray *reqs;        /* DcpDraftRequest, this step's */
+  GPtrArray *seqs;     /* Seq, the requests' */
+  float *confidence;   /* DCP_DRAFT_MAX per request */
+  gsize confidence_cap;
+  gboolean warned;           /* the drafter failed once (said once) */
+  guint since_explore;       /* draft_length 0: steps since one verified every proposal */
   GPtrArray *idle;           /* DcpStepSave: saves not in use, each counted out of gdn_free as
                                 a state block (it holds a copy of the GDN state) */
   GArray *entries;           /* Entry: this step's verified sequences (n_entries of them) */
@@ -44,30 +64,31 @@ DcpSpeculation *
 dcp_speculation_new (DcpScheduler *sched, GError **error)
 {
   DcpSpeculation *self;
+  DcpDrafter *drafter;
   DcpSpeculator kind = sched->config.speculator;
 
   if (kind == DCP_SPECULATOR_OFF)
     return NULL;
-  if (kind != DCP_SPECULATOR_NGRAM && kind != DCP_SPECULATOR_MTP)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "scheduler: unknown speculator %u", kind);
-      return NULL;
-    }
-  if (kind == DCP_SPECULATOR_MTP)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "the mtp speculator is not built in the scheduler yet");
-      return NULL;
-    }
-  if (sched->config.draft_length < 1 || sched->config.draft_length > DCP_DRAFT_MAX)
+  if (sched->config.draft_length > DCP_DRAFT_MAX)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "scheduler: draft_length %u is outside 1..%u", sched->config.draft_length, DCP_DRAFT_MAX);
+                   "scheduler: draft_length %u is outside 0..%u", sched->config.draft_length,
+                   DCP_DRAFT_MAX);
       return NULL;
     }
+  drafter = dcp_drafter_new (kind, sched->backend,
+                             sched->config.draft_length == 0 ? MIN_JOINT_CONFIDENCE : 0, error);
+  if (drafter == NULL)
+    return NULL;
   self = g_new0 (DcpSpeculation, 1);
   self->kind = kind;
   self->draft_length = sched->config.draft_length;
+  self->drafter = drafter;
+  if (self->draft_length == 0)
+    self->times = dcp_step_times_new (
+        g_strcmp0 (dcp_backend_get_name (sched->backend), "cpu") == 0 ? KNEE_CPU : KNEE_CUDA);
+  self->reqs = g_array_new (FALSE, TRUE, sizeof (DcpDraftRequest));
+  self->seqs = g_ptr_array_new ();
   self->idle = g_ptr_array_new ();
   self->entries = g_array_new (FALSE, TRUE, sizeof (Entry));
   return self;
@@ -102,50 +123,179 @@ dcp_speculation_free (DcpScheduler *sched, DcpSpeculation *self)
     }
   g_array_unref (self->entries);
   g_ptr_array_unref (self->idle);
+  dcp_drafter_free (self->drafter);
+  g_clear_pointer (&self->times, dcp_step_times_free);
+  g_array_unref (self->reqs);
+  g_ptr_array_unref (self->seqs);
+  g_free (self->confidence);
   g_free (self);
 }
 
-/* How many drafts s may verify this step: greedy sequences only (sampled ones would need the
- * rejection rule), and no more than its max_tokens and the context leave room for. */
+/* How many drafts s may verify this step: no more than --draft-length (DCP_DRAFT_MAX when
+ * chosen by confidence), its max_tokens and the context leave room for. Sampled sequences
+ * draft too: the rows' draws decide what is accepted (accept(), below). */
 static guint
 draft_room (DcpScheduler *sched, const Seq *s)
 {
-  const DcpSamplerParams *p = dcp_sampler_get_params (dcp_seq_sampler_get_host (s->sampler));
   guint left = s->max_tokens - s->generated->len;   /* next_token is already among them */
-  guint room = sched->config.draft_length;
+  guint room = sched->config.draft_length > 0 ? sched->config.draft_length : DCP_DRAFT_MAX;
 
-  if (s->phase != DCP_SEQ_DECODING || p->temperature != 0 || left < 2 ||
-      s->n_read + 2 > sched->cap_tokens)
+  if (s->phase != DCP_SEQ_DECODING || left < 2 || s->n_read + 2 > sched->cap_tokens)
     return 0;
   room = MIN (room, left - 1);
   return MIN (room, sched->cap_tokens - s->n_read - 1);
 }
 
-void
-dcp_speculation_propose (DcpScheduler *sched)
+/* How many of each request's drafts to verify (--draft-length 0): the batch's rows without
+ * drafts are the decoding sequences' and the prompt chunks' that are likely to join them. */
+static void
+choose_lengths (DcpScheduler *sched, guint *n_draft)
 {
-  if (sched->spec == NULL)
-    return;
+  DcpSpeculation *self = sched->spec;
+  guint n = self->reqs->len, rows = 0, prompt = 0;
+  g_autofree const float **confidence = g_new (const float *, MAX (n, 1));
+  g_autofree guint *proposed = g_new (guint, MAX (n, 1));
+
+  if (++self->since_explore == EXPLORE_EVERY)
+    {
+      self->since_explore = 0;
+      return;
+    }
   for (guint i = 0; i < sched->running->len; i++)
     {
       Seq *s = g_ptr_array_index (sched->running, i);
-      guint room = draft_room (sched, s), n;
-      g_autofree guint32 *tokens = NULL;
+
+      if (s->phase == DCP_SEQ_PROMPT)
+        prompt += s->n_prompt - s->n_read;
+    }
+  rows = n + MIN (prompt, sched->config.prefill_chunk);
+  for (guint i = 0; i < n; i++)
+    {
+      const DcpDraftRequest *r = &g_array_index (self->reqs, DcpDraftRequest, i);
+
+      confidence[i] = r->confidence;
+      proposed[i] = r->n_drafts;
+    }
+  dcp_draft_length_choose (self->times, rows, n, confidence, proposed, n, n_draft);
+}
+
+void
+dcp_speculation_propose (DcpScheduler *sched)
+{
+  DcpSpeculation *self = sched->spec;
+  g_autoptr(GError) error = NULL;
+  g_autofree guint *n_draft = NULL;
+  guint n, want = 0;
+
+  if (self == NULL)
+    return;
+  g_array_set_size (self->reqs, 0);
+  g_ptr_array_set_size (self->seqs, 0);
+  for (guint i = 0; i < sched->running->len; i++)
+    {
+      Seq *s = g_ptr_array_index (sched->running, i);
 
       s->n_draft = 0;
-      if (room == 0)
-        continue;
+      if (s->phase == DCP_SEQ_DECODING)
+        g_ptr_array_add (self->seqs, s);
+    }
+  n = self->seqs->len;
+  if (self->confidence_cap < (gsize) n * DCP_DRAFT_MAX)
+    {
+      g_free (self->confidence);
+      self->confidence_cap = (gsize) MAX (n, 1) * DCP_DRAFT_MAX;
+      self->confidence = g_new (float, self->confidence_cap);
+    }
+  /* Every decoding sequence is asked, also those that may not draft now: the drafter keeps
+   * up with what they read (the MTP head's rows). */
+  for (guint i = 0; i < n; i++)
+    {
+      Seq *s = g_ptr_array_index (self->seqs, i);
+      DcpDraftRequest r = { 0 };
+
+      if (s->draft == NULL)
+        s->draft = dcp_drafter_seq_new (self->drafter);
       if (s->verify == NULL)
         s->verify = g_new (guint32, 1 + DCP_DRAFT_MAX);
-      /* prompt and generated tokens; the last generated one is next_token */
-      n = s->n_prompt + s->generated->len;
-      tokens = dcp_sched_seq_tokens (s, n);
-      s->n_draft = dcp_draft_ngram (tokens, n, NGRAM_MAX_MATCH, room, s->verify + 1);
-      /* An image's key ids are not tokens: a draft stops before one. */
-      for (guint j = 0; j < s->n_draft; j++)
-        if (s->verify[1 + j] >= sched->vocab)
-          s->n_draft = j;
+      r.seq = s->draft;
+      r.state = s->state;
+      r.prompt = s->prompt;
+      r.n_prompt = s->n_prompt;
+      r.generated = (const guint32 *) s->generated->data;
+      r.n_generated = s->generated->len;
+      r.n_read = s->n_read;
+      r.max_drafts = draft_room (sched, s);
+      r.drafts = s->verify + 1;
+      r.confidence = self->confidence + (gsize) i * DCP_DRAFT_MAX;
+      g_array_append_val (self->reqs, r);
     }
+  if (!dcp_drafter_propose (self->drafter, (DcpDraftRequest *) self->reqs->data, n, &error))
+    {
+      if (!self->warned)
+        g_warning ("the drafter failed; this step verifies no drafts: %s", error->message);
+      self->warned = TRUE;
+      return;
+    }
+  n_draft = g_new (guint, MAX (n, 1));
+  for (guint i = 0; i < n; i++)
+    {
+      const guint32 *drafts = g_array_index (self->reqs, DcpDraftRequest, i).drafts;
+
+      n_draft[i] = g_array_index (self->reqs, DcpDraftRequest, i).n_drafts;
+      /* An image's key ids are not tokens: a draft stops before one. */
+      for (guint j = 0; j < n_draft[i]; j++)
+        if (drafts[j] >= sched->vocab)
+          n_draft[i] = j;
+    }
+  if (self->times != NULL)
+    choose_lengths (sched, n_draft);
+  for (guint i = 0; i < n; i++)
+    {
+      ((Seq *) g_ptr_array_index (self->seqs, i))->n_draft = n_draft[i];
+      want += n_draft[i] > 0;
+    }
+  /* Each verify needs a step save, counted as a state block; like the drafts' KV pages
+   * (reserve_decode), the blocks are taken from idle snapshots where none is free. */
+  if (want > self->idle->len)
+    (void) dcp_sched_make_device_room (sched, 0, want - self->idle->len, NULL);
+}
+
+void
+dcp_speculation_note_item (DcpScheduler *sched, Seq *s, DcpBatchItem *item)
+{
+  DcpSpeculation *self = sched->spec;
+  guint rows, n_drafts;
+  float *hidden, *row = NULL;
+  gboolean all;
+
+  if (self == NULL)
+    return;
+  if (s->draft == NULL)
+    s->draft = dcp_drafter_seq_new (self->drafter);
+  /* A verify's hidden rows come for all its rows (beside its logits rows, or with its row
+   * draws), else for none to learn from (the drafter then starts the sequence's MTP rows over). */
+  all = item->logits_mode == DCP_LOGITS_ALL || item->row_tokens != NULL;
+  if (s->verifying && !all)
+    return;
+  rows = all ? item->n_tokens : 1;
+  n_drafts = s->verifying ? item->n_tokens - 1 : 0;
+  hidden = dcp_drafter_note_read (self->drafter, s->draft, s->n_read + item->n_tokens - rows, rows,
+                                  n_drafts, &row);
+  if (hidden == NULL)
+    return;
+  if (item->logits_mode == DCP_LOGITS_NONE && item->row_tokens == NULL)
+    {
+      item->logits_mode = DCP_LOGITS_LAST;
+      item->logits = row;
+    }
+  item->hidden = hidden;
+}
+
+void
+dcp_speculation_record_step (DcpScheduler *sched, guint rows, gint64 us)
+{
+  if (sched->spec != NULL && sched->spec->times != NULL)
+    dcp_step_times_record (sched->spec->times, rows, us);
 }
 
 static DcpStepSave *

@@ -235,6 +235,50 @@ test_render (void)
     g_assert_cmpint (g_utf8_strlen (lines[i], -1), <=, 20);
 }
 
+/* A scheduler's stats that grow by 2 verify steps and 3 accepted drafts a call. */
+static JsonNode *
+growing_stats (gpointer data, guint waiting, guint running)
+{
+  guint *calls = data;
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  (*calls)++;
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "scheduler");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "verify_steps");
+  json_builder_add_int_value (b, 2 * *calls);
+  json_builder_set_member_name (b, "accepted_tokens");
+  json_builder_add_int_value (b, 3 * *calls);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* acceptance-length (D-Bus AcceptanceLength): tokens per verify step over the window, from
+ * the scheduler's counters; 0 before anything was verified. */
+static void
+test_acceptance_length (void)
+{
+  g_autoptr(DcpEngineState) state = dcp_engine_state_new ();
+  DcpRequestQueue *queue =
+      dcp_request_queue_new (dcp_engine_state_watch_executor (state, dcp_executor_scripted_new ()));
+  guint calls = 0;
+  double length = -1;
+  gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+
+  g_object_get (state, "acceptance-length", &length, NULL);
+  g_assert_cmpfloat (length, ==, 0);
+  dcp_engine_state_attach (state, queue, growing_stats, &calls, "http://127.0.0.1:1234/");
+  while (length <= 0 && g_get_monotonic_time () < deadline)
+    {
+      g_main_context_iteration (NULL, TRUE);
+      g_object_get (state, "acceptance-length", &length, NULL);
+    }
+  g_assert_cmpfloat_with_epsilon (length, 2.5, 1e-9);
+  dcp_request_queue_free (queue);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -242,6 +286,7 @@ main (int argc, char **argv)
   dcp_log_init (FALSE);
   g_test_add_func ("/engine-state/log-listeners", test_log_listeners);
   g_test_add_func ("/engine-state/watched-queue", test_state);
+  g_test_add_func ("/engine-state/acceptance-length", test_acceptance_length);
   g_test_add_func ("/engine-state/dashboard-frame", test_render);
   return g_test_run ();
 }

@@ -17,6 +17,7 @@
  *   - the MTP KV in the state: get_bytes counts its rows; a copy restored, and bytes saved and
  *     loaded into a fresh state, give the chain's logits again (within 1e-4: the warp merge of
  *     attention-decode.cu may reorder a few additions); damaged bytes are refused;
+ *   - mtp_rewind: rows given again after a rewind give the same logits;
  *   - a model without the head: has_mtp FALSE, mtp_forward NOT_SUPPORTED.
  * Skips (77) without a CUDA device. */
 #include "config.h"
@@ -476,6 +477,53 @@ test_batch (gconstpointer data)
   model_close (&m);
 }
 
+/* mtp_rewind: after an MTP call over a prompt's rows, the state rewound to k rows and given
+ * rows k.. again gives their logits again (within same_as_before's bound); without the rewind
+ * the rows would land past the first call's and attend to them. */
+static void
+test_rewind (gconstpointer data)
+{
+  const Case *k = data;
+  enum { N = 12, KEEP = 5 };
+  Model m;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpBackend) gpu = NULL;
+  g_autofree float *logits = NULL, *hidden = NULL, *first = NULL, *again = NULL;
+  DcpSeqState *s;
+  DcpMtpItem item;
+  guint32 ids[N];
+  guint V, H;
+
+  if (!model_open (&m, k))
+    {
+      g_test_skip ("model file not found");
+      return;
+    }
+  V = m.config->vocab_size;
+  H = m.config->hidden_size;
+  gpu = dcp_backend_cuda_new (m.config, &m.source, 4096, &error);
+  g_assert_no_error (error);
+  logits = g_new (float, (gsize) N *V);
+  hidden = g_new (float, (gsize) N *H);
+  first = g_new (float, (gsize) (N - 1) * V);
+  again = g_new (float, (gsize) (N - 1 - KEEP) * V);
+  cuda_test_random_prompt (77, V, ids, N);
+  s = dcp_backend_state_new (gpu, &error);
+  g_assert_no_error (error);
+  forward_hidden (gpu, s, ids, N, logits, hidden);
+  item = (DcpMtpItem){ s, ids + 1, hidden, N - 1, DCP_LOGITS_ALL, first, NULL };
+  mtp (gpu, &item, 1);
+  dcp_backend_mtp_rewind (gpu, s, KEEP);
+  item = (DcpMtpItem){
+    s, ids + 1 + KEEP, hidden + (gsize) KEEP * H, N - 1 - KEEP, DCP_LOGITS_ALL, again, NULL
+  };
+  mtp (gpu, &item, 1);
+  same_as_before (again, first + (gsize) KEEP * V, (gsize) (N - 1 - KEEP) * V, "rewound rows");
+  dcp_backend_state_free (gpu, s);
+  g_clear_object (&gpu);
+  model_close (&m);
+}
+
 /* A checkpoint without mtp.* tensors. */
 static void
 test_no_head (void)
@@ -526,9 +574,11 @@ main (int argc, char **argv)
     {
       g_autofree char *a = g_strdup_printf ("/gpu/cuda-mtp/%s/against-cpu", cases[i].label);
       g_autofree char *b = g_strdup_printf ("/gpu/cuda-mtp/%s/batch", cases[i].label);
+      g_autofree char *c = g_strdup_printf ("/gpu/cuda-mtp/%s/rewind", cases[i].label);
 
       g_test_add_data_func (a, &cases[i], test_mtp);
       g_test_add_data_func (b, &cases[i], test_batch);
+      g_test_add_data_func (c, &cases[i], test_rewind);
     }
   g_test_add_func ("/gpu/cuda-mtp/no-head", test_no_head);
   return g_test_run ();

@@ -6,6 +6,8 @@
  *     the decode step: each row's draw must be what the host sampler draws over those logits
  *     after the earlier rows' drafts (dcp_sampler_sample_rows), the sequence's sampler left as
  *     it was (its draw counter);
+ *   - row hidden: a verify item with row draws and no logits rows gets every row's hidden
+ *     state, as a forward of the same rows with all logits rows gives it;
  *   - state_keep: a 500-token prompt, then a step of 16 rows that saves (it crosses the KV page
  *     at 512), cut back to n rows for several n; the next step's logits against a state that
  *     read the prompt and the same n rows in one item, on the GPU (the same kernels: within
@@ -119,6 +121,78 @@ static void
 test_row_draws_decode (gconstpointer data)
 {
   row_draws (data, FALSE);
+}
+
+/* A verify item with row draws and no logits rows still gets the hidden rows of every row
+ * (dcp-backend.h), those a forward of the same rows with every logits row gives. */
+static void
+row_hidden (const Case *c, gboolean prefill)
+{
+  enum { PROMPT = 40, K = 7 };
+  CudaTestModel m;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpBackend) gpu = NULL;
+  g_autofree float *got = NULL, *want = NULL, *logits = NULL;
+  DcpSamplerParams p;
+  DcpSeqSampler *sampler;
+  DcpSeqState *a, *b;
+  guint32 ids[PROMPT + 1 + K], rows[1 + K];
+  DcpBatchItem verify, all;
+  guint V, H;
+
+  cuda_test_model_open (&m, &c->model);
+  V = m.config->vocab_size;
+  H = m.config->hidden_size;
+  gpu = cuda_new (&m, prefill);
+  got = g_new (float, (gsize) (1 + K) * H);
+  want = g_new (float, (gsize) (1 + K) * H);
+  logits = g_new (float, (gsize) (1 + K) * V);
+  for (gsize i = 0; i < (gsize) (1 + K) * H; i++)
+    got[i] = 1e30f;
+  dcp_sampler_params_init (&p);
+  p.temperature = 0;
+  cuda_test_random_prompt (61, V, ids, PROMPT + 1 + K);
+  sampler = dcp_backend_sampler_new (gpu, &p, &error);
+  a = dcp_backend_state_new (gpu, &error);
+  b = dcp_backend_state_new (gpu, &error);
+  g_assert_no_error (error);
+  cuda_test_forward (gpu, a, ids, PROMPT, DCP_LOGITS_NONE, NULL);
+  cuda_test_forward (gpu, b, ids, PROMPT, DCP_LOGITS_NONE, NULL);
+  verify = (DcpBatchItem){ .state = a,
+                           .tokens = ids + PROMPT,
+                           .n_tokens = 1 + K,
+                           .hidden = got,
+                           .sampler = sampler,
+                           .row_tokens = rows };
+  all = (DcpBatchItem){ .state = b,
+                        .tokens = ids + PROMPT,
+                        .n_tokens = 1 + K,
+                        .logits_mode = DCP_LOGITS_ALL,
+                        .logits = logits,
+                        .hidden = want };
+  g_assert_true (dcp_backend_forward (gpu, &verify, 1, &error));
+  g_assert_true (dcp_backend_forward (gpu, &all, 1, &error));
+  g_assert_no_error (error);
+  for (guint j = 0; j <= K; j++)
+    g_assert_cmpfloat (cuda_test_rel_error (got + (gsize) j * H, want + (gsize) j * H, H), <=,
+                       1e-5);
+  dcp_backend_state_free (gpu, a);
+  dcp_backend_state_free (gpu, b);
+  dcp_backend_sampler_free (gpu, sampler);
+  g_clear_object (&gpu);
+  cuda_test_model_close (&m);
+}
+
+static void
+test_row_hidden_prompt (gconstpointer data)
+{
+  row_hidden (data, TRUE);
+}
+
+static void
+test_row_hidden_decode (gconstpointer data)
+{
+  row_hidden (data, FALSE);
 }
 
 /* A state of backend b: unpaged, or paged in pool from page first on. */
@@ -255,7 +329,14 @@ main (int argc, char **argv)
       g_autofree char *p3 = g_strdup_printf ("/gpu/cuda-verify/%s%s/keep", model, suffix);
       g_autofree char *p4 = g_strdup_printf ("/gpu/cuda-verify/%s%s/keep-paged", model, suffix);
 
+      g_autofree char *p5 =
+          g_strdup_printf ("/gpu/cuda-verify/%s%s/row-hidden-prompt", model, suffix);
+      g_autofree char *p6 =
+          g_strdup_printf ("/gpu/cuda-verify/%s%s/row-hidden-decode", model, suffix);
+
       g_test_add_data_func (p1, &cases[i], test_row_draws_prompt);
+      g_test_add_data_func (p5, &cases[i], test_row_hidden_prompt);
+      g_test_add_data_func (p6, &cases[i], test_row_hidden_decode);
       g_test_add_data_func (p2, &cases[i], test_row_draws_decode);
       g_test_add_data_func (p3, &cases[i], test_keep_unpaged);
       g_test_add_data_func (p4, &cases[i], test_keep_paged);

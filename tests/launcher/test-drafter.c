@@ -426,6 +426,8 @@ test_costs (Fixture *f, gconstpointer data)
   drafter = load_drafter (f, &t, NULL);
   dcp_settings_init_default (&s);
   g_assert_true (dcp_settings_set (&s, "speculator", "mtp", NULL));
+  /* lengths chosen by confidence (the default is a fixed 4): up to the drafter's block - 1 */
+  g_assert_true (dcp_settings_set (&s, "draft-length", "0", NULL));
   g_assert_true (dcp_settings_set (&s, "kv-bits", "8/8", NULL));
   /* Enough conversations that the VRAM, not the native context, bounds the pool. */
   g_assert_true (dcp_settings_set (&s, "conversations", "32", NULL));

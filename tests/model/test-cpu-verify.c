@@ -103,8 +103,9 @@ sampler_new (DcpBackend *b, double temperature, const guint32 *prompt, guint n_p
   return s;
 }
 
-/* Rows 1 + k: row j's draw equals the draw of one-token steps that read the anchor and drafts
- * 1 .. j one at a time, each accepted; the verify's sampler has taken no draw. With the
+/* Rows 1 + k: row j's draw (and hidden row) equals the draw (and hidden row) of one-token steps
+ * that read the anchor and drafts 1 .. j one at a time, each accepted; the verify's sampler has
+ * taken no draw. With the
  * recurrent delta rule (chunk size 0) both read the same logits bit for bit. The drafts repeat
  * prompt tokens and each other, so the penalties of later rows differ from row 0's. */
 static void
@@ -116,12 +117,17 @@ test_row_draws (gconstpointer data)
   DcpBackend *b = m->backend;
   g_autofree guint32 *ids = random_ids (PROMPT + 1, m->vocab, 5);
   guint32 verify[1 + K], rows[1 + K];
+  guint H = dcp_backend_get_config (b)->hidden_size;
+  g_autofree float *hidden = g_new (float, (gsize) (1 + K) * H), *h1 = g_new (float, H);
   DcpSeqState *s = dcp_backend_state_new (b, NULL), *one = dcp_backend_state_new (b, NULL);
   DcpSeqSampler *vs = sampler_new (b, temperature, ids, PROMPT);
   DcpSeqSampler *os = sampler_new (b, temperature, ids, PROMPT);
-  DcpBatchItem item = {
-    .state = s, .tokens = verify, .n_tokens = 1 + K, .sampler = vs, .row_tokens = rows
-  };
+  DcpBatchItem item = { .state = s,
+                        .tokens = verify,
+                        .n_tokens = 1 + K,
+                        .sampler = vs,
+                        .row_tokens = rows,
+                        .hidden = hidden };
   guint64 draws = dcp_sampler_peek_draw (dcp_seq_sampler_get_host (vs));
 
   dcp_backend_cpu_set_gdn_chunk_size (DCP_BACKEND_CPU (b), 0);
@@ -134,10 +140,14 @@ test_row_draws (gconstpointer data)
   g_assert_cmpuint (dcp_sampler_peek_draw (dcp_seq_sampler_get_host (vs)), ==, draws);
   for (guint j = 0; j <= K; j++)
     {
-      DcpBatchItem step = { .state = one, .tokens = &verify[j], .n_tokens = 1, .sampler = os };
+      DcpBatchItem step = {
+        .state = one, .tokens = &verify[j], .n_tokens = 1, .sampler = os, .hidden = h1
+      };
 
       run (b, &step);
       g_assert_cmpuint (rows[j], ==, step.token);
+      /* with row draws the hidden rows of every row come back, logits_mode NONE or not */
+      g_assert_cmpmem (hidden + (gsize) j * H, H * sizeof (float), h1, H * sizeof (float));
       dcp_backend_sampler_accept (b, os, j < K ? verify[j + 1] : step.token);
     }
   if (temperature > 0)

@@ -246,6 +246,17 @@ test_rope_scaling (void)
   g_rmdir (home);
 }
 
+/* The presets' speculator (the MTP head, lengths chosen by confidence) starts: no fallback. */
+static void
+test_speculator (void)
+{
+  g_autofree char *log =
+      run_listening ((const char *const[]){ "--speculator", "mtp", "--draft-length", "0", NULL });
+
+  g_assert_null (strstr (log, "speculation is off"));
+  g_assert_null (strstr (log, "WARNING"));
+}
+
 /* A DFlash drafter checkpoint for the tiny model (hidden 64, vocabulary 151,936, 4 layers): one
  * layer, zero weights in F32 (they only have to fit), converted into dir; returns the file. */
 static char *
@@ -371,6 +382,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine-cli/precedence", test_precedence);
   g_test_add_func ("/engine-cli/help-and-refusals", test_help_and_refusals);
   g_test_add_func ("/engine-cli/rope-scaling", test_rope_scaling);
+  g_test_add_func ("/engine-cli/speculator", test_speculator);
   g_test_add_func ("/engine-cli/dflash", test_dflash);
   return g_test_run ();
 }
