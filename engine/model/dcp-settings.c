@@ -271,6 +271,7 @@ dcp_settings_copy (DcpSettings *dest, const DcpSettings *src)
 {
   *dest = *src;
   dest->model = g_strdup (src->model);
+  dest->drafter = g_strdup (src->drafter);
   dest->host = g_strdup (src->host);
   dest->api_key = g_strdup (src->api_key);
   dest->disk_cache_dir = g_strdup (src->disk_cache_dir);

@@ -206,6 +206,25 @@ test_every_setting_is_explained (void)
     }
 }
 
+/* A copy owns its strings: clearing the original leaves it whole (a shared pointer was freed
+ * twice when the engine cleared both). */
+static void
+test_copy_owns_strings (void)
+{
+  g_auto(DcpSettings) s = { 0 };
+  g_auto(DcpSettings) copy = { 0 };
+  const char *keys[] = { "model", "drafter", "host", "api-key", "disk-cache-dir" };
+
+  dcp_settings_init_default (&s);
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    g_assert_true (dcp_settings_set (&s, keys[i], "/tmp/x", NULL));
+  dcp_settings_copy (&copy, &s);
+  g_assert_true (copy.model != s.model && copy.drafter != s.drafter && copy.host != s.host &&
+                 copy.api_key != s.api_key && copy.disk_cache_dir != s.disk_cache_dir);
+  dcp_settings_clear (&s);
+  g_assert_cmpstr (copy.drafter, ==, "/tmp/x");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -215,6 +234,7 @@ main (int argc, char **argv)
   g_test_add_func ("/settings/bad-values", test_bad_values);
   g_test_add_func ("/settings/json-and-environment", test_json_and_environment);
   g_test_add_func ("/settings/validate", test_validate);
+  g_test_add_func ("/settings/copy-owns-strings", test_copy_owns_strings);
   g_test_add_func ("/settings/every-setting-is-explained", test_every_setting_is_explained);
   return g_test_run ();
 }
