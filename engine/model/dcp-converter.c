@@ -283,6 +283,41 @@ group_dtype (const DcpConvertOptions *o, DcpTensorGroup group)
   return dcp_recipe_group_dtype (o->recipe, group);
 }
 
+/* The metadata's "source": where the checkpoint came from and its files (sha256 per shard,
+ * or zeros when not hashed). */
+static void
+add_source (JsonBuilder *b, const Converter *c, char **sha256)
+{
+  const DcpConvertOptions *o = c->options;
+  g_autofree char *folder = g_path_get_basename (o->input_dir);
+
+  json_builder_set_member_name (b, "source");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "model_id");
+  json_builder_add_string_value (b, o->model_id ? o->model_id : folder);
+  json_builder_set_member_name (b, "revision");
+  if (o->revision)
+    json_builder_add_string_value (b, o->revision);
+  else
+    json_builder_add_null_value (b);
+  json_builder_set_member_name (b, "files");
+  json_builder_begin_array (b);
+  for (guint s = 0; s < dcp_checkpoint_get_n_shards (c->ckpt); s++)
+    {
+      g_autofree char *base = g_path_get_basename (dcp_checkpoint_get_shard_path (c->ckpt, s));
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, base);
+      json_builder_set_member_name (b, "bytes");
+      json_builder_add_int_value (b, dcp_checkpoint_get_shard_size (c->ckpt, s));
+      json_builder_set_member_name (b, "sha256");
+      json_builder_add_string_value (b, sha256 ? sha256[s] : PLACEHOLDER_SHA256);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+}
+
 static JsonNode *
 build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guint64 file_size, char **sha256,
                 JsonNode *accuracy)
@@ -291,7 +326,6 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   const DcpConvertOptions *o = c->options;
   const DcpModelConfig *config = dcp_checkpoint_get_config (ckpt);
   g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autofree char *folder = g_path_get_basename (o->input_dir);
   guint64 component[DCP_COMPONENT_N] = { 0 }, total = 0;
   gboolean has_mtp = FALSE, has_vision = FALSE;
 
@@ -379,31 +413,7 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   json_builder_add_int_value (b, file_size);
   json_builder_end_object (b);
 
-  json_builder_set_member_name (b, "source");
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "model_id");
-  json_builder_add_string_value (b, o->model_id ? o->model_id : folder);
-  json_builder_set_member_name (b, "revision");
-  if (o->revision)
-    json_builder_add_string_value (b, o->revision);
-  else
-    json_builder_add_null_value (b);
-  json_builder_set_member_name (b, "files");
-  json_builder_begin_array (b);
-  for (guint s = 0; s < dcp_checkpoint_get_n_shards (ckpt); s++)
-    {
-      g_autofree char *base = g_path_get_basename (dcp_checkpoint_get_shard_path (ckpt, s));
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "name");
-      json_builder_add_string_value (b, base);
-      json_builder_set_member_name (b, "bytes");
-      json_builder_add_int_value (b, dcp_checkpoint_get_shard_size (ckpt, s));
-      json_builder_set_member_name (b, "sha256");
-      json_builder_add_string_value (b, sha256 ? sha256[s] : PLACEHOLDER_SHA256);
-      json_builder_end_object (b);
-    }
-  json_builder_end_array (b);
-  json_builder_end_object (b);
+  add_source (b, c, sha256);
 
   /* null unless measured (options->measure), so that no number is ever invented */
   json_builder_set_member_name (b, "accuracy");
@@ -430,7 +440,6 @@ build_drafter_metadata (Converter *c, const DcpDType *dtypes, const guint64 *siz
   DcpCheckpoint *ckpt = c->ckpt;
   const DcpConvertOptions *o = c->options;
   g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autofree char *folder = g_path_get_basename (o->input_dir);
   guint64 layers = 0, total = 0;
 
   for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
@@ -480,31 +489,7 @@ build_drafter_metadata (Converter *c, const DcpDType *dtypes, const guint64 *siz
   json_builder_add_int_value (b, file_size);
   json_builder_end_object (b);
 
-  json_builder_set_member_name (b, "source");
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "model_id");
-  json_builder_add_string_value (b, o->model_id ? o->model_id : folder);
-  json_builder_set_member_name (b, "revision");
-  if (o->revision)
-    json_builder_add_string_value (b, o->revision);
-  else
-    json_builder_add_null_value (b);
-  json_builder_set_member_name (b, "files");
-  json_builder_begin_array (b);
-  for (guint s = 0; s < dcp_checkpoint_get_n_shards (ckpt); s++)
-    {
-      g_autofree char *base = g_path_get_basename (dcp_checkpoint_get_shard_path (ckpt, s));
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "name");
-      json_builder_add_string_value (b, base);
-      json_builder_set_member_name (b, "bytes");
-      json_builder_add_int_value (b, dcp_checkpoint_get_shard_size (ckpt, s));
-      json_builder_set_member_name (b, "sha256");
-      json_builder_add_string_value (b, sha256 ? sha256[s] : PLACEHOLDER_SHA256);
-      json_builder_end_object (b);
-    }
-  json_builder_end_array (b);
-  json_builder_end_object (b);
+  add_source (b, c, sha256);
 
   json_builder_set_member_name (b, "accuracy");
   json_builder_add_null_value (b);
