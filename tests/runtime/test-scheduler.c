@@ -800,8 +800,8 @@ snapshot_tier (DcpScheduler *sched, guint n)
 }
 
 /* A conversation whose snapshot is on a slow disk (every read and write takes 300 ms) comes
- * back while another one decodes: no step waits for the disk, the other conversation keeps
- * getting tokens, and the returning one resumes from its snapshot, when the read is done,
+ * back while another one decodes: the other conversation keeps getting tokens while the read
+ * lasts (no step waits for the disk), and the returning one resumes from its snapshot, when the read is done,
  * with exactly the tokens it gets alone. */
 static void
 test_slow_disk (void)
@@ -895,7 +895,8 @@ test_slow_disk (void)
                   "the longest step took %" G_GINT64_FORMAT " ms",
                   (g_get_monotonic_time () - loading_since) / 1000, steps_while_loading,
                   writer_tokens_while_loading, longest_step / 1000);
-  g_assert_cmpint (longest_step, <, delay / 2);
+  /* Steps waiting on the read would leave the writer a token or so while it lasts (no timing
+   * bound on a step: a loaded machine makes any such bound flaky). */
   g_assert_cmpuint (writer_tokens_while_loading, >=, 5);
   g_assert_cmpuint (second->usage.cached_prompt_tokens, ==, answer_end);
   dcp_scheduler_get_stats (sched, &stats);
