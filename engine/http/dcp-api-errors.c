@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "dcp-api-errors.h"
+#include "dcp-json-compact.h"
 
 static const char *
 openai_type (guint status)
@@ -114,7 +115,7 @@ dcp_api_reply_json (SoupServerMessage *msg, guint status, JsonNode *body)
   g_return_if_fail (SOUP_IS_SERVER_MESSAGE (msg));
   g_return_if_fail (body != NULL);
 
-  text = json_to_string (body, FALSE);
+  text = dcp_json_to_compact (body);
   length = strlen (text);
   soup_server_message_set_status (msg, status, NULL);
   soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_TAKE,

@@ -9,6 +9,7 @@
 #include "dcp-http-connections.h"
 #include "dcp-http-server.h"
 #include "dcp-image.h"
+#include "dcp-json-compact.h"
 
 /* A body refused as too large while it arrives (chunked): the client gets this long to finish
  * sending it (and then read the 413) before its connection is shut. */
@@ -238,7 +239,7 @@ reply_early (DcpHttpServer *self, SoupServerMessage *msg, const char *path, guin
       && (soup_message_headers_get_encoding (request_headers) == SOUP_ENCODING_CHUNKED
           || soup_message_headers_get_content_length (request_headers) > 0))
     {
-      g_autofree char *json = json_to_string (body, FALSE);
+      g_autofree char *json = dcp_json_to_compact (body);
       g_autofree char *raw = g_strdup_printf ("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
                                               "Content-Length: %zu\r\nConnection: close\r\n%s\r\n%s",
                                               status, soup_status_get_phrase (status), strlen (json),

@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include "dcp-json-compact.h"
 #include "dcp-sse.h"
 
 struct _DcpSse {
@@ -121,7 +122,7 @@ dcp_sse_send (DcpSse *self, const char *event, JsonNode *data)
   g_return_if_fail (self != NULL && data != NULL);
   if (!self->open)
     return;
-  json = json_to_string (data, FALSE);
+  json = dcp_json_to_compact (data);
   if (event != NULL)
     append (self, g_strdup_printf ("event: %s\ndata: %s\n\n", event, json));
   else

@@ -50,6 +50,11 @@ tag_step (char **tags, gboolean terminates, guint32 state, guint8 c)
 /* Numbers longer than this are refused: no schema needs them, and a sampler left free among
  * digits could otherwise go on for ever. */
 #define NUMBER_MAX_LEN 24
+/* And within that: an integer part of at most 18 digits (json-glib, which reads the answer
+ * back for the APIs, reads a longer one as -1: it overflows int64) and an exponent of at most
+ * 2 (1e999 reads as infinity, which JSON cannot write). */
+#define NUMBER_MAX_INT_DIGITS 18
+#define NUMBER_MAX_EXP_DIGITS 2
 
 DcpGrammar *
 dcp_grammar_alloc (void)
@@ -406,14 +411,16 @@ consume_string (Feed *f, const GrammarNode *node, GrammarFrame *t, guint depth)
   emit (f, t, depth);
 }
 
+/* A number's frame: a is the phase (N_*), b its length so far in the low byte and the digits
+ * of the part it is in (integer, fraction, exponent) above. */
 static void
 consume_number (Feed *f, const GrammarNode *node, GrammarFrame *t, guint depth)
 {
   GrammarFrame *top = &t[depth - 1];
   guint8 c = f->byte;
-  guint next;
+  guint next, len = top->b & 0xff, run = top->b >> 8;
 
-  if (top->b >= NUMBER_MAX_LEN)
+  if (len >= NUMBER_MAX_LEN)
     return;
   switch (top->a)
     {
@@ -462,8 +469,12 @@ consume_number (Feed *f, const GrammarNode *node, GrammarFrame *t, guint depth)
       next = N_EXP_DIGITS;
       break;
     }
+  run = next == top->a ? run + 1 : 1;
+  if ((next == N_INT && run > NUMBER_MAX_INT_DIGITS) ||
+      (next == N_EXP_DIGITS && run > NUMBER_MAX_EXP_DIGITS))
+    return;
   top->a = next;
-  top->b++;
+  top->b = (run << 8) | (len + 1);
   emit (f, t, depth);
 }
 

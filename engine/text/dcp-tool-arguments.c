@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dcp-json-compact.h"
 #include "dcp-tool-arguments.h"
 
 /* Turning the raw text of an XML tool-call parameter into JSON, guided by the tool's schema.
@@ -93,134 +94,6 @@ schema_types (JsonObject *schema)
   return types;
 }
 
-static void
-write_string (GString    *out,
-              const char *s)
-{
-  g_string_append_c (out, '"');
-  for (const char *p = s; *p != '\0'; p++)
-    {
-      guchar c = (guchar) *p;
-
-      switch (c)
-        {
-        case '"':  g_string_append (out, "\\\""); break;
-        case '\\': g_string_append (out, "\\\\"); break;
-        case '\n': g_string_append (out, "\\n"); break;
-        case '\r': g_string_append (out, "\\r"); break;
-        case '\t': g_string_append (out, "\\t"); break;
-        case '\b': g_string_append (out, "\\b"); break;
-        case '\f': g_string_append (out, "\\f"); break;
-        default:
-          if (c < 0x20)
-            g_string_append_printf (out, "\\u%04x", c);
-          else
-            g_string_append_c (out, (char) c);
-        }
-    }
-  g_string_append_c (out, '"');
-}
-
-/* The shortest decimal that reads back as the same double (json-glib's own writer prints 17
- * digits, so 0.1 would come out as 0.10000000000000001); whole numbers below 2^53 as integers. */
-static void
-write_double (GString *out,
-              double   value)
-{
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
-
-  if (value == floor (value) && fabs (value) < 9007199254740992.0)
-    {
-      g_string_append_printf (out, "%.0f", value == 0 ? 0.0 : value);
-      return;
-    }
-
-  for (int digits = 1; digits <= 17; digits++)
-    {
-      char format[8];
-
-      g_snprintf (format, sizeof format, "%%.%dg", digits);
-      g_ascii_formatd (buf, sizeof buf, format, value);
-      if (g_ascii_strtod (buf, NULL) == value)
-        break;
-    }
-  g_string_append (out, buf);
-}
-
-static void
-write_node (GString  *out,
-            JsonNode *node)
-{
-  switch (JSON_NODE_TYPE (node))
-    {
-    case JSON_NODE_OBJECT:
-      {
-        JsonObject *object = json_node_get_object (node);
-        g_autoptr(GList) members = json_object_get_members (object);
-
-        g_string_append_c (out, '{');
-        for (GList *l = members; l != NULL; l = l->next)
-          {
-            if (l != members)
-              g_string_append_c (out, ',');
-            write_string (out, l->data);
-            g_string_append_c (out, ':');
-            write_node (out, json_object_get_member (object, l->data));
-          }
-        g_string_append_c (out, '}');
-      }
-      break;
-    case JSON_NODE_ARRAY:
-      {
-        JsonArray *array = json_node_get_array (node);
-
-        g_string_append_c (out, '[');
-        for (guint i = 0; i < json_array_get_length (array); i++)
-          {
-            if (i > 0)
-              g_string_append_c (out, ',');
-            write_node (out, json_array_get_element (array, i));
-          }
-        g_string_append_c (out, ']');
-      }
-      break;
-    case JSON_NODE_NULL:
-      g_string_append (out, "null");
-      break;
-    case JSON_NODE_VALUE:
-    default:
-      switch (json_node_get_value_type (node))
-        {
-        case G_TYPE_INT64:
-          g_string_append_printf (out, "%" G_GINT64_FORMAT, json_node_get_int (node));
-          break;
-        case G_TYPE_DOUBLE:
-          write_double (out, json_node_get_double (node));
-          break;
-        case G_TYPE_BOOLEAN:
-          g_string_append (out, json_node_get_boolean (node) ? "true" : "false");
-          break;
-        case G_TYPE_STRING:
-        default:
-          write_string (out, json_node_get_string (node));
-          break;
-        }
-      break;
-    }
-}
-
-/* Compact JSON text of a node ("{"a":1,"b":[0.1,"x"]}"), numbers in their shortest form. */
-char *
-dcp_json_to_compact (JsonNode *node)
-{
-  GString *out = g_string_new (NULL);
-
-  g_return_val_if_fail (node != NULL, NULL);
-
-  write_node (out, node);
-  return g_string_free (out, FALSE);
-}
-
 /* Parses a JSON text with json-glib; NULL when it does not parse or is empty. json-glib is
  * lenient in places (single-quoted strings, "01"), which suits model output. It also recurses
  * once per level of nesting, so a text a model was talked into nesting 100,000 deep would
@@ -268,7 +141,7 @@ number_to_json (const char *text)
   if (end == trimmed || *end != '\0' || !isfinite (d))
     return NULL;
   out = g_string_new (NULL);
-  write_double (out, d);
+  dcp_json_append_double (out, d);
   return g_string_free (out, FALSE);
 }
 
@@ -301,7 +174,7 @@ string_to_json (const char *text)
 {
   GString *out = g_string_new (NULL);
 
-  write_string (out, text);
+  dcp_json_append_string (out, text);
   return g_string_free (out, FALSE);
 }
 

@@ -8,7 +8,6 @@ G_BEGIN_DECLS
 
 char     *dcp_tool_argument_to_json (const char *value,
                                      JsonObject *schema);
-char     *dcp_json_to_compact       (JsonNode   *node);
 JsonNode *dcp_json_parse_lenient    (const char *text);
 
 G_END_DECLS

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dcp-error.h"
+#include "dcp-json-compact.h"
 #include "dcp-output-event.h"
 #include "dcp-stream-match.h"
 #include "dcp-tool-arguments.h"

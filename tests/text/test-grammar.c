@@ -97,6 +97,12 @@ test_language (void)
     { "{\"type\":\"integer\"}", "1.5", FALSE },
     { "{\"type\":\"number\"}", "-0.5e+10", TRUE },
     { "{\"type\":\"number\"}", "1.", FALSE },
+    /* What json-glib reads back exactly: 18 integer digits, a 2-digit exponent. */
+    { "{\"type\":\"integer\"}", "-123456789012345678", TRUE },
+    { "{\"type\":\"integer\"}", "1234567890123456789", FALSE },
+    { "{\"type\":\"number\"}", "1234567890123456789.5", FALSE },
+    { "{\"type\":\"number\"}", "123456789012345678.5e-99", TRUE },
+    { "{\"type\":\"number\"}", "1e999", FALSE },
     { "{\"type\":\"string\"}", "\"a\\\"b\\u00e9\\n\"", TRUE },
     { "{\"type\":\"string\"}", "\"tab\there\"", FALSE },      /* control characters escaped */
     { "{\"type\":\"string\"}", "\"caf\xc3\xa9\"", TRUE },

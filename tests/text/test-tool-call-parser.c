@@ -5,6 +5,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-json-compact.h"
 #include "dcp-output-event.h"
 #include "dcp-tool-arguments.h"
 #include "dcp-tool-call-parser.h"
@@ -349,6 +350,29 @@ test_conversions (void)
     }
 }
 
+/* JSON text written back from json-glib's nodes is JSON (json-glib's own writer gives 1e17 as
+ * "1e+17.0" and infinity as "inf.0"), with numbers in their shortest form. */
+static void
+test_compact (void)
+{
+  static const char *const texts[][2] = {
+    { "{\"a\":1e17,\"b\":-2.5e300,\"c\":0.1}", "{\"a\":1e+17,\"b\":-2.5e+300,\"c\":0.1}" },
+    { "[1e400,-1e400,1e-400,12]", "[null,null,0,12]" },
+    { "{\"s\":\"q\\\"\\n\\u0001\",\"t\":[true,null,{}]}", "{\"s\":\"q\\\"\\n\\u0001\",\"t\":[true,null,{}]}" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (texts); i++)
+    {
+      g_autoptr(JsonNode) node = json_from_string (texts[i][0], NULL);
+      g_autofree char *text = dcp_json_to_compact (node);
+
+      g_assert_cmpstr (text, ==, texts[i][1]);
+      g_clear_pointer (&node, json_node_unref);
+      node = json_from_string (text, NULL);
+      g_assert_nonnull (node);
+    }
+}
+
 /* Random sequences of call pieces, text and whitespace: same events on every chunking, never a
  * crash, and when no call succeeds the content is the input. Warnings are counted here, not
  * matched one by one. */
@@ -432,6 +456,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool-call-parser/deep-call", test_deep_call);
   g_test_add_func ("/tool-call-parser/streams-content", test_streams_content);
   g_test_add_func ("/tool-call-parser/conversions", test_conversions);
+  g_test_add_func ("/tool-call-parser/compact", test_compact);
   g_test_add_func ("/tool-call-parser/random", test_random);
   return g_test_run ();
 }
