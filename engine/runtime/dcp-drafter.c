@@ -137,8 +137,8 @@ dcp_drafter_note_read (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows
 }
 
 float *
-dcp_drafter_note_taps (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows,
-                       guint n_drafts, const guint **tap_layers, guint *n_tap_layers)
+dcp_drafter_note_taps (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows, guint n_drafts,
+                       const guint **tap_layers, guint *n_tap_layers)
 {
   float *taps;
 

@@ -132,16 +132,17 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
       out->drafts = out->chosen ? drafter->block_size - 1
                                 : MIN (settings->draft_length, drafter->block_size - 1);
       out->measured = drafter->have_acceptance;
-      accepted = drafter->have_acceptance ? drafter->mean_accepted : DCP_SPECULATION_DFLASH_ACCEPTED;
+      accepted =
+          drafter->have_acceptance ? drafter->mean_accepted : DCP_SPECULATION_DFLASH_ACCEPTED;
       /* Chosen by confidence, a step verifies the drafts likely to be accepted, however many:
        * the drafter's mean as it is. A fixed length: the mean's per-draft rate over it. */
       out->expected_accepted =
-          out->chosen ? MIN (accepted, out->drafts)
-                      : dcp_speculation_expected (
-                            dcp_speculation_rate_for (accepted, drafter->have_acceptance
-                                                                    ? drafter->acceptance_block - 1
-                                                                    : 15),
-                            out->drafts);
+          out->chosen
+              ? MIN (accepted, out->drafts)
+              : dcp_speculation_expected (
+                    dcp_speculation_rate_for (
+                        accepted, drafter->have_acceptance ? drafter->acceptance_block - 1 : 15),
+                    out->drafts);
       drafting = drafter->weight_bytes + per_token * DCP_COSTS_SHORT_CONTEXT;
     }
   else

@@ -355,7 +355,8 @@ request_json (SoupSession *session, const char *url, const char *path, const cha
   reply = soup_session_send_and_read (session, msg, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (soup_message_get_status (msg), ==, 200);
-  json_parser_load_from_data (parser, g_bytes_get_data (reply, NULL), g_bytes_get_size (reply), &error);
+  json_parser_load_from_data (parser, g_bytes_get_data (reply, NULL), g_bytes_get_size (reply),
+                              &error);
   g_assert_no_error (error);
   return json_node_copy (json_parser_get_root (parser));
 }
@@ -365,8 +366,8 @@ static void
 serve_with_drafts (SoupSession *session, const char *url)
 {
   g_autoptr(JsonNode) done = request_json (session, url, "/v1/completions",
-                                           "{\"prompt\": \"one two three one two three one two\", "
-                                           "\"max_tokens\": 16, \"temperature\": 0}");
+                                            "{\"prompt\": \"one two three one two three one two\", "
+                                            "\"max_tokens\": 16, \"temperature\": 0}");
   g_autoptr(JsonNode) stats = request_json (session, url, "/stats", NULL);
   JsonObject *usage = json_object_get_object_member (json_node_get_object (done), "usage");
   JsonObject *sched = json_object_get_object_member (json_node_get_object (stats), "scheduler");
@@ -429,9 +430,10 @@ test_dflash (void)
     g_assert_nonnull (strstr (r.err, "a DFlash drafter file (metadata field “drafter”), not a model: give it with --drafter"));
   }
   {
-    g_autofree char *log = serve_listening ((const char *const[]) { "--speculator", "dflash", "--drafter", fits,
-                                                                    "--draft-length", "4", NULL },
-                                            serve_with_drafts);
+    g_autofree char *log =
+        serve_listening ((const char *const[]){ "--speculator", "dflash", "--drafter", fits,
+                                                "--draft-length", "4", NULL },
+                         serve_with_drafts);
 
     g_assert_nonnull (strstr (log, "DFlash, 1 layers, block 16, taps after layers [2]"));
     g_assert_null (strstr (log, "speculation is off"));

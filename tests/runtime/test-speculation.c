@@ -319,7 +319,7 @@ run_scheduler_chunked (DcpBackend *b, Request **reqs, guint n, guint max_running
                        DcpSchedulerStats *stats)
 {
   g_autoptr(DcpScheduler) sched =
-      open_scheduler (b, max_running, speculator, draft_length, prefill_chunk);
+                 open_scheduler (b, max_running, speculator, draft_length, prefill_chunk);
 
   for (guint i = 0; i < n; i++)
     submit (sched, reqs[i]);
@@ -477,7 +477,8 @@ test_greedy_identical (gconstpointer data)
         replays += st.replays;
       }
   g_test_message ("%s: %" G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT
-                  " accepted, %" G_GUINT64_FORMAT " replays", c->name, drafted, accepted, replays);
+                  " accepted, %" G_GUINT64_FORMAT " replays",
+                  c->name, drafted, accepted, replays);
   /* both paths were taken: drafts accepted, drafts rejected and undone (the tiny model's
    * random MTP head and the random DFlash drafter draft little the model agrees with: the MTP
    * head's accepted drafts are the demo model's, below; the DFlash context's cut-backs are
@@ -683,7 +684,8 @@ target_taps (DcpDrafterModel *model, const guint32 *text, guint n)
 
   item.tap_layers = dcp_drafter_model_get_taps (model, &n_taps);
   item.n_tap_layers = n_taps;
-  taps = item.taps = g_new (float, (gsize) n * n_taps * dcp_backend_get_config (backend)->hidden_size);
+  taps = item.taps =
+      g_new (float, (gsize) n *n_taps *dcp_backend_get_config (backend)->hidden_size);
   g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
   g_assert_no_error (error);
   dcp_backend_state_free (backend, state);
@@ -698,15 +700,18 @@ check_proposal (DcpDrafter *d, DcpDraftSeq *seq, DcpDrafterModel *model, const g
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpDrafterState) state = dcp_drafter_state_new (model);
-  guint width = dcp_drafter_model_get_config (model)->n_taps * dcp_backend_get_config (backend)->hidden_size;
+  guint width =
+      dcp_drafter_model_get_config (model)->n_taps * dcp_backend_get_config (backend)->hidden_size;
   guint32 drafts[DCP_DRAFT_MAX], want[DCP_DRAFT_MAX];
   float confidence[DCP_DRAFT_MAX], want_confidence[DCP_DRAFT_MAX];
   DcpDraftRequest r = { seq, NULL, text, n_read + 1, NULL, 0, n_read, max, drafts, confidence, 0 };
 
   g_assert_true (dcp_drafter_propose (d, &r, 1, &error));
   g_assert_no_error (error);
-  g_assert_true (dcp_drafter_model_add_context (model, state, taps + (gsize) from * width, n_read - from, &error));
-  g_assert_true (dcp_drafter_model_propose (model, state, text[n_read], MIN (max, 3), want, want_confidence, NULL, &error));
+  g_assert_true (dcp_drafter_model_add_context (model, state, taps + (gsize) from * width,
+                                                n_read - from, &error));
+  g_assert_true (dcp_drafter_model_propose (model, state, text[n_read], MIN (max, 3), want,
+                                            want_confidence, NULL, &error));
   g_assert_no_error (error);
   /* capped at the block: 4 rows, 3 drafts */
   g_assert_cmpuint (r.n_drafts, ==, MIN (max, 3));
@@ -734,23 +739,29 @@ test_dflash_context (void)
   DcpDraftSeq *seq;
   /* (pos, rows, drafts, rows of true taps) of each item, then the tokens the state holds */
   static const guint items[][5] = {
-    { 0, 16, 0, 16, 16 }, { 16, 14, 0, 14, 30 }, { 30, 4, 3, 2, 32 }, { 32, 1, 0, 1, 33 },
+    { 0, 16, 0, 16, 16 },
+    { 16, 14, 0, 14, 30 },
+    { 30, 4, 3, 2, 32 },
+    { 32, 1, 0, 1, 33 },
   };
 
   g_assert_no_error (error);
   for (guint i = 0; i < N; i++)
     text[i] = g_rand_int_range (rand, 0, dcp_backend_get_config (backend)->vocab_size);
   taps = target_taps (model, text, N);
-  width = dcp_drafter_model_get_config (model)->n_taps * dcp_backend_get_config (backend)->hidden_size;
+  width =
+      dcp_drafter_model_get_config (model)->n_taps * dcp_backend_get_config (backend)->hidden_size;
   seq = dcp_drafter_seq_new (d);
   for (guint k = 0; k < G_N_ELEMENTS (items); k++)
     {
-      float *out = dcp_drafter_note_taps (d, seq, items[k][0], items[k][1], items[k][2], &layers, &n_layers);
+      float *out =
+          dcp_drafter_note_taps (d, seq, items[k][0], items[k][1], items[k][2], &layers, &n_layers);
 
       g_assert_nonnull (out);
       want_layers = dcp_drafter_model_get_taps (model, &n_taps);
       g_assert_cmpmem (layers, n_layers * sizeof (guint), want_layers, n_taps * sizeof (guint));
-      memcpy (out, taps + (gsize) items[k][0] * width, (gsize) items[k][3] * width * sizeof (float));
+      memcpy (out, taps + (gsize) items[k][0] * width,
+              (gsize) items[k][3] * width * sizeof (float));
       for (gsize i = (gsize) items[k][3] * width; i < (gsize) items[k][1] * width; i++)
         out[i] = (float) g_rand_double_range (rand, -4, 4);
       /* proposed after the second chunk and after the verify */
@@ -991,8 +1002,10 @@ main (int argc, char **argv)
   g_test_add_data_func ("/speculation/sampled-identical/ngram", &ngram_case,
                         test_sampled_identical);
   g_test_add_data_func ("/speculation/sampled-identical/mtp", &mtp_case, test_sampled_identical);
-  g_test_add_data_func ("/speculation/greedy-identical/dflash", &dflash_case, test_greedy_identical);
-  g_test_add_data_func ("/speculation/sampled-identical/dflash", &dflash_case, test_sampled_identical);
+  g_test_add_data_func ("/speculation/greedy-identical/dflash", &dflash_case,
+                        test_greedy_identical);
+  g_test_add_data_func ("/speculation/sampled-identical/dflash", &dflash_case,
+                        test_sampled_identical);
   g_test_add_func ("/speculation/dflash-context", test_dflash_context);
   g_test_add_func ("/speculation/dflash-reuse", test_dflash_reuse);
   g_test_add_func ("/speculation/bad-config", test_bad_config);
