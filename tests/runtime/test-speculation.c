@@ -723,7 +723,8 @@ check_proposal (DcpDrafter *d, DcpDraftSeq *seq, DcpDrafterModel *model, const g
 /* The dflash drafter's context through the items a sequence reads (dcp_drafter_note_taps): two
  * prompt chunks, a verify of 3 drafts of which 1 stays (the rows of the rejected ones hold
  * junk), a one-token step; and a sequence that starts reading at position 10 (a reused
- * prefix): each proposal is the DFlash model's on the kept rows read at once. */
+ * prefix), whose state is then cut back, then moved past its context: each proposal is the
+ * DFlash model's on the kept rows read at once, none without a context. */
 static void
 test_dflash_context (void)
 {
@@ -775,6 +776,17 @@ test_dflash_context (void)
   memcpy (dcp_drafter_note_taps (d, seq, 10, 20, 0, &layers, &n_layers), taps + (gsize) 10 * width,
           (gsize) 20 * width * sizeof (float));
   check_proposal (d, seq, model, text, taps, 10, 30, 3);
+  /* the state cut back with no item read since (resumed from an earlier snapshot): the context
+   * follows; moved past it: no context, no drafts */
+  check_proposal (d, seq, model, text, taps, 10, 24, 3);
+  {
+    guint32 drafts[3];
+    float confidence[3];
+    DcpDraftRequest r = { seq, NULL, text, 36, NULL, 0, 35, 3, drafts, confidence, 0 };
+
+    g_assert_true (dcp_drafter_propose (d, &r, 1, &error));
+    g_assert_cmpuint (r.n_drafts, ==, 0);
+  }
   dcp_draft_seq_free (seq);
   dcp_drafter_free (d);
 }
