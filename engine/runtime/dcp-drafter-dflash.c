@@ -42,7 +42,7 @@ absorb (DcpDrafter *self, DcpDraftSeq *seq, guint n_read, GError **error)
 {
   guint kept;
 
-  if (!seq->noted || seq->rows == 0)
+  if (!seq->noted)
     return TRUE;
   seq->noted = FALSE;
   if (n_read <= seq->pos)
