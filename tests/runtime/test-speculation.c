@@ -724,7 +724,8 @@ check_proposal (DcpDrafter *d, DcpDraftSeq *seq, DcpDrafterModel *model, const g
  * prompt chunks, a verify of 3 drafts of which 1 stays (the rows of the rejected ones hold
  * junk), a one-token step; and a sequence that starts reading at position 10 (a reused
  * prefix), whose state is then cut back, then moved past its context: each proposal is the
- * DFlash model's on the kept rows read at once, none without a context. */
+ * DFlash model's on the kept rows read at once, none without a context; a floor on the joint
+ * confidence stops the chain. */
 static void
 test_dflash_context (void)
 {
@@ -789,6 +790,30 @@ test_dflash_context (void)
   }
   dcp_draft_seq_free (seq);
   dcp_drafter_free (d);
+
+  /* a floor on the joint confidence (--draft-length 0) between that of 2 and 3 drafts */
+  {
+    g_autoptr(DcpDrafterState) state = dcp_drafter_state_new (model);
+    guint32 drafts[3], want[3];
+    float confidence[3], want_confidence[3];
+    DcpDraftRequest r = { NULL, NULL, text, 31, NULL, 0, 30, 3, drafts, confidence, 0 };
+
+    g_assert_true (dcp_drafter_model_add_context (model, state, taps, 30, &error));
+    g_assert_true (
+        dcp_drafter_model_propose (model, state, text[30], 3, want, want_confidence, NULL, &error));
+    g_assert_cmpfloat (want_confidence[2], <, 0.9f);
+    d = dcp_drafter_new (DCP_SPECULATOR_DFLASH, backend, drafter_path,
+                         0.99f * want_confidence[0] * want_confidence[1], &error);
+    g_assert_no_error (error);
+    r.seq = seq = dcp_drafter_seq_new (d);
+    memcpy (dcp_drafter_note_taps (d, seq, 0, 30, 0, &layers, &n_layers), taps,
+            (gsize) 30 * width * sizeof (float));
+    g_assert_true (dcp_drafter_propose (d, &r, 1, &error));
+    g_assert_cmpuint (r.n_drafts, ==, 2);
+    g_assert_cmpmem (drafts, 2 * 4, want, 2 * 4);
+    dcp_draft_seq_free (seq);
+    dcp_drafter_free (d);
+  }
 }
 
 /* The dflash drafter in the scheduler, short prompt chunks, 2 slots: a sequence cancelled
