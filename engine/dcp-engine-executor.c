@@ -155,9 +155,8 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
 }
 
 /* --drafter FILE with --speculator dflash: the file must be a drafter that fits the model and a
- * backend that runs it (dcp_drafter_model_open says which field differs). The scheduler does not
- * run the drafter yet, so after the check speculation is off (dcp_engine_executor_open), with a
- * warning. */
+ * backend that runs it (dcp_drafter_model_open says which field differs); said before loading
+ * goes on, and what the drafter is logged. */
 static gboolean
 check_drafter (DcpBackend *backend, const char *path, GError **error)
 {
@@ -175,8 +174,6 @@ check_drafter (DcpBackend *backend, const char *path, GError **error)
     g_string_append_printf (taps, "%s%u", i ? ", " : "", c->tap_layers[i]);
   g_message ("drafter %s: DFlash, %u layers, block %u, taps after layers [%s]", path, c->n_layers,
              c->block_size, taps->str);
-  g_warning ("--speculator dflash: the drafter fits the model, but the scheduler does not run it "
-             "yet; speculation is off");
   return TRUE;
 }
 
@@ -204,6 +201,7 @@ scheduler_config (const DcpSettings *settings, const DcpMemoryPlan *plan, DcpSch
   c->gdn_blocks = dcp_plan_gdn_blocks (settings->conversations);
   c->speculator = settings->speculator;
   c->draft_length = settings->draft_length; /* 0: chosen by confidence */
+  c->drafter = settings->drafter;
 }
 
 gboolean
@@ -291,8 +289,6 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (executor == NULL)
     return NULL;
   scheduler_config (settings, &plan, &config);
-  if (config.speculator == DCP_SPECULATOR_DFLASH)
-    config.speculator = DCP_SPECULATOR_OFF; /* check_drafter said so */
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,
                                 &config, error))

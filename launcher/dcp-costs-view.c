@@ -278,7 +278,11 @@ dcp_costs_view_update_speculation (DcpCostsView *self, const DcpSpeculationCosts
       return;
     }
   name = dcp_speculation_name (spec->speculator);
-  if (spec->speculator == DCP_SPECULATOR_DFLASH)
+  if (spec->speculator == DCP_SPECULATOR_DFLASH && spec->chosen)
+    /* Translators: the speculator, the drafter file and the most drafts a step verifies */
+    what = g_strdup_printf (_ ("%s with %s, up to %u drafts per step chosen by confidence"), name,
+                            drafter_name, spec->drafts);
+  else if (spec->speculator == DCP_SPECULATOR_DFLASH)
     /* Translators: the speculator, the drafter file and the drafts per step */
     what = g_strdup_printf (_ ("%s with %s, %u drafts per step"), name, drafter_name, spec->drafts);
   else if (spec->speculator == DCP_SPECULATOR_OFF)

@@ -35,7 +35,7 @@ static const RowSpec row_specs[] = {
   { "kv-bits", 0, N_("KV-cache bits (keys/values)"), CONTROL_CHOICE },
   { "rope-scaling", 0, N_("Long-context scaling"), CONTROL_CHOICE },
   { "speculator", 1, N_("Speculative decoding"), CONTROL_CHOICE },
-  { "draft-length", 1, N_("Draft tokens per step"), CONTROL_SPIN, 0, 8, 1, 0 },
+  { "draft-length", 1, N_("Draft tokens per step"), CONTROL_SPIN, 0, DCP_DRAFT_MAX, 1, 0 },
   { "activations", 1, N_("Activation precision"), CONTROL_CHOICE },
   { "prefill-policy", 1, N_("Prompt reading"), CONTROL_CHOICE },
   { "prefill-chunk", 1, N_("Prompt tokens per step"), CONTROL_SPIN, 16, 65536, 256, 0 },

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-drafter-model.h"
 #include "dcp-drafter.h"
 
 G_BEGIN_DECLS
@@ -23,7 +24,7 @@ struct _DcpDraftSeq {
   /* the last item read (dcp_drafter_note_read), until the next propose */
   gboolean noted;
   guint pos, rows, n_drafts;
-  float *hidden; /* rows x hidden_size */
+  float *hidden; /* rows x hidden_size (mtp); rows x n_taps x hidden_size, the taps (dflash) */
   gsize hidden_cap;
   /* how often this sequence's drafts are accepted: a draft whose predecessors were all
    * accepted, counted with a decay (the ngram drafter's confidence) */
@@ -40,6 +41,10 @@ struct _DcpDraftSeq {
   gsize feed_cap;
   float *logits; /* one row */
   float *chain;  /* the MTP's output row, input of the next draft (hidden_size) */
+
+  /* dflash: context row i is the target's position offset + i */
+  DcpDrafterState *context;
+  guint offset;
 };
 
 struct _DcpDrafter {
@@ -47,6 +52,7 @@ struct _DcpDrafter {
   DcpBackend *backend;
   guint vocab, hidden_size;
   float min_confidence;
+  DcpDrafterModel *dflash; /* dflash */
 };
 
 /* dcp-drafter-ngram.c */
@@ -55,5 +61,9 @@ void dcp_ngram_table_clear (NgramTable *t);
 /* dcp-drafter-mtp.c */
 gboolean dcp_drafter_mtp_propose (DcpDrafter *self, DcpDraftRequest *reqs, guint n_reqs,
                                   GError **error);
+/* dcp-drafter-dflash.c */
+float *dcp_drafter_dflash_note (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows);
+gboolean dcp_drafter_dflash_propose (DcpDrafter *self, DcpDraftRequest *reqs, guint n_reqs,
+                                     GError **error);
 
 G_END_DECLS

@@ -7,8 +7,10 @@
 #include "dcp-error.h"
 
 DcpDrafter *
-dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, float min_confidence, GError **error)
+dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, const char *drafter_path,
+                 float min_confidence, GError **error)
 {
+  g_autoptr(DcpDrafterModel) dflash = NULL;
   DcpDrafter *self;
 
   g_return_val_if_fail (DCP_IS_BACKEND (backend), NULL);
@@ -27,9 +29,19 @@ dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, float min_confidence, 
         }
       break;
     case DCP_SPECULATOR_DFLASH:
-      g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                           "--speculator dflash: the DFlash block drafter is not built yet");
-      return NULL;
+      if (drafter_path == NULL)
+        {
+          g_set_error_literal (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                               "--speculator dflash needs --drafter FILE");
+          return NULL;
+        }
+      dflash = dcp_drafter_model_open (backend, drafter_path, error);
+      if (dflash == NULL)
+        {
+          g_prefix_error (error, "--drafter: ");
+          return NULL;
+        }
+      break;
     default:
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "no drafter for speculator %u",
                    kind);
@@ -41,6 +53,7 @@ dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, float min_confidence, 
   self->vocab = dcp_backend_get_config (backend)->vocab_size;
   self->hidden_size = dcp_backend_get_config (backend)->hidden_size;
   self->min_confidence = min_confidence;
+  self->dflash = g_steal_pointer (&dflash);
   return self;
 }
 
@@ -49,6 +62,7 @@ dcp_drafter_free (DcpDrafter *self)
 {
   if (self == NULL)
     return;
+  g_clear_pointer (&self->dflash, dcp_drafter_model_free);
   g_object_unref (self->backend);
   g_free (self);
 }
@@ -62,6 +76,11 @@ dcp_drafter_seq_new (DcpDrafter *self)
   seq->mtp_rows = -1;
   if (self->kind == DCP_SPECULATOR_NGRAM)
     seq->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+  if (self->kind == DCP_SPECULATOR_DFLASH)
+    {
+      seq->context = dcp_drafter_state_new (self->dflash);
+      seq->offset = G_MAXUINT; /* no row yet */
+    }
   return seq;
 }
 
@@ -78,7 +97,18 @@ dcp_draft_seq_free (DcpDraftSeq *seq)
   g_free (seq->feed);
   g_free (seq->logits);
   g_free (seq->chain);
+  g_clear_pointer (&seq->context, dcp_drafter_state_free);
   g_free (seq);
+}
+
+/* seq's item reads rows rows from position pos on, the last n_drafts of them drafts. */
+static void
+note (DcpDraftSeq *seq, guint pos, guint rows, guint n_drafts)
+{
+  seq->noted = TRUE;
+  seq->pos = pos;
+  seq->rows = rows;
+  seq->n_drafts = n_drafts;
 }
 
 float *
@@ -88,10 +118,7 @@ dcp_drafter_note_read (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows
   gsize need = (gsize) rows * self->hidden_size;
 
   g_return_val_if_fail (seq != NULL && seq->drafter == self && rows > n_drafts, NULL);
-  seq->noted = TRUE;
-  seq->pos = pos;
-  seq->rows = rows;
-  seq->n_drafts = n_drafts;
+  note (seq, pos, rows, n_drafts);
   if (self->kind != DCP_SPECULATOR_MTP)
     return NULL;
   if (seq->logits == NULL)
@@ -107,6 +134,21 @@ dcp_drafter_note_read (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows
       seq->hidden_cap = need;
     }
   return seq->hidden;
+}
+
+float *
+dcp_drafter_note_taps (DcpDrafter *self, DcpDraftSeq *seq, guint pos, guint rows, guint n_drafts,
+                       const guint **tap_layers, guint *n_tap_layers)
+{
+  float *taps;
+
+  g_return_val_if_fail (seq != NULL && seq->drafter == self && rows > n_drafts, NULL);
+  if (self->kind != DCP_SPECULATOR_DFLASH)
+    return NULL;
+  taps = dcp_drafter_dflash_note (self, seq, pos, rows);
+  note (seq, pos, rows, n_drafts);
+  *tap_layers = dcp_drafter_model_get_taps (self->dflash, n_tap_layers);
+  return taps;
 }
 
 /* What the last verify of req's sequence says about its drafts: all of them before the first
@@ -136,6 +178,8 @@ dcp_drafter_propose (DcpDrafter *self, DcpDraftRequest *reqs, guint n_reqs, GErr
     }
   if (self->kind == DCP_SPECULATOR_MTP)
     return dcp_drafter_mtp_propose (self, reqs, n_reqs, error);
+  if (self->kind == DCP_SPECULATOR_DFLASH)
+    return dcp_drafter_dflash_propose (self, reqs, n_reqs, error);
   for (guint i = 0; i < n_reqs; i++)
     {
       reqs[i].seq->noted = FALSE;

@@ -865,10 +865,9 @@ dcp_scheduler_step (DcpScheduler *self, gboolean *busy, GError **error)
           item.embeddings = s->images->rows + s->n_read;
         }
       if (s->n_read + chunk == s->n_prompt && s->max_tokens > 0)
-        {
-          plan_draw (self, s, &item);
-          dcp_speculation_note_item (self, s, &item);
-        }
+        plan_draw (self, s, &item);
+      if (s->max_tokens > 0)
+        dcp_speculation_note_item (self, s, &item);
       budget -= chunk;
       n_prompt += chunk;
       n_rows += chunk;
@@ -969,6 +968,7 @@ dcp_scheduler_new (DcpBackend *backend, const DcpSchedulerConfig *config, GError
   self->backend = backend;
   self->config = *config;
   self->config.disk_dir = g_strdup (config->disk_dir);
+  self->config.drafter = g_strdup (config->drafter);
   self->vocab = dcp_backend_get_config (backend)->vocab_size;
   self->cap_tokens = config->page_tokens *
     (config->context_mode == DCP_CONTEXT_FIXED ? config->kv_pages / config->max_running : config->kv_pages);
@@ -1050,6 +1050,7 @@ dcp_scheduler_free (DcpScheduler *self)
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   g_free (self->config.disk_dir);
+  g_free (self->config.drafter);
   g_free (self);
 }
 

@@ -40,6 +40,7 @@ typedef struct {
                                   decoding sequences to verify (dcp-speculation.h) */
   guint draft_length;          /* drafts per step and sequence, 1..DCP_DRAFT_MAX; 0: chosen
                                   each step by confidence (dcp-draft-length.h) */
+  char *drafter;               /* the DFlash drafter file, for DCP_SPECULATOR_DFLASH */
   DcpStepHook step_hook;       /* called between steps by dcp_scheduler_run (none by default) */
 } DcpSchedulerConfig;
 

@@ -76,7 +76,7 @@ dcp_speculation_new (DcpScheduler *sched, GError **error)
                    DCP_DRAFT_MAX);
       return NULL;
     }
-  drafter = dcp_drafter_new (kind, sched->backend,
+  drafter = dcp_drafter_new (kind, sched->backend, sched->config.drafter,
                              sched->config.draft_length == 0 ? MIN_JOINT_CONFIDENCE : 0, error);
   if (drafter == NULL)
     return NULL;
@@ -272,13 +272,21 @@ dcp_speculation_note_item (DcpScheduler *sched, Seq *s, DcpBatchItem *item)
     return;
   if (s->draft == NULL)
     s->draft = dcp_drafter_seq_new (self->drafter);
+  n_drafts = s->verifying ? item->n_tokens - 1 : 0;
+  /* A drafter of taps takes every row of every item. */
+  item->taps = dcp_drafter_note_taps (self->drafter, s->draft, s->n_read, item->n_tokens, n_drafts,
+                                      &item->tap_layers, &item->n_tap_layers);
+  if (item->taps != NULL)
+    return;
+  /* The others learn from a prompt's last chunk on. */
+  if (s->phase == DCP_SEQ_PROMPT && s->n_read + item->n_tokens < s->n_prompt)
+    return;
   /* A verify's hidden rows come for all its rows (beside its logits rows, or with its row
    * draws), else for none to learn from (the drafter then starts the sequence's MTP rows over). */
   all = item->logits_mode == DCP_LOGITS_ALL || item->row_tokens != NULL;
   if (s->verifying && !all)
     return;
   rows = all ? item->n_tokens : 1;
-  n_drafts = s->verifying ? item->n_tokens - 1 : 0;
   hidden = dcp_drafter_note_read (self->drafter, s->draft, s->n_read + item->n_tokens - rows, rows,
                                   n_drafts, &row);
   if (hidden == NULL)

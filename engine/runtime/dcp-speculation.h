@@ -28,9 +28,9 @@ void            dcp_speculation_release      (DcpScheduler     *sched);
 /* After admission: the drafts of every decoding sequence (s->n_draft, s->verify), state
  * blocks for their verifies' step saves taken from idle snapshots where none is free. */
 void            dcp_speculation_propose      (DcpScheduler     *sched);
-/* After the item of s is planned (by dcp_speculation_plan or as a one-token step, or s's
- * prompt's last chunk): the drafter learns which positions it reads and may ask for their
- * hidden rows (item->hidden, a logits row where it asked for none). */
+/* After the item of s is planned (by dcp_speculation_plan or as a one-token step, or a chunk
+ * of s's prompt): the drafter learns which positions it reads and may ask for their hidden rows
+ * (item->hidden, a logits row where it asked for none) or their taps (item->taps). */
 void dcp_speculation_note_item (DcpScheduler *sched, Seq *s, DcpBatchItem *item);
 /* A step of rows rows (every item's tokens) took us microseconds: the table draft lengths are
  * chosen by (--draft-length 0). */

@@ -115,6 +115,7 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
     {
       guint64 per_token = dcp_drafter_info_kv_bytes_per_token (drafter);
       guint64 reserve;
+      double accepted;
 
       /* The drafter's weights and its KV for the pool are kept out of what the planner may give
        * the model's KV pool: planned once as it is, then with that much more kept free. */
@@ -127,15 +128,21 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
       dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
       out->drafter_weight_bytes = drafter->weight_bytes;
       out->drafter_kv_bytes = per_token * c_spec.plan.pool_tokens;
-      out->drafts = settings->draft_length == 0
-                        ? drafter->block_size - 1
-                        : MIN (settings->draft_length, drafter->block_size - 1);
+      out->chosen = settings->draft_length == 0;
+      out->drafts = out->chosen ? drafter->block_size - 1
+                                : MIN (settings->draft_length, drafter->block_size - 1);
       out->measured = drafter->have_acceptance;
-      out->expected_accepted = dcp_speculation_expected (
-          dcp_speculation_rate_for (drafter->have_acceptance ? drafter->mean_accepted
-                                                             : DCP_SPECULATION_DFLASH_ACCEPTED,
-                                    drafter->have_acceptance ? drafter->acceptance_block - 1 : 15),
-          out->drafts);
+      accepted =
+          drafter->have_acceptance ? drafter->mean_accepted : DCP_SPECULATION_DFLASH_ACCEPTED;
+      /* Chosen by confidence, a step verifies the drafts likely to be accepted, however many:
+       * the drafter's mean as it is. A fixed length: the mean's per-draft rate over it. */
+      out->expected_accepted =
+          out->chosen
+              ? MIN (accepted, out->drafts)
+              : dcp_speculation_expected (
+                    dcp_speculation_rate_for (
+                        accepted, drafter->have_acceptance ? drafter->acceptance_block - 1 : 15),
+                    out->drafts);
       drafting = drafter->weight_bytes + per_token * DCP_COSTS_SHORT_CONTEXT;
     }
   else

@@ -23,7 +23,10 @@ G_BEGIN_DECLS
 typedef struct {
   DcpSpeculator speculator; /* what the engine is started with */
   gboolean fell_back;       /* the settings asked for mtp/dflash and got less (no drafter / head) */
-  guint drafts;             /* drafts per verify step (the fixed length, or the default) */
+  guint drafts;             /* drafts per verify step (the fixed length, or the default); with
+                               chosen, the most a step verifies */
+  gboolean chosen;          /* a DFlash drafter's lengths chosen by confidence (draft length 0):
+                               expected_accepted is its mean accepted length as it is */
   double expected_accepted; /* drafts accepted per step */
   gboolean measured;        /* from the drafter file's acceptance, else an estimate */
   guint64 drafter_weight_bytes;     /* VRAM the drafter adds: its weights */

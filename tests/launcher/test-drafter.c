@@ -457,7 +457,8 @@ test_costs (Fixture *f, gconstpointer data)
   g_assert_cmpuint (spec.vram_total, ==,
                     with.plan.vram_total + t.weights + per_token * with.plan.pool_tokens);
   g_assert_true (spec.fits);
-  /* Measured: 5.5 of 15 drafts; all 15 verified. */
+  /* Measured: 5.5 of 15 drafts; lengths chosen by confidence: the mean as it is. */
+  g_assert_true (spec.chosen);
   g_assert_cmpfloat_with_epsilon (spec.expected_accepted, 5.5, 1e-6);
   verify = with.step_bytes_short + t.weights + per_token * DCP_COSTS_SHORT_CONTEXT;
   g_assert_cmpuint (spec.verify_bytes, ==, (guint64) verify);
@@ -470,6 +471,16 @@ test_costs (Fixture *f, gconstpointer data)
   rate = dcp_speculation_rate_for (5.5, 15);
   expected = rate + rate * rate + pow (rate, 3) + pow (rate, 4);
   g_assert_cmpfloat_with_epsilon (spec.expected_accepted, expected, 1e-9);
+  g_assert_false (spec.chosen);
+
+  /* Lengths chosen by confidence with a mean measured on blocks of 8: the mean, not its rate
+   * spread over the drafter's 15 drafts. */
+  s.draft_length = 0;
+  drafter->drafter->acceptance_block = 8;
+  g_assert_true (dcp_speculation_costs_compute (&spec, f->model, &s, drafter->drafter, &device, 0));
+  g_assert_cmpuint (spec.drafts, ==, 15);
+  g_assert_cmpfloat_with_epsilon (spec.expected_accepted, 5.5, 1e-9);
+  g_assert_cmpfloat (dcp_speculation_expected (dcp_speculation_rate_for (5.5, 7), 15), >, 5.6);
 
   /* No drafter: the MTP head, read once per draft, and the estimate. */
   s.draft_length = 0;

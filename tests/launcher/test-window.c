@@ -587,7 +587,9 @@ test_drafter_pairing (Fixture *f, gconstpointer data)
 
   /* The costs before anything is downloaded: both speeds, the drafter's VRAM, per preset. */
   speculation = dcp_costs_view_get_text (f->window->costs_view, "speculation");
-  g_assert_nonnull (strstr (speculation, "dflash with drafter-fits.mcapy, 15 drafts per step"));
+  g_assert_nonnull (
+      strstr (speculation,
+              "dflash with drafter-fits.mcapy, up to 15 drafts per step chosen by confidence"));
   g_assert_nonnull (strstr (speculation, "tokens/s with it"));
   g_assert_nonnull (strstr (speculation, "without"));
   g_assert_nonnull (strstr (speculation, "(estimated)"));

@@ -3,7 +3,8 @@
  * model path an error names shows which won), --help lists every setting of the table, what the
  * CPU backend cannot do is refused with "not implemented yet", D-Bus options; rope scaling
  * starts the CPU backend with YaRN (1m, or auto and a context past the native one); --speculator
- * dflash with and without a fitting --drafter. */
+ * dflash with and without a fitting --drafter, and a fitting one serving a completion with
+ * drafts. */
 #include "config.h"
 
 #include <gio/gio.h>
@@ -11,6 +12,9 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
 
 #include "dcp-converter.h"
 #include "dcp-settings.h"
@@ -171,10 +175,13 @@ test_help_and_refusals (void)
   g_rmdir (home);
 }
 
+typedef void (*ServeFunc) (SoupSession *session, const char *url);
+
 /* Starts the engine on the tiny model (native context 32,768) on the CPU backend with args, waits
- * until it listens, stops it, and returns what it logged. */
+ * until it listens, has serve (optional) send it requests, stops it, and returns what it
+ * logged. */
 static char *
-run_listening (const char *const *args)
+serve_listening (const char *const *args, ServeFunc serve)
 {
   g_autoptr(GSubprocessLauncher) launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_SILENCE);
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
@@ -206,11 +213,28 @@ run_listening (const char *const *args)
         break;
     }
   g_assert_nonnull (strstr (log, "listening on"));
+  if (serve != NULL)
+    {
+      g_autoptr(GRegex) regex = g_regex_new ("listening on (http://[^/\\s]+)", 0, 0, NULL);
+      g_autoptr(GMatchInfo) match = NULL;
+      g_autoptr(SoupSession) session = soup_session_new_with_options ("timeout", 60, NULL);
+      g_autofree char *url = NULL;
+
+      g_assert_true (g_regex_match (regex, log, 0, &match));
+      url = g_match_info_fetch (match, 1);
+      serve (session, url);
+    }
   g_subprocess_send_signal (proc, SIGTERM);
   g_subprocess_wait (proc, NULL, &error);
   g_assert_no_error (error);
   g_unlink (log_path);
   return log;
+}
+
+static char *
+run_listening (const char *const *args)
+{
+  return serve_listening (args, NULL);
 }
 
 static void
@@ -312,8 +336,50 @@ tiny_drafter (const char *dir)
   return g_steal_pointer (&out);
 }
 
+/* A request to url + path (body: POST it); the JSON reply, which must come with status 200. */
+static JsonNode *
+request_json (SoupSession *session, const char *url, const char *path, const char *body)
+{
+  g_autofree char *uri = g_strconcat (url, path, NULL);
+  g_autoptr(SoupMessage) msg = soup_message_new (body != NULL ? "POST" : "GET", uri);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GBytes) reply = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (body != NULL)
+    {
+      g_autoptr(GBytes) bytes = g_bytes_new (body, strlen (body));
+
+      soup_message_set_request_body_from_bytes (msg, "application/json", bytes);
+    }
+  reply = soup_session_send_and_read (session, msg, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (soup_message_get_status (msg), ==, 200);
+  json_parser_load_from_data (parser, g_bytes_get_data (reply, NULL), g_bytes_get_size (reply),
+                              &error);
+  g_assert_no_error (error);
+  return json_node_copy (json_parser_get_root (parser));
+}
+
+/* A completion is served, and /stats shows its drafts verified. */
+static void
+serve_with_drafts (SoupSession *session, const char *url)
+{
+  g_autoptr(JsonNode) done = request_json (session, url, "/v1/completions",
+                                            "{\"prompt\": \"one two three one two three one two\", "
+                                            "\"max_tokens\": 8, \"temperature\": 0}");
+  g_autoptr(JsonNode) stats = request_json (session, url, "/stats", NULL);
+  JsonObject *usage = json_object_get_object_member (json_node_get_object (done), "usage");
+  JsonObject *sched = json_object_get_object_member (json_node_get_object (stats), "scheduler");
+
+  g_assert_cmpint (json_object_get_int_member (usage, "completion_tokens"), ==, 8);
+  g_assert_cmpint (json_object_get_int_member (sched, "verify_steps"), >, 0);
+  g_assert_cmpint (json_object_get_int_member (sched, "drafted_tokens"), >, 0);
+  g_assert_cmpfloat (json_object_get_double_member (sched, "mean_accepted_length"), >=, 1);
+}
+
 /* --speculator dflash: it needs --drafter; a drafter of another model is refused naming the
- * field; a fitting one is checked and logged at start. */
+ * field; a fitting one is checked and logged at start, and drafts while serving. */
 static void
 test_dflash (void)
 {
@@ -364,10 +430,13 @@ test_dflash (void)
     g_assert_nonnull (strstr (r.err, "a DFlash drafter file (metadata field “drafter”), not a model: give it with --drafter"));
   }
   {
-    g_autofree char *log = run_listening ((const char *const[]) { "--speculator", "dflash", "--drafter", fits, NULL });
+    g_autofree char *log =
+        serve_listening ((const char *const[]){ "--speculator", "dflash", "--drafter", fits,
+                                                "--draft-length", "4", NULL },
+                         serve_with_drafts);
 
     g_assert_nonnull (strstr (log, "DFlash, 1 layers, block 16, taps after layers [2]"));
-    g_assert_nonnull (strstr (log, "the scheduler does not run it yet"));
+    g_assert_null (strstr (log, "speculation is off"));
   }
   g_unlink (odd);
   g_unlink (fits);

@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* Speculative decoding (engine/runtime/dcp-speculation.h) on the CPU backend: the ngram
- * drafter's index, the draft-length chooser, and the scheduler's invariant with each drafter
- * (ngram on the odd-sizes checkpoint, mtp on the tiny model's MTP head): greedy output is the
- * output without one, alone and batched, for every draft length and for lengths chosen by
- * confidence, with stop tokens and max_tokens that fall inside an accepted run; rejected
- * drafts are undone. A seeded sampled run gives the same tokens with and without drafts. On
+ * drafter's index, the draft-length chooser, the dflash drafter's context, and the scheduler's
+ * invariant with each drafter (ngram on the odd-sizes checkpoint, mtp on the tiny model's MTP
+ * head, dflash with the dflash-odd drafter of odd-sizes, through short prompt chunks,
+ * cancellation and prefix reuse): greedy output is the output without one, alone and
+ * batched, for every draft length and for lengths chosen by confidence, with stop tokens and
+ * max_tokens that fall inside an accepted run; rejected drafts are undone. A seeded sampled run gives the same tokens with and without drafts. On
  * the demo model (with -m slow: suite `speculation`), the same with real acceptance, and the
  * mean accepted length on code prompts printed (docs/PERFORMANCE.md). */
 #include "config.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
 #include "dcp-checkpoint.h"
+#include "dcp-converter.h"
 #include "dcp-draft-length.h"
+#include "dcp-drafter-model.h"
 #include "dcp-drafter.h"
 #include "dcp-model-source.h"
 #include "dcp-scheduler.h"
@@ -43,7 +47,7 @@ test_ngram (void)
   static const guint32 loop[] = { 5, 5, 5 };
   static const guint32 none[] = { 1, 2, 3 };
   g_autoptr(GError) error = NULL;
-  DcpDrafter *d = dcp_drafter_new (DCP_SPECULATOR_NGRAM, backend, 0, &error);
+  DcpDrafter *d = dcp_drafter_new (DCP_SPECULATOR_NGRAM, backend, NULL, 0, &error);
   DcpDraftSeq *seq;
   guint32 out[8];
 
@@ -246,49 +250,88 @@ on_pick (gpointer user_data, guint32 *token)
 
 static const DcpSeqCallbacks callbacks = { NULL, on_token, on_finished, NULL, on_pick };
 
-/* Runs the requests through a scheduler of max_running slots with the speculator; returns its
- * stats. */
-static void
-run_scheduler (DcpBackend *b, Request **reqs, guint n, guint max_running, DcpSpeculator speculator,
-               guint draft_length, DcpSchedulerStats *stats)
+static char *drafter_path; /* the dflash-odd drafter, converted, for odd-sizes */
+
+/* A scheduler of max_running slots with the speculator, reading prompts in chunks of
+ * prefill_chunk tokens. */
+static DcpScheduler *
+open_scheduler (DcpBackend *b, guint max_running, DcpSpeculator speculator, guint draft_length,
+                guint prefill_chunk)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpScheduler) sched = NULL;
+  DcpScheduler *sched;
   DcpSchedulerConfig config;
-  gboolean busy = TRUE;
 
   dcp_scheduler_config_init (&config);
   config.max_running = max_running;
   config.gdn_blocks = 2 * max_running + 1;
   config.page_tokens = 16;
   config.kv_pages = 64;
-  config.prefill_chunk = 64;
+  config.prefill_chunk = prefill_chunk;
   config.speculator = speculator;
   config.draft_length = draft_length;
+  config.drafter = drafter_path;
   sched = dcp_scheduler_new (b, &config, &error);
   g_assert_no_error (error);
-  for (guint i = 0; i < n; i++)
-    {
-      DcpSeqParams p = { 0 };
+  return sched;
+}
 
-      dcp_sampler_params_init (&p.sampling);
-      p.sampling.temperature = reqs[i]->temperature;
-      p.sampling.top_k = 3;
-      p.sampling.seed = reqs[i]->seed;
-      p.prompt = (guint32 *) reqs[i]->prompt->data;
-      p.n_prompt = reqs[i]->prompt->len;
-      p.max_tokens = reqs[i]->max_tokens;
-      p.stop_tokens = &reqs[i]->stop;
-      p.n_stop_tokens = 1;
-      g_assert_cmpuint (dcp_scheduler_submit (sched, &p, &callbacks, reqs[i], &error), >, 0);
-      g_assert_no_error (error);
-    }
+static guint64
+submit (DcpScheduler *sched, Request *r)
+{
+  g_autoptr(GError) error = NULL;
+  DcpSeqParams p = { 0 };
+  guint64 id;
+
+  dcp_sampler_params_init (&p.sampling);
+  p.sampling.temperature = r->temperature;
+  p.sampling.top_k = 3;
+  p.sampling.seed = r->seed;
+  p.prompt = (guint32 *) r->prompt->data;
+  p.n_prompt = r->prompt->len;
+  p.max_tokens = r->max_tokens;
+  p.stop_tokens = &r->stop;
+  p.n_stop_tokens = 1;
+  id = dcp_scheduler_submit (sched, &p, &callbacks, r, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (id, >, 0);
+  return id;
+}
+
+static void
+run_until_idle (DcpScheduler *sched)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean busy = TRUE;
+
   while (busy)
     {
       g_assert_true (dcp_scheduler_step (sched, &busy, &error));
       g_assert_no_error (error);
     }
+}
+
+/* Runs the requests through a scheduler of max_running slots with the speculator; returns its
+ * stats. */
+static void
+run_scheduler_chunked (DcpBackend *b, Request **reqs, guint n, guint max_running,
+                       DcpSpeculator speculator, guint draft_length, guint prefill_chunk,
+                       DcpSchedulerStats *stats)
+{
+  g_autoptr(DcpScheduler) sched =
+                 open_scheduler (b, max_running, speculator, draft_length, prefill_chunk);
+
+  for (guint i = 0; i < n; i++)
+    submit (sched, reqs[i]);
+  run_until_idle (sched);
   dcp_scheduler_get_stats (sched, stats);
+}
+
+static void
+run_scheduler (DcpBackend *b, Request **reqs, guint n, guint max_running, DcpSpeculator speculator,
+               guint draft_length, DcpSchedulerStats *stats)
+{
+  run_scheduler_chunked (b, reqs, n, max_running, speculator, draft_length, 64, stats);
 }
 
 static DcpBackend *
@@ -337,12 +380,16 @@ request_free (Request *r)
 }
 
 typedef struct {
+  const char *name;
   DcpBackend **backend;
   DcpSpeculator speculator;
+  guint prefill_chunk;
 } Case;
 
-static const Case ngram_case = { &backend, DCP_SPECULATOR_NGRAM };
-static const Case mtp_case = { &tiny, DCP_SPECULATOR_MTP };
+static const Case ngram_case = { "ngram", &backend, DCP_SPECULATOR_NGRAM, 64 };
+static const Case mtp_case = { "mtp", &tiny, DCP_SPECULATOR_MTP, 64 };
+/* short chunks: the drafter's context is made of every chunk's taps */
+static const Case dflash_case = { "dflash", &backend, DCP_SPECULATOR_DFLASH, 16 };
 
 /* A prompt that repeats a phrase (so that the ngram drafter finds something in it), then the
  * model's own continuation of it, then the prompt again: what follows is likely that
@@ -412,7 +459,7 @@ test_greedy_identical (gconstpointer data)
               }
             reqs[i] = r;
           }
-        run_scheduler (b, reqs, n, n, c->speculator, draft_length, &st);
+        run_scheduler_chunked (b, reqs, n, n, c->speculator, draft_length, c->prefill_chunk, &st);
         for (guint i = 0; i < n; i++)
           {
             Request *r = reqs[i];
@@ -431,11 +478,11 @@ test_greedy_identical (gconstpointer data)
       }
   g_test_message ("%s: %" G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT
                   " accepted, %" G_GUINT64_FORMAT " replays",
-                  c->speculator == DCP_SPECULATOR_MTP ? "mtp" : "ngram", drafted, accepted,
-                  replays);
+                  c->name, drafted, accepted, replays);
   /* both paths were taken: drafts accepted, drafts rejected and undone (the tiny model's
-   * random MTP head drafts nothing the model agrees with: its accepted drafts are the demo
-   * model's, below) */
+   * random MTP head and the random DFlash drafter draft little the model agrees with: the MTP
+   * head's accepted drafts are the demo model's, below; the DFlash context's cut-backs are
+   * checked in /speculation/dflash-context) */
   if (c->speculator == DCP_SPECULATOR_NGRAM)
     g_assert_cmpuint (accepted, >, 0);
   g_assert_cmpuint (drafted, >, 0);
@@ -571,7 +618,8 @@ test_sampled_identical (gconstpointer data)
           refs[i]->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
         }
       run_scheduler (b, refs, n, n, DCP_SPECULATOR_OFF, 1, &st);
-      run_scheduler (b, reqs, n, n, c->speculator, round < 2 ? 4 : 0, &st);
+      run_scheduler_chunked (b, reqs, n, n, c->speculator, round < 2 ? 4 : 0, c->prefill_chunk,
+                             &st);
       for (guint i = 0; i < n; i++)
         {
           g_assert_true (reqs[i]->done && refs[i]->done);
@@ -585,7 +633,7 @@ test_sampled_identical (gconstpointer data)
       accepted += st.accepted_tokens;
     }
   g_test_message ("sampled, %s: %" G_GUINT64_FORMAT " drafted, %" G_GUINT64_FORMAT " accepted",
-                  c->speculator == DCP_SPECULATOR_MTP ? "mtp" : "ngram", drafted, accepted);
+                  c->name, drafted, accepted);
   g_assert_cmpuint (drafted, >, 0);
   if (c->speculator == DCP_SPECULATOR_NGRAM)
     g_assert_cmpuint (accepted, >, 0);
@@ -611,9 +659,219 @@ test_bad_config (void)
   g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
   g_assert_nonnull (strstr (error->message, "no MTP head"));
   g_clear_error (&error);
+  /* dflash: without a drafter file, and with one for another model */
   config.speculator = DCP_SPECULATOR_DFLASH;
   g_assert_null (dcp_scheduler_new (tiny, &config, &error));
-  g_assert_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED);
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "needs --drafter FILE"));
+  g_clear_error (&error);
+  config.drafter = drafter_path;
+  g_assert_null (dcp_scheduler_new (tiny, &config, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "--drafter: "));
+  g_assert_nonnull (strstr (error->message, "hidden_size"));
+}
+
+/* The target's taps of text[0..n) from a fresh state (n x n_taps x hidden_size). */
+static float *
+target_taps (DcpDrafterModel *model, const guint32 *text, guint n)
+{
+  g_autoptr(GError) error = NULL;
+  DcpSeqState *state = dcp_backend_state_new (backend, &error);
+  DcpBatchItem item = { .state = state, .tokens = text, .n_tokens = n };
+  guint n_taps;
+  float *taps;
+
+  item.tap_layers = dcp_drafter_model_get_taps (model, &n_taps);
+  item.n_tap_layers = n_taps;
+  taps = item.taps =
+      g_new (float, (gsize) n *n_taps *dcp_backend_get_config (backend)->hidden_size);
+  g_assert_true (dcp_backend_forward (backend, &item, 1, &error));
+  g_assert_no_error (error);
+  dcp_backend_state_free (backend, state);
+  return taps;
+}
+
+/* The dflash drafter's proposal after text[0..n_read] (max drafts) equals the DFlash model's on
+ * a context made of taps[from .. n_read) at once. */
+static void
+check_proposal (DcpDrafter *d, DcpDraftSeq *seq, DcpDrafterModel *model, const guint32 *text,
+                const float *taps, guint from, guint n_read, guint max)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpDrafterState) state = dcp_drafter_state_new (model);
+  guint width =
+      dcp_drafter_model_get_config (model)->n_taps * dcp_backend_get_config (backend)->hidden_size;
+  guint32 drafts[DCP_DRAFT_MAX], want[DCP_DRAFT_MAX];
+  float confidence[DCP_DRAFT_MAX], want_confidence[DCP_DRAFT_MAX];
+  DcpDraftRequest r = { seq, NULL, text, n_read + 1, NULL, 0, n_read, max, drafts, confidence, 0 };
+
+  g_assert_true (dcp_drafter_propose (d, &r, 1, &error));
+  g_assert_no_error (error);
+  g_assert_true (dcp_drafter_model_add_context (model, state, taps + (gsize) from * width,
+                                                n_read - from, &error));
+  g_assert_true (dcp_drafter_model_propose (model, state, text[n_read], MIN (max, 3), want,
+                                            want_confidence, NULL, &error));
+  g_assert_no_error (error);
+  /* capped at the block: 4 rows, 3 drafts */
+  g_assert_cmpuint (r.n_drafts, ==, MIN (max, 3));
+  g_assert_cmpmem (drafts, r.n_drafts * 4, want, r.n_drafts * 4);
+  for (guint i = 0; i < r.n_drafts; i++)
+    g_assert_cmpfloat_with_epsilon (confidence[i], want_confidence[i], 1e-6);
+}
+
+/* The dflash drafter's context through the items a sequence reads (dcp_drafter_note_taps): two
+ * prompt chunks, a verify of 3 drafts of which 1 stays (the rows of the rejected ones hold
+ * junk), a one-token step; and a sequence that starts reading at position 10 (a reused
+ * prefix), whose state is then cut back, then moved past its context: each proposal is the
+ * DFlash model's on the kept rows read at once, none without a context; a floor on the joint
+ * confidence stops the chain. */
+static void
+test_dflash_context (void)
+{
+  enum { N = 40 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (31);
+  g_autoptr(DcpDrafterModel) model = dcp_drafter_model_open (backend, drafter_path, &error);
+  DcpDrafter *d = dcp_drafter_new (DCP_SPECULATOR_DFLASH, backend, drafter_path, 0, &error);
+  guint width, n_taps, n_layers;
+  const guint *layers, *want_layers;
+  guint32 text[N];
+  g_autofree float *taps = NULL;
+  DcpDraftSeq *seq;
+  /* (pos, rows, drafts, rows of true taps) of each item, then the tokens the state holds */
+  static const guint items[][5] = {
+    { 0, 16, 0, 16, 16 },
+    { 16, 14, 0, 14, 30 },
+    { 30, 4, 3, 2, 32 },
+    { 32, 1, 0, 1, 33 },
+  };
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < N; i++)
+    text[i] = g_rand_int_range (rand, 0, dcp_backend_get_config (backend)->vocab_size);
+  taps = target_taps (model, text, N);
+  width =
+      dcp_drafter_model_get_config (model)->n_taps * dcp_backend_get_config (backend)->hidden_size;
+  seq = dcp_drafter_seq_new (d);
+  for (guint k = 0; k < G_N_ELEMENTS (items); k++)
+    {
+      float *out =
+          dcp_drafter_note_taps (d, seq, items[k][0], items[k][1], items[k][2], &layers, &n_layers);
+
+      g_assert_nonnull (out);
+      want_layers = dcp_drafter_model_get_taps (model, &n_taps);
+      g_assert_cmpmem (layers, n_layers * sizeof (guint), want_layers, n_taps * sizeof (guint));
+      memcpy (out, taps + (gsize) items[k][0] * width,
+              (gsize) items[k][3] * width * sizeof (float));
+      for (gsize i = (gsize) items[k][3] * width; i < (gsize) items[k][1] * width; i++)
+        out[i] = (float) g_rand_double_range (rand, -4, 4);
+      /* proposed after the second chunk and after the verify */
+      if (k == 1 || k == 2)
+        check_proposal (d, seq, model, text, taps, 0, items[k][4], k == 1 ? 15 : 2);
+    }
+  check_proposal (d, seq, model, text, taps, 0, 33, 3);
+  dcp_draft_seq_free (seq);
+
+  seq = dcp_drafter_seq_new (d);
+  memcpy (dcp_drafter_note_taps (d, seq, 10, 20, 0, &layers, &n_layers), taps + (gsize) 10 * width,
+          (gsize) 20 * width * sizeof (float));
+  check_proposal (d, seq, model, text, taps, 10, 30, 3);
+  /* the state cut back with no item read since (resumed from an earlier snapshot): the context
+   * follows; moved past it: no context, no drafts */
+  check_proposal (d, seq, model, text, taps, 10, 24, 3);
+  {
+    guint32 drafts[3];
+    float confidence[3];
+    DcpDraftRequest r = { seq, NULL, text, 36, NULL, 0, 35, 3, drafts, confidence, 0 };
+
+    g_assert_true (dcp_drafter_propose (d, &r, 1, &error));
+    g_assert_cmpuint (r.n_drafts, ==, 0);
+  }
+  dcp_draft_seq_free (seq);
+  dcp_drafter_free (d);
+
+  /* a floor on the joint confidence (--draft-length 0) between that of 2 and 3 drafts */
+  {
+    g_autoptr(DcpDrafterState) state = dcp_drafter_state_new (model);
+    guint32 drafts[3], want[3];
+    float confidence[3], want_confidence[3];
+    DcpDraftRequest r = { NULL, NULL, text, 31, NULL, 0, 30, 3, drafts, confidence, 0 };
+
+    g_assert_true (dcp_drafter_model_add_context (model, state, taps, 30, &error));
+    g_assert_true (
+        dcp_drafter_model_propose (model, state, text[30], 3, want, want_confidence, NULL, &error));
+    g_assert_cmpfloat (want_confidence[2], <, 0.9f);
+    d = dcp_drafter_new (DCP_SPECULATOR_DFLASH, backend, drafter_path,
+                         0.99f * want_confidence[0] * want_confidence[1], &error);
+    g_assert_no_error (error);
+    r.seq = seq = dcp_drafter_seq_new (d);
+    memcpy (dcp_drafter_note_taps (d, seq, 0, 30, 0, &layers, &n_layers), taps,
+            (gsize) 30 * width * sizeof (float));
+    g_assert_true (dcp_drafter_propose (d, &r, 1, &error));
+    g_assert_cmpuint (r.n_drafts, ==, 2);
+    g_assert_cmpmem (drafts, 2 * 4, want, 2 * 4);
+    dcp_draft_seq_free (seq);
+    dcp_drafter_free (d);
+  }
+}
+
+/* The dflash drafter in the scheduler, short prompt chunks, 2 slots: a sequence cancelled
+ * beside another leaves that one's output as without drafts; a prompt that continues the
+ * finished conversation resumes from its snapshot (the drafter's context then starts where the
+ * sequence reads on) and gives the output without drafts; both verified drafts. */
+static void
+test_dflash_reuse (void)
+{
+  g_autoptr(GRand) rand = g_rand_new_with_seed (29);
+  g_autoptr(DcpScheduler) sched = open_scheduler (backend, 2, DCP_SPECULATOR_DFLASH, 3, 16);
+  g_autoptr(GError) error = NULL;
+  guint vocab = dcp_backend_get_config (backend)->vocab_size;
+  Request *a = make_request (backend, rand), *c = make_request (backend, rand);
+  Request *b = g_new0 (Request, 1);
+  g_autoptr(GArray) ref_a = NULL, ref_b = NULL;
+  DcpSchedulerStats before, after;
+  gboolean busy = TRUE;
+  guint64 id_c;
+
+  a->max_tokens = c->max_tokens = 30;
+  ref_a = run_alone (backend, (guint32 *) a->prompt->data, a->prompt->len, a->max_tokens, a->stop);
+  submit (sched, a);
+  id_c = submit (sched, c);
+  while (busy && c->tokens->len < 4)
+    {
+      g_assert_true (dcp_scheduler_step (sched, &busy, &error));
+      g_assert_no_error (error);
+    }
+  dcp_scheduler_cancel (sched, id_c);
+  run_until_idle (sched);
+  g_assert_true (c->done);
+  g_assert_cmpint (c->reason, ==, DCP_SEQ_FINISH_CANCELLED);
+  g_assert_cmpmem (a->tokens->data, a->tokens->len * 4, ref_a->data, ref_a->len * 4);
+  dcp_scheduler_get_stats (sched, &before);
+  g_assert_cmpuint (before.verify_steps, >, 0);
+
+  b->prompt = g_array_copy (a->prompt);
+  g_array_append_vals (b->prompt, a->tokens->data, a->tokens->len);
+  for (guint i = 0; i < 5; i++)
+    {
+      guint32 t = g_rand_int_range (rand, 0, vocab);
+
+      g_array_append_val (b->prompt, t);
+    }
+  b->tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+  b->max_tokens = 20;
+  b->stop = vocab;
+  ref_b = run_alone (backend, (guint32 *) b->prompt->data, b->prompt->len, b->max_tokens, b->stop);
+  submit (sched, b);
+  run_until_idle (sched);
+  dcp_scheduler_get_stats (sched, &after);
+  g_assert_cmpuint (after.reuse_hits, >, before.reuse_hits);
+  g_assert_cmpuint (after.verify_steps, >, before.verify_steps);
+  g_assert_cmpmem (b->tokens->data, b->tokens->len * 4, ref_b->data, ref_b->len * 4);
+  request_free (a);
+  request_free (b);
+  request_free (c);
 }
 
 /* The demo model on code prompts, with each drafter at 4 drafts and at lengths chosen by
@@ -757,10 +1015,21 @@ int
 main (int argc, char **argv)
 {
   DcpModelSource *tiny_model;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *tmp = g_dir_make_tmp ("dcp-speculation-XXXXXX", NULL);
+  g_autofree char *dflash_odd = NULL;
+  DcpConvertOptions options = { .recipe = DCP_RECIPE_BF16, .n_threads = 1 };
   int rc;
 
   g_test_init (&argc, &argv, NULL);
   backend = open_odd_sizes ();
+  dflash_odd = g_test_build_filename (G_TEST_DIST, "data", "models", "dflash-odd", NULL);
+  options.input_dir = dflash_odd;
+  /* the DFlash drafter of the odd-sizes target (tests/models/make-dflash-drafter.py) */
+  drafter_path = g_build_filename (tmp, "drafter.mcapy", NULL);
+  options.output_path = drafter_path;
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
   tiny = open_model_file (g_getenv ("DECAPYBARA_TINY_MODEL"), &tiny_model);
   g_test_add_func ("/speculation/ngram", test_ngram);
   g_test_add_func ("/speculation/choose", test_choose);
@@ -770,11 +1039,20 @@ main (int argc, char **argv)
   g_test_add_data_func ("/speculation/sampled-identical/ngram", &ngram_case,
                         test_sampled_identical);
   g_test_add_data_func ("/speculation/sampled-identical/mtp", &mtp_case, test_sampled_identical);
+  g_test_add_data_func ("/speculation/greedy-identical/dflash", &dflash_case,
+                        test_greedy_identical);
+  g_test_add_data_func ("/speculation/sampled-identical/dflash", &dflash_case,
+                        test_sampled_identical);
+  g_test_add_func ("/speculation/dflash-context", test_dflash_context);
+  g_test_add_func ("/speculation/dflash-reuse", test_dflash_reuse);
   g_test_add_func ("/speculation/bad-config", test_bad_config);
   g_test_add_func ("/speculation/demo-acceptance", test_demo_acceptance);
   rc = g_test_run ();
   g_object_unref (tiny);
   dcp_model_source_free (tiny_model);
   g_object_unref (backend);
+  g_unlink (drafter_path);
+  g_rmdir (tmp);
+  g_free (drafter_path);
   return rc;
 }
