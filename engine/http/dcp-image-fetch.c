@@ -13,28 +13,28 @@
 
 struct _DcpImageFetcher {
   SoupSession *session;
-  gsize        max_bytes;
-  guint        timeout_seconds;
+  gsize max_bytes;
+  guint timeout_seconds;
 };
 
 /* One request's fetch (the GTask's data). */
 typedef struct {
-  SoupSession  *session;
-  guint         timeout_seconds;
-  GPtrArray    *parts;          /* JsonObject: the parts with a URL, in order */
-  guint         index;          /* the part being fetched */
-  GCancellable *cancellable;    /* cancelled by the caller's or by the time limit */
+  SoupSession *session;
+  guint timeout_seconds;
+  GPtrArray *parts;          /* JsonObject: the parts with a URL, in order */
+  guint index;               /* the part being fetched */
+  GCancellable *cancellable; /* cancelled by the caller's or by the time limit */
   GCancellable *outer;
-  gulong        outer_id;
-  GSource      *timer;
-  gboolean      timed_out;
-  gsize         limit;          /* bytes for all of the request's images */
-  gsize         budget;         /* bytes left */
-  GUri         *uri;            /* the current part's, after redirects */
-  guint         redirects;
-  SoupMessage  *msg;
+  gulong outer_id;
+  GSource *timer;
+  gboolean timed_out;
+  gsize limit;  /* bytes for all of the request's images */
+  gsize budget; /* bytes left */
+  GUri *uri;    /* the current part's, after redirects */
+  guint redirects;
+  SoupMessage *msg;
   GInputStream *stream;
-  GByteArray   *bytes;
+  GByteArray *bytes;
 } Fetch;
 
 DcpImageFetcher *
@@ -42,7 +42,8 @@ dcp_image_fetcher_new (gsize max_bytes, guint timeout_seconds)
 {
   DcpImageFetcher *self = g_new0 (DcpImageFetcher, 1);
 
-  self->session = soup_session_new_with_options ("user-agent", "decapybara/" PACKAGE_VERSION " ", NULL);
+  self->session =
+      soup_session_new_with_options ("user-agent", "decapybara/" PACKAGE_VERSION " ", NULL);
   self->max_bytes = max_bytes;
   self->timeout_seconds = timeout_seconds;
   return self;
@@ -100,7 +101,8 @@ for_each_url_part (JsonNode *messages, GPtrArray *found)
   array = json_node_get_array (messages);
   for (guint i = 0; i < json_array_get_length (array); i++)
     {
-      JsonNode *content = json_object_get_member (json_array_get_object_element (array, i), "content");
+      JsonNode *content =
+          json_object_get_member (json_array_get_object_element (array, i), "content");
       JsonArray *parts;
 
       if (content == NULL || !JSON_NODE_HOLDS_ARRAY (content))
@@ -126,8 +128,7 @@ dcp_image_fetch_needed (JsonNode *messages)
 }
 
 /* Fails the fetch with an error naming the current part and its URL (as the client gave it). */
-static void G_GNUC_PRINTF (2, 3)
-fail (GTask *task, const char *format, ...)
+static void G_GNUC_PRINTF (2, 3) fail (GTask *task, const char *format, ...)
 {
   Fetch *f = g_task_get_task_data (task);
   JsonObject *part = g_ptr_array_index (f->parts, f->index);
@@ -176,7 +177,8 @@ got_all (GTask *task)
 {
   Fetch *f = g_task_get_task_data (task);
   JsonObject *part = g_ptr_array_index (f->parts, f->index);
-  const char *header = soup_message_headers_get_content_type (soup_message_get_response_headers (f->msg), NULL);
+  const char *header =
+      soup_message_headers_get_content_type (soup_message_get_response_headers (f->msg), NULL);
   g_autofree char *guessed = NULL;
   g_autofree char *probe_where = NULL;
   g_autofree char *data = NULL;
@@ -184,18 +186,21 @@ got_all (GTask *task)
   guint width, height;
 
   /* The bytes decide: a server may call a PNG application/octet-stream. */
-  probe_where = g_strdup_printf ("%s: the image URL %s", json_object_get_string_member (part, "where"),
-                                 json_object_get_string_member (part, "url"));
+  probe_where =
+      g_strdup_printf ("%s: the image URL %s", json_object_get_string_member (part, "where"),
+                       json_object_get_string_member (part, "url"));
   if (!dcp_image_probe (probe_where, f->bytes->data, f->bytes->len, &width, &height, &error))
     {
-      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "%s (Content-Type %s, %u bytes)",
-                               error->message, header ? header : "none", f->bytes->len);
+      g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                               "%s (Content-Type %s, %u bytes)", error->message,
+                               header ? header : "none", f->bytes->len);
       g_object_unref (task);
       return;
     }
   if (header == NULL || !g_str_has_prefix (header, "image/"))
     {
-      g_autofree char *type = g_content_type_guess (NULL, f->bytes->data, MIN (f->bytes->len, 4096), NULL);
+      g_autofree char *type =
+          g_content_type_guess (NULL, f->bytes->data, MIN (f->bytes->len, 4096), NULL);
 
       guessed = g_content_type_get_mime_type (type);
     }
@@ -215,7 +220,8 @@ on_read (GObject *source, GAsyncResult *result, gpointer data)
   GTask *task = data;
   Fetch *f = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) piece = g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), result, &error);
+  g_autoptr(GBytes) piece =
+                 g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), result, &error);
 
   if (piece == NULL)
     {
@@ -230,12 +236,13 @@ on_read (GObject *source, GAsyncResult *result, gpointer data)
   g_byte_array_append (f->bytes, g_bytes_get_data (piece, NULL), g_bytes_get_size (piece));
   if (f->bytes->len > f->budget)
     {
-      fail (task, "is too large: a request's images may have %" G_GSIZE_FORMAT " bytes in all", f->limit);
+      fail (task, "is too large: a request's images may have %" G_GSIZE_FORMAT " bytes in all",
+            f->limit);
       return;
     }
   /* One byte past the budget is enough to know it is too large. */
-  g_input_stream_read_bytes_async (f->stream, MIN (READ_PIECE, f->budget - f->bytes->len + 1), G_PRIORITY_DEFAULT,
-                                   f->cancellable, on_read, task);
+  g_input_stream_read_bytes_async (f->stream, MIN (READ_PIECE, f->budget - f->bytes->len + 1),
+                                   G_PRIORITY_DEFAULT, f->cancellable, on_read, task);
 }
 
 static void
@@ -255,7 +262,8 @@ on_sent (GObject *source, GAsyncResult *result, gpointer data)
     }
   status = soup_message_get_status (f->msg);
   headers = soup_message_get_response_headers (f->msg);
-  if (SOUP_STATUS_IS_REDIRECTION (status) && soup_message_headers_get_one (headers, "Location") != NULL)
+  if (SOUP_STATUS_IS_REDIRECTION (status) &&
+      soup_message_headers_get_one (headers, "Location") != NULL)
     {
       GUri *next = g_uri_parse_relative (f->uri, soup_message_headers_get_one (headers, "Location"),
                                          SOUP_HTTP_URI_FLAGS, NULL);
@@ -282,19 +290,22 @@ on_sent (GObject *source, GAsyncResult *result, gpointer data)
     }
   if (status != SOUP_STATUS_OK)
     {
-      fail (task, "could not be fetched: HTTP %u %s", status, soup_message_get_reason_phrase (f->msg));
+      fail (task, "could not be fetched: HTTP %u %s", status,
+            soup_message_get_reason_phrase (f->msg));
       return;
     }
-  if (soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CONTENT_LENGTH
-      && (guint64) soup_message_headers_get_content_length (headers) > f->budget)
+  if (soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CONTENT_LENGTH &&
+      (guint64) soup_message_headers_get_content_length (headers) > f->budget)
     {
-      fail (task, "is too large: %" G_GINT64_FORMAT " bytes, and a request's images may have %" G_GSIZE_FORMAT
-            " bytes in all", soup_message_headers_get_content_length (headers), f->limit);
+      fail (task,
+            "is too large: %" G_GINT64_FORMAT
+            " bytes, and a request's images may have %" G_GSIZE_FORMAT " bytes in all",
+            soup_message_headers_get_content_length (headers), f->limit);
       return;
     }
   f->bytes = g_byte_array_new ();
-  g_input_stream_read_bytes_async (f->stream, MIN (READ_PIECE, f->budget + 1), G_PRIORITY_DEFAULT, f->cancellable,
-                                   on_read, task);
+  g_input_stream_read_bytes_async (f->stream, MIN (READ_PIECE, f->budget + 1), G_PRIORITY_DEFAULT,
+                                   f->cancellable, on_read, task);
 }
 
 static void
@@ -372,14 +383,16 @@ dcp_image_fetch_async (DcpImageFetcher *self, JsonNode *messages, GCancellable *
   if (f->parts->len > DCP_IMAGE_MAX_PER_REQUEST)
     {
       g_task_return_new_error (task, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                               "messages: at most %u images are accepted in a request", DCP_IMAGE_MAX_PER_REQUEST);
+                               "messages: at most %u images are accepted in a request",
+                               DCP_IMAGE_MAX_PER_REQUEST);
       g_object_unref (task);
       return;
     }
   if (cancellable != NULL)
     {
       f->outer = g_object_ref (cancellable);
-      f->outer_id = g_cancellable_connect (cancellable, G_CALLBACK (on_outer_cancelled), f->cancellable, NULL);
+      f->outer_id = g_cancellable_connect (cancellable, G_CALLBACK (on_outer_cancelled),
+                                           f->cancellable, NULL);
     }
   f->timer = g_timeout_source_new (self->timeout_seconds * 1000);
   g_source_set_callback (f->timer, on_timeout, f, NULL);

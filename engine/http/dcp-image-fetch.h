@@ -17,21 +17,16 @@ typedef struct _DcpImageFetcher DcpImageFetcher;
 
 #define DCP_IMAGE_FETCH_MAX_REDIRECTS 5
 
-DcpImageFetcher *dcp_image_fetcher_new  (gsize max_bytes,
-                                         guint timeout_seconds);
-void             dcp_image_fetcher_free (DcpImageFetcher *self);
+DcpImageFetcher *dcp_image_fetcher_new (gsize max_bytes, guint timeout_seconds);
+void dcp_image_fetcher_free (DcpImageFetcher *self);
 
 /* Whether messages (the request's neutral array, or NULL) hold an image URL to fetch. */
 gboolean dcp_image_fetch_needed (JsonNode *messages);
 /* Fetches every image URL of messages and puts the images in their parts; the array is changed
  * in place, so it must not be used elsewhere until the callback runs. */
-void     dcp_image_fetch_async  (DcpImageFetcher    *self,
-                                 JsonNode           *messages,
-                                 GCancellable       *cancellable,
-                                 GAsyncReadyCallback callback,
-                                 gpointer            user_data);
-gboolean dcp_image_fetch_finish (GAsyncResult *result,
-                                 GError      **error);
+void dcp_image_fetch_async (DcpImageFetcher *self, JsonNode *messages, GCancellable *cancellable,
+                            GAsyncReadyCallback callback, gpointer user_data);
+gboolean dcp_image_fetch_finish (GAsyncResult *result, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpImageFetcher, dcp_image_fetcher_free)
 
