@@ -246,6 +246,7 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   DcpMemoryPlan plan;
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
+  DcpIntegrityWeights tower;
   DcpExecutor *batch;
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
@@ -290,6 +291,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
   if (executor == NULL)
     return NULL;
+  if (monitor != NULL && dcp_model_executor_get_vision_weights (executor, &tower))
+    g_message ("integrity: and the vision tower's %u tensors in RAM",
+               dcp_integrity_monitor_add_weights (monitor, &tower));
   scheduler_config (settings, &plan, &config);
   if (config.speculator == DCP_SPECULATOR_DFLASH)
     config.speculator = DCP_SPECULATOR_OFF; /* check_drafter said so */
