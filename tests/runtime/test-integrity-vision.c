@@ -5,7 +5,6 @@
  * from the model file, and the embeddings are then what they were. */
 #include <string.h>
 
-#include "dcp-backend-open.h"
 #include "dcp-error.h"
 #include "dcp-integrity-monitor.h"
 #include "dcp-model-source.h"
@@ -106,15 +105,10 @@ int
 main (int argc, char **argv)
 {
   g_autoptr(GError) error = NULL;
-  DcpTensorSource source;
   int status;
 
   g_test_init (&argc, &argv, NULL);
-  model = dcp_model_source_open (g_getenv ("DECAPYBARA_TINY_VISION_MODEL"), NULL, &error);
-  g_assert_no_error (error);
-  source = dcp_model_source_get_tensors (model);
-  backend = dcp_backend_open ("cpu", dcp_model_source_get_config (model), &source, 1, &error);
-  g_assert_no_error (error);
+  backend = weight_fault_open_cpu ("DECAPYBARA_TINY_VISION_MODEL", &model);
   vision = dcp_prompt_vision_new (model, 1, &error);
   g_assert_no_error (error);
   g_test_add_func ("/integrity/cpu/vision-tower-flip", test_tower_flip_found_and_healed);
