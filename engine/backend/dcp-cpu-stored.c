@@ -51,7 +51,8 @@ dcp_cpu_stored_add_matrix (GArray *stored, const DcpTensorView *view, DcpCpuMatr
 }
 
 void
-dcp_cpu_stored_add_vector (GArray *stored, const DcpTensorView *view, const DcpCpuMatrix *m, float *v)
+dcp_cpu_stored_add_vector (GArray *stored, const DcpTensorView *view, const DcpCpuMatrix *m,
+                           float *v)
 {
   DcpCpuStoredTensor t = { 0 };
 
@@ -73,13 +74,14 @@ dcp_cpu_stored_sum (GArray *stored, guint index)
   g_return_val_if_fail (stored != NULL && index < stored->len, 0);
   t = &g_array_index (stored, DcpCpuStoredTensor, index);
   if (t->fp32 != NULL)
-    return t->file_sum +
-           (dcp_checksum64 (t->fp32, t->layout.rows * t->layout.cols * sizeof (float)) != t->fp32_sum);
+    return t->file_sum + (dcp_checksum64 (t->fp32, t->layout.rows * t->layout.cols *
+                                                       sizeof (float)) != t->fp32_sum);
   return dcp_checksum64 (*t->slots[0], t->nbytes);
 }
 
 gboolean
-dcp_cpu_stored_restore (GArray *stored, guint index, const guint8 *bytes, gsize nbytes, GError **error)
+dcp_cpu_stored_restore (GArray *stored, guint index, const guint8 *bytes, gsize nbytes,
+                        GError **error)
 {
   DcpCpuStoredTensor *t;
 

@@ -13,37 +13,29 @@ G_BEGIN_DECLS
  * file bytes' sum then). */
 typedef struct {
   char *name;
-  guint64 nbytes;                /* as the file stores it */
-  const guint8 **slots[2];       /* a matrix: the data fields that point at its bytes */
-  guint8 *restored;              /* a matrix read again from the file: its bytes now */
-  DcpCpuMatrix layout;           /* a vector: its dtype and shape in the file */
-  float *fp32;                   /* a vector: its FP32 copy (owned elsewhere) */
+  guint64 nbytes;          /* as the file stores it */
+  const guint8 **slots[2]; /* a matrix: the data fields that point at its bytes */
+  guint8 *restored;        /* a matrix read again from the file: its bytes now */
+  DcpCpuMatrix layout;     /* a vector: its dtype and shape in the file */
+  float *fp32;             /* a vector: its FP32 copy (owned elsewhere) */
   guint64 fp32_sum;
   guint64 file_sum;
 } DcpCpuStoredTensor;
 
 /* An empty list of DcpCpuStoredTensor; dcp_cpu_stored_free frees it and what it owns. */
-GArray  *dcp_cpu_stored_new           (void);
-void     dcp_cpu_stored_free          (GArray                *stored);
+GArray *dcp_cpu_stored_new (void);
+void dcp_cpu_stored_free (GArray *stored);
 /* m was made from view; its data field is a slot (a second matrix of the same tensor adds one). */
-void     dcp_cpu_stored_add_matrix    (GArray                *stored,
-                                       const DcpTensorView   *view,
-                                       DcpCpuMatrix          *m);
+void dcp_cpu_stored_add_matrix (GArray *stored, const DcpTensorView *view, DcpCpuMatrix *m);
 /* v: the FP32 copy of view (laid out as m), all of its elements. */
-void     dcp_cpu_stored_add_vector    (GArray                *stored,
-                                       const DcpTensorView   *view,
-                                       const DcpCpuMatrix    *m,
-                                       float                 *v);
+void dcp_cpu_stored_add_vector (GArray *stored, const DcpTensorView *view, const DcpCpuMatrix *m,
+                                float *v);
 /* The checksum of tensor index: a matrix's bytes summed; a vector's file bytes' sum at load
  * while its FP32 copy is as it was, that sum plus one once the copy has changed. */
-guint64  dcp_cpu_stored_sum           (GArray                *stored,
-                                       guint                  index);
+guint64 dcp_cpu_stored_sum (GArray *stored, guint index);
 /* Tensor index from bytes (the tensor as the file stores it): a matrix's slots point at a copy
  * of them, a vector is dequantized again. CORRUPT_FILE when the size is not the file's. */
-gboolean dcp_cpu_stored_restore       (GArray                *stored,
-                                       guint                  index,
-                                       const guint8          *bytes,
-                                       gsize                  nbytes,
-                                       GError               **error);
+gboolean dcp_cpu_stored_restore (GArray *stored, guint index, const guint8 *bytes, gsize nbytes,
+                                 GError **error);
 
 G_END_DECLS

@@ -775,7 +775,8 @@ test_vision (Fixture *f, gconstpointer data)
   g_assert_cmpuint (on.weights_vision, ==, m->vision_bytes);
   g_assert_cmpuint (on.activations - off.activations, ==, m->vision_activation_bytes);
   g_assert_cmpuint (on.kv_pool, ==, off.kv_pool);
-  g_assert_cmpuint (on.vram_total - off.vram_total, ==, m->vision_bytes + m->vision_activation_bytes);
+  g_assert_cmpuint (on.vram_total - off.vram_total, ==,
+                    m->vision_bytes + m->vision_activation_bytes);
 
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
   iterate_until (engine_ended, f);

@@ -21,8 +21,8 @@ static DcpPromptVision *vision;
 static GByteArray *
 embeddings (void)
 {
-  g_autofree char *path =
-      g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", "wide.png", NULL);
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small",
+                                                 "golden", "wide.png", NULL);
   g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   g_autoptr(GArray) ids = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autoptr(DcpPromptImages) out = NULL;
@@ -42,7 +42,8 @@ embeddings (void)
   g_assert_cmpuint (out->n_images, ==, 1);
   g_assert_cmpuint (ids->len, >, 1);
   result = g_byte_array_new ();
-  g_byte_array_append (result, (const guint8 *) out->embeddings[0], ids->len * hidden * sizeof (float));
+  g_byte_array_append (result, (const guint8 *) out->embeddings[0],
+                       ids->len * hidden * sizeof (float));
   return result;
 }
 

@@ -15,7 +15,6 @@ void weight_fault_flip_bit (DcpModelSource *model,
 
 /* The model file that environment variable env names, and the CPU backend over it (one thread);
  * the test's assertions fail when either cannot be opened. */
-DcpBackend *weight_fault_open_cpu (const char      *env,
-                                   DcpModelSource **model);
+DcpBackend *weight_fault_open_cpu (const char *env, DcpModelSource **model);
 
 G_END_DECLS
