@@ -244,6 +244,7 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   DcpMemoryPlan plan;
   g_autoptr(DcpIntegrityMonitor) monitor = NULL;
   DcpStepHook hook = { NULL, NULL };
+  DcpIntegrityWeights tower;
   DcpExecutor *batch;
 
   g_return_val_if_fail (cli != NULL && capacity != NULL, NULL);
@@ -288,6 +289,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   executor = dcp_model_executor_new (g_steal_pointer (&model), backend, &options, error);
   if (executor == NULL)
     return NULL;
+  if (monitor != NULL && dcp_model_executor_get_vision_weights (executor, &tower))
+    g_message ("integrity: and the vision tower's %u tensors in RAM",
+               dcp_integrity_monitor_add_weights (monitor, &tower));
   scheduler_config (settings, &plan, &config);
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,

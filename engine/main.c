@@ -374,8 +374,15 @@ cli_free (DcpCli *cli)
 
 /* Settings of the HTTP server, which stays up across a Reload. */
 static const char *const server_keys[] = {
-  "host", "port", "api-key", "http-max-connections", "http-header-timeout", "http-idle-timeout",
+  "host",
+  "port",
+  "api-key",
+  "http-max-connections",
+  "http-header-timeout",
+  "http-idle-timeout",
   "http-body-timeout",
+  "allow-image-urls",
+  "image-url-timeout",
 };
 
 static void
@@ -567,6 +574,8 @@ run_engine (const DcpCli *cli)
   engine.options.header_timeout = cli->settings.http_header_timeout;
   engine.options.idle_timeout = cli->settings.http_idle_timeout;
   engine.options.body_timeout = cli->settings.http_body_timeout;
+  engine.options.allow_image_urls = cli->settings.allow_image_urls == DCP_SETTING_ON;
+  engine.options.image_url_timeout = cli->settings.image_url_timeout;
   raise_descriptor_limit (engine.options.max_connections);
   if (cli->api_key_file != NULL)
     {

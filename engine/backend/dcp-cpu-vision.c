@@ -34,6 +34,7 @@ struct _DcpCpuVision {
   Linear merger_fc1, merger_fc2;
   float inv_freq[256]; /* head_dim / 4 frequencies of the 2-D rotary */
   GPtrArray *owned;
+  GArray *stored; /* every tensor above (dcp-cpu-stored.h), for the integrity monitor */
 };
 
 static float *
@@ -49,6 +50,7 @@ vector (DcpCpuVision *v, const DcpTensorSource *source, const char *name, guint6
   x = g_new (float, n);
   dcp_cpu_matrix_rows (&m, 0, 1, x);
   g_ptr_array_add (v->owned, x);
+  dcp_cpu_stored_add_vector (v->stored, view, &m, x);
   return x;
 }
 
@@ -72,6 +74,7 @@ linear (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guin
                    w_name, view->nbytes);
       return FALSE;
     }
+  dcp_cpu_stored_add_matrix (v->stored, view, &out->w);
   return (out->b = vector (v, source, b_name, shape[0], error)) != NULL;
 }
 
@@ -112,6 +115,7 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
 
   v->config = *config;
   v->owned = g_ptr_array_new_with_free_func (g_free);
+  v->stored = dcp_cpu_stored_new ();
   if (!linear (v, source, "visual.patch_embed.proj", 5, patch_shape, &v->patch_embed, error) ||
       (pos = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)) ==
           NULL)
@@ -120,6 +124,7 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
   v->pos_embed = g_new (float, pos_shape[0] * d);
   g_ptr_array_add (v->owned, v->pos_embed);
   dcp_cpu_matrix_rows (&pos_m, 0, pos_m.rows, v->pos_embed);
+  dcp_cpu_stored_add_vector (v->stored, pos, &pos_m, v->pos_embed);
 
   v->blocks = g_new0 (Block, c->depth);
   for (guint i = 0; i < c->depth; i++)
@@ -160,6 +165,7 @@ dcp_cpu_vision_free (DcpCpuVision *v)
   if (v == NULL)
     return;
   g_clear_pointer (&v->owned, g_ptr_array_unref);
+  g_clear_pointer (&v->stored, dcp_cpu_stored_free);
   g_free (v->blocks);
   g_free (v);
 }
@@ -168,6 +174,12 @@ const DcpVisionConfig *
 dcp_cpu_vision_get_config (DcpCpuVision *v)
 {
   return &v->config;
+}
+
+GArray *
+dcp_cpu_vision_get_stored (DcpCpuVision *v)
+{
+  return v->stored;
 }
 
 static void

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-cpu-ops.h"
+#include "dcp-cpu-stored.h"
 #include "dcp-tensor-source.h"
 #include "dcp-vision-config.h"
 #include "dcp-vision-preprocess.h"
@@ -18,6 +19,9 @@ DcpCpuVision *dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTenso
                                    GError **error);
 void dcp_cpu_vision_free (DcpCpuVision *self);
 const DcpVisionConfig *dcp_cpu_vision_get_config (DcpCpuVision *self);
+/* The tower's weight tensors (DcpCpuStoredTensor), for the integrity monitor: dcp_cpu_stored_sum
+ * reads them, dcp_cpu_stored_restore must not run while the tower does. */
+GArray *dcp_cpu_vision_get_stored (DcpCpuVision *self);
 /* One image's patches (grid->t * grid->h * grid->w rows, dcp-vision-preprocess.h) to its
  * embeddings: out is (rows / merge_size^2) x out_hidden_size. Each frame attends within itself. */
 void dcp_cpu_vision_forward (DcpCpuVision *self, DcpCpuPool *pool, const float *patches,

@@ -3,7 +3,6 @@
 
 #include "config.h"
 
-#include "dcp-checksum.h"
 #include "dcp-cpu-weights.h"
 #include "dcp-quant.h"
 
@@ -13,43 +12,6 @@ typedef struct {
   GPtrArray *owned;
   GArray *stored;
 } Loader;
-
-static void
-record_matrix (Loader *l, const DcpTensorView *view, DcpCpuMatrix *m)
-{
-  DcpCpuStoredTensor t = { 0 };
-
-  /* A tied LM head is the embedding's tensor again: one record, two slots. */
-  for (guint i = 0; i < l->stored->len; i++)
-    {
-      DcpCpuStoredTensor *seen = &g_array_index (l->stored, DcpCpuStoredTensor, i);
-
-      if (seen->slots[0] != NULL && seen->slots[1] == NULL && g_str_equal (seen->name, view->name))
-        {
-          seen->slots[1] = &m->data;
-          return;
-        }
-    }
-  t.name = g_strdup (view->name);
-  t.nbytes = view->nbytes;
-  t.slots[0] = &m->data;
-  g_array_append_val (l->stored, t);
-}
-
-static void
-record_vector (Loader *l, const DcpTensorView *view, const DcpCpuMatrix *m, float *v)
-{
-  DcpCpuStoredTensor t = { 0 };
-
-  t.name = g_strdup (view->name);
-  t.nbytes = view->nbytes;
-  t.layout = *m;
-  t.layout.data = NULL;
-  t.fp32 = v;
-  t.fp32_sum = dcp_checksum64 (v, view->n_elements * sizeof (float));
-  t.file_sum = dcp_checksum64 (view->data, view->nbytes);
-  g_array_append_val (l->stored, t);
-}
 
 /* The bytes must be what the format's layout (dcp-quant.h) needs for the shape. */
 static gboolean
@@ -77,7 +39,7 @@ matrix (Loader *l, const char *name, guint64 rows, guint64 cols, DcpCpuMatrix *o
   *out = dcp_cpu_matrix_from_view (view);
   if (!check_bytes (view, out, error))
     return FALSE;
-  record_matrix (l, view, out);
+  dcp_cpu_stored_add_matrix (l->stored, view, out);
   return TRUE;
 }
 
@@ -107,7 +69,7 @@ vector (Loader *l, const char *name, guint64 n, GError **error)
   v = g_new (float, n);
   dcp_cpu_matrix_rows (&m, 0, m.rows, v);
   g_ptr_array_add (l->owned, v);
-  record_vector (l, view, &m, v);
+  dcp_cpu_stored_add_vector (l->stored, view, &m, v);
   return v;
 }
 
@@ -193,7 +155,7 @@ dcp_cpu_weights_load (const DcpModelConfig *config, const DcpTensorSource *sourc
   self->config = *config;
   dcp_rope_init (&self->rope, config);
   self->owned = l.owned = g_ptr_array_new_with_free_func (g_free);
-  self->stored = l.stored = g_array_new (FALSE, TRUE, sizeof (DcpCpuStoredTensor));
+  self->stored = l.stored = dcp_cpu_stored_new ();
   self->layers = g_new0 (DcpCpuLayer, config->n_layers);
   if (!matrix (&l, "embed_tokens.weight", config->vocab_size, config->hidden_size, &self->embed, error) ||
       !matrix (&l, head, config->vocab_size, config->hidden_size, &self->lm_head, error) ||
@@ -217,14 +179,7 @@ dcp_cpu_weights_free (DcpCpuWeights *self)
 {
   if (self == NULL)
     return;
-  for (guint i = 0; self->stored != NULL && i < self->stored->len; i++)
-    {
-      DcpCpuStoredTensor *t = &g_array_index (self->stored, DcpCpuStoredTensor, i);
-
-      g_free (t->name);
-      g_free (t->restored);
-    }
-  g_clear_pointer (&self->stored, g_array_unref);
+  g_clear_pointer (&self->stored, dcp_cpu_stored_free);
   g_clear_pointer (&self->owned, g_ptr_array_unref);
   g_free (self->layers);
   g_free (self);
@@ -233,45 +188,14 @@ dcp_cpu_weights_free (DcpCpuWeights *self)
 guint64
 dcp_cpu_weights_sum (DcpCpuWeights *self, guint index)
 {
-  const DcpCpuStoredTensor *t;
-
-  g_return_val_if_fail (self != NULL && index < self->stored->len, 0);
-  t = &g_array_index (self->stored, DcpCpuStoredTensor, index);
-  if (t->fp32 != NULL)
-    return t->file_sum +
-           (dcp_checksum64 (t->fp32, t->layout.rows * t->layout.cols * sizeof (float)) != t->fp32_sum);
-  return dcp_checksum64 (*t->slots[0], t->nbytes);
+  g_return_val_if_fail (self != NULL, 0);
+  return dcp_cpu_stored_sum (self->stored, index);
 }
 
 gboolean
 dcp_cpu_weights_restore (DcpCpuWeights *self, guint index, const guint8 *bytes, gsize nbytes,
                          GError **error)
 {
-  DcpCpuStoredTensor *t;
-
-  g_return_val_if_fail (self != NULL && index < self->stored->len && bytes != NULL, FALSE);
-  t = &g_array_index (self->stored, DcpCpuStoredTensor, index);
-  if (nbytes != t->nbytes)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "tensor “%s”: %" G_GSIZE_FORMAT " bytes to restore, it has %" G_GUINT64_FORMAT,
-                   t->name, nbytes, t->nbytes);
-      return FALSE;
-    }
-  if (t->fp32 != NULL)
-    {
-      DcpCpuMatrix m = t->layout;
-
-      m.data = bytes;
-      dcp_cpu_matrix_rows (&m, 0, m.rows, t->fp32);
-      t->fp32_sum = dcp_checksum64 (t->fp32, m.rows * m.cols * sizeof (float));
-      t->file_sum = dcp_checksum64 (bytes, nbytes);
-      return TRUE;
-    }
-  /* The damaged bytes may be the model file's read-only mapping: the slots move to a copy. */
-  g_free (t->restored);
-  t->restored = g_memdup2 (bytes, nbytes);
-  for (guint s = 0; s < G_N_ELEMENTS (t->slots) && t->slots[s] != NULL; s++)
-    *t->slots[s] = t->restored;
-  return TRUE;
+  g_return_val_if_fail (self != NULL, FALSE);
+  return dcp_cpu_stored_restore (self->stored, index, bytes, nbytes, error);
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dcp-cpu-ops.h"
+#include "dcp-cpu-stored.h"
 #include "dcp-model-config.h"
 #include "dcp-rope.h"
 #include "dcp-tensor-source.h"
@@ -38,21 +39,6 @@ typedef struct {
   DcpCpuLayer layer;             /* a full-attention decoder layer */
 } DcpCpuMtpWeights;
 
-/* A weight tensor as the weights hold it, for the integrity monitor: a matrix in the file's
- * format, where the slots point (two when the embedding is also the LM head), or a small vector
- * dequantized to FP32 at load (its layout in the file, its FP32 copy, that copy's sum and its
- * file bytes' sum then). */
-typedef struct {
-  char *name;
-  guint64 nbytes;                /* as the file stores it */
-  const guint8 **slots[2];       /* a matrix: the data fields that point at its bytes */
-  guint8 *restored;              /* a matrix read again from the file: its bytes now */
-  DcpCpuMatrix layout;           /* a vector: its dtype and shape in the file */
-  float *fp32;                   /* a vector: its FP32 copy (in owned) */
-  guint64 fp32_sum;
-  guint64 file_sum;
-} DcpCpuStoredTensor;
-
 typedef struct {
   DcpModelConfig config;
   DcpRope rope;                  /* the attention layers' (and MTP's) rotary table */
@@ -62,7 +48,7 @@ typedef struct {
   gboolean has_mtp;
   DcpCpuMtpWeights mtp;
   GPtrArray *owned;              /* the FP32 vectors above */
-  GArray *stored;                /* DcpCpuStoredTensor, in load order */
+  GArray *stored;                /* DcpCpuStoredTensor (dcp-cpu-stored.h), in load order */
 } DcpCpuWeights;
 
 /* Looks up and checks the shape of every tensor the text model (and the MTP head, when the
@@ -71,12 +57,8 @@ DcpCpuWeights *dcp_cpu_weights_load (const DcpModelConfig  *config,
                                      const DcpTensorSource *source,
                                      GError               **error);
 void           dcp_cpu_weights_free (DcpCpuWeights         *self);
-/* The checksum of stored tensor index: a matrix's bytes summed; a vector's file bytes' sum
- * at load while its FP32 copy is as it was, that sum plus one once the copy has changed. */
-guint64        dcp_cpu_weights_sum     (DcpCpuWeights   *self,
-                                        guint            index);
-/* Stored tensor index from bytes (the tensor as the file stores it): a matrix's slots point at
- * a copy of them, a vector is dequantized again. CORRUPT_FILE when the size is not the file's. */
+/* dcp_cpu_stored_sum and dcp_cpu_stored_restore of stored tensor index. */
+guint64 dcp_cpu_weights_sum (DcpCpuWeights *self, guint index);
 gboolean       dcp_cpu_weights_restore (DcpCpuWeights   *self,
                                         guint            index,
                                         const guint8    *bytes,

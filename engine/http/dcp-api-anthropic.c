@@ -28,9 +28,11 @@ flush_text (GString *text, JsonArray *parts)
 }
 
 /* The text of one text block into out; an image block (where images may be: parts not NULL)
- * is checked and becomes an image part after the text so far. */
+ * is checked and becomes an image part after the text so far (an http(s) URL source one to
+ * fetch, when allow_urls). */
 static gboolean
-block_text (JsonObject *block, const char *where, GString *out, JsonArray *parts, GError **error)
+block_text (JsonObject *block, const char *where, GString *out, JsonArray *parts,
+            gboolean allow_urls, GError **error)
 {
   const char *type = NULL, *text = NULL;
 
@@ -38,30 +40,41 @@ block_text (JsonObject *block, const char *where, GString *out, JsonArray *parts
     return FALSE;
   if (g_str_equal (type, "image"))
     {
-      JsonObject *source = NULL;
-      const char *media_type = NULL, *data = NULL;
+      JsonObject *source = NULL, *image;
+      const char *source_type = NULL, *media_type = NULL, *data = NULL, *url = NULL;
       g_autofree char *source_where = g_strdup_printf ("%s.source", where);
 
-      if (!dcp_json_object (block, where, "source", TRUE, &source, error))
-        return FALSE;
-      if (g_strcmp0 (json_object_get_string_member_with_default (source, "type", ""), "base64") != 0)
-        {
-          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                       "%s.type: only base64 images are supported", source_where);
-          return FALSE;
-        }
-      if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error) ||
-          !dcp_json_string (source, source_where, "data", TRUE, &data, error) ||
-          !dcp_image_check (where, media_type, data, error))
-        return FALSE;
       if (parts == NULL)
         {
           g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                        "%s: images are not supported here", where);
           return FALSE;
         }
+      if (!dcp_json_object (block, where, "source", TRUE, &source, error) ||
+          !dcp_json_string (source, source_where, "type", TRUE, &source_type, error))
+        return FALSE;
+      if (g_str_equal (source_type, "url"))
+        {
+          if (!dcp_json_string (source, source_where, "url", TRUE, &url, error) ||
+              (image = dcp_image_url_part (where, url, allow_urls, error)) == NULL)
+            return FALSE;
+        }
+      else if (g_str_equal (source_type, "base64"))
+        {
+          if (!dcp_json_string (source, source_where, "media_type", TRUE, &media_type, error) ||
+              !dcp_json_string (source, source_where, "data", TRUE, &data, error) ||
+              !dcp_image_check (where, media_type, data, error))
+            return FALSE;
+          image = dcp_image_part (media_type, data);
+        }
+      else
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+                       "%s.type: only base64 and url images are supported", source_where);
+          return FALSE;
+        }
       flush_text (out, parts);
-      json_array_add_object_element (parts, dcp_image_part (media_type, data));
+      json_array_add_object_element (parts, image);
       return TRUE;
     }
   if (!g_str_equal (type, "text"))
@@ -101,7 +114,7 @@ collect_text (JsonNode *node, const char *where, GString *out, GError **error)
       JsonObject *block;
 
       if (!dcp_json_element_object (blocks, where, i, &block, error) ||
-          !block_text (block, block_where, out, NULL, error))
+          !block_text (block, block_where, out, NULL, FALSE, error))
         return FALSE;
     }
   return TRUE;
@@ -121,7 +134,8 @@ neutral_message (JsonArray *out, const char *role)
  * messages (before the user's own text), tool_use blocks become the assistant's tool_calls and
  * thinking blocks its reasoning_content. */
 static gboolean
-convert_message (JsonObject *m, const char *where, JsonArray *out, GError **error)
+convert_message (JsonObject *m, const char *where, JsonArray *out, gboolean allow_urls,
+                 GError **error)
 {
   const char *role = NULL;
   JsonNode *content;
@@ -168,7 +182,7 @@ convert_message (JsonObject *m, const char *where, JsonArray *out, GError **erro
       if (g_str_equal (type, "text") || g_str_equal (type, "image"))
         {
           if (!block_text (block, block_where, text, g_str_equal (role, "user") ? parts : NULL,
-                           error))
+                           allow_urls, error))
             return FALSE;
         }
       else if (g_str_equal (type, "thinking") && g_str_equal (role, "assistant"))
@@ -428,8 +442,8 @@ parse (DcpApiCall *call, JsonObject *body, gboolean for_count, GError **error)
       g_autofree char *where = g_strdup_printf ("messages[%u]", i);
       JsonObject *m;
 
-      if (!dcp_json_element_object (messages, "messages", i, &m, error)
-          || !convert_message (m, where, out, error))
+      if (!dcp_json_element_object (messages, "messages", i, &m, error) ||
+          !convert_message (m, where, out, call->context->image_fetcher != NULL, error))
         return NULL;
     }
   request->messages = json_node_init_array (json_node_alloc (), out);
@@ -726,16 +740,15 @@ on_event (const DcpEvent *event, gpointer data)
     }
 }
 
-void
-dcp_api_anthropic_messages (DcpApiCall *call, JsonObject *body)
+static void
+start_messages (DcpApiCall *call, DcpRequest *request, gpointer data)
 {
   g_autoptr(GError) error = NULL;
-  DcpRequest *request = parse (call, body, FALSE, &error);
   Messages *m;
 
-  if (request == NULL || !dcp_api_call_check_ready (call, &error))
+  if (!dcp_api_call_check_ready (call, &error))
     {
-      g_clear_pointer (&request, dcp_request_unref);
+      dcp_request_unref (request);
       dcp_api_call_reply_error (call, 0, error);
       return;
     }
@@ -748,6 +761,20 @@ dcp_api_anthropic_messages (DcpApiCall *call, JsonObject *body)
   else
     dcp_api_call_defer (call);
   dcp_api_call_submit (call, request, on_event, m, messages_free);
+}
+
+void
+dcp_api_anthropic_messages (DcpApiCall *call, JsonObject *body)
+{
+  g_autoptr(GError) error = NULL;
+  DcpRequest *request = parse (call, body, FALSE, &error);
+
+  if (request == NULL)
+    {
+      dcp_api_call_reply_error (call, 0, error);
+      return;
+    }
+  dcp_api_call_prepare (call, request, start_messages, NULL);
 }
 
 /* ---- count_tokens: tokenizing is CPU work, done in a worker thread ---- */
@@ -787,22 +814,29 @@ count_done (GObject *source, GAsyncResult *result, gpointer data)
   dcp_api_call_unref (call);
 }
 
+static void
+start_count (DcpApiCall *call, DcpRequest *request, gpointer data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  dcp_api_call_defer (call);
+  task = g_task_new (NULL, call->cancellable, count_done, dcp_api_call_ref (call));
+  g_task_set_task_data (task, call, NULL);
+  g_object_set_data_full (G_OBJECT (task), "request", request, (GDestroyNotify) dcp_request_unref);
+  g_task_run_in_thread (task, count_in_thread);
+}
+
+/* Images given as URLs are fetched for their size: it decides their tokens. */
 void
 dcp_api_anthropic_count_tokens (DcpApiCall *call, JsonObject *body)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(DcpRequest) request = parse (call, body, TRUE, &error);
-  g_autoptr(GTask) task = NULL;
+  DcpRequest *request = parse (call, body, TRUE, &error);
 
   if (request == NULL)
     {
       dcp_api_call_reply_error (call, 0, error);
       return;
     }
-  dcp_api_call_defer (call);
-  task = g_task_new (NULL, call->cancellable, count_done, dcp_api_call_ref (call));
-  g_task_set_task_data (task, call, NULL);
-  g_object_set_data_full (G_OBJECT (task), "request", g_steal_pointer (&request),
-                          (GDestroyNotify) dcp_request_unref);
-  g_task_run_in_thread (task, count_in_thread);
+  dcp_api_call_prepare (call, request, start_count, NULL);
 }

@@ -223,11 +223,14 @@ watch_hangup (DcpApiCall *call)
   g_source_attach (call->hangup_watch, NULL);
 }
 
-/* The reply comes later (from an engine event): hold the message. */
+/* The reply comes later (from an engine event): hold the message. A call deferred already (while
+ * its images were fetched) stays so. */
 void
 dcp_api_call_defer (DcpApiCall *call)
 {
-  g_return_if_fail (call != NULL && !call->deferred);
+  g_return_if_fail (call != NULL);
+  if (call->deferred)
+    return;
   call->deferred = TRUE;
   soup_server_message_pause (call->msg);
   watch_hangup (call);
@@ -399,4 +402,50 @@ dcp_api_call_submit (DcpApiCall *call, DcpRequest *request, DcpEventFunc callbac
   f->destroy = destroy;
   dcp_stats_generation_start (call->context->stats);
   dcp_request_queue_submit (call->context->queue, request, forward_event, f, forward_free);
+}
+
+typedef struct {
+  DcpApiCall *call;
+  DcpRequest *request;
+  DcpApiStart start;
+  gpointer data;
+} Prepare;
+
+static void
+on_images_fetched (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Prepare *p = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (dcp_image_fetch_finish (result, &error))
+    p->start (p->call, p->request, p->data);
+  else
+    {
+      dcp_request_unref (p->request);
+      dcp_api_call_reply_error (p->call, 0, error);
+    }
+  dcp_api_call_unref (p->call);
+  g_free (p);
+}
+
+void
+dcp_api_call_prepare (DcpApiCall *call, DcpRequest *request, DcpApiStart start, gpointer data)
+{
+  Prepare *p;
+
+  g_return_if_fail (call != NULL && request != NULL && start != NULL);
+
+  if (call->context->image_fetcher == NULL || !dcp_image_fetch_needed (request->messages))
+    {
+      start (call, request, data);
+      return;
+    }
+  p = g_new0 (Prepare, 1);
+  p->call = dcp_api_call_ref (call);
+  p->request = request;
+  p->start = start;
+  p->data = data;
+  dcp_api_call_defer (call);
+  dcp_image_fetch_async (call->context->image_fetcher, request->messages, call->cancellable,
+                         on_images_fetched, p);
 }

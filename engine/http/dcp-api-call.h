@@ -4,6 +4,7 @@
 #include <libsoup/soup.h>
 
 #include "dcp-api-errors.h"
+#include "dcp-image-fetch.h"
 #include "dcp-request-queue.h"
 #include "dcp-sse.h"
 #include "dcp-stats.h"
@@ -20,6 +21,7 @@ typedef struct {
   guint            max_choices;         /* upper limit of n */
   guint            max_waiting;         /* requests in the queue before new ones get 503 */
   guint            keepalive_seconds;
+  DcpImageFetcher *image_fetcher; /* NULL: image URLs are refused (--allow-image-urls off) */
 } DcpApiContext;
 
 /* DcpApiCall: one HTTP request in progress (main thread only). It owns the message's fate: a
@@ -71,6 +73,13 @@ void        dcp_api_call_submit      (DcpApiCall    *call,
                                       gpointer       user_data,
                                       GDestroyNotify destroy);
 void        dcp_api_call_model_info  (DcpApiCall *call, DcpModelInfo *info);
+
+/* What a handler does with its request (which it then owns) once the request's images are in it. */
+typedef void (*DcpApiStart) (DcpApiCall *call, DcpRequest *request, gpointer data);
+/* Takes request. Calls start now when the request names no image URL; otherwise fetches the
+ * images first (dcp-image-fetch.h; the call deferred meanwhile, the main loop free) and then
+ * calls start, or replies with the fetch's error (400) instead. */
+void dcp_api_call_prepare (DcpApiCall *call, DcpRequest *request, DcpApiStart start, gpointer data);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpApiCall, dcp_api_call_unref)
 

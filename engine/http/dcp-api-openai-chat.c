@@ -270,17 +270,15 @@ parse (DcpApiCall *call, JsonObject *body, gboolean *include_usage, GError **err
   return g_steal_pointer (&request);
 }
 
-void
-dcp_api_openai_chat (DcpApiCall *call, JsonObject *body)
+static void
+start (DcpApiCall *call, DcpRequest *request, gpointer data)
 {
   g_autoptr(GError) error = NULL;
-  gboolean include_usage = FALSE;
-  DcpRequest *request = parse (call, body, &include_usage, &error);
   Chat *chat;
 
-  if (request == NULL || !dcp_api_call_check_ready (call, &error))
+  if (!dcp_api_call_check_ready (call, &error))
     {
-      g_clear_pointer (&request, dcp_request_unref);
+      dcp_request_unref (request);
       dcp_api_call_reply_error (call, 0, error);
       return;
     }
@@ -288,11 +286,26 @@ dcp_api_openai_chat (DcpApiCall *call, JsonObject *body)
   chat->call = dcp_api_call_ref (call);
   chat->request = request;
   chat->result = dcp_api_result_new (request->n);
-  chat->include_usage = include_usage;
+  chat->include_usage = GPOINTER_TO_INT (data);
   chat->started = g_new0 (gboolean, request->n);
   if (request->stream)
     chat->sse = dcp_api_call_start_sse (call);
   else
     dcp_api_call_defer (call);
   dcp_api_call_submit (call, request, on_event, chat, chat_free);
+}
+
+void
+dcp_api_openai_chat (DcpApiCall *call, JsonObject *body)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean include_usage = FALSE;
+  DcpRequest *request = parse (call, body, &include_usage, &error);
+
+  if (request == NULL)
+    {
+      dcp_api_call_reply_error (call, 0, error);
+      return;
+    }
+  dcp_api_call_prepare (call, request, start, GINT_TO_POINTER (include_usage));
 }

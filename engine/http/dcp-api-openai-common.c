@@ -210,9 +210,10 @@ dcp_openai_parse_arguments (const char *where, const char *text, GError **error)
   return g_steal_pointer (&root);
 }
 
-/* content: a string, or parts (text; image_url with a base64 data URL). */
+/* content: a string, or parts (text; image_url with a base64 data URL, or an http(s) URL to
+ * fetch when allow_urls). */
 static JsonNode *
-convert_content (JsonNode *content, const char *where, GError **error)
+convert_content (JsonNode *content, const char *where, gboolean allow_urls, GError **error)
 {
   g_autoptr(JsonArray) parts = NULL;
   JsonArray *in;
@@ -229,7 +230,7 @@ convert_content (JsonNode *content, const char *where, GError **error)
   for (guint i = 0; i < json_array_get_length (in); i++)
     {
       g_autofree char *part_where = g_strdup_printf ("%s[%u]", where, i);
-      JsonObject *part, *image_url = NULL;
+      JsonObject *part, *image_url = NULL, *image;
       const char *type = NULL, *text = NULL, *url = NULL;
 
       if (!dcp_json_element_object (in, where, i, &part, error)
@@ -250,8 +251,6 @@ convert_content (JsonNode *content, const char *where, GError **error)
         }
       else if (g_str_equal (type, "image_url") || g_str_equal (type, "input_image"))
         {
-          g_autofree char *media_type = NULL, *data = NULL;
-
           if (g_str_equal (type, "image_url"))
             {
               if (!dcp_json_object (part, part_where, "image_url", TRUE, &image_url, error)
@@ -260,10 +259,9 @@ convert_content (JsonNode *content, const char *where, GError **error)
             }
           else if (!dcp_json_string (part, part_where, "image_url", TRUE, &url, error))
             return NULL;
-          if (!dcp_image_parse_data_url (part_where, url, &media_type, &data, error) ||
-              !dcp_image_check (part_where, media_type, data, error))
+          if ((image = dcp_image_url_part (part_where, url, allow_urls, error)) == NULL)
             return NULL;
-          json_array_add_object_element (parts, dcp_image_part (media_type, data));
+          json_array_add_object_element (parts, image);
         }
       else
         {
@@ -369,7 +367,8 @@ dcp_openai_convert_messages (DcpApiCall *call, JsonArray *messages, GError **err
       content = json_object_get_member (m, "content");
       if (content != NULL && !JSON_NODE_HOLDS_NULL (content))
         {
-          JsonNode *converted = convert_content (content, content_where, error);
+          JsonNode *converted =
+              convert_content (content, content_where, call->context->image_fetcher != NULL, error);
 
           if (converted == NULL)
             return NULL;

@@ -587,16 +587,15 @@ on_event (const DcpEvent *event, gpointer data)
   }
 }
 
-void
-dcp_api_openai_responses (DcpApiCall *call, JsonObject *body)
+static void
+start (DcpApiCall *call, DcpRequest *request, gpointer data)
 {
   g_autoptr(GError) error = NULL;
-  DcpRequest *request = parse (call, body, &error);
   Responses *r;
 
-  if (request == NULL || !dcp_api_call_check_ready (call, &error))
+  if (!dcp_api_call_check_ready (call, &error))
     {
-      g_clear_pointer (&request, dcp_request_unref);
+      dcp_request_unref (request);
       dcp_api_call_reply_error (call, 0, error);
       return;
     }
@@ -620,4 +619,18 @@ dcp_api_openai_responses (DcpApiCall *call, JsonObject *body)
   else
     dcp_api_call_defer (call);
   dcp_api_call_submit (call, request, on_event, r, responses_free);
+}
+
+void
+dcp_api_openai_responses (DcpApiCall *call, JsonObject *body)
+{
+  g_autoptr(GError) error = NULL;
+  DcpRequest *request = parse (call, body, &error);
+
+  if (request == NULL)
+    {
+      dcp_api_call_reply_error (call, 0, error);
+      return;
+    }
+  dcp_api_call_prepare (call, request, start, NULL);
 }

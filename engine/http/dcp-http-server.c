@@ -50,7 +50,7 @@ void
 dcp_http_options_init (DcpHttpOptions *options)
 {
   g_return_if_fail (options != NULL);
-  *options = (DcpHttpOptions) {
+  *options = (DcpHttpOptions){
     .host = "127.0.0.1",
     .port = 8080,
     .max_body_bytes = 32 * 1024 * 1024,
@@ -61,6 +61,7 @@ dcp_http_options_init (DcpHttpOptions *options)
     .header_timeout = 10,
     .idle_timeout = 30,
     .body_timeout = 60,
+    .image_url_timeout = 10,
   };
 }
 
@@ -354,6 +355,10 @@ dcp_http_server_new (const DcpHttpOptions *options, DcpRequestQueue *queue, GErr
     .max_waiting = 1024,
     .keepalive_seconds = options->keepalive_seconds,
   };
+  /* Fetched images get the byte limit of base64 ones: what the largest body could carry. */
+  if (options->allow_image_urls)
+    self->context.image_fetcher =
+        dcp_image_fetcher_new (options->max_body_bytes / 4 * 3, options->image_url_timeout);
   if (options->api_key != NULL && options->api_key[0] != '\0')
     self->key_digest = digest (options->api_key);
   dcp_image_init ();
@@ -402,6 +407,7 @@ dcp_http_server_free (DcpHttpServer *self)
   g_clear_pointer (&self->connections, dcp_http_connections_free);
   if (self->soup != NULL)
     soup_server_disconnect (self->soup);
+  g_clear_pointer (&self->context.image_fetcher, dcp_image_fetcher_free);
   g_free (self->url);
   g_clear_object (&self->soup);
   g_clear_pointer (&self->key_digest, g_bytes_unref);

@@ -21,6 +21,8 @@ typedef struct {
   guint       header_timeout;    /* seconds, default 10 */
   guint       idle_timeout;      /* seconds, default 30 */
   guint       body_timeout;      /* seconds, default 60 */
+  gboolean allow_image_urls;     /* fetch images given as http(s) URLs; default FALSE */
+  guint image_url_timeout;       /* seconds for all of a request's image URLs, default 10 */
 } DcpHttpOptions;
 
 typedef struct _DcpHttpServer DcpHttpServer;

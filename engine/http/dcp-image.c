@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
+#include <libsoup/soup.h>
 #include <string.h>
 
 #include "dcp-error.h"
@@ -53,22 +54,12 @@ dcp_image_part (const char *media_type, const char *base64)
   return part;
 }
 
-gboolean
-dcp_image_parse_data_url (const char *where, const char *url, char **media_type, char **base64, GError **error)
+static gboolean
+parse_data_url (const char *where, const char *url, char **media_type, char **base64,
+                GError **error)
 {
-  const char *comma;
+  const char *comma = strchr (url, ',');
 
-  g_return_val_if_fail (where != NULL && url != NULL, FALSE);
-
-  if (!g_str_has_prefix (url, "data:"))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "%s: only base64 data: URLs are supported for images; the server does not fetch "
-                   "remote URLs",
-                   where);
-      return FALSE;
-    }
-  comma = strchr (url, ',');
   if (comma == NULL || comma - url < 12 || strncmp (comma - 7, ";base64", 7) != 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
@@ -78,6 +69,53 @@ dcp_image_parse_data_url (const char *where, const char *url, char **media_type,
   *media_type = g_strndup (url + 5, (comma - 7) - (url + 5));
   *base64 = g_strdup (comma + 1);
   return TRUE;
+}
+
+static gboolean
+is_http_url (const char *url)
+{
+  g_autofree char *scheme = g_uri_parse_scheme (url);
+
+  return scheme != NULL &&
+         (g_ascii_strcasecmp (scheme, "http") == 0 || g_ascii_strcasecmp (scheme, "https") == 0);
+}
+
+JsonObject *
+dcp_image_url_part (const char *where, const char *url, gboolean allow_remote, GError **error)
+{
+  g_autofree char *media_type = NULL, *base64 = NULL;
+  JsonObject *part;
+
+  g_return_val_if_fail (where != NULL && url != NULL, NULL);
+
+  if (g_str_has_prefix (url, "data:"))
+    {
+      if (!parse_data_url (where, url, &media_type, &base64, error) ||
+          !dcp_image_check (where, media_type, base64, error))
+        return NULL;
+      return dcp_image_part (media_type, base64);
+    }
+  if (!allow_remote)
+    {
+      g_set_error (
+          error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
+          "%s: only base64 data: URLs are supported for images; this server does not fetch "
+          "remote URLs (its operator can allow http and https ones with --allow-image-urls on)",
+          where);
+      return NULL;
+    }
+  if (!is_http_url (url) || !g_uri_is_valid (url, SOUP_HTTP_URI_FLAGS, NULL))
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: an image URL must be a base64 data: URL or a valid http or https URL",
+                   where);
+      return NULL;
+    }
+  part = json_object_new ();
+  json_object_set_string_member (part, "type", "image");
+  json_object_set_string_member (part, "url", url);
+  json_object_set_string_member (part, "where", where);
+  return part;
 }
 
 /* gdk-pixbuf's loader list and GIO's content types are read on first use (tens of ms): at start,

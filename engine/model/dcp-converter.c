@@ -57,7 +57,15 @@ typedef struct {
   gsize buf_size;
   guint64 done_in, total_in;
   gint64 start_us, last_report_us;
+  GArray *kept; /* guint: the checkpoint's tensors that go in the file, in order */
 } Converter;
+
+/* The k-th tensor written (the file's tensor k). */
+static const DcpCheckpointTensor *
+kept_tensor (const Converter *c, guint k)
+{
+  return dcp_checkpoint_get_tensor (c->ckpt, g_array_index (c->kept, guint, k));
+}
 
 static gpointer
 hash_shards (gpointer data)
@@ -278,8 +286,10 @@ copy_without (JsonNode *node, const char *member)
 static DcpDType
 group_dtype (const DcpConvertOptions *o, DcpTensorGroup group)
 {
-  if (group == DCP_GROUP_VISION && o->vision != DCP_CONVERT_VISION_RECIPE)
-    return o->vision == DCP_CONVERT_VISION_BF16 ? DCP_DTYPE_BF16 : DCP_DTYPE_MXFP8_E4M3;
+  if (group == DCP_GROUP_VISION && o->vision == DCP_CONVERT_VISION_BF16)
+    return DCP_DTYPE_BF16;
+  if (group == DCP_GROUP_VISION && o->vision == DCP_CONVERT_VISION_FP8)
+    return DCP_DTYPE_MXFP8_E4M3;
   return dcp_recipe_group_dtype (o->recipe, group);
 }
 
@@ -328,10 +338,11 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   g_autoptr(JsonBuilder) b = json_builder_new ();
   guint64 component[DCP_COMPONENT_N] = { 0 }, total = 0;
   gboolean has_mtp = FALSE, has_vision = FALSE;
+  gboolean drop_vision = o->vision == DCP_CONVERT_VISION_OFF;
 
-  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+  for (guint i = 0; i < c->kept->len; i++)
     {
-      const char *name = dcp_checkpoint_get_tensor (ckpt, i)->name;
+      const char *name = kept_tensor (c, i)->name;
       component[dcp_tensor_component (name)] += sizes[i];
       total += sizes[i];
       has_mtp |= dcp_tensor_component (name) == DCP_COMPONENT_MTP;
@@ -341,8 +352,12 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "architecture");
   json_builder_add_string_value (b, "qwen3_5");
+  /* Without the tower the config has no vision_config either: the engine then reads the file as
+   * a model without one (images are refused saying so). */
   json_builder_set_member_name (b, "config");
-  json_builder_add_value (b, json_node_copy (dcp_checkpoint_get_config_json (ckpt)));
+  json_builder_add_value (
+      b, drop_vision ? copy_without (dcp_checkpoint_get_config_json (ckpt), "vision_config")
+                     : json_node_copy (dcp_checkpoint_get_config_json (ckpt)));
 
   json_builder_set_member_name (b, "parts");
   json_builder_begin_object (b);
@@ -371,7 +386,7 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
     json_builder_add_null_value (b);
 
   json_builder_set_member_name (b, "preprocessor");
-  if (dcp_checkpoint_get_preprocessor (ckpt))
+  if (dcp_checkpoint_get_preprocessor (ckpt) && !drop_vision)
     json_builder_add_value (b, json_node_copy (dcp_checkpoint_get_preprocessor (ckpt)));
   else
     json_builder_add_null_value (b);
@@ -390,9 +405,9 @@ build_metadata (Converter *c, const DcpDType *dtypes, const guint64 *sizes, guin
   json_builder_end_object (b);
   json_builder_set_member_name (b, "tensors");
   json_builder_begin_object (b);
-  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+  for (guint i = 0; i < c->kept->len; i++)
     {
-      json_builder_set_member_name (b, dcp_checkpoint_get_tensor (ckpt, i)->name);
+      json_builder_set_member_name (b, kept_tensor (c, i)->name);
       json_builder_add_string_value (b, dcp_dtype_name (dtypes[i]));
     }
   json_builder_end_object (b);
@@ -442,10 +457,10 @@ build_drafter_metadata (Converter *c, const DcpDType *dtypes, const guint64 *siz
   g_autoptr(JsonBuilder) b = json_builder_new ();
   guint64 layers = 0, total = 0;
 
-  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+  for (guint i = 0; i < c->kept->len; i++)
     {
       total += sizes[i];
-      if (g_str_has_prefix (dcp_checkpoint_get_tensor (ckpt, i)->name, "layers."))
+      if (g_str_has_prefix (kept_tensor (c, i)->name, "layers."))
         layers += sizes[i];
     }
 
@@ -468,9 +483,9 @@ build_drafter_metadata (Converter *c, const DcpDType *dtypes, const guint64 *siz
   json_builder_end_object (b);
   json_builder_set_member_name (b, "tensors");
   json_builder_begin_object (b);
-  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+  for (guint i = 0; i < c->kept->len; i++)
     {
-      json_builder_set_member_name (b, dcp_checkpoint_get_tensor (ckpt, i)->name);
+      json_builder_set_member_name (b, kept_tensor (c, i)->name);
       json_builder_add_string_value (b, dcp_dtype_name (dtypes[i]));
     }
   json_builder_end_object (b);
@@ -519,7 +534,7 @@ json_size (JsonNode *node)
 static gboolean
 convert (Converter *c, GError **error)
 {
-  guint n = dcp_checkpoint_get_n_tensors (c->ckpt);
+  guint n = c->kept->len;
   g_autofree DcpDType *dtypes = g_new (DcpDType, n);
   g_autofree guint64 *sizes = g_new (guint64, n);
   g_autoptr(JsonNode) plan = NULL, metadata = NULL;
@@ -539,7 +554,7 @@ convert (Converter *c, GError **error)
     }
   for (guint i = 0; i < n; i++)
     {
-      const DcpCheckpointTensor *t = dcp_checkpoint_get_tensor (c->ckpt, i);
+      const DcpCheckpointTensor *t = kept_tensor (c, i);
       /* a drafter's matrices take the recipe's MTP format: both are small draft heads */
       if (drafter && t->view->ndim == 2)
         dtypes[i] = dcp_recipe_group_dtype (c->options->recipe, DCP_GROUP_MTP);
@@ -569,7 +584,7 @@ convert (Converter *c, GError **error)
     hashers[h] = g_thread_new ("dcp-sha256", hash_shards, &job);
   for (guint i = 0; i < n && ok; i++)
     {
-      const DcpTensorView *v = dcp_checkpoint_get_tensor (c->ckpt, i)->view;
+      const DcpTensorView *v = kept_tensor (c, i)->view;
       ok = dcp_dtype_is_block (dtypes[i]) ? write_block (c, i, v, dtypes[i], error)
                                           : write_plain (c, i, v, dtypes[i], error);
     }
@@ -630,6 +645,11 @@ dcp_convert (const DcpConvertOptions *options, DcpConvertStats *stats, GError **
   c.options = options;
   c.ckpt = ckpt;
   c.writer = writer;
+  c.kept = g_array_new (FALSE, FALSE, sizeof (guint));
+  for (guint i = 0; i < dcp_checkpoint_get_n_tensors (ckpt); i++)
+    if (options->vision != DCP_CONVERT_VISION_OFF ||
+        dcp_tensor_component (dcp_checkpoint_get_tensor (ckpt, i)->name) != DCP_COMPONENT_VISION)
+      g_array_append_val (c.kept, i);
   c.n_threads = options->n_threads ? options->n_threads : MAX (g_get_num_processors (), 1);
   c.pool = g_thread_pool_new (quantize_part, NULL, c.n_threads, FALSE, NULL);
   c.f32_size = SLICE_ELEMENTS;
@@ -645,8 +665,9 @@ dcp_convert (const DcpConvertOptions *options, DcpConvertStats *stats, GError **
     {
       stats->bytes_in = c.total_in;
       stats->bytes_out = dcp_model_writer_get_file_size (writer);
-      stats->n_tensors = dcp_checkpoint_get_n_tensors (ckpt);
+      stats->n_tensors = c.kept->len;
       stats->seconds = (g_get_monotonic_time () - c.start_us) / 1e6;
     }
+  g_array_unref (c.kept);
   return ok;
 }

@@ -18,11 +18,14 @@ typedef JsonNode *(*DcpConvertMeasureFunc) (const char *model_path,
                                             gpointer    user_data,
                                             GError    **error);
 
-/* The vision tower's Linear weights: as the recipe says, or in this format whatever it says. */
+/* The vision tower's Linear weights: as the recipe says, or in this format whatever it says;
+ * or none: OFF leaves the tower (visual.*) out of the file, and vision_config and the image
+ * processor out of its metadata. */
 typedef enum {
   DCP_CONVERT_VISION_RECIPE,
   DCP_CONVERT_VISION_BF16,
   DCP_CONVERT_VISION_FP8, /* MXFP8 E4M3 */
+  DCP_CONVERT_VISION_OFF,
 } DcpConvertVision;
 
 typedef struct {

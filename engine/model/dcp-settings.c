@@ -37,6 +37,7 @@ static const char *const prefill_policies[] = { "balanced", "decode-priority", "
 static const char *const loop_guards[] = { "stop", "end-thinking", "escape", "off", NULL };
 static const char *const vision_modes[] = { "off", "bf16", "fp8", NULL };
 static const char *const backends[] = { "cuda", "cpu", NULL };
+static const char *const switches[] = { "off", "on", NULL };
 
 #define OFF(field) offsetof (DcpSettings, field)
 
@@ -91,6 +92,21 @@ static const Setting settings_table[] = {
     OFF (http_body_timeout),
     1,
     86400 },
+  { { "allow-image-urls", "off|on", "Fetch images that requests give as http(s) URLs (default off)",
+      "on lets every client make the server fetch any http or https address it names, including "
+      "addresses on your own network that the client itself cannot reach. off accepts only images "
+      "sent inside the request (base64)." },
+    KIND_CHOICE,
+    OFF (allow_image_urls),
+    0,
+    0,
+    switches },
+  { { "image-url-timeout", "SECONDS", "Time to fetch all of a request's image URLs (default 10)",
+      "With allow-image-urls on: a request whose images have not all arrived by then is refused." },
+    KIND_UINT,
+    OFF (image_url_timeout),
+    1,
+    600 },
   { { "context-mode", "pool|fixed",
       "Share one context pool among conversations, or give each a fixed slot",
       "pool: every conversation may grow to the full context and idle ones hold nothing back; the "
@@ -238,6 +254,8 @@ dcp_settings_init_default (DcpSettings *s)
   s->http_header_timeout = 10;
   s->http_idle_timeout = 30;
   s->http_body_timeout = 60;
+  s->allow_image_urls = DCP_SETTING_OFF;
+  s->image_url_timeout = 10;
   s->context_mode = DCP_CONTEXT_POOL;
   s->conversations = 1;
   s->kv_bits_k = s->kv_bits_v = 16;

@@ -25,6 +25,7 @@ typedef enum {
   DCP_SETTING_LOOP_GUARD_STOP, DCP_SETTING_LOOP_GUARD_END_THINKING, DCP_SETTING_LOOP_GUARD_ESCAPE, DCP_SETTING_LOOP_GUARD_OFF
 } DcpSettingLoopGuard;
 typedef enum { DCP_VISION_OFF, DCP_VISION_BF16, DCP_VISION_FP8 } DcpVision;
+typedef enum { DCP_SETTING_OFF, DCP_SETTING_ON } DcpSettingSwitch;
 
 #define DCP_SIZE_AUTO G_MAXUINT64   /* ram-cache, disk-cache: "auto" */
 
@@ -37,6 +38,8 @@ typedef struct {
   guint http_header_timeout;     /* seconds: a new connection's first request head */
   guint http_idle_timeout;       /* seconds: a kept-alive connection's next request head */
   guint http_body_timeout;       /* seconds: a request body, after its head */
+  DcpSettingSwitch allow_image_urls; /* fetch images that requests give as http(s) URLs */
+  guint image_url_timeout;           /* seconds: all of one request's image URLs */
   DcpContextMode context_mode;
   guint conversations;
   guint64 context_tokens;        /* 0 = auto */

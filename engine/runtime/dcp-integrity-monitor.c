@@ -15,8 +15,9 @@
 #define MIN_WAIT_US G_TIME_SPAN_MILLISECOND
 
 typedef struct {
-  guint index;              /* the backend's */
-  const char *name;         /* the backend's (lives as long as it) */
+  guint set;        /* in sets */
+  guint index;      /* the set's */
+  const char *name; /* the set's (lives as long as it) */
   guint64 nbytes;
   guint64 file_sum;
 } Tensor;
@@ -24,6 +25,7 @@ typedef struct {
 struct _DcpIntegrityMonitor {
   DcpBackend *backend;
   DcpIntegrityReference reference;
+  GArray *sets;             /* DcpIntegrityWeights: the backend's, then those added */
   GArray *tensors;          /* Tensor */
   gint64 period_us;
 
@@ -84,46 +86,95 @@ dcp_integrity_monitor_new (DcpBackend *backend, DcpModelSource *model, guint int
   return dcp_integrity_monitor_new_full (backend, &reference, interval_s, error);
 }
 
+/* The backend as a set of weights. */
+static guint
+backend_count (gpointer backend)
+{
+  return dcp_backend_weights_count (backend);
+}
+
+static const char *
+backend_name (gpointer backend, guint index, guint64 *nbytes)
+{
+  return dcp_backend_weight_name (backend, index, nbytes);
+}
+
+static gboolean
+backend_sum (gpointer backend, guint index, guint64 *sum, GError **error)
+{
+  return dcp_backend_weight_sum (backend, index, sum, error);
+}
+
+static gboolean
+backend_restore (gpointer backend, guint index, const guint8 *bytes, gsize nbytes, GError **error)
+{
+  return dcp_backend_weight_restore (backend, index, bytes, nbytes, error);
+}
+
+/* Adds the set's tensors that the reference has a checksum for (none in a checkpoint folder);
+ * how many. */
+static guint
+add_set (DcpIntegrityMonitor *self, const DcpIntegrityWeights *weights)
+{
+  guint n = weights->count (weights->data), added = 0;
+
+  g_array_append_val (self->sets, *weights);
+  g_mutex_lock (&self->lock);
+  for (guint i = 0; i < n; i++)
+    {
+      Tensor t = { self->sets->len - 1, i };
+
+      t.name = weights->name (weights->data, i, &t.nbytes);
+      if (!self->reference.get_checksum (self->reference.data, t.name, &t.file_sum))
+        continue;
+      g_array_append_val (self->tensors, t);
+      self->stats.sweep_bytes += t.nbytes;
+      added++;
+    }
+  self->stats.n_tensors = self->tensors->len;
+  g_mutex_unlock (&self->lock);
+  return added;
+}
+
 DcpIntegrityMonitor *
 dcp_integrity_monitor_new_full (DcpBackend *backend, const DcpIntegrityReference *reference,
                                 guint interval_s, GError **error)
 {
   g_autoptr(DcpIntegrityMonitor) self = NULL;
-  guint n = 0;
+  DcpIntegrityWeights weights = { backend_count, backend_name, backend_sum, backend_restore,
+                                  backend };
 
   g_return_val_if_fail (DCP_IS_BACKEND (backend) && reference != NULL && interval_s > 0, NULL);
   g_return_val_if_fail (reference->get_checksum != NULL && reference->read_tensor != NULL, NULL);
   self = g_new0 (DcpIntegrityMonitor, 1);
   self->backend = g_object_ref (backend);
   self->reference = *reference;
+  self->sets = g_array_new (FALSE, FALSE, sizeof (DcpIntegrityWeights));
   self->tensors = g_array_new (FALSE, FALSE, sizeof (Tensor));
   self->events = g_ptr_array_new_with_free_func ((GDestroyNotify) dcp_integrity_event_free);
   self->period_us = (gint64) interval_s * G_TIME_SPAN_SECOND;
   self->now = default_now;
   g_mutex_init (&self->lock);
   self->stats.interval_s = interval_s;
-  n = dcp_backend_weights_count (backend);
-  for (guint i = 0; i < n; i++)
-    {
-      Tensor t = { i };
-
-      t.name = dcp_backend_weight_name (backend, i, &t.nbytes);
-      /* A tensor the file has no checksum for is not checked (none in a .mcapy file). */
-      if (!reference->get_checksum (reference->data, t.name, &t.file_sum))
-        continue;
-      g_array_append_val (self->tensors, t);
-      self->stats.sweep_bytes += t.nbytes;
-    }
-  self->stats.n_tensors = self->tensors->len;
-  if (self->tensors->len == 0)
+  if (add_set (self, &weights) == 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   n == 0 ? "the %s backend cannot check its weights"
-                          : "the model has no checksums to check the %s backend's weights against "
-                            "(a checkpoint folder)", dcp_backend_get_name (backend));
+                   backend_count (backend) == 0
+                       ? "the %s backend cannot check its weights"
+                       : "the model has no checksums to check the %s backend's weights against "
+                         "(a checkpoint folder)",
+                   dcp_backend_get_name (backend));
       return NULL;
     }
   return g_steal_pointer (&self);
+}
+
+guint
+dcp_integrity_monitor_add_weights (DcpIntegrityMonitor *self, const DcpIntegrityWeights *weights)
+{
+  g_return_val_if_fail (self != NULL && weights != NULL, 0);
+  g_return_val_if_fail (weights->count && weights->name && weights->sum && weights->restore, 0);
+  return add_set (self, weights);
 }
 
 void
@@ -132,6 +183,7 @@ dcp_integrity_monitor_free (DcpIntegrityMonitor *self)
   if (self == NULL)
     return;
   g_clear_object (&self->backend);
+  g_clear_pointer (&self->sets, g_array_unref);
   g_clear_pointer (&self->tensors, g_array_unref);
   g_clear_pointer (&self->events, g_ptr_array_unref);
   g_mutex_clear (&self->lock);
@@ -158,6 +210,7 @@ dcp_integrity_monitor_get_hook (DcpIntegrityMonitor *self)
 static gboolean
 heal (DcpIntegrityMonitor *self, const Tensor *t, GError **error)
 {
+  const DcpIntegrityWeights *set = &g_array_index (self->sets, DcpIntegrityWeights, t->set);
   g_autoptr(GBytes) bytes = self->reference.read_tensor (self->reference.data, t->name, error);
   guint64 sum = 0;
   gsize n;
@@ -173,8 +226,8 @@ heal (DcpIntegrityMonitor *self, const Tensor *t, GError **error)
                            "checksum either: the file is damaged");
       return FALSE;
     }
-  if (!dcp_backend_weight_restore (self->backend, t->index, data, n, error) ||
-      !dcp_backend_weight_sum (self->backend, t->index, &sum, error))
+  if (!set->restore (set->data, t->index, data, n, error) ||
+      !set->sum (set->data, t->index, &sum, error))
     return FALSE;
   if (sum != t->file_sum)
     {
@@ -190,12 +243,13 @@ static gint64
 check_next (DcpIntegrityMonitor *self, GError **error)
 {
   const Tensor *t = &g_array_index (self->tensors, Tensor, self->cursor);
+  const DcpIntegrityWeights *set = &g_array_index (self->sets, DcpIntegrityWeights, t->set);
   g_autoptr(GError) heal_error = NULL;
   gint64 start = g_get_monotonic_time (), took;
   gboolean intact = TRUE, ok, healed = FALSE;
   guint64 sum = 0;
 
-  ok = dcp_backend_weight_sum (self->backend, t->index, &sum, error);
+  ok = set->sum (set->data, t->index, &sum, error);
   intact = !ok || sum == t->file_sum;
   if (ok && !intact)
     {

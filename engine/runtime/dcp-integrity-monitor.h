@@ -10,7 +10,8 @@
 G_BEGIN_DECLS
 
 /* The integrity monitor (docs/ARCHITECTURE.md, "Weight integrity"): while the engine serves, it
- * checks every weight tensor the backend holds (in VRAM, or in RAM on the CPU backend) against
+ * checks every weight tensor the backend holds (in VRAM, or in RAM on the CPU backend), and
+ * those added (the vision tower's in RAM: dcp_integrity_monitor_add_weights), against
  * the model file's per-tensor checksums, a few tensors at a time between steps, so that one
  * full sweep takes the configured interval. While the engine is idle it checks as the sweep
  * falls due; while it runs steps it spends at most 1% of the time since its last call.
@@ -56,6 +57,18 @@ typedef struct {
   gpointer data;
 } DcpIntegrityReference;
 
+/* Weights held outside the backend (the CPU vision tower's), checked and restored as the
+ * backend's are (dcp-backend.h, "weights_count"): by index, named canonically; sum and restore
+ * run on the engine thread between steps. */
+typedef struct {
+  guint (*count) (gpointer data);
+  const char *(*name) (gpointer data, guint index, guint64 *nbytes);
+  gboolean (*sum) (gpointer data, guint index, guint64 *sum, GError **error);
+  gboolean (*restore) (gpointer data, guint index, const guint8 *bytes, gsize nbytes,
+                       GError **error);
+  gpointer data;
+} DcpIntegrityWeights;
+
 /* A monitor over backend's weights (a reference is taken) against model's checksums (borrowed:
  * it must outlive the monitor's use on the engine thread). interval_s > 0. NOT_SUPPORTED when
  * the backend cannot check its weights or the model has no checksums (a checkpoint folder). */
@@ -69,6 +82,10 @@ DcpIntegrityMonitor *dcp_integrity_monitor_new_full  (DcpBackend                
                                                       guint                        interval_s,
                                                       GError                     **error);
 void                 dcp_integrity_monitor_free      (DcpIntegrityMonitor *self);
+/* Engine thread (or before the monitor runs): adds weights (copied; its data borrowed, as the
+ * reference's) to the sweep; the number of its tensors that will be checked. */
+guint dcp_integrity_monitor_add_weights (DcpIntegrityMonitor *self,
+                                         const DcpIntegrityWeights *weights);
 /* The hook the step loop calls (dcp-step-hook.h). */
 DcpStepHook          dcp_integrity_monitor_get_hook  (DcpIntegrityMonitor *self);
 /* Engine thread: checks the next tensors as the sweep falls due (the hook's function). */

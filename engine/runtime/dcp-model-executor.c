@@ -978,6 +978,16 @@ dcp_model_executor_new (DcpModelSource                *model,
   return g_steal_pointer (&self);
 }
 
+gboolean
+dcp_model_executor_get_vision_weights (DcpModelExecutor *self, DcpIntegrityWeights *weights)
+{
+  g_return_val_if_fail (self != NULL && weights != NULL, FALSE);
+  if (self->vision == NULL)
+    return FALSE;
+  dcp_prompt_vision_get_weights (self->vision, weights);
+  return TRUE;
+}
+
 DcpBackend *
 dcp_model_executor_get_backend (DcpModelExecutor *self)
 {

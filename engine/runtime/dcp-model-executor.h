@@ -3,6 +3,7 @@
 
 #include "dcp-backend.h"
 #include "dcp-executor.h"
+#include "dcp-integrity-monitor.h"
 #include "dcp-model-source.h"
 #include "dcp-sampler.h"
 #include "dcp-scheduler.h"
@@ -57,6 +58,11 @@ gboolean          dcp_model_executor_set_loop_guard (DcpModelExecutor           
                                                      GError                    **error);
 /* Any thread: the current one, as dcp_loop_guard_mode_to_string writes it. */
 const char       *dcp_model_executor_get_loop_guard (DcpModelExecutor           *self);
+
+/* The vision tower's weights for the integrity monitor (they borrow self); FALSE without one
+ * (--vision off). */
+gboolean dcp_model_executor_get_vision_weights (DcpModelExecutor *self,
+                                                DcpIntegrityWeights *weights);
 
 /* The model's backend (borrowed) and the token ids that end an answer. */
 DcpBackend     *dcp_model_executor_get_backend     (DcpModelExecutor *self);

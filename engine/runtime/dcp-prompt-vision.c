@@ -51,6 +51,56 @@ dcp_prompt_vision_get_image_token (DcpPromptVision *self)
   return self->config.image_token_id;
 }
 
+static guint
+tower_count (gpointer data)
+{
+  DcpPromptVision *self = data;
+
+  return dcp_cpu_vision_get_stored (self->tower)->len;
+}
+
+static const char *
+tower_name (gpointer data, guint index, guint64 *nbytes)
+{
+  DcpPromptVision *self = data;
+  const DcpCpuStoredTensor *t =
+      &g_array_index (dcp_cpu_vision_get_stored (self->tower), DcpCpuStoredTensor, index);
+
+  *nbytes = t->nbytes;
+  return t->name;
+}
+
+/* Summing only reads, as the tower does: no lock. */
+static gboolean
+tower_sum (gpointer data, guint index, guint64 *sum, GError **error)
+{
+  DcpPromptVision *self = data;
+
+  *sum = dcp_cpu_stored_sum (dcp_cpu_vision_get_stored (self->tower), index);
+  return TRUE;
+}
+
+/* Restoring moves a matrix to a new copy and rewrites a vector: not while an image goes through. */
+static gboolean
+tower_restore (gpointer data, guint index, const guint8 *bytes, gsize nbytes, GError **error)
+{
+  DcpPromptVision *self = data;
+  gboolean ok;
+
+  g_mutex_lock (&self->lock);
+  ok =
+      dcp_cpu_stored_restore (dcp_cpu_vision_get_stored (self->tower), index, bytes, nbytes, error);
+  g_mutex_unlock (&self->lock);
+  return ok;
+}
+
+void
+dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights)
+{
+  g_return_if_fail (self != NULL && weights != NULL);
+  *weights = (DcpIntegrityWeights){ tower_count, tower_name, tower_sum, tower_restore, self };
+}
+
 /* An image part's bytes, or NULL with an error. */
 static GBytes *
 part_bytes (JsonObject *part, const char *where, GError **error)

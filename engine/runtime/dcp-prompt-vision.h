@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-integrity-monitor.h"
 #include "dcp-model-source.h"
 #include "dcp-prompt-images.h"
 
@@ -22,6 +23,9 @@ typedef struct _DcpPromptVision DcpPromptVision;
 DcpPromptVision *dcp_prompt_vision_new (DcpModelSource *model, guint n_threads, GError **error);
 void dcp_prompt_vision_free (DcpPromptVision *self);
 guint32 dcp_prompt_vision_get_image_token (DcpPromptVision *self);
+/* The tower's weights (in RAM) for the integrity monitor; restoring one waits for the image the
+ * tower is reading, if any. The weights borrow self. */
+void dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights);
 
 /* A copy of messages with each image part a text part holding the marker, the images' bytes
  * in order appended to images (GBytes); NULL when no message has an image (images untouched).

@@ -36,14 +36,15 @@ static const GOptionEntry entries[] = {
   { "recipe", 'r', 0, G_OPTION_ARG_STRING, &opt_recipe,
     "Quantization recipe: bf16, xxl, large, medium (default), small or tiny", "NAME" },
   { "vision", 0, 0, G_OPTION_ARG_STRING, &opt_vision,
-    "The vision tower's matrices: recipe (default: as the recipe says), bf16 or fp8 (MXFP8)",
+    "The vision tower's matrices: recipe (default: as the recipe says), bf16 or fp8 (MXFP8); "
+    "off leaves the tower out",
     "FORMAT" },
   { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenizer,
     "Take tokenizer.json[.gz] and tokenizer_config.json from this folder", "DIR" },
   { "model-id", 0, 0, G_OPTION_ARG_STRING, &opt_model_id,
     "Source model id to record (default: the checkpoint folder's name)", "ID" },
-  { "revision", 0, 0, G_OPTION_ARG_STRING, &opt_revision,
-    "Source model revision to record", "REV" },
+  { "revision", 0, 0, G_OPTION_ARG_STRING, &opt_revision, "Source model revision to record",
+    "REV" },
   { "target-name", 0, 0, G_OPTION_ARG_STRING, &opt_target_name,
     "A DFlash drafter's target model to record (its Hugging Face repo id)", "ID" },
   { "threads", 'j', 0, G_OPTION_ARG_INT, &opt_threads,
@@ -405,9 +406,11 @@ run_convert (const char *input, const char *output)
         options.vision = DCP_CONVERT_VISION_BF16;
       else if (g_str_equal (opt_vision, "fp8"))
         options.vision = DCP_CONVERT_VISION_FP8;
+      else if (g_str_equal (opt_vision, "off"))
+        options.vision = DCP_CONVERT_VISION_OFF;
       else
         {
-          g_printerr ("decapybara-convert: --vision “%s”: recipe, bf16 or fp8\n", opt_vision);
+          g_printerr ("decapybara-convert: --vision “%s”: recipe, bf16, fp8 or off\n", opt_vision);
           return 2;
         }
     }

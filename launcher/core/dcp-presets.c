@@ -46,7 +46,9 @@ gboolean
 dcp_preset_key_is_personal (const char *key)
 {
   return g_str_equal (key, "model") || g_str_equal (key, "drafter") || g_str_equal (key, "host") ||
-         g_str_equal (key, "port") || g_str_equal (key, "api-key") || g_str_equal (key, "disk-cache-dir") || g_str_has_prefix (key, "http-");
+         g_str_equal (key, "port") || g_str_equal (key, "api-key") ||
+         g_str_equal (key, "disk-cache-dir") || g_str_has_prefix (key, "http-") ||
+         g_str_equal (key, "allow-image-urls") || g_str_equal (key, "image-url-timeout");
 }
 
 void

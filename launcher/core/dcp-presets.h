@@ -42,8 +42,8 @@ gboolean    dcp_preset_apply       (const DcpPreset   *preset,
 gboolean    dcp_preset_matches     (const DcpPreset   *preset,
                                     const DcpSettings *settings);
 
-/* Whether the address, model (and drafter) and connection (http-*) keys, which presets leave
- * alone. */
+/* Whether the address, model (and drafter), connection (http-*) and image URL keys, which
+ * presets leave alone. */
 gboolean    dcp_preset_key_is_personal (const char    *key);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpPreset, dcp_preset_free)

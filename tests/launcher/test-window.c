@@ -209,18 +209,26 @@ test_presets (Fixture *f, gconstpointer data)
   }
 }
 
+/* The plan for the window's settings, model and the fake GPU, as the planner makes it. */
 static void
-check_costs (Fixture *f)
+window_plan (Fixture *f, DcpMemoryPlan *plan)
 {
   DcpPlanSettings ps;
   DcpPlanDevice pd = { f->free_bytes + 2 * GIB, f->free_bytes };
-  DcpMemoryPlan plan;
   g_autoptr(GError) error = NULL;
-  g_autofree char *vram = NULL, *client = NULL, *context = NULL, *disk = NULL;
 
   dcp_settings_to_plan (&f->window->settings, &ps);
-  g_assert_true (dcp_memory_plan_compute (&plan, &f->window->meta->plan, &ps, &pd, &error));
+  g_assert_true (dcp_memory_plan_compute (plan, &f->window->meta->plan, &ps, &pd, &error));
   g_assert_no_error (error);
+}
+
+static void
+check_costs (Fixture *f)
+{
+  DcpMemoryPlan plan;
+  g_autofree char *vram = NULL, *client = NULL, *context = NULL, *disk = NULL;
+
+  window_plan (f, &plan);
   vram = g_strdup_printf ("%.2f GiB of %.2f GiB", plan.vram_total / (double) GIB, plan.vram_budget / (double) GIB);
   client = g_strdup_printf ("Set your client's context size to %" G_GUINT64_FORMAT, plan.context_per_conversation);
   context = g_strdup_printf ("%" G_GUINT64_FORMAT " tokens per conversation (pool of %" G_GUINT64_FORMAT " tokens",
@@ -738,6 +746,47 @@ test_engine_crash (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (adw_action_row_get_subtitle (f->window->engine_row), "status 4"));
 }
 
+/* The vision tower: with vision on, the VRAM the costs show holds its weights and its working
+ * set for the largest image (the sizes the model's head gives, not the planner's), and the
+ * setting reaches the engine in the file it reads. */
+static void
+test_vision (Fixture *f, gconstpointer data)
+{
+  const DcpPlanModel *m = &f->window->meta->plan;
+  GtkTextBuffer *buffer = gtk_text_view_get_buffer (f->window->log_view);
+  g_autofree char *log = NULL, *vram_off = NULL;
+  DcpMemoryPlan off, on;
+  GtkTextIter start, end;
+
+  g_assert_cmpuint (m->vision_bytes, ==, f->head.vision);
+  g_assert_cmpuint (m->vision_activation_bytes, >, 0);
+  /* A context given in tokens: the KV pool stays the same whatever the tower takes. */
+  g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "context", "16384"));
+  g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "vision", "off"));
+  g_assert_cmpint (f->window->settings.vision, ==, DCP_VISION_OFF);
+  window_plan (f, &off);
+  check_costs (f);
+  vram_off = g_strdup (dcp_costs_view_get_text (f->window->costs_view, "vram"));
+  g_assert_cmpuint (off.weights_vision, ==, 0);
+
+  g_assert_true (dcp_settings_page_set_value (f->window->settings_page, "vision", "bf16"));
+  g_assert_cmpint (f->window->settings.vision, ==, DCP_VISION_BF16);
+  window_plan (f, &on);
+  check_costs (f);
+  g_assert_cmpstr (dcp_costs_view_get_text (f->window->costs_view, "vram"), !=, vram_off);
+  g_assert_cmpuint (on.weights_vision, ==, m->vision_bytes);
+  g_assert_cmpuint (on.activations - off.activations, ==, m->vision_activation_bytes);
+  g_assert_cmpuint (on.kv_pool, ==, off.kv_pool);
+  g_assert_cmpuint (on.vram_total - off.vram_total, ==,
+                    m->vision_bytes + m->vision_activation_bytes);
+
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->window), "win.load", NULL));
+  iterate_until (engine_ended, f);
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  log = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  g_assert_nonnull (strstr (log, "\"vision\":\"bf16\""));
+}
+
 static const char *demo_path;   /* the system data folder's demo model */
 
 static gboolean
@@ -1026,6 +1075,7 @@ main (int argc, char **argv)
   adw_init ();
   g_test_add ("/window/presets-and-copy", Fixture, NULL, setup, test_presets, teardown);
   g_test_add ("/window/costs", Fixture, NULL, setup, test_costs, teardown);
+  g_test_add ("/window/vision", Fixture, NULL, setup, test_vision, teardown);
   g_test_add ("/window/repository-download", Fixture, NULL, setup, test_repository, teardown);
   g_test_add ("/window/engine-crash", Fixture, NULL, setup, test_engine_crash, teardown);
   g_test_add ("/window/every-setting", Fixture, NULL, setup, test_every_setting_has_a_control, teardown);

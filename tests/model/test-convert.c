@@ -531,6 +531,85 @@ test_mtp_vision (void)
   remove_dir (tok);
 }
 
+/* --vision off: a checkpoint with a tower (vision-small) becomes a file without one: no visual.*
+ * tensor, no vision_config or image processor in the metadata, so the model reads as text-only;
+ * the text tensors are as without the option. */
+static void
+test_vision_off (void)
+{
+  g_autofree char *input =
+      g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
+  g_autofree char *tok = small_tokenizer_dir ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("dcp-vision-off-XXXXXX", &error);
+  g_autofree char *with_path = g_build_filename (dir, "with.mcapy", NULL);
+  g_autofree char *without_path = g_build_filename (dir, "without.mcapy", NULL);
+  g_autoptr(DcpCheckpoint) ckpt = dcp_checkpoint_open (input, tok, &error);
+  g_autoptr(DcpModelFile) with = NULL, without = NULL;
+  DcpConvertOptions options = { input, tok, with_path, DCP_RECIPE_MEDIUM, NULL, NULL, FALSE, 2 };
+  DcpConvertStats stats = { 0 };
+  DcpModelFileIter iter;
+  const DcpTensorView *t;
+  JsonObject *m;
+  guint n_vision = 0;
+
+  g_assert_no_error (error);
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
+  options.output_path = without_path;
+  options.vision = DCP_CONVERT_VISION_OFF;
+  g_assert_true (dcp_convert (&options, &stats, &error));
+  g_assert_no_error (error);
+  with = dcp_model_file_open (with_path, &error);
+  g_assert_no_error (error);
+  without = dcp_model_file_open (without_path, &error);
+  g_assert_no_error (error);
+  g_assert_true (dcp_model_file_verify (without, &error));
+  g_assert_no_error (error);
+  g_assert_true (dcp_model_file_get_config (with)->has_vision);
+  g_assert_false (dcp_model_file_get_config (without)->has_vision);
+
+  /* Every tensor of the file with the tower but visual.* is in the other, the same bytes. */
+  dcp_model_file_iter_init (&iter, with);
+  while (dcp_model_file_iter_next (&iter, &t))
+    {
+      const DcpTensorView *same = dcp_model_file_lookup (without, t->name);
+
+      if (dcp_tensor_component (t->name) == DCP_COMPONENT_VISION)
+        {
+          g_assert_null (same);
+          n_vision++;
+          continue;
+        }
+      g_assert_nonnull (same);
+      g_assert_cmpint (same->dtype, ==, t->dtype);
+      g_assert_cmpmem (same->data, same->nbytes, t->data, t->nbytes);
+    }
+  g_assert_cmpuint (n_vision, >, 0);
+  g_assert_cmpuint (dcp_model_file_get_n_tensors (without), ==,
+                    dcp_model_file_get_n_tensors (with) - n_vision);
+  g_assert_cmpuint (stats.n_tensors, ==, dcp_model_file_get_n_tensors (without));
+  g_assert_cmpuint (dcp_checkpoint_get_n_tensors (ckpt), ==, dcp_model_file_get_n_tensors (with));
+
+  m = dcp_model_file_get_metadata (without);
+  g_assert_false (
+      json_object_get_boolean_member (json_object_get_object_member (m, "parts"), "vision"));
+  g_assert_cmpint (
+      json_object_get_int_member (json_object_get_object_member (m, "sizes"), "vision"), ==, 0);
+  g_assert_false (
+      json_object_has_member (json_object_get_object_member (m, "config"), "vision_config"));
+  g_assert_true (json_node_is_null (json_object_get_member (m, "preprocessor")));
+  m = dcp_model_file_get_metadata (with);
+  g_assert_true (
+      json_object_get_boolean_member (json_object_get_object_member (m, "parts"), "vision"));
+  g_assert_false (json_node_is_null (json_object_get_member (m, "preprocessor")));
+
+  g_clear_pointer (&with, dcp_model_file_free);
+  g_clear_pointer (&without, dcp_model_file_free);
+  remove_dir (dir);
+  remove_dir (tok);
+}
+
 static void
 expect_refused (const char *dir, const char *tok, const char *what)
 {
@@ -590,6 +669,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/convert/odd-sizes", "odd-sizes", test_convert_all);
   g_test_add_func ("/convert/sharded", test_sharded);
   g_test_add_func ("/convert/mtp-vision", test_mtp_vision);
+  g_test_add_func ("/convert/vision-off", test_vision_off);
   g_test_add_func ("/convert/refused", test_refused);
   g_test_add_func ("/convert/tool", test_tool);
   return g_test_run ();

@@ -10,17 +10,38 @@ static void
 test_every_key_round_trips (void)
 {
   /* A valid non-default value for every key: set, read back, and through the command line. */
-  static const struct { const char *key, *value; } cases[] = {
-    { "model", "/models/qwen3.8-27b-medium.mcapy" }, { "host", "0.0.0.0" }, { "port", "9000" },
-    { "api-key", "s3cret key" }, { "http-max-connections", "64" }, { "http-header-timeout", "5" },
-    { "http-idle-timeout", "120" }, { "http-body-timeout", "300" }, { "context-mode", "fixed" }, { "conversations", "12" },
-    { "context", "131072" }, { "kv-bits", "6/4" }, { "rope-scaling", "1m" },
-    { "activations", "fp8" }, { "speculator", "mtp" }, { "draft-length", "5" },
+  static const struct {
+    const char *key, *value;
+  } cases[] = {
+    { "model", "/models/qwen3.8-27b-medium.mcapy" },
+    { "host", "0.0.0.0" },
+    { "port", "9000" },
+    { "api-key", "s3cret key" },
+    { "http-max-connections", "64" },
+    { "http-header-timeout", "5" },
+    { "http-idle-timeout", "120" },
+    { "http-body-timeout", "300" },
+    { "allow-image-urls", "on" },
+    { "image-url-timeout", "30" },
+    { "context-mode", "fixed" },
+    { "conversations", "12" },
+    { "context", "131072" },
+    { "kv-bits", "6/4" },
+    { "rope-scaling", "1m" },
+    { "activations", "fp8" },
+    { "speculator", "mtp" },
+    { "draft-length", "5" },
     { "drafter", "/models/qwen3.8-27b-dflash.mcapy" },
-    { "prefill-policy", "decode-priority" }, { "prefill-chunk", "4096" },
-    { "loop-guard", "end-thinking" }, { "vision", "fp8" }, { "ram-cache", "auto" },
-    { "disk-cache", "64" }, { "disk-cache-dir", "/fast disk/states" }, { "keep-free", "1.5" },
-    { "integrity-interval", "0" }, { "backend", "cpu" },
+    { "prefill-policy", "decode-priority" },
+    { "prefill-chunk", "4096" },
+    { "loop-guard", "end-thinking" },
+    { "vision", "fp8" },
+    { "ram-cache", "auto" },
+    { "disk-cache", "64" },
+    { "disk-cache-dir", "/fast disk/states" },
+    { "keep-free", "1.5" },
+    { "integrity-interval", "0" },
+    { "backend", "cpu" },
   };
   g_auto(DcpSettings) s = { 0 };
   g_auto(DcpSettings) back = { 0 };

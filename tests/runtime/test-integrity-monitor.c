@@ -5,7 +5,6 @@
  * Also: the 1% share of busy time, and the scheduler calling the monitor while idle. */
 #include <string.h>
 
-#include "dcp-backend-open.h"
 #include "dcp-error.h"
 #include "dcp-integrity-monitor.h"
 #include "dcp-model-source.h"
@@ -318,16 +317,10 @@ test_scheduler_hook (void)
 int
 main (int argc, char **argv)
 {
-  g_autoptr(GError) error = NULL;
-  DcpTensorSource source;
   int status;
 
   g_test_init (&argc, &argv, NULL);
-  model = dcp_model_source_open (g_getenv ("DECAPYBARA_TINY_MODEL"), NULL, &error);
-  g_assert_no_error (error);
-  source = dcp_model_source_get_tensors (model);
-  backend = dcp_backend_open ("cpu", dcp_model_source_get_config (model), &source, 1, &error);
-  g_assert_no_error (error);
+  backend = weight_fault_open_cpu ("DECAPYBARA_TINY_MODEL", &model);
   vocab = dcp_backend_get_config (backend)->vocab_size;
   g_test_add_func ("/integrity/cpu/flip-found-and-healed", test_flip_found_and_healed);
   g_test_add_func ("/integrity/cpu/heal-fails", test_heal_fails);

@@ -2,7 +2,6 @@
 /* The integrity monitor's findings in the engine state, which the D-Bus service mirrors
  * (IntegrityErrors, IntegrityError): a bit flipped in a weight of the embedded tiny model on the
  * CPU backend (test-only fault injection, weight-fault.h). */
-#include "dcp-backend-open.h"
 #include "dcp-integrity-state.h"
 #include "weight-fault.h"
 
@@ -62,16 +61,10 @@ test_engine_state (void)
 int
 main (int argc, char **argv)
 {
-  g_autoptr(GError) error = NULL;
-  DcpTensorSource source;
   int status;
 
   g_test_init (&argc, &argv, NULL);
-  model = dcp_model_source_open (g_getenv ("DECAPYBARA_TINY_MODEL"), NULL, &error);
-  g_assert_no_error (error);
-  source = dcp_model_source_get_tensors (model);
-  backend = dcp_backend_open ("cpu", dcp_model_source_get_config (model), &source, 1, &error);
-  g_assert_no_error (error);
+  backend = weight_fault_open_cpu ("DECAPYBARA_TINY_MODEL", &model);
   g_test_add_func ("/integrity/cpu/engine-state", test_engine_state);
   status = g_test_run ();
   g_object_unref (backend);

@@ -2,6 +2,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dcp-backend-open.h"
 #include "weight-fault.h"
 
 void
@@ -22,4 +23,19 @@ weight_fault_flip_bit (DcpModelSource *model, const char *name, guint bit)
   *p ^= (guint8) (1u << bit);
   rc = mprotect (start, page, PROT_READ);
   g_assert_cmpint (rc, ==, 0);
+}
+
+DcpBackend *
+weight_fault_open_cpu (const char *env, DcpModelSource **model)
+{
+  g_autoptr(GError) error = NULL;
+  DcpTensorSource source;
+  DcpBackend *backend;
+
+  *model = dcp_model_source_open (g_getenv (env), NULL, &error);
+  g_assert_no_error (error);
+  source = dcp_model_source_get_tensors (*model);
+  backend = dcp_backend_open ("cpu", dcp_model_source_get_config (*model), &source, 1, &error);
+  g_assert_no_error (error);
+  return backend;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-backend.h"
 #include "dcp-model-source.h"
 
 G_BEGIN_DECLS
@@ -11,5 +12,9 @@ G_BEGIN_DECLS
 void weight_fault_flip_bit (DcpModelSource *model,
                             const char     *name,
                             guint           bit);
+
+/* The model file that environment variable env names, and the CPU backend over it (one thread);
+ * the test's assertions fail when either cannot be opened. */
+DcpBackend *weight_fault_open_cpu (const char *env, DcpModelSource **model);
 
 G_END_DECLS
