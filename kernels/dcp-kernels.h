@@ -238,6 +238,9 @@ int dcpk_memcpy_d2d_async (void *d_dst, const void *d_src, size_t bytes, void *s
 /* height rows of width_bytes from d_src (rows src_pitch bytes apart) to d_dst (dst_pitch). */
 int dcpk_memcpy2d_d2d_async (void *d_dst, size_t dst_pitch, const void *d_src, size_t src_pitch,
                              size_t width_bytes, size_t height, void *stream);
+/* The same from the device into host memory (h_dst). */
+int dcpk_memcpy2d_d2h_async (void *h_dst, size_t dst_pitch, const void *d_src, size_t src_pitch,
+                             size_t width_bytes, size_t height, void *stream);
 int dcpk_memset_async (void *d_dst, int value, size_t bytes, void *stream);
 /* Page-locked host memory (fast, asynchronous device-to-host copies). */
 int dcpk_malloc_host (void **h_ptr, size_t bytes);

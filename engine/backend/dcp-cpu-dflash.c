@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
-#include "dcp-drafter-model.h"
+#include "dcp-drafter-model-private.h"
 #include "dcp-error.h"
-#include "dcp-model-file.h"
 
 /* The DFlash drafter on the CPU (dcp-drafter-model.h, docs/MODEL.md §7): FP32 activations,
  * weights dequantized as they are used, as the CPU backend does. Its layers are Qwen3's: plain
@@ -21,23 +20,22 @@ typedef struct {
   DcpCpuMatrix q, k, v, o, gate, up, down;
 } DflashLayer;
 
-struct _DcpDrafterModel {
+typedef struct {
+  DcpDrafterModel parent;
   DcpBackendCpu *target;       /* a reference */
-  DcpModelFile *file;
-  DcpDrafterConfig config;
   DcpCpuMatrix fc;
   float *hidden_norm, *norm;
   DflashLayer *layers;
   DcpRope rope;
   GPtrArray *owned;            /* the FP32 vectors */
-};
+} CpuDflash;
 
 /* Per draft layer, cap rows of keys (normed and turned) and values, n_tokens of them in use. */
-struct _DcpDrafterState {
-  DcpDrafterModel *model;
-  guint n_tokens, cap;
+typedef struct {
+  DcpDrafterState parent;
+  guint cap;
   float **k, **v;
-};
+} CpuDflashState;
 
 static guint
 kv_width (const DcpDrafterConfig *c)
@@ -46,20 +44,20 @@ kv_width (const DcpDrafterConfig *c)
 }
 
 static gboolean
-lookup (DcpDrafterModel *self, const char *name, const DcpTensorView **view, GError **error)
+lookup (CpuDflash *self, const char *name, const DcpTensorView **view, GError **error)
 {
-  *view = dcp_model_file_lookup (self->file, name);
+  *view = dcp_model_file_lookup (self->parent.file, name);
   if (*view == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: the drafter file has no tensor “%s”",
-                   dcp_model_file_get_path (self->file), name);
+                   dcp_model_file_get_path (self->parent.file), name);
       return FALSE;
     }
   return TRUE;
 }
 
 static gboolean
-matrix (DcpDrafterModel *self, const char *name, DcpCpuMatrix *m, GError **error)
+matrix (CpuDflash *self, const char *name, DcpCpuMatrix *m, GError **error)
 {
   const DcpTensorView *view;
 
@@ -70,7 +68,7 @@ matrix (DcpDrafterModel *self, const char *name, DcpCpuMatrix *m, GError **error
 }
 
 static gboolean
-vector (DcpDrafterModel *self, const char *name, float **out, GError **error)
+vector (CpuDflash *self, const char *name, float **out, GError **error)
 {
   const DcpTensorView *view;
   DcpCpuMatrix m;
@@ -85,7 +83,7 @@ vector (DcpDrafterModel *self, const char *name, float **out, GError **error)
 }
 
 static gboolean
-load_layer (DcpDrafterModel *self, guint l, DflashLayer *layer, GError **error)
+load_layer (CpuDflash *self, guint l, DflashLayer *layer, GError **error)
 {
   g_autofree char *p = g_strdup_printf ("layers.%u.", l);
   g_autofree char *in = g_strconcat (p, "input_layernorm.weight", NULL);
@@ -108,29 +106,20 @@ load_layer (DcpDrafterModel *self, guint l, DflashLayer *layer, GError **error)
          matrix (self, down, &layer->down, error);
 }
 
+static const DcpDrafterModelClass cpu_dflash_class;
+
 DcpDrafterModel *
-dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
+dcp_cpu_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
 {
-  g_autoptr(DcpDrafterModel) self = g_new0 (DcpDrafterModel, 1);
-  const DcpDrafterConfig *c;
+  CpuDflash *self = g_new0 (CpuDflash, 1);
+  g_autoptr(DcpDrafterModel) model = &self->parent;
+  const DcpDrafterConfig *c = dcp_model_file_get_drafter (file);
   DcpModelConfig rope_config = { 0 };
 
-  g_return_val_if_fail (DCP_IS_BACKEND (target) && path != NULL, NULL);
+  model->klass = &cpu_dflash_class;
+  model->file = file;
+  model->config = *c;
   self->owned = g_ptr_array_new_with_free_func (g_free);
-  self->file = dcp_model_file_open_drafter (path, error);
-  if (self->file == NULL)
-    return NULL;
-  c = dcp_model_file_get_drafter (self->file);
-  self->config = *c;
-  if (!dcp_drafter_config_check_target (c, dcp_backend_get_config (target), error))
-    return NULL;
-  if (!DCP_IS_BACKEND_CPU (target))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "the DFlash drafter runs on the CPU backend only; the %s backend has none yet",
-                   dcp_backend_get_name (target));
-      return NULL;
-    }
   self->target = g_object_ref (DCP_BACKEND_CPU (target));
   self->layers = g_new0 (DflashLayer, c->n_layers);
   if (!matrix (self, "fc.weight", &self->fc, error) ||
@@ -145,93 +134,59 @@ dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
   rope_config.rope_theta = c->rope_theta;
   rope_config.rope_type = DCP_ROPE_DEFAULT;
   dcp_rope_init (&self->rope, &rope_config);
-  return g_steal_pointer (&self);
+  return g_steal_pointer (&model);
 }
 
-void
-dcp_drafter_model_free (DcpDrafterModel *self)
+static void
+cpu_clear (DcpDrafterModel *model)
 {
-  if (self == NULL)
-    return;
+  CpuDflash *self = (CpuDflash *) model;
+
   g_clear_pointer (&self->owned, g_ptr_array_unref);
   g_clear_object (&self->target);
-  g_clear_pointer (&self->file, dcp_model_file_free);
-  g_free (self->layers);
-  g_free (self);
+  g_clear_pointer (&self->layers, g_free);
 }
 
-const DcpDrafterConfig *
-dcp_drafter_model_get_config (DcpDrafterModel *self)
+static DcpDrafterState *
+cpu_state_new (DcpDrafterModel *model)
 {
-  g_return_val_if_fail (self != NULL, NULL);
-  return &self->config;
-}
+  CpuDflashState *s = g_new0 (CpuDflashState, 1);
 
-const guint *
-dcp_drafter_model_get_taps (DcpDrafterModel *self, guint *n_taps)
-{
-  g_return_val_if_fail (self != NULL && n_taps != NULL, NULL);
-  *n_taps = self->config.n_taps;
-  return self->config.tap_layers;
-}
-
-DcpDrafterState *
-dcp_drafter_state_new (DcpDrafterModel *model)
-{
-  DcpDrafterState *s = g_new0 (DcpDrafterState, 1);
-
-  g_return_val_if_fail (model != NULL, NULL);
-  s->model = model;
+  s->parent.model = model;
   s->k = g_new0 (float *, model->config.n_layers);
   s->v = g_new0 (float *, model->config.n_layers);
-  return s;
+  return &s->parent;
 }
 
-void
-dcp_drafter_state_free (DcpDrafterState *s)
+static void
+cpu_state_clear (DcpDrafterState *state)
 {
-  if (s == NULL)
-    return;
-  for (guint l = 0; l < s->model->config.n_layers; l++)
+  CpuDflashState *s = (CpuDflashState *) state;
+
+  for (guint l = 0; l < state->model->config.n_layers; l++)
     {
       g_free (s->k[l]);
       g_free (s->v[l]);
     }
   g_free (s->k);
   g_free (s->v);
-  g_free (s);
 }
 
-guint
-dcp_drafter_state_get_n_tokens (const DcpDrafterState *s)
+static guint64
+cpu_state_get_bytes (const DcpDrafterState *s)
 {
-  g_return_val_if_fail (s != NULL, 0);
-  return s->n_tokens;
-}
-
-void
-dcp_drafter_state_truncate (DcpDrafterState *s, guint n_tokens)
-{
-  g_return_if_fail (s != NULL);
-  s->n_tokens = MIN (s->n_tokens, n_tokens);
-}
-
-guint64
-dcp_drafter_state_get_bytes (const DcpDrafterState *s)
-{
-  g_return_val_if_fail (s != NULL, 0);
   return (guint64) s->n_tokens * kv_width (&s->model->config) * 2 * sizeof (float) * s->model->config.n_layers;
 }
 
 static void
-reserve (DcpDrafterState *s, guint n_tokens)
+reserve (CpuDflashState *s, guint n_tokens)
 {
-  guint width = kv_width (&s->model->config);
+  guint width = kv_width (&s->parent.model->config);
 
   if (n_tokens <= s->cap)
     return;
   s->cap = MAX (n_tokens, MAX (2 * s->cap, 64));
-  for (guint l = 0; l < s->model->config.n_layers; l++)
+  for (guint l = 0; l < s->parent.model->config.n_layers; l++)
     {
       s->k[l] = g_renew (float, s->k[l], (gsize) s->cap * width);
       s->v[l] = g_renew (float, s->v[l], (gsize) s->cap * width);
@@ -240,9 +195,9 @@ reserve (DcpDrafterState *s, guint n_tokens)
 
 /* Per row and head: RMSNorm over the head with w, then RoPE at first_pos + row. */
 static void
-norm_and_turn (DcpDrafterModel *self, float *x, guint n, guint n_heads, const float *w, guint first_pos)
+norm_and_turn (CpuDflash *self, float *x, guint n, guint n_heads, const float *w, guint first_pos)
 {
-  const DcpDrafterConfig *c = &self->config;
+  const DcpDrafterConfig *c = &self->parent.config;
 
   for (guint t = 0; t < n; t++)
     for (guint h = 0; h < n_heads; h++)
@@ -253,19 +208,17 @@ norm_and_turn (DcpDrafterModel *self, float *x, guint n, guint n_heads, const fl
       }
 }
 
-gboolean
-dcp_drafter_model_add_context (DcpDrafterModel *self, DcpDrafterState *s, const float *taps, guint n_rows,
-                               GError **error)
+static gboolean
+cpu_add_context (DcpDrafterModel *model, DcpDrafterState *state, const float *taps, guint n_rows,
+                 GError **error)
 {
-  const DcpDrafterConfig *c = &self->config;
+  CpuDflash *self = (CpuDflash *) model;
+  CpuDflashState *s = (CpuDflashState *) state;
+  const DcpDrafterConfig *c = &self->parent.config;
   DcpCpuPool *pool;
   guint H = c->hidden_size, width = kv_width (c);
   g_autofree float *ctx = NULL, *normed = NULL;
 
-  g_return_val_if_fail (self != NULL && s != NULL && s->model == self, FALSE);
-  g_return_val_if_fail (taps != NULL || n_rows == 0, FALSE);
-  if (n_rows == 0)
-    return TRUE;
   pool = dcp_backend_cpu_get_pool (self->target);
   ctx = g_new (float, (gsize) n_rows * H);
   normed = g_new (float, (gsize) n_rows * H);
@@ -274,25 +227,25 @@ dcp_drafter_model_add_context (DcpDrafterModel *self, DcpDrafterState *s, const 
   dcp_cpu_matmul (pool, &self->fc, taps, n_rows, ctx);
   for (guint t = 0; t < n_rows; t++)
     dcp_cpu_rms_norm (ctx + (gsize) t * H, self->hidden_norm, H, (float) c->rms_norm_eps, normed + (gsize) t * H);
-  reserve (s, s->n_tokens + n_rows);
+  reserve (s, state->n_tokens + n_rows);
   for (guint l = 0; l < c->n_layers; l++)
     {
-      float *k = s->k[l] + (gsize) s->n_tokens * width, *v = s->v[l] + (gsize) s->n_tokens * width;
+      float *k = s->k[l] + (gsize) state->n_tokens * width, *v = s->v[l] + (gsize) state->n_tokens * width;
 
       dcp_cpu_matmul (pool, &self->layers[l].k, normed, n_rows, k);
       dcp_cpu_matmul (pool, &self->layers[l].v, normed, n_rows, v);
-      norm_and_turn (self, k, n_rows, c->n_kv_heads, self->layers[l].k_norm, s->n_tokens);
+      norm_and_turn (self, k, n_rows, c->n_kv_heads, self->layers[l].k_norm, state->n_tokens);
     }
-  s->n_tokens += n_rows;
+  state->n_tokens += n_rows;
   return TRUE;
 }
 
 /* Every block row's query against the context's keys and the block's own, no mask. */
 static void
-attend (const DcpDrafterConfig *c, const DcpDrafterState *s, guint l, const float *q, const float *kb,
+attend (const DcpDrafterConfig *c, const CpuDflashState *s, guint l, const float *q, const float *kb,
         const float *vb, guint B, float *out)
 {
-  guint width = kv_width (c), group = c->n_heads / c->n_kv_heads, n_keys = s->n_tokens + B;
+  guint width = kv_width (c), group = c->n_heads / c->n_kv_heads, n_keys = s->parent.n_tokens + B;
   float scale = 1.0f / sqrtf ((float) c->head_dim);
   g_autofree float *scores = g_new (float, n_keys);
 
@@ -306,7 +259,7 @@ attend (const DcpDrafterConfig *c, const DcpDrafterState *s, guint l, const floa
 
         for (guint j = 0; j < n_keys; j++)
           {
-            const float *kj = j < s->n_tokens ? s->k[l] + (gsize) j * width : kb + (gsize) (j - s->n_tokens) * width;
+            const float *kj = j < s->parent.n_tokens ? s->k[l] + (gsize) j * width : kb + (gsize) (j - s->parent.n_tokens) * width;
             scores[j] = dcp_cpu_dot (qh, kj + (gsize) kvh * c->head_dim, c->head_dim) * scale;
             max = MAX (max, scores[j]);
           }
@@ -318,7 +271,7 @@ attend (const DcpDrafterConfig *c, const DcpDrafterState *s, guint l, const floa
         memset (o, 0, c->head_dim * sizeof (float));
         for (guint j = 0; j < n_keys; j++)
           {
-            const float *vj = j < s->n_tokens ? s->v[l] + (gsize) j * width : vb + (gsize) (j - s->n_tokens) * width;
+            const float *vj = j < s->parent.n_tokens ? s->v[l] + (gsize) j * width : vb + (gsize) (j - s->parent.n_tokens) * width;
             dcp_cpu_axpy (o, scores[j] / sum, vj + (gsize) kvh * c->head_dim, c->head_dim);
           }
       }
@@ -326,9 +279,9 @@ attend (const DcpDrafterConfig *c, const DcpDrafterState *s, guint l, const floa
 
 /* x += Attention(input_norm(x)); x += MLP(post_norm(x)) over the block's B rows. */
 static void
-block_layer (DcpDrafterModel *self, const DcpDrafterState *s, guint l, float *x, guint B)
+block_layer (CpuDflash *self, const CpuDflashState *s, guint l, float *x, guint B)
 {
-  const DcpDrafterConfig *c = &self->config;
+  const DcpDrafterConfig *c = &self->parent.config;
   const DflashLayer *layer = &self->layers[l];
   DcpCpuPool *pool = dcp_backend_cpu_get_pool (self->target);
   guint H = c->hidden_size, qw = c->n_heads * c->head_dim, kw = kv_width (c), I = c->intermediate_size;
@@ -347,8 +300,8 @@ block_layer (DcpDrafterModel *self, const DcpDrafterState *s, guint l, float *x,
   dcp_cpu_matmul (pool, &layer->q, h, B, q);
   dcp_cpu_matmul (pool, &layer->k, h, B, kb);
   dcp_cpu_matmul (pool, &layer->v, h, B, vb);
-  norm_and_turn (self, q, B, c->n_heads, layer->q_norm, s->n_tokens);
-  norm_and_turn (self, kb, B, c->n_kv_heads, layer->k_norm, s->n_tokens);
+  norm_and_turn (self, q, B, c->n_heads, layer->q_norm, s->parent.n_tokens);
+  norm_and_turn (self, kb, B, c->n_kv_heads, layer->k_norm, s->parent.n_tokens);
   attend (c, s, l, q, kb, vb, B, att);
   dcp_cpu_matmul (pool, &layer->o, att, B, delta);
   for (gsize i = 0; i < (gsize) B * H; i++)
@@ -365,24 +318,18 @@ block_layer (DcpDrafterModel *self, const DcpDrafterState *s, guint l, float *x,
     x[i] += delta[i];
 }
 
-gboolean
-dcp_drafter_model_propose (DcpDrafterModel *self, DcpDrafterState *s, guint32 anchor, guint n_drafts,
-                           guint32 *drafts, float *confidence, float *logits, GError **error)
+static gboolean
+cpu_propose (DcpDrafterModel *model, DcpDrafterState *state, guint32 anchor, guint n_drafts,
+             guint32 *drafts, float *confidence, float *logits, GError **error)
 {
-  const DcpDrafterConfig *c = &self->config;
+  CpuDflash *self = (CpuDflash *) model;
+  const CpuDflashState *s = (const CpuDflashState *) state;
+  const DcpDrafterConfig *c = &self->parent.config;
   const DcpCpuWeights *w;
   guint B = c->block_size, H = c->hidden_size, V = c->target_vocab_size;
   g_autofree float *x = NULL, *y = NULL, *own_logits = NULL;
   float *out;
 
-  g_return_val_if_fail (self != NULL && s != NULL && s->model == self, FALSE);
-  g_return_val_if_fail (drafts != NULL && confidence != NULL, FALSE);
-  if (n_drafts == 0 || n_drafts >= B || anchor >= V)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "DFlash propose: %u drafts after token %u (1 to %u drafts, tokens below %u)", n_drafts, anchor, B - 1, V);
-      return FALSE;
-    }
   w = dcp_backend_cpu_get_weights (self->target);
   x = g_new (float, (gsize) B * H);
   for (guint t = 0; t < B; t++)
@@ -424,3 +371,12 @@ dcp_drafter_model_propose (DcpDrafterModel *self, DcpDrafterState *s, guint32 an
     }
   return TRUE;
 }
+
+static const DcpDrafterModelClass cpu_dflash_class = {
+  .clear = cpu_clear,
+  .state_new = cpu_state_new,
+  .state_clear = cpu_state_clear,
+  .state_get_bytes = cpu_state_get_bytes,
+  .add_context = cpu_add_context,
+  .propose = cpu_propose,
+};

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "dcp-drafter-model.h"
+#include "dcp-model-file.h"
+
+G_BEGIN_DECLS
+
+/* A backend's DFlash drafter behind dcp-drafter-model.h: dcp-drafter-model.c opens the file,
+ * checks it against the target and hands it to the backend's open; the public calls dispatch
+ * through the class. The model and state structs of an implementation start with these. */
+typedef struct {
+  /* frees what the implementation owns (the struct and the file are freed after) */
+  void     (*clear)           (DcpDrafterModel       *model);
+  DcpDrafterState *(*state_new) (DcpDrafterModel     *model);
+  void     (*state_clear)     (DcpDrafterState       *state);
+  guint64  (*state_get_bytes) (const DcpDrafterState *state);
+  /* arguments checked: n_rows >= 1 */
+  gboolean (*add_context)     (DcpDrafterModel       *model,
+                               DcpDrafterState       *state,
+                               const float           *taps,
+                               guint                  n_rows,
+                               GError               **error);
+  /* arguments checked: 1 <= n_drafts < block_size, anchor in the vocabulary */
+  gboolean (*propose)         (DcpDrafterModel       *model,
+                               DcpDrafterState       *state,
+                               guint32                anchor,
+                               guint                  n_drafts,
+                               guint32               *drafts,
+                               float                 *confidence,
+                               float                 *logits,
+                               GError               **error);
+} DcpDrafterModelClass;
+
+struct _DcpDrafterModel {
+  const DcpDrafterModelClass *klass;
+  DcpModelFile *file;
+  DcpDrafterConfig config;
+};
+
+/* n_tokens context rows in use: truncate only lowers it. */
+struct _DcpDrafterState {
+  DcpDrafterModel *model;
+  guint n_tokens;
+};
+
+/* The implementation: the model (its parent filled in: klass, file, config) with the
+ * drafter's weights loaded for the target. file is the model's from the start (freed with it,
+ * also when this fails). */
+DcpDrafterModel *dcp_cpu_dflash_open (DcpBackend   *target,
+                                      DcpModelFile *file,
+                                      GError      **error);
+
+G_END_DECLS
