@@ -30,12 +30,6 @@ typedef struct {
   GPtrArray *owned;            /* the FP32 vectors */
 } CpuDflash;
 
-/* Per draft layer, cap rows of keys (normed and turned) and values, n_tokens of them in use. */
-typedef struct {
-  DcpDrafterState parent;
-  guint cap;
-  float **k, **v;
-} CpuDflashState;
 
 static guint
 kv_width (const DcpDrafterConfig *c)
@@ -85,25 +79,19 @@ vector (CpuDflash *self, const char *name, float **out, GError **error)
 static gboolean
 load_layer (CpuDflash *self, guint l, DflashLayer *layer, GError **error)
 {
-  g_autofree char *p = g_strdup_printf ("layers.%u.", l);
-  g_autofree char *in = g_strconcat (p, "input_layernorm.weight", NULL);
-  g_autofree char *post = g_strconcat (p, "post_attention_layernorm.weight", NULL);
-  g_autofree char *qn = g_strconcat (p, "self_attn.q_norm.weight", NULL);
-  g_autofree char *kn = g_strconcat (p, "self_attn.k_norm.weight", NULL);
-  g_autofree char *q = g_strconcat (p, "self_attn.q_proj.weight", NULL);
-  g_autofree char *k = g_strconcat (p, "self_attn.k_proj.weight", NULL);
-  g_autofree char *v = g_strconcat (p, "self_attn.v_proj.weight", NULL);
-  g_autofree char *o = g_strconcat (p, "self_attn.o_proj.weight", NULL);
-  g_autofree char *gate = g_strconcat (p, "mlp.gate_proj.weight", NULL);
-  g_autofree char *up = g_strconcat (p, "mlp.up_proj.weight", NULL);
-  g_autofree char *down = g_strconcat (p, "mlp.down_proj.weight", NULL);
+  DcpDrafterLayerNames n;
+  gboolean ok;
 
-  return vector (self, in, &layer->input_norm, error) && vector (self, post, &layer->post_norm, error) &&
-         vector (self, qn, &layer->q_norm, error) && vector (self, kn, &layer->k_norm, error) &&
-         matrix (self, q, &layer->q, error) && matrix (self, k, &layer->k, error) &&
-         matrix (self, v, &layer->v, error) && matrix (self, o, &layer->o, error) &&
-         matrix (self, gate, &layer->gate, error) && matrix (self, up, &layer->up, error) &&
-         matrix (self, down, &layer->down, error);
+  dcp_drafter_layer_names_init (&n, l);
+  ok = vector (self, n.input_norm, &layer->input_norm, error) &&
+       vector (self, n.post_norm, &layer->post_norm, error) &&
+       vector (self, n.q_norm, &layer->q_norm, error) && vector (self, n.k_norm, &layer->k_norm, error) &&
+       matrix (self, n.q, &layer->q, error) && matrix (self, n.k, &layer->k, error) &&
+       matrix (self, n.v, &layer->v, error) && matrix (self, n.o, &layer->o, error) &&
+       matrix (self, n.gate, &layer->gate, error) && matrix (self, n.up, &layer->up, error) &&
+       matrix (self, n.down, &layer->down, error);
+  dcp_drafter_layer_names_clear (&n);
+  return ok;
 }
 
 static const DcpDrafterModelClass cpu_dflash_class;
@@ -147,29 +135,15 @@ cpu_clear (DcpDrafterModel *model)
   g_clear_pointer (&self->layers, g_free);
 }
 
-static DcpDrafterState *
-cpu_state_new (DcpDrafterModel *model)
-{
-  CpuDflashState *s = g_new0 (CpuDflashState, 1);
-
-  s->parent.model = model;
-  s->k = g_new0 (float *, model->config.n_layers);
-  s->v = g_new0 (float *, model->config.n_layers);
-  return &s->parent;
-}
-
+/* The context's keys and values are in RAM. */
 static void
-cpu_state_clear (DcpDrafterState *state)
+cpu_state_clear (DcpDrafterState *s)
 {
-  CpuDflashState *s = (CpuDflashState *) state;
-
-  for (guint l = 0; l < state->model->config.n_layers; l++)
+  for (guint l = 0; l < s->model->config.n_layers; l++)
     {
       g_free (s->k[l]);
       g_free (s->v[l]);
     }
-  g_free (s->k);
-  g_free (s->v);
 }
 
 static guint64
@@ -179,14 +153,14 @@ cpu_state_get_bytes (const DcpDrafterState *s)
 }
 
 static void
-reserve (CpuDflashState *s, guint n_tokens)
+reserve (DcpDrafterState *s, guint n_tokens)
 {
-  guint width = kv_width (&s->parent.model->config);
+  guint width = kv_width (&s->model->config);
 
   if (n_tokens <= s->cap)
     return;
   s->cap = MAX (n_tokens, MAX (2 * s->cap, 64));
-  for (guint l = 0; l < s->parent.model->config.n_layers; l++)
+  for (guint l = 0; l < s->model->config.n_layers; l++)
     {
       s->k[l] = g_renew (float, s->k[l], (gsize) s->cap * width);
       s->v[l] = g_renew (float, s->v[l], (gsize) s->cap * width);
@@ -209,11 +183,10 @@ norm_and_turn (CpuDflash *self, float *x, guint n, guint n_heads, const float *w
 }
 
 static gboolean
-cpu_add_context (DcpDrafterModel *model, DcpDrafterState *state, const float *taps, guint n_rows,
+cpu_add_context (DcpDrafterModel *model, DcpDrafterState *s, const float *taps, guint n_rows,
                  GError **error)
 {
   CpuDflash *self = (CpuDflash *) model;
-  CpuDflashState *s = (CpuDflashState *) state;
   const DcpDrafterConfig *c = &self->parent.config;
   DcpCpuPool *pool;
   guint H = c->hidden_size, width = kv_width (c);
@@ -227,25 +200,25 @@ cpu_add_context (DcpDrafterModel *model, DcpDrafterState *state, const float *ta
   dcp_cpu_matmul (pool, &self->fc, taps, n_rows, ctx);
   for (guint t = 0; t < n_rows; t++)
     dcp_cpu_rms_norm (ctx + (gsize) t * H, self->hidden_norm, H, (float) c->rms_norm_eps, normed + (gsize) t * H);
-  reserve (s, state->n_tokens + n_rows);
+  reserve (s, s->n_tokens + n_rows);
   for (guint l = 0; l < c->n_layers; l++)
     {
-      float *k = s->k[l] + (gsize) state->n_tokens * width, *v = s->v[l] + (gsize) state->n_tokens * width;
+      float *k = s->k[l] + (gsize) s->n_tokens * width, *v = s->v[l] + (gsize) s->n_tokens * width;
 
       dcp_cpu_matmul (pool, &self->layers[l].k, normed, n_rows, k);
       dcp_cpu_matmul (pool, &self->layers[l].v, normed, n_rows, v);
-      norm_and_turn (self, k, n_rows, c->n_kv_heads, self->layers[l].k_norm, state->n_tokens);
+      norm_and_turn (self, k, n_rows, c->n_kv_heads, self->layers[l].k_norm, s->n_tokens);
     }
-  state->n_tokens += n_rows;
+  s->n_tokens += n_rows;
   return TRUE;
 }
 
 /* Every block row's query against the context's keys and the block's own, no mask. */
 static void
-attend (const DcpDrafterConfig *c, const CpuDflashState *s, guint l, const float *q, const float *kb,
+attend (const DcpDrafterConfig *c, const DcpDrafterState *s, guint l, const float *q, const float *kb,
         const float *vb, guint B, float *out)
 {
-  guint width = kv_width (c), group = c->n_heads / c->n_kv_heads, n_keys = s->parent.n_tokens + B;
+  guint width = kv_width (c), group = c->n_heads / c->n_kv_heads, n_keys = s->n_tokens + B;
   float scale = 1.0f / sqrtf ((float) c->head_dim);
   g_autofree float *scores = g_new (float, n_keys);
 
@@ -259,7 +232,7 @@ attend (const DcpDrafterConfig *c, const CpuDflashState *s, guint l, const float
 
         for (guint j = 0; j < n_keys; j++)
           {
-            const float *kj = j < s->parent.n_tokens ? s->k[l] + (gsize) j * width : kb + (gsize) (j - s->parent.n_tokens) * width;
+            const float *kj = j < s->n_tokens ? s->k[l] + (gsize) j * width : kb + (gsize) (j - s->n_tokens) * width;
             scores[j] = dcp_cpu_dot (qh, kj + (gsize) kvh * c->head_dim, c->head_dim) * scale;
             max = MAX (max, scores[j]);
           }
@@ -271,7 +244,7 @@ attend (const DcpDrafterConfig *c, const CpuDflashState *s, guint l, const float
         memset (o, 0, c->head_dim * sizeof (float));
         for (guint j = 0; j < n_keys; j++)
           {
-            const float *vj = j < s->parent.n_tokens ? s->v[l] + (gsize) j * width : vb + (gsize) (j - s->parent.n_tokens) * width;
+            const float *vj = j < s->n_tokens ? s->v[l] + (gsize) j * width : vb + (gsize) (j - s->n_tokens) * width;
             dcp_cpu_axpy (o, scores[j] / sum, vj + (gsize) kvh * c->head_dim, c->head_dim);
           }
       }
@@ -279,7 +252,7 @@ attend (const DcpDrafterConfig *c, const CpuDflashState *s, guint l, const float
 
 /* x += Attention(input_norm(x)); x += MLP(post_norm(x)) over the block's B rows. */
 static void
-block_layer (CpuDflash *self, const CpuDflashState *s, guint l, float *x, guint B)
+block_layer (CpuDflash *self, const DcpDrafterState *s, guint l, float *x, guint B)
 {
   const DcpDrafterConfig *c = &self->parent.config;
   const DflashLayer *layer = &self->layers[l];
@@ -300,8 +273,8 @@ block_layer (CpuDflash *self, const CpuDflashState *s, guint l, float *x, guint 
   dcp_cpu_matmul (pool, &layer->q, h, B, q);
   dcp_cpu_matmul (pool, &layer->k, h, B, kb);
   dcp_cpu_matmul (pool, &layer->v, h, B, vb);
-  norm_and_turn (self, q, B, c->n_heads, layer->q_norm, s->parent.n_tokens);
-  norm_and_turn (self, kb, B, c->n_kv_heads, layer->k_norm, s->parent.n_tokens);
+  norm_and_turn (self, q, B, c->n_heads, layer->q_norm, s->n_tokens);
+  norm_and_turn (self, kb, B, c->n_kv_heads, layer->k_norm, s->n_tokens);
   attend (c, s, l, q, kb, vb, B, att);
   dcp_cpu_matmul (pool, &layer->o, att, B, delta);
   for (gsize i = 0; i < (gsize) B * H; i++)
@@ -319,11 +292,10 @@ block_layer (CpuDflash *self, const CpuDflashState *s, guint l, float *x, guint 
 }
 
 static gboolean
-cpu_propose (DcpDrafterModel *model, DcpDrafterState *state, guint32 anchor, guint n_drafts,
+cpu_propose (DcpDrafterModel *model, DcpDrafterState *s, guint32 anchor, guint n_drafts,
              guint32 *drafts, float *confidence, float *logits, GError **error)
 {
   CpuDflash *self = (CpuDflash *) model;
-  const CpuDflashState *s = (const CpuDflashState *) state;
   const DcpDrafterConfig *c = &self->parent.config;
   const DcpCpuWeights *w;
   guint B = c->block_size, H = c->hidden_size, V = c->target_vocab_size;
@@ -374,8 +346,7 @@ cpu_propose (DcpDrafterModel *model, DcpDrafterState *state, guint32 anchor, gui
 
 static const DcpDrafterModelClass cpu_dflash_class = {
   .clear = cpu_clear,
-  .state_new = cpu_state_new,
-  .state_clear = cpu_state_clear,
+    .state_clear = cpu_state_clear,
   .state_get_bytes = cpu_state_get_bytes,
   .add_context = cpu_add_context,
   .propose = cpu_propose,

@@ -12,7 +12,7 @@ G_BEGIN_DECLS
 typedef struct {
   /* frees what the implementation owns (the struct and the file are freed after) */
   void     (*clear)           (DcpDrafterModel       *model);
-  DcpDrafterState *(*state_new) (DcpDrafterModel     *model);
+  /* frees the state's per-layer blocks (the arrays and the struct are freed after) */
   void     (*state_clear)     (DcpDrafterState       *state);
   guint64  (*state_get_bytes) (const DcpDrafterState *state);
   /* arguments checked: n_rows >= 1 */
@@ -38,17 +38,32 @@ struct _DcpDrafterModel {
   DcpDrafterConfig config;
 };
 
-/* n_tokens context rows in use: truncate only lowers it. */
+/* Per drafter layer, room for cap rows of context keys (normed and turned) and values, in the
+ * implementation's memory (host or device; NULL until the first rows), n_tokens of them in
+ * use: truncate only lowers it. */
 struct _DcpDrafterState {
   DcpDrafterModel *model;
-  guint n_tokens;
+  guint n_tokens, cap;
+  float **k, **v;
 };
 
-/* The implementation: the model (its parent filled in: klass, file, config) with the
+/* The tensor names of drafter layer l. */
+typedef struct {
+  char *input_norm, *post_norm, *q_norm, *k_norm, *q, *k, *v, *o, *gate, *up, *down;
+} DcpDrafterLayerNames;
+
+void dcp_drafter_layer_names_init  (DcpDrafterLayerNames *names,
+                                    guint                 l);
+void dcp_drafter_layer_names_clear (DcpDrafterLayerNames *names);
+
+/* The implementations: the model (its parent filled in: klass, file, config) with the
  * drafter's weights loaded for the target. file is the model's from the start (freed with it,
  * also when this fails). */
-DcpDrafterModel *dcp_cpu_dflash_open (DcpBackend   *target,
-                                      DcpModelFile *file,
-                                      GError      **error);
+DcpDrafterModel *dcp_cpu_dflash_open  (DcpBackend   *target,
+                                       DcpModelFile *file,
+                                       GError      **error);
+DcpDrafterModel *dcp_cuda_dflash_open (DcpBackend   *target,
+                                       DcpModelFile *file,
+                                       GError      **error);
 
 G_END_DECLS

@@ -6,9 +6,12 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-drafter-model-private.h"
 #include "dcp-error.h"
+#if HAVE_CUDA
+#include "dcp-backend-cuda.h"
+#endif
 
 /* The DFlash drafter's API (dcp-drafter-model.h): the checks every backend shares, then the
- * target backend's implementation (dcp-cpu-dflash.c). */
+ * target backend's implementation (dcp-cpu-dflash.c, dcp-cuda-dflash.c). */
 
 DcpDrafterModel *
 dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
@@ -23,8 +26,12 @@ dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
     return NULL;
   if (DCP_IS_BACKEND_CPU (target))
     return dcp_cpu_dflash_open (target, g_steal_pointer (&file), error);
+#if HAVE_CUDA
+  if (DCP_IS_BACKEND_CUDA (target))
+    return dcp_cuda_dflash_open (target, g_steal_pointer (&file), error);
+#endif
   g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-               "the DFlash drafter runs on the CPU backend only; the %s backend has none yet",
+               "the DFlash drafter runs on the CPU and CUDA backends; the %s backend has none",
                dcp_backend_get_name (target));
   return NULL;
 }
@@ -54,11 +61,43 @@ dcp_drafter_model_get_taps (DcpDrafterModel *self, guint *n_taps)
   return self->config.tap_layers;
 }
 
+void
+dcp_drafter_layer_names_init (DcpDrafterLayerNames *n, guint l)
+{
+  n->input_norm = g_strdup_printf ("layers.%u.input_layernorm.weight", l);
+  n->post_norm = g_strdup_printf ("layers.%u.post_attention_layernorm.weight", l);
+  n->q_norm = g_strdup_printf ("layers.%u.self_attn.q_norm.weight", l);
+  n->k_norm = g_strdup_printf ("layers.%u.self_attn.k_norm.weight", l);
+  n->q = g_strdup_printf ("layers.%u.self_attn.q_proj.weight", l);
+  n->k = g_strdup_printf ("layers.%u.self_attn.k_proj.weight", l);
+  n->v = g_strdup_printf ("layers.%u.self_attn.v_proj.weight", l);
+  n->o = g_strdup_printf ("layers.%u.self_attn.o_proj.weight", l);
+  n->gate = g_strdup_printf ("layers.%u.mlp.gate_proj.weight", l);
+  n->up = g_strdup_printf ("layers.%u.mlp.up_proj.weight", l);
+  n->down = g_strdup_printf ("layers.%u.mlp.down_proj.weight", l);
+}
+
+void
+dcp_drafter_layer_names_clear (DcpDrafterLayerNames *n)
+{
+  char **all[] = { &n->input_norm, &n->post_norm, &n->q_norm, &n->k_norm, &n->q, &n->k, &n->v,
+                   &n->o, &n->gate, &n->up, &n->down };
+
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    g_clear_pointer (all[i], g_free);
+}
+
 DcpDrafterState *
 dcp_drafter_state_new (DcpDrafterModel *model)
 {
+  DcpDrafterState *s;
+
   g_return_val_if_fail (model != NULL, NULL);
-  return model->klass->state_new (model);
+  s = g_new0 (DcpDrafterState, 1);
+  s->model = model;
+  s->k = g_new0 (float *, model->config.n_layers);
+  s->v = g_new0 (float *, model->config.n_layers);
+  return s;
 }
 
 void
@@ -67,6 +106,8 @@ dcp_drafter_state_free (DcpDrafterState *s)
   if (s == NULL)
     return;
   s->model->klass->state_clear (s);
+  g_free (s->k);
+  g_free (s->v);
   g_free (s);
 }
 
