@@ -414,8 +414,9 @@ block (CudaDflash *self, DcpDrafterState *s, guint32 anchor, guint n_drafts)
     TRY (dcpk_scale (self->x, B * H, (float) c->input_embedding_scale, self->stream));
   for (guint l = 0; l < c->n_layers; l++)
     TRY (block_layer (self, s, l, &add));
-  TRY (dcpk_plain_rms_norm (self->x + H, add != NULL ? add + H : NULL, self->norm, (int) n_drafts, (int) H,
-                            (float) c->rms_norm_eps, self->h, self->stream));
+  TRY (dcpk_plain_rms_norm (self->x + H, add != NULL ? add + H : NULL, self->norm,
+                            (int) n_drafts, (int) H, (float) c->rms_norm_eps, self->h,
+                            self->stream));
   TRY (mul (self, &target->lm_head, self->h, (int) n_drafts, self->logits));
   return dcpk_logits_top1 (self->logits, (int) n_drafts, (int) V, (float) c->output_multiplier,
                            (float) c->final_logit_softcapping, self->top, self->prob,
