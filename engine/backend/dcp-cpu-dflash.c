@@ -102,7 +102,6 @@ dcp_cpu_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
   CpuDflash *self = g_new0 (CpuDflash, 1);
   g_autoptr(DcpDrafterModel) model = &self->parent;
   const DcpDrafterConfig *c = dcp_model_file_get_drafter (file);
-  DcpModelConfig rope_config = { 0 };
 
   model->klass = &cpu_dflash_class;
   model->file = file;
@@ -117,11 +116,7 @@ dcp_cpu_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
   for (guint l = 0; l < c->n_layers; l++)
     if (!load_layer (self, l, &self->layers[l], error))
       return NULL;
-  /* Qwen3's rotary embedding: default RoPE over the whole head */
-  rope_config.rotary_dim = c->head_dim;
-  rope_config.rope_theta = c->rope_theta;
-  rope_config.rope_type = DCP_ROPE_DEFAULT;
-  dcp_rope_init (&self->rope, &rope_config);
+  dcp_drafter_rope_init (&self->rope, c);
   return g_steal_pointer (&model);
 }
 

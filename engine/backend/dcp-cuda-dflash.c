@@ -4,11 +4,9 @@
 #include "config.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "dcp-backend-cuda-private.h"
 #include "dcp-drafter-model-private.h"
-#include "dcp-rope.h"
 
 /* The DFlash drafter on the CUDA backend (dcp-drafter-model.h, docs/MODEL.md §7), on the
  * target's stream: its weights in VRAM in their stored format (vectors FP32), FP32
@@ -128,7 +126,6 @@ dcp_cuda_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
   g_autoptr(DcpDrafterModel) model = &self->parent;
   const DcpDrafterConfig *c = dcp_model_file_get_drafter (file);
   DcpTensorSource src = dcp_model_file_get_source (file);
-  DcpModelConfig rope_config = { 0 };
   guint64 H = c->hidden_size;
 
   model->klass = &cuda_dflash_class;
@@ -161,11 +158,7 @@ dcp_cuda_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
       return NULL;
   if (!alloc_activations (self, error))
     return NULL;
-  /* Qwen3's rotary embedding: default RoPE over the whole head */
-  rope_config.rotary_dim = c->head_dim;
-  rope_config.rope_theta = c->rope_theta;
-  rope_config.rope_type = DCP_ROPE_DEFAULT;
-  dcp_rope_init (&self->rope, &rope_config);
+  dcp_drafter_rope_init (&self->rope, c);
   return g_steal_pointer (&model);
 }
 

@@ -3,6 +3,7 @@
 
 #include "dcp-drafter-model.h"
 #include "dcp-model-file.h"
+#include "dcp-rope.h"
 
 G_BEGIN_DECLS
 
@@ -51,6 +52,10 @@ struct _DcpDrafterState {
 typedef struct {
   char *input_norm, *post_norm, *q_norm, *k_norm, *q, *k, *v, *o, *gate, *up, *down;
 } DcpDrafterLayerNames;
+
+/* Qwen3's rotary table: default RoPE over the whole head, the config's theta. */
+void dcp_drafter_rope_init         (DcpRope                *rope,
+                                    const DcpDrafterConfig *config);
 
 void dcp_drafter_layer_names_init  (DcpDrafterLayerNames *names,
                                     guint                 l);

@@ -62,6 +62,17 @@ dcp_drafter_model_get_taps (DcpDrafterModel *self, guint *n_taps)
 }
 
 void
+dcp_drafter_rope_init (DcpRope *rope, const DcpDrafterConfig *c)
+{
+  DcpModelConfig rope_config = { 0 };
+
+  rope_config.rotary_dim = c->head_dim;
+  rope_config.rope_theta = c->rope_theta;
+  rope_config.rope_type = DCP_ROPE_DEFAULT;
+  dcp_rope_init (rope, &rope_config);
+}
+
+void
 dcp_drafter_layer_names_init (DcpDrafterLayerNames *n, guint l)
 {
   n->input_norm = g_strdup_printf ("layers.%u.input_layernorm.weight", l);
