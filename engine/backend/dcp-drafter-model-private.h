@@ -9,7 +9,8 @@ G_BEGIN_DECLS
 
 /* A backend's DFlash drafter behind dcp-drafter-model.h: dcp-drafter-model.c opens the file,
  * checks it against the target and hands it to the backend's open; the public calls dispatch
- * through the class. The model and state structs of an implementation start with these. */
+ * through the class. An implementation's model struct starts with DcpDrafterModel; states are
+ * the shared struct below, their blocks in the implementation's memory. */
 typedef struct {
   /* frees what the implementation owns (the struct and the file are freed after) */
   void     (*clear)           (DcpDrafterModel       *model);
