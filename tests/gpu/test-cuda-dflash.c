@@ -314,6 +314,7 @@ test_taps (void)
   dcp_backend_cuda_set_prefill (DCP_BACKEND_CUDA (gpu), TRUE);
   check_taps (gpu, ids, layers, 3, want, 0.25, "prompt passes");
   g_clear_object (&gpu);
+  g_clear_object (&cpu);
   cuda_test_model_close (&m);
 }
 
