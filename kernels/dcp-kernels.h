@@ -278,9 +278,11 @@ int dcpk_scale (float *d_x, size_t n, float scale, void *stream);
 /* Attention without a mask: every query row sees every key. d_q [n_q, n_heads, head_dim],
  * d_k and d_v [n_keys, n_kv_heads, head_dim], d_out [n_q, n_heads, head_dim], all FP32;
  * query head h reads kv head h / (n_heads / n_kv_heads); out = softmax(q·Kᵀ · scale) V.
- * head_dim <= 256 and n_q · (head_dim + 32) <= 12288; d_workspace holds
- * dcpk_attention_full_workspace_bytes (0: a shape it does not take). */
-size_t dcpk_attention_full_workspace_bytes (int n_heads, int head_dim, int n_q, int n_keys);
+ * head_dim <= 256 and n_q · (n_heads / n_kv_heads) · (head_dim + 32) <= 24576 (a block holds
+ * the rows of the heads of one kv head); d_workspace holds dcpk_attention_full_workspace_bytes
+ * (0: a shape it does not take). */
+size_t dcpk_attention_full_workspace_bytes (int n_heads, int n_kv_heads, int head_dim, int n_q,
+                                            int n_keys);
 int dcpk_attention_full (int n_heads, int n_kv_heads, int head_dim, float scale,
                          const float *d_q, int n_q, const float *d_k, const float *d_v,
                          int n_keys, float *d_out, void *d_workspace, void *stream);

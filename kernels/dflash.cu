@@ -3,9 +3,10 @@
 // its plain RMSNorm is in rmsnorm.cu):
 //
 // dcpk_attention_full: attention without a mask (every query sees every key) over contiguous
-//   FP32 keys and values, in two kernels as split-K decoding does: one block per (head, chunk
-//   of keys) takes the softmax of its chunk for all query rows (max, sum and the weighted
-//   values into the workspace), then one block per (row, head) merges the chunks.
+//   FP32 keys and values, in two kernels as split-K decoding does: one block per (kv head,
+//   chunk of keys) takes the softmax of its chunk for the query rows of every head that reads
+//   that kv head (max, sum and the weighted values into the workspace; each key is read once),
+//   then one block per (row, head) merges the chunks.
 // dcpk_logits_top1: the logits' multiplier and softcap in place, then each row's argmax and
 //   its softmax probability. A block per row.
 
@@ -19,8 +20,11 @@ namespace {
 constexpr int kThreads = 128;     // the attention's blocks
 constexpr int kTopThreads = 1024;
 constexpr int kMaxHeadDim = 256;
-// The partial kernel's shared memory: queries [n_q][head_dim] and scores [n_q][chunk] floats.
-constexpr int kSmemFloats = 12288;
+// The partial kernel's shared memory: its rows' queries [rows][head_dim] and scores
+// [rows][chunk] floats, 96 KiB at most (sm_90 and sm_120 give a block up to 99 KiB when asked;
+// at the 27B drafter's shapes, 64 rows of 128, chunks of 256 keys).
+constexpr int kSmemFloats = 24576;
+constexpr size_t kDefaultSmem = 48 * 1024;
 constexpr int kMaxChunk = 256;
 
 __device__ float
@@ -40,14 +44,23 @@ scale_kernel (float *x, size_t n, float s)
     x[i] *= s;
 }
 
-// Keys per chunk for n_q rows of head_dim (a multiple of 32; 0 when they do not fit).
+// Keys per chunk for a block's n_rows query rows of head_dim (a multiple of 32; 0 when they do
+// not fit).
 int
-chunk_for (int n_q, int head_dim)
+chunk_for (int n_rows, int head_dim)
 {
-  int chunk = kSmemFloats / n_q - head_dim;
+  int chunk = kSmemFloats / n_rows - head_dim;
 
   chunk = chunk < kMaxChunk ? chunk : kMaxChunk;
   return chunk < 32 ? 0 : chunk / 32 * 32;
+}
+
+// Row r of a block (query row t = r / group of head kv_head · group + r % group) in the merge's
+// numbering: t · n_heads + head.
+__device__ __forceinline__ long
+merged_row (int r, int group, int kv_head, int n_heads)
+{
+  return (long) (r / group) * n_heads + kv_head * group + r % group;
 }
 
 __global__ void
@@ -57,17 +70,19 @@ attention_partial_kernel (const float *__restrict__ q, const float *__restrict__
                           float *__restrict__ ml)
 {
   extern __shared__ float sm[];
-  float *qs = sm, *ps = sm + n_q * hd;
-  const int h = blockIdx.x, split = blockIdx.y, kvh = h / (n_heads / n_kv_heads);
+  const int group = n_heads / n_kv_heads, n_r = n_q * group;
+  float *qs = sm, *ps = sm + n_r * hd;
+  const int kvh = blockIdx.x, split = blockIdx.y;
   const int k0 = split * chunk, len = min (chunk, n_keys - k0);
   const long qstride = (long) n_heads * hd, kstride = (long) n_kv_heads * hd;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-  const int rows = n_q * n_heads;
+  const long rows = (long) n_q * n_heads;
 
-  for (int i = threadIdx.x; i < n_q * hd; i += blockDim.x)
-    qs[i] = q[(i / hd) * qstride + (long) h * hd + i % hd];
+  // the group's heads are adjacent in a query row: group · hd floats from head kvh · group
+  for (int i = threadIdx.x; i < n_r * hd; i += blockDim.x)
+    qs[i] = q[(i / (group * hd)) * qstride + (long) kvh * group * hd + i % (group * hd)];
   __syncthreads ();
-  // scores: a warp per key (held in registers, lanes along the head), every query row
+  // scores: a warp per key (held in registers, lanes along the head), every row of the group
   for (int j = warp; j < len; j += n_warps)
     {
       const float *kj = k + (long) (k0 + j) * kstride + (long) kvh * hd;
@@ -76,51 +91,52 @@ attention_partial_kernel (const float *__restrict__ q, const float *__restrict__
 #pragma unroll
       for (int e = 0; e < kMaxHeadDim / 32; e++)
         kr[e] = lane + 32 * e < hd ? kj[lane + 32 * e] : 0.f;
-      for (int t = 0; t < n_q; t++)
+      for (int r = 0; r < n_r; r++)
         {
           float s = 0.f;
 
 #pragma unroll
           for (int e = 0; e < kMaxHeadDim / 32; e++)
             if (lane + 32 * e < hd)
-              s = fmaf (qs[t * hd + lane + 32 * e], kr[e], s);
+              s = fmaf (qs[r * hd + lane + 32 * e], kr[e], s);
           s = dcpk_warp_sum (s);
           if (lane == 0)
-            ps[t * chunk + j] = s * scale;
+            ps[r * chunk + j] = s * scale;
         }
     }
   __syncthreads ();
   // per row, a warp: the chunk's max, the exponentials, their sum
-  for (int t = warp; t < n_q; t += n_warps)
+  for (int r = warp; r < n_r; r += n_warps)
     {
+      long at = (long) split * rows + merged_row (r, group, kvh, n_heads);
       float m = -INFINITY, l = 0.f;
 
       for (int j = lane; j < len; j += 32)
-        m = fmaxf (m, ps[t * chunk + j]);
+        m = fmaxf (m, ps[r * chunk + j]);
       m = warp_max (m);
       for (int j = lane; j < len; j += 32)
         {
-          float e = expf (ps[t * chunk + j] - m);
-          ps[t * chunk + j] = e;
+          float e = expf (ps[r * chunk + j] - m);
+          ps[r * chunk + j] = e;
           l += e;
         }
       l = dcpk_warp_sum (l);
       if (lane == 0)
         {
-          ml[2 * ((long) split * rows + t * n_heads + h)] = m;
-          ml[2 * ((long) split * rows + t * n_heads + h) + 1] = l;
+          ml[2 * at] = m;
+          ml[2 * at + 1] = l;
         }
     }
   __syncthreads ();
   // the chunk's weighted values, unnormalised
-  for (int i = threadIdx.x; i < n_q * hd; i += blockDim.x)
+  for (int i = threadIdx.x; i < n_r * hd; i += blockDim.x)
     {
-      int t = i / hd, d = i % hd;
+      int r = i / hd, d = i % hd;
       float a = 0.f;
 
       for (int j = 0; j < len; j++)
-        a = fmaf (ps[t * chunk + j], v[(long) (k0 + j) * kstride + (long) kvh * hd + d], a);
-      acc[((long) split * rows + t * n_heads + h) * hd + d] = a;
+        a = fmaf (ps[r * chunk + j], v[(long) (k0 + j) * kstride + (long) kvh * hd + d], a);
+      acc[((long) split * rows + merged_row (r, group, kvh, n_heads)) * hd + d] = a;
     }
 }
 
@@ -230,13 +246,15 @@ dcpk_scale (float *d_x, size_t n, float scale, void *stream)
 }
 
 extern "C" size_t
-dcpk_attention_full_workspace_bytes (int n_heads, int head_dim, int n_q, int n_keys)
+dcpk_attention_full_workspace_bytes (int n_heads, int n_kv_heads, int head_dim, int n_q,
+                                     int n_keys)
 {
   int chunk;
 
-  if (n_heads <= 0 || head_dim <= 0 || head_dim > kMaxHeadDim || n_q <= 0 || n_keys <= 0)
+  if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || head_dim <= 0 ||
+      head_dim > kMaxHeadDim || n_q <= 0 || n_keys <= 0)
     return 0;
-  chunk = chunk_for (n_q, head_dim);
+  chunk = chunk_for (n_q * (n_heads / n_kv_heads), head_dim);
   if (chunk == 0)
     return 0;
   return (size_t) ((n_keys + chunk - 1) / chunk) * n_q * n_heads * (head_dim + 2) * sizeof (float);
@@ -251,15 +269,17 @@ dcpk_attention_full (int n_heads, int n_kv_heads, int head_dim, float scale, con
   float *acc = (float *) d_workspace, *ml;
   size_t smem;
 
-  if (dcpk_attention_full_workspace_bytes (n_heads, head_dim, n_q, n_keys) == 0 ||
-      n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || !d_q || !d_k || !d_v || !d_out ||
-      !d_workspace)
+  if (dcpk_attention_full_workspace_bytes (n_heads, n_kv_heads, head_dim, n_q, n_keys) == 0 ||
+      !d_q || !d_k || !d_v || !d_out || !d_workspace)
     return (int) cudaErrorInvalidValue;
-  chunk = chunk_for (n_q, head_dim);
+  chunk = chunk_for (n_q * (n_heads / n_kv_heads), head_dim);
   n_splits = (n_keys + chunk - 1) / chunk;
   ml = acc + (size_t) n_splits * rows * head_dim;
-  smem = (size_t) n_q * (head_dim + chunk) * sizeof (float);
-  attention_partial_kernel<<<dim3 (n_heads, n_splits), kThreads, smem, (cudaStream_t) stream>>> (
+  smem = (size_t) n_q * (n_heads / n_kv_heads) * (head_dim + chunk) * sizeof (float);
+  if (smem > kDefaultSmem)
+    DCPK_TRY (cudaFuncSetAttribute (attention_partial_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
+  attention_partial_kernel<<<dim3 (n_kv_heads, n_splits), kThreads, smem, (cudaStream_t) stream>>> (
       d_q, d_k, d_v, n_heads, n_kv_heads, head_dim, n_q, n_keys, chunk, scale, acc, ml);
   DCPK_TRY_LAUNCH ();
   attention_merge_kernel<<<rows, kThreads, 0, (cudaStream_t) stream>>> (acc, ml, rows, head_dim,

@@ -139,8 +139,8 @@ dcp_cuda_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
   /* a block, or up to 64 context rows at a time (GEMVs of 16) */
   self->rows = MAX (c->block_size, 4 * DCPK_GEMV_MAX_BATCH);
   if (c->head_dim > 256 || c->head_dim > DCP_MAX_ROTARY_DIM ||
-      dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->head_dim,
-                                           (int) c->block_size, 1) == 0)
+      dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
+                                           (int) c->head_dim, (int) c->block_size, 1) == 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                    "DFlash drafter on CUDA: heads of %u dims with blocks of %u are over what its "
@@ -331,8 +331,9 @@ static gboolean
 reserve_attention (CudaDflash *self, guint n_keys, GError **error)
 {
   const DcpDrafterConfig *c = &self->parent.config;
-  gsize bytes = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->head_dim,
-                                                     (int) c->block_size, (int) n_keys);
+  gsize bytes = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
+                                                     (int) c->head_dim, (int) c->block_size,
+                                                     (int) n_keys);
 
   if (bytes <= self->attn_ws_bytes)
     return TRUE;

@@ -97,8 +97,8 @@ main (int argc, char **argv)
                     device_random ((gsize) BLOCK * HEADS * HEAD_DIM, 4), NULL };
       double floor_ms = 2.0 * kv * sizeof (float) / (gbps * 1e6);
 
-      if (dcpk_malloc (&r.ws, dcpk_attention_full_workspace_bytes (HEADS, HEAD_DIM, BLOCK,
-                                                                   n_keys)) != 0 ||
+      if (dcpk_malloc (&r.ws, dcpk_attention_full_workspace_bytes (HEADS, KV_HEADS, HEAD_DIM,
+                                                                   BLOCK, n_keys)) != 0 ||
           (err = dcpk_time_median (run_attention, &r, 2, samples, &ms)) != 0)
         {
           fprintf (stderr, "bench-dflash: attention: %s\n", dcpk_error_name (err));

@@ -118,7 +118,7 @@ check_attention (int nh, int nkv, int hd, int n_q, int n_keys, guint32 seed)
   gsize nq = (gsize) n_q * nh * hd, nk = (gsize) n_keys * nkv * hd;
   g_autofree float *q = g_new (float, nq), *k = g_new (float, nk), *v = g_new (float, nk);
   g_autofree float *want = g_new (float, nq), *got = g_new (float, nq);
-  gsize ws_bytes = dcpk_attention_full_workspace_bytes (nh, hd, n_q, n_keys);
+  gsize ws_bytes = dcpk_attention_full_workspace_bytes (nh, nkv, hd, n_q, n_keys);
   float scale = 1.0f / sqrtf ((float) hd);
   void *d_q, *d_k, *d_v, *d_out, *d_ws;
   double e;
@@ -154,6 +154,7 @@ test_attention (void)
   check_attention (4, 2, 32, 4, 7, 1);        /* the odd-sizes drafter: block 4 */
   check_attention (4, 2, 32, 4, 4, 2);        /* the block alone (empty context) */
   check_attention (32, 8, 128, 16, 1500, 3);  /* 27B drafter shapes, 6 chunks of 256 */
+  check_attention (16, 1, 64, 16, 700, 6);    /* 256 rows a block: chunks of 32 */
   check_attention (8, 8, 256, 16, 300, 4);    /* heads of 256 */
   check_attention (6, 3, 40, 5, 513, 5);      /* a head not a multiple of 32 */
 }
@@ -243,8 +244,10 @@ test_rejects (void)
 {
   float *p = (float *) 16;
 
-  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 512, 4, 8), ==, 0);
-  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 256, 64, 8), ==, 0);
+  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 4, 512, 4, 8), ==, 0);
+  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 4, 256, 96, 8), ==, 0);
+  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (32, 1, 128, 16, 8), ==, 0);
+  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (6, 4, 32, 2, 8), ==, 0);
   g_assert_cmpint (dcpk_attention_full (6, 4, 32, 1, p, 2, p, p, 8, p, p, NULL), !=, 0);
   g_assert_cmpint (dcpk_plain_rms_norm (p, NULL, p, 1, 0, EPS, p, NULL), !=, 0);
   g_assert_cmpint (dcpk_logits_top1 (p, 1, 0, 1, 0, (gint32 *) p, p, NULL), !=, 0);
