@@ -57,6 +57,14 @@ dcpk_memcpy2d_d2d_async (void *d_dst, size_t dst_pitch, const void *d_src, size_
 }
 
 extern "C" int
+dcpk_memcpy2d_d2h_async (void *h_dst, size_t dst_pitch, const void *d_src, size_t src_pitch,
+                         size_t width_bytes, size_t height, void *stream)
+{
+  return (int) cudaMemcpy2DAsync (h_dst, dst_pitch, d_src, src_pitch, width_bytes, height,
+                                  cudaMemcpyDeviceToHost, (cudaStream_t) stream);
+}
+
+extern "C" int
 dcpk_memset_async (void *d_dst, int value, size_t bytes, void *stream)
 {
   return (int) cudaMemsetAsync (d_dst, value, bytes, (cudaStream_t) stream);

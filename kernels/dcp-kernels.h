@@ -125,6 +125,13 @@ int dcpk_add_rms_norm (float *d_resid, const float *d_add, const uint16_t *d_wei
 int dcpk_head_rms_norm (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
                         int head_dim, const uint16_t *d_weight, float eps, void *stream);
 
+/* Plain RMSNorm (Qwen3's, the DFlash drafter's): n_segs segments of width FP32 values, segment i at d_x + i·width;
+ * with d_add (may be NULL) the residual add first, d_x += d_add written back; then
+ * d_out = x / sqrt(mean(x²) + eps) · w, w FP32 [width]. d_out may be d_x (the per-head q/k
+ * norm in place: width head_dim, a segment per head). */
+int dcpk_plain_rms_norm (float *d_x, const float *d_add, const float *d_weight, int n_segs,
+                         int width, float eps, float *d_out, void *stream);
+
 /* ---- rotary embedding (rope.cu) ---- */
 
 /* NeoX rotate-half RoPE over the first rotary_dim (even, <= 512) dims of every head, in place,
@@ -238,6 +245,9 @@ int dcpk_memcpy_d2d_async (void *d_dst, const void *d_src, size_t bytes, void *s
 /* height rows of width_bytes from d_src (rows src_pitch bytes apart) to d_dst (dst_pitch). */
 int dcpk_memcpy2d_d2d_async (void *d_dst, size_t dst_pitch, const void *d_src, size_t src_pitch,
                              size_t width_bytes, size_t height, void *stream);
+/* The same from the device into host memory (h_dst). */
+int dcpk_memcpy2d_d2h_async (void *h_dst, size_t dst_pitch, const void *d_src, size_t src_pitch,
+                             size_t width_bytes, size_t height, void *stream);
 int dcpk_memset_async (void *d_dst, int value, size_t bytes, void *stream);
 /* Page-locked host memory (fast, asynchronous device-to-host copies). */
 int dcpk_malloc_host (void **h_ptr, size_t bytes);
@@ -259,6 +269,29 @@ int dcpk_attention_decode_simple (const DcpkKvLayout *layout, int n_heads, float
                                   const void *d_pages, const int32_t *d_page_indptr,
                                   const int32_t *d_page_indices, const int32_t *d_last_page_len,
                                   int n_seqs, const float *d_qg, float *d_out, void *stream);
+
+/* ---- the DFlash drafter (dflash.cu) ---- */
+
+/* d_x[i] *= scale for i < n. */
+int dcpk_scale (float *d_x, size_t n, float scale, void *stream);
+
+/* Attention without a mask: every query row sees every key. d_q [n_q, n_heads, head_dim],
+ * d_k and d_v [n_keys, n_kv_heads, head_dim], d_out [n_q, n_heads, head_dim], all FP32;
+ * query head h reads kv head h / (n_heads / n_kv_heads); out = softmax(q·Kᵀ · scale) V.
+ * head_dim <= 256 and n_q · (n_heads / n_kv_heads) · (head_dim + 32) <= 24576 (a block holds
+ * the rows of the heads of one kv head); d_workspace holds dcpk_attention_full_workspace_bytes
+ * (0: a shape it does not take). */
+size_t dcpk_attention_full_workspace_bytes (int n_heads, int n_kv_heads, int head_dim, int n_q,
+                                            int n_keys);
+int dcpk_attention_full (int n_heads, int n_kv_heads, int head_dim, float scale,
+                         const float *d_q, int n_q, const float *d_k, const float *d_v,
+                         int n_keys, float *d_out, void *d_workspace, void *stream);
+
+/* Per row of d_logits [n_rows, vocab]: l ← l · multiplier, then l ← c · tanh(l / c) when
+ * softcap c > 0 (written back); d_tokens[r] gets the row's argmax (the lowest id on ties) and
+ * d_prob[r] its softmax probability 1 / Σ exp(l_i − l_max). */
+int dcpk_logits_top1 (float *d_logits, int n_rows, int vocab, float multiplier, float softcap,
+                      int32_t *d_tokens, float *d_prob, void *stream);
 
 /* ---- CUDA graphs (graph.cu) ---- */
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Zero-centred RMSNorm (docs/MODEL.md §2.1.1): y = x / sqrt(mean(x²) + eps) · (1 + w), FP32
-// activations, BF16 weights stored around 0, FP32 arithmetic.
+// activations, BF16 weights stored around 0, FP32 arithmetic; and Qwen3's plain one
+// (dcpk_plain_rms_norm: · w, FP32 weights; the DFlash drafter's, docs/MODEL.md §7) through the
+// general kernel below.
 //
 // dcpk_add_rms_norm: rows of a batch, n_rows x width row-major FP32. With d_add the residual
 // add is fused: resid += add (written back), then out = norm(resid). A block per row; the sum
@@ -37,11 +39,22 @@ block_sum (float v, float *red)
   return v;
 }
 
-// The general form: any width, any alignment; strided loops over the row.
+// The factor of element i: 1 + w of the zero-centred BF16 weights, or w of plain FP32 ones
+// (Qwen3's RMSNorm, the DFlash drafter's).
+struct CentredBf16 {
+  const unsigned short *__restrict__ w;
+  __device__ float operator() (int i) const { return 1.f + bf16_to_f32 (w[i]); }
+};
+struct PlainF32 {
+  const float *__restrict__ w;
+  __device__ float operator() (int i) const { return w[i]; }
+};
+
+// The general form: any width, any alignment; strided loops over the row. out may be resid
+// (each thread reads back only what it wrote).
+template <class Weight>
 __global__ void
-add_rms_norm_kernel (float *__restrict__ resid, const float *__restrict__ add,
-                     const unsigned short *__restrict__ w, int width, float eps,
-                     float *__restrict__ out)
+add_rms_norm_kernel (float *resid, const float *add, Weight w, int width, float eps, float *out)
 {
   __shared__ float red[kRowThreads / 32];
   float *x = resid + (size_t) blockIdx.x * width;
@@ -62,7 +75,7 @@ add_rms_norm_kernel (float *__restrict__ resid, const float *__restrict__ add,
   ss = block_sum (ss, red);
   scale = rsqrtf (ss / width + eps);
   for (int i = threadIdx.x; i < width; i += blockDim.x)
-    y[i] = x[i] * scale * (1.f + bf16_to_f32 (w[i]));
+    y[i] = x[i] * scale * w (i);
 }
 
 // Widths that are a multiple of 4 up to 4 * kRowThreads * kMaxVec, 16-byte aligned rows: every
@@ -159,7 +172,8 @@ dcpk_add_rms_norm (float *d_resid, const float *d_add, const uint16_t *d_weight,
                  && ((uintptr_t) d_weight) % 8 == 0;
 
   if (!aligned || vec > kMaxVec)
-    add_rms_norm_kernel<<<n_rows, kRowThreads, 0, s>>> (d_resid, d_add, w, width, eps, d_out);
+    add_rms_norm_kernel<<<n_rows, kRowThreads, 0, s>>> (d_resid, d_add, CentredBf16 { w }, width,
+                                                        eps, d_out);
   else if (vec <= 2)
     add_rms_norm_vec_kernel<2><<<n_rows, kRowThreads, 0, s>>> (d_resid, d_add, w, width, eps, d_out);
   else if (vec <= 4)
@@ -183,6 +197,20 @@ dcpk_head_rms_norm (float *d_x, int n_rows, int n_heads, long row_stride, long h
   head_rms_norm_kernel<<<(unsigned) ((warps * 32 + 255) / 256), 256, 0, (cudaStream_t) stream>>> (
       d_x, n_rows, n_heads, row_stride, head_stride, head_dim, (const unsigned short *) d_weight,
       eps);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}
+
+extern "C" int
+dcpk_plain_rms_norm (float *d_x, const float *d_add, const float *d_weight, int n_segs, int width,
+                     float eps, float *d_out, void *stream)
+{
+  if (n_segs < 0 || width <= 0 || !d_x || !d_weight || !d_out)
+    return (int) cudaErrorInvalidValue;
+  if (n_segs == 0)
+    return 0;
+  add_rms_norm_kernel<<<n_segs, kRowThreads, 0, (cudaStream_t) stream>>> (
+      d_x, d_add, PlainF32 { d_weight }, width, eps, d_out);
   DCPK_TRY_LAUNCH ();
   return 0;
 }

@@ -425,6 +425,15 @@ draw (DcpBackendCuda *self, const DcpCudaDraw *draws, guint n, guint n_draws, GE
                                  n, error);
 }
 
+/* Where item's taps of its row r go (NULL: it taps none). */
+static float *
+tap_rows (DcpBackendCuda *self, const DcpBatchItem *item, guint r)
+{
+  if (item->n_tap_layers == 0)
+    return NULL;
+  return item->taps + (gsize) r * item->n_tap_layers * self->weights->config.hidden_size;
+}
+
 /* Token r of each item in `which` (at most 16) through one decode pass; the logits and hidden
  * rows the items ask for copied out. */
 static gboolean
@@ -449,7 +458,10 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
                               .conv = s->conv,
                               .recurrent = s->recurrent,
                               .save = dcp_cuda_step_save_rows (item->save),
-                              .save_row = r };
+                              .save_row = r,
+                              .tap_layers = item->tap_layers,
+                              .n_tap_layers = item->n_tap_layers,
+                              .taps = tap_rows (self, item, r) };
     }
   if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_DECODE, rows, n, error))
     return FALSE;
@@ -596,7 +608,10 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
                                   .all_rows = all,
                                   .no_rows = want == 0,
                                   .save = dcp_cuda_step_save_rows (items[i].save),
-                                  .save_row = done[i] };
+                                  .save_row = done[i],
+                                  .tap_layers = items[i].tap_layers,
+                                  .n_tap_layers = items[i].n_tap_layers,
+                                  .taps = tap_rows (self, &items[i], done[i]) };
           owner[n++] = i;
           rows += t;
           outs += want;
@@ -782,6 +797,7 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_get_n_tokens = cuda_state_get_n_tokens;
   backend_class->state_get_bytes = cuda_state_get_bytes;
   backend_class->forward = cuda_forward;
+  backend_class->forward_taps = TRUE;
   backend_class->has_mtp = cuda_has_mtp;
   backend_class->mtp_forward = cuda_mtp_forward;
   backend_class->mtp_rewind = cuda_mtp_rewind;

@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "dcp-backend-cpu.h"
-#include "dcp-drafter-model.h"
+#include "dcp-drafter-model-private.h"
 #include "dcp-error.h"
-#include "dcp-model-file.h"
 
 /* The DFlash drafter on the CPU (dcp-drafter-model.h, docs/MODEL.md §7): FP32 activations,
  * weights dequantized as they are used, as the CPU backend does. Its layers are Qwen3's: plain
@@ -21,23 +20,16 @@ typedef struct {
   DcpCpuMatrix q, k, v, o, gate, up, down;
 } DflashLayer;
 
-struct _DcpDrafterModel {
+typedef struct {
+  DcpDrafterModel parent;
   DcpBackendCpu *target;       /* a reference */
-  DcpModelFile *file;
-  DcpDrafterConfig config;
   DcpCpuMatrix fc;
   float *hidden_norm, *norm;
   DflashLayer *layers;
   DcpRope rope;
   GPtrArray *owned;            /* the FP32 vectors */
-};
+} CpuDflash;
 
-/* Per draft layer, cap rows of keys (normed and turned) and values, n_tokens of them in use. */
-struct _DcpDrafterState {
-  DcpDrafterModel *model;
-  guint n_tokens, cap;
-  float **k, **v;
-};
 
 static guint
 kv_width (const DcpDrafterConfig *c)
@@ -46,20 +38,20 @@ kv_width (const DcpDrafterConfig *c)
 }
 
 static gboolean
-lookup (DcpDrafterModel *self, const char *name, const DcpTensorView **view, GError **error)
+lookup (CpuDflash *self, const char *name, const DcpTensorView **view, GError **error)
 {
-  *view = dcp_model_file_lookup (self->file, name);
+  *view = dcp_model_file_lookup (self->parent.file, name);
   if (*view == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE, "%s: the drafter file has no tensor “%s”",
-                   dcp_model_file_get_path (self->file), name);
+                   dcp_model_file_get_path (self->parent.file), name);
       return FALSE;
     }
   return TRUE;
 }
 
 static gboolean
-matrix (DcpDrafterModel *self, const char *name, DcpCpuMatrix *m, GError **error)
+matrix (CpuDflash *self, const char *name, DcpCpuMatrix *m, GError **error)
 {
   const DcpTensorView *view;
 
@@ -70,7 +62,7 @@ matrix (DcpDrafterModel *self, const char *name, DcpCpuMatrix *m, GError **error
 }
 
 static gboolean
-vector (DcpDrafterModel *self, const char *name, float **out, GError **error)
+vector (CpuDflash *self, const char *name, float **out, GError **error)
 {
   const DcpTensorView *view;
   DcpCpuMatrix m;
@@ -85,52 +77,36 @@ vector (DcpDrafterModel *self, const char *name, float **out, GError **error)
 }
 
 static gboolean
-load_layer (DcpDrafterModel *self, guint l, DflashLayer *layer, GError **error)
+load_layer (CpuDflash *self, guint l, DflashLayer *layer, GError **error)
 {
-  g_autofree char *p = g_strdup_printf ("layers.%u.", l);
-  g_autofree char *in = g_strconcat (p, "input_layernorm.weight", NULL);
-  g_autofree char *post = g_strconcat (p, "post_attention_layernorm.weight", NULL);
-  g_autofree char *qn = g_strconcat (p, "self_attn.q_norm.weight", NULL);
-  g_autofree char *kn = g_strconcat (p, "self_attn.k_norm.weight", NULL);
-  g_autofree char *q = g_strconcat (p, "self_attn.q_proj.weight", NULL);
-  g_autofree char *k = g_strconcat (p, "self_attn.k_proj.weight", NULL);
-  g_autofree char *v = g_strconcat (p, "self_attn.v_proj.weight", NULL);
-  g_autofree char *o = g_strconcat (p, "self_attn.o_proj.weight", NULL);
-  g_autofree char *gate = g_strconcat (p, "mlp.gate_proj.weight", NULL);
-  g_autofree char *up = g_strconcat (p, "mlp.up_proj.weight", NULL);
-  g_autofree char *down = g_strconcat (p, "mlp.down_proj.weight", NULL);
+  DcpDrafterLayerNames n;
+  gboolean ok;
 
-  return vector (self, in, &layer->input_norm, error) && vector (self, post, &layer->post_norm, error) &&
-         vector (self, qn, &layer->q_norm, error) && vector (self, kn, &layer->k_norm, error) &&
-         matrix (self, q, &layer->q, error) && matrix (self, k, &layer->k, error) &&
-         matrix (self, v, &layer->v, error) && matrix (self, o, &layer->o, error) &&
-         matrix (self, gate, &layer->gate, error) && matrix (self, up, &layer->up, error) &&
-         matrix (self, down, &layer->down, error);
+  dcp_drafter_layer_names_init (&n, l);
+  ok = vector (self, n.input_norm, &layer->input_norm, error) &&
+       vector (self, n.post_norm, &layer->post_norm, error) &&
+       vector (self, n.q_norm, &layer->q_norm, error) && vector (self, n.k_norm, &layer->k_norm, error) &&
+       matrix (self, n.q, &layer->q, error) && matrix (self, n.k, &layer->k, error) &&
+       matrix (self, n.v, &layer->v, error) && matrix (self, n.o, &layer->o, error) &&
+       matrix (self, n.gate, &layer->gate, error) && matrix (self, n.up, &layer->up, error) &&
+       matrix (self, n.down, &layer->down, error);
+  dcp_drafter_layer_names_clear (&n);
+  return ok;
 }
 
-DcpDrafterModel *
-dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
-{
-  g_autoptr(DcpDrafterModel) self = g_new0 (DcpDrafterModel, 1);
-  const DcpDrafterConfig *c;
-  DcpModelConfig rope_config = { 0 };
+static const DcpDrafterModelClass cpu_dflash_class;
 
-  g_return_val_if_fail (DCP_IS_BACKEND (target) && path != NULL, NULL);
+DcpDrafterModel *
+dcp_cpu_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
+{
+  CpuDflash *self = g_new0 (CpuDflash, 1);
+  g_autoptr(DcpDrafterModel) model = &self->parent;
+  const DcpDrafterConfig *c = dcp_model_file_get_drafter (file);
+
+  model->klass = &cpu_dflash_class;
+  model->file = file;
+  model->config = *c;
   self->owned = g_ptr_array_new_with_free_func (g_free);
-  self->file = dcp_model_file_open_drafter (path, error);
-  if (self->file == NULL)
-    return NULL;
-  c = dcp_model_file_get_drafter (self->file);
-  self->config = *c;
-  if (!dcp_drafter_config_check_target (c, dcp_backend_get_config (target), error))
-    return NULL;
-  if (!DCP_IS_BACKEND_CPU (target))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "the DFlash drafter runs on the CPU backend only; the %s backend has none yet",
-                   dcp_backend_get_name (target));
-      return NULL;
-    }
   self->target = g_object_ref (DCP_BACKEND_CPU (target));
   self->layers = g_new0 (DflashLayer, c->n_layers);
   if (!matrix (self, "fc.weight", &self->fc, error) ||
@@ -140,86 +116,34 @@ dcp_drafter_model_open (DcpBackend *target, const char *path, GError **error)
   for (guint l = 0; l < c->n_layers; l++)
     if (!load_layer (self, l, &self->layers[l], error))
       return NULL;
-  /* Qwen3's rotary embedding: default RoPE over the whole head */
-  rope_config.rotary_dim = c->head_dim;
-  rope_config.rope_theta = c->rope_theta;
-  rope_config.rope_type = DCP_ROPE_DEFAULT;
-  dcp_rope_init (&self->rope, &rope_config);
-  return g_steal_pointer (&self);
+  dcp_drafter_rope_init (&self->rope, c);
+  return g_steal_pointer (&model);
 }
 
-void
-dcp_drafter_model_free (DcpDrafterModel *self)
+static void
+cpu_clear (DcpDrafterModel *model)
 {
-  if (self == NULL)
-    return;
+  CpuDflash *self = (CpuDflash *) model;
+
   g_clear_pointer (&self->owned, g_ptr_array_unref);
   g_clear_object (&self->target);
-  g_clear_pointer (&self->file, dcp_model_file_free);
-  g_free (self->layers);
-  g_free (self);
+  g_clear_pointer (&self->layers, g_free);
 }
 
-const DcpDrafterConfig *
-dcp_drafter_model_get_config (DcpDrafterModel *self)
+/* The context's keys and values are in RAM. */
+static void
+cpu_state_clear (DcpDrafterState *s)
 {
-  g_return_val_if_fail (self != NULL, NULL);
-  return &self->config;
-}
-
-const guint *
-dcp_drafter_model_get_taps (DcpDrafterModel *self, guint *n_taps)
-{
-  g_return_val_if_fail (self != NULL && n_taps != NULL, NULL);
-  *n_taps = self->config.n_taps;
-  return self->config.tap_layers;
-}
-
-DcpDrafterState *
-dcp_drafter_state_new (DcpDrafterModel *model)
-{
-  DcpDrafterState *s = g_new0 (DcpDrafterState, 1);
-
-  g_return_val_if_fail (model != NULL, NULL);
-  s->model = model;
-  s->k = g_new0 (float *, model->config.n_layers);
-  s->v = g_new0 (float *, model->config.n_layers);
-  return s;
-}
-
-void
-dcp_drafter_state_free (DcpDrafterState *s)
-{
-  if (s == NULL)
-    return;
   for (guint l = 0; l < s->model->config.n_layers; l++)
     {
       g_free (s->k[l]);
       g_free (s->v[l]);
     }
-  g_free (s->k);
-  g_free (s->v);
-  g_free (s);
 }
 
-guint
-dcp_drafter_state_get_n_tokens (const DcpDrafterState *s)
+static guint64
+cpu_state_get_bytes (const DcpDrafterState *s)
 {
-  g_return_val_if_fail (s != NULL, 0);
-  return s->n_tokens;
-}
-
-void
-dcp_drafter_state_truncate (DcpDrafterState *s, guint n_tokens)
-{
-  g_return_if_fail (s != NULL);
-  s->n_tokens = MIN (s->n_tokens, n_tokens);
-}
-
-guint64
-dcp_drafter_state_get_bytes (const DcpDrafterState *s)
-{
-  g_return_val_if_fail (s != NULL, 0);
   return (guint64) s->n_tokens * kv_width (&s->model->config) * 2 * sizeof (float) * s->model->config.n_layers;
 }
 
@@ -240,9 +164,9 @@ reserve (DcpDrafterState *s, guint n_tokens)
 
 /* Per row and head: RMSNorm over the head with w, then RoPE at first_pos + row. */
 static void
-norm_and_turn (DcpDrafterModel *self, float *x, guint n, guint n_heads, const float *w, guint first_pos)
+norm_and_turn (CpuDflash *self, float *x, guint n, guint n_heads, const float *w, guint first_pos)
 {
-  const DcpDrafterConfig *c = &self->config;
+  const DcpDrafterConfig *c = &self->parent.config;
 
   for (guint t = 0; t < n; t++)
     for (guint h = 0; h < n_heads; h++)
@@ -253,19 +177,16 @@ norm_and_turn (DcpDrafterModel *self, float *x, guint n, guint n_heads, const fl
       }
 }
 
-gboolean
-dcp_drafter_model_add_context (DcpDrafterModel *self, DcpDrafterState *s, const float *taps, guint n_rows,
-                               GError **error)
+static gboolean
+cpu_add_context (DcpDrafterModel *model, DcpDrafterState *s, const float *taps, guint n_rows,
+                 GError **error)
 {
-  const DcpDrafterConfig *c = &self->config;
+  CpuDflash *self = (CpuDflash *) model;
+  const DcpDrafterConfig *c = &self->parent.config;
   DcpCpuPool *pool;
   guint H = c->hidden_size, width = kv_width (c);
   g_autofree float *ctx = NULL, *normed = NULL;
 
-  g_return_val_if_fail (self != NULL && s != NULL && s->model == self, FALSE);
-  g_return_val_if_fail (taps != NULL || n_rows == 0, FALSE);
-  if (n_rows == 0)
-    return TRUE;
   pool = dcp_backend_cpu_get_pool (self->target);
   ctx = g_new (float, (gsize) n_rows * H);
   normed = g_new (float, (gsize) n_rows * H);
@@ -326,9 +247,9 @@ attend (const DcpDrafterConfig *c, const DcpDrafterState *s, guint l, const floa
 
 /* x += Attention(input_norm(x)); x += MLP(post_norm(x)) over the block's B rows. */
 static void
-block_layer (DcpDrafterModel *self, const DcpDrafterState *s, guint l, float *x, guint B)
+block_layer (CpuDflash *self, const DcpDrafterState *s, guint l, float *x, guint B)
 {
-  const DcpDrafterConfig *c = &self->config;
+  const DcpDrafterConfig *c = &self->parent.config;
   const DflashLayer *layer = &self->layers[l];
   DcpCpuPool *pool = dcp_backend_cpu_get_pool (self->target);
   guint H = c->hidden_size, qw = c->n_heads * c->head_dim, kw = kv_width (c), I = c->intermediate_size;
@@ -365,24 +286,17 @@ block_layer (DcpDrafterModel *self, const DcpDrafterState *s, guint l, float *x,
     x[i] += delta[i];
 }
 
-gboolean
-dcp_drafter_model_propose (DcpDrafterModel *self, DcpDrafterState *s, guint32 anchor, guint n_drafts,
-                           guint32 *drafts, float *confidence, float *logits, GError **error)
+static gboolean
+cpu_propose (DcpDrafterModel *model, DcpDrafterState *s, guint32 anchor, guint n_drafts,
+             guint32 *drafts, float *confidence, float *logits, GError **error)
 {
-  const DcpDrafterConfig *c = &self->config;
+  CpuDflash *self = (CpuDflash *) model;
+  const DcpDrafterConfig *c = &self->parent.config;
   const DcpCpuWeights *w;
   guint B = c->block_size, H = c->hidden_size, V = c->target_vocab_size;
   g_autofree float *x = NULL, *y = NULL, *own_logits = NULL;
   float *out;
 
-  g_return_val_if_fail (self != NULL && s != NULL && s->model == self, FALSE);
-  g_return_val_if_fail (drafts != NULL && confidence != NULL, FALSE);
-  if (n_drafts == 0 || n_drafts >= B || anchor >= V)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                   "DFlash propose: %u drafts after token %u (1 to %u drafts, tokens below %u)", n_drafts, anchor, B - 1, V);
-      return FALSE;
-    }
   w = dcp_backend_cpu_get_weights (self->target);
   x = g_new (float, (gsize) B * H);
   for (guint t = 0; t < B; t++)
@@ -424,3 +338,11 @@ dcp_drafter_model_propose (DcpDrafterModel *self, DcpDrafterState *s, guint32 an
     }
   return TRUE;
 }
+
+static const DcpDrafterModelClass cpu_dflash_class = {
+  .clear = cpu_clear,
+    .state_clear = cpu_state_clear,
+  .state_get_bytes = cpu_state_get_bytes,
+  .add_context = cpu_add_context,
+  .propose = cpu_propose,
+};

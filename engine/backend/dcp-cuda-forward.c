@@ -579,14 +579,15 @@ outputs (DcpCudaForward *s, const Pass *p, const float *add)
             {
               TRY (dcpk_memcpy_d2d_async (s->out_h + n * H, s->x + first * H,
                                           count * H * sizeof (float), s->stream));
-              TRY (dcpk_memcpy_d2d_async (s->h + n * H, s->delta + first * H,
-                                          count * H * sizeof (float), s->stream));
+              if (add != NULL)
+                TRY (dcpk_memcpy_d2d_async (s->h + n * H, s->delta + first * H,
+                                            count * H * sizeof (float), s->stream));
               n += (guint) count;
             }
           row += q->n_tokens;
         }
       res = s->out_h;
-      add = s->h;
+      add = add != NULL ? s->h : NULL;
     }
   if (p->n_out == 0)
     return 0;
@@ -596,6 +597,37 @@ outputs (DcpCudaForward *s, const Pass *p, const float *add)
     TRY (dcpk_gemv (w->lm_head.format, w->lm_head.data, w->lm_head.rows, w->lm_head.cols,
                     s->h + r * H, (int) MIN (DCPK_GEMV_MAX_BATCH, p->n_out - r),
                     s->logits + (gsize) r * c->vocab_size, s->stream));
+  return 0;
+}
+
+/* Whether a sequence of the pass taps layer l. */
+static gboolean
+tapped (const Pass *p, guint l)
+{
+  for (guint i = 0; i < p->n_seqs; i++)
+    for (guint j = 0; j < p->seqs[i].n_tap_layers; j++)
+      if (p->seqs[i].tap_layers[j] == l)
+        return TRUE;
+  return FALSE;
+}
+
+/* The rows of src (the pass's hidden states after layer l) to the taps of layer l. */
+static int
+copy_taps (DcpCudaForward *s, const Pass *p, guint l, const float *src)
+{
+  gsize H = s->w->config.hidden_size, row = 0;
+
+  for (guint i = 0; i < p->n_seqs; i++)
+    {
+      const DcpCudaSeq *q = &p->seqs[i];
+
+      for (guint j = 0; j < q->n_tap_layers; j++)
+        if (q->tap_layers[j] == l)
+          TRY (dcpk_memcpy2d_d2h_async (q->taps + j * H, q->n_tap_layers * H * sizeof (float),
+                                        src + row * H, H * sizeof (float), H * sizeof (float),
+                                        q->n_tokens, s->stream));
+      row += q->n_tokens;
+    }
   return 0;
 }
 
@@ -627,6 +659,14 @@ enqueue (DcpCudaForward *s, const Pass *p)
       TRY (dcpk_swiglu (s->gu, M, I, s->act, s->stream));
       TRY (matmul (s, p, &L->down, s->act, s->delta));
       add = s->delta;
+      if (tapped (p, l))
+        {
+          /* the residual add here rather than fused into the next norm, so that x is the
+           * layer's output; h gets its final norm: the tap after the last layer */
+          TRY (dcpk_add_rms_norm (s->x, add, w->norm, M, H, eps, s->h, s->stream));
+          add = NULL;
+          TRY (copy_taps (s, p, l, l + 1 == c->n_layers ? s->h : s->x));
+        }
     }
   return outputs (s, p, add);
 }
@@ -642,7 +682,7 @@ launch_decode (DcpCudaForward *self, const Pass *p, GError **error)
   gboolean saves = FALSE;
 
   for (guint i = 0; i < p->n_seqs; i++)
-    saves |= p->seqs[i].save != NULL;
+    saves |= p->seqs[i].save != NULL || p->seqs[i].n_tap_layers > 0;
   if (!self->graphs_enabled || saves)
     return dcp_cuda_check (enqueue (self, p), "decode step", error);
   graph = &self->graphs[p->n_rows][bucket_index (MAX (p->kv_bucket, 512))];

@@ -55,6 +55,12 @@ typedef struct {
   const DcpCudaRowSave *save;    /* optional: the rows' GDN inputs go there from row save_row
                                     on (a decode pass with one is not run from a graph) */
   guint save_row;
+  /* optional: the rows' hidden states after layers tap_layers[0 .. n_tap_layers) go to taps
+   * (host memory, DcpBatchItem.taps' layout: n_tokens rows of n_tap_layers x hidden floats;
+   * a pass with taps is not run from a graph) */
+  const guint *tap_layers;
+  guint n_tap_layers;
+  float *taps;
 } DcpCudaSeq;
 
 /* prompt_rows 0: decode passes only. Otherwise prompt passes of up to prompt_rows rows too,

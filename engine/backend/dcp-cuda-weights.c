@@ -587,6 +587,36 @@ dcp_cuda_weights_upload (const DcpModelConfig *config, const DcpTensorSource *so
   return g_steal_pointer (&w);
 }
 
+DcpCudaWeights *
+dcp_cuda_weights_new_set (void)
+{
+  DcpModelConfig none = { 0 };
+
+  return weights_new (&none);
+}
+
+gboolean
+dcp_cuda_weights_add_matrix (DcpCudaWeights *w, const DcpTensorSource *source, const char *name,
+                             guint64 rows, guint64 cols, DcpCudaMatrix *m, GError **error)
+{
+  return matrix (w, source, name, rows, cols, m, error);
+}
+
+gboolean
+dcp_cuda_weights_add_proj (DcpCudaWeights *w, const DcpTensorSource *source,
+                           const char *const *names, const guint64 *rows, guint n, guint64 cols,
+                           DcpCudaProj *p, GError **error)
+{
+  return proj (w, source, names, rows, n, cols, p, error);
+}
+
+float *
+dcp_cuda_weights_add_vector (DcpCudaWeights *w, const DcpTensorSource *source, const char *name,
+                             guint64 n, GError **error)
+{
+  return vector (w, source, name, n, FALSE, error);
+}
+
 /* ---- random weights ---- */
 
 typedef struct {

@@ -105,6 +105,30 @@ DcpCudaWeights *dcp_cuda_weights_random_recipe (const DcpModelConfig *config,
                                                 guint64               seed,
                                                 GError              **error);
 void            dcp_cuda_weights_free   (DcpCudaWeights        *self);
+/* The tensors of another file (a DFlash drafter's), uploaded with the same checks: an empty set
+ * that owns what is added to it (its config and layers stay empty). Matrices as the model's
+ * (stored format; fused parts for a projection), vectors in FP32. */
+DcpCudaWeights *dcp_cuda_weights_new_set    (void);
+gboolean        dcp_cuda_weights_add_matrix (DcpCudaWeights        *w,
+                                             const DcpTensorSource *source,
+                                             const char            *name,
+                                             guint64                rows,
+                                             guint64                cols,
+                                             DcpCudaMatrix         *m,
+                                             GError               **error);
+gboolean        dcp_cuda_weights_add_proj   (DcpCudaWeights        *w,
+                                             const DcpTensorSource *source,
+                                             const char *const     *names,
+                                             const guint64         *rows,
+                                             guint                  n,
+                                             guint64                cols,
+                                             DcpCudaProj           *p,
+                                             GError               **error);
+float          *dcp_cuda_weights_add_vector (DcpCudaWeights        *w,
+                                             const DcpTensorSource *source,
+                                             const char            *name,
+                                             guint64                n,
+                                             GError               **error);
 /* The n matrices parts[i] (rows[i] x cols each, dtype BF16 or MX, the layout of dcp-quant.h)
  * stacked into one (sum of rows) x cols matrix of the same layout: for MX formats the element
  * planes one after another, then, at the stacked tensor's scale offset, the scale planes. */

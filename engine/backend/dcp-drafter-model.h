@@ -8,7 +8,8 @@ G_BEGIN_DECLS
 
 /* The DFlash block drafter (docs/MODEL.md §7) over a target model's backend: its own few
  * decoder layers from a drafter file, the target's embedding and lm_head. Runs on the CPU
- * backend (dcp-cpu-dflash.c); the CUDA backend has none yet (NOT_SUPPORTED).
+ * backend (dcp-cpu-dflash.c) and the CUDA backend (dcp-cuda-dflash.c: weights, context and the
+ * block forward in VRAM; only drafts, confidences and asked-for logits come back).
  *
  * Per sequence, a DcpDrafterState holds the context: one row per target position 0 .. n - 1,
  * made from the target's hidden states at the drafter's taps (DcpBatchItem.tap_layers / taps),
@@ -31,8 +32,8 @@ typedef struct _DcpDrafterState DcpDrafterState;
 
 /* Opens a drafter file (dcp_model_file_open_drafter) for the target's backend (the model holds
  * a reference to it). Errors: the file's (not a drafter file, damaged); it does not fit the
- * target (INVALID_ARGUMENT naming the field: hidden size, vocabulary, layers, taps); the backend
- * is not the CPU one (NOT_SUPPORTED). */
+ * target (INVALID_ARGUMENT naming the field: hidden size, vocabulary, layers, taps); another
+ * backend, or head and block sizes the CUDA attention does not take (NOT_SUPPORTED). */
 DcpDrafterModel        *dcp_drafter_model_open        (DcpBackend       *target,
                                                        const char       *path,
                                                        GError          **error);
@@ -50,6 +51,7 @@ guint                   dcp_drafter_state_get_n_tokens (const DcpDrafterState *s
 /* Keeps the first n_tokens rows (all, where it holds fewer). */
 void                    dcp_drafter_state_truncate    (DcpDrafterState  *state,
                                                        guint             n_tokens);
+/* The memory the state holds: its rows in use on the CPU, its VRAM capacity on CUDA. */
 guint64                 dcp_drafter_state_get_bytes   (const DcpDrafterState *state);
 
 /* Appends n_rows context rows (taps: n_rows x n_taps x hidden_size, as the target's forward

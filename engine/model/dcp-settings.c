@@ -573,8 +573,8 @@ dcp_settings_validate (const DcpSettings *s, const DcpEngineCaps *caps, GError *
   if (s->speculator == DCP_SPECULATOR_DFLASH && !caps->dflash)
     {
       g_set_error_literal (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                           "--speculator dflash: the DFlash drafter runs on the CPU backend only; "
-                           "the CUDA one is not built yet (use mtp or ngram, or --backend cpu)");
+                           "--speculator dflash: this backend has no DFlash drafter (use mtp or "
+                           "ngram, or another backend)");
       return FALSE;
     }
   if (s->speculator != DCP_SPECULATOR_OFF && !caps->speculators)
