@@ -42,6 +42,8 @@ struct _DcpKvPool {
  * own (dcp-cuda-mtp.h). */
 struct _DcpSeqState {
   guint n_tokens;
+  guint next_pos;                /* the next text token's rotary position (n_tokens until an
+                                    image) */
   gboolean paged;
   DcpCudaKv *kv;
   GArray *pages;

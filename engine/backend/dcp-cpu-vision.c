@@ -214,50 +214,29 @@ gelu_erf (float x)
   return 0.5f * x * (1.0f + erff (x * (float) M_SQRT1_2));
 }
 
-/* The learned position table, bilinearly resampled (align_corners) to an h x w grid, added to
- * each patch of the frame (patches in merge-block order). */
+/* The learned position table, resampled to the grid, added to each patch of the frame. */
 static void
 add_positions (DcpCpuVision *v, const DcpVisionGrid *g, float *x)
 {
-  const DcpVisionConfig *c = &v->config;
-  guint d = c->hidden_size, side = c->grid_side, m = c->merge_size;
+  guint d = v->config.hidden_size;
   gsize per_frame = (gsize) g->h * g->w;
 
   for (gsize i = 0; i < per_frame * g->t; i++)
     {
-      gsize within = i % per_frame;
-      guint in_col = within % m, in_row = (within / m) % m;
-      guint block_col = (within / (m * m)) % (g->w / m), block_row = within / (m * m * (g->w / m));
-      guint row = block_row * m + in_row, col = block_col * m + in_col;
-      float src[2], frac[2];
-      guint lo[2], hi[2];
+      guint row, col, taps[4];
+      float weights[4];
       float *xr = x + i * d;
 
-      src[0] = (float) row * (float) (side - 1) / (float) MAX (g->h - 1, 1);
-      src[1] = (float) col * (float) (side - 1) / (float) MAX (g->w - 1, 1);
-      for (int a = 0; a < 2; a++)
+      dcp_vision_patch_cell (&v->config, g, i % per_frame, &row, &col);
+      dcp_vision_position_taps (&v->config, g, row, col, taps, weights);
+      for (guint k = 0; k < d; k++)
         {
-          float f = floorf (src[a]);
+          float sum = 0;
 
-          frac[a] = src[a] - f;
-          lo[a] = MIN ((guint) f, side - 1);
-          hi[a] = MIN ((guint) f + 1, side - 1);
+          for (int tap = 0; tap < 4; tap++)
+            sum += v->pos_embed[(gsize) taps[tap] * d + k] * weights[tap];
+          xr[k] += sum;
         }
-      {
-        const guint taps[4] = { lo[0] * side + lo[1], lo[0] * side + hi[1], hi[0] * side + lo[1],
-                                hi[0] * side + hi[1] };
-        const float weights[4] = { (1 - frac[0]) * (1 - frac[1]), (1 - frac[0]) * frac[1],
-                                   frac[0] * (1 - frac[1]), frac[0] * frac[1] };
-
-        for (guint k = 0; k < d; k++)
-          {
-            float sum = 0;
-
-            for (int tap = 0; tap < 4; tap++)
-              sum += v->pos_embed[(gsize) taps[tap] * d + k] * weights[tap];
-            xr[k] += sum;
-          }
-      }
     }
 }
 
@@ -345,10 +324,9 @@ dcp_cpu_vision_forward (DcpCpuVision *v, DcpCpuPool *pool, const float *patches,
       linear_forward (pool, &bl->qkv, h, n, qkv);
       for (guint t = 0; t < n; t++)
         {
-          guint within = t % frame;
-          guint row = (within / (unit * (g->w / m))) * m + (within / m) % m;
-          guint col = ((within / unit) % (g->w / m)) * m + within % m;
+          guint row, col;
 
+          dcp_vision_patch_cell (c, g, t % frame, &row, &col);
           for (guint head = 0; head < c->n_heads; head++)
             {
               rotate (v, qkv + (gsize) t * 3 * d + head * hd, row, col);
