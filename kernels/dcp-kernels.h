@@ -293,3 +293,4 @@ int dcpk_time_median (DcpkTimedFn fn, void *user, int warmup, int samples, doubl
 #include "dcpk-attention-prefill.h"
 #include "dcpk-gemm.h"
 #include "dcpk-gdn-prefill.h"
+#include "dcpk-vision.h"

@@ -32,7 +32,7 @@ struct _DcpCpuVision {
   Block *blocks;
   Norm merger_norm;
   Linear merger_fc1, merger_fc2;
-  float inv_freq[256]; /* head_dim / 4 frequencies of the 2-D rotary */
+  float inv_freq[DCP_VISION_MAX_HEAD_DIM / 4]; /* of the 2-D rotary */
   GPtrArray *owned;
 };
 
@@ -106,7 +106,6 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
   guint64 pos_shape[2] = { config->n_position_embeddings, d };
   const DcpTensorView *pos;
   DcpCpuMatrix pos_m;
-  guint half = config->head_dim / 2;
 
   g_return_val_if_fail (config != NULL && source != NULL, NULL);
 
@@ -146,11 +145,7 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
                 error))
     return NULL;
 
-  /* transformers: 1 / theta^(arange(0, half, 2) / half) in FP32 (torch's pow, then a
-   * reciprocal). */
-  g_return_val_if_fail (half / 2 <= G_N_ELEMENTS (v->inv_freq), NULL);
-  for (guint i = 0; i < half / 2; i++)
-    v->inv_freq[i] = 1.0f / powf ((float) c->rope_theta, (float) (2 * i) / (float) half);
+  dcp_vision_config_inv_freq (c, v->inv_freq);
   return g_steal_pointer (&v);
 }
 

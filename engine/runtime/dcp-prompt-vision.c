@@ -5,20 +5,20 @@
 
 #include <string.h>
 
-#include "dcp-cpu-vision.h"
 #include "dcp-error.h"
 #include "dcp-image-decode.h"
 #include "dcp-prompt-vision.h"
+#include "dcp-vision-tower.h"
 
 struct _DcpPromptVision {
   DcpVisionConfig config;
-  DcpCpuVision *tower;
-  DcpCpuPool *pool;
+  DcpVisionTower *tower;
   GMutex lock; /* one image through the tower at a time */
 };
 
 DcpPromptVision *
-dcp_prompt_vision_new (DcpModelSource *model, guint n_threads, GError **error)
+dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend, guint n_threads,
+                       GError **error)
 {
   g_autoptr(DcpPromptVision) self = g_new0 (DcpPromptVision, 1);
   DcpTensorSource source = dcp_model_source_get_tensors (model);
@@ -27,10 +27,9 @@ dcp_prompt_vision_new (DcpModelSource *model, guint n_threads, GError **error)
   if (!dcp_vision_config_from_json (&self->config, dcp_model_source_get_config_json (model),
                                     dcp_model_source_get_preprocessor (model), error))
     return NULL;
-  self->tower = dcp_cpu_vision_load (&self->config, &source, error);
+  self->tower = dcp_vision_tower_new (backend, &self->config, &source, n_threads, error);
   if (self->tower == NULL)
     return NULL;
-  self->pool = dcp_cpu_pool_new (n_threads > 0 ? n_threads : g_get_num_processors ());
   return g_steal_pointer (&self);
 }
 
@@ -39,8 +38,7 @@ dcp_prompt_vision_free (DcpPromptVision *self)
 {
   if (self == NULL)
     return;
-  g_clear_pointer (&self->tower, dcp_cpu_vision_free);
-  g_clear_pointer (&self->pool, dcp_cpu_pool_free);
+  g_clear_pointer (&self->tower, dcp_vision_tower_free);
   g_mutex_clear (&self->lock);
   g_free (self);
 }
@@ -176,8 +174,8 @@ dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids,
                   float, (gsize) dcp_vision_config_n_tokens (c, grids[seen].h, grids[seen].w) *
                              c->out_hidden_size);
               g_mutex_lock (&self->lock);
-              dcp_cpu_vision_forward (self->tower, self->pool, patches, &grids[seen],
-                                      embeddings[seen]);
+              ok = dcp_vision_tower_forward (self->tower, patches, &grids[seen], embeddings[seen],
+                                             error);
               g_mutex_unlock (&self->lock);
               hashes[seen] = dcp_prompt_images_hash (bytes, length);
             }

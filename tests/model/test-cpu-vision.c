@@ -221,9 +221,15 @@ test_target_size (Fixture *f, gconstpointer data)
       g_assert_cmpuint (h, ==, cases[i].out_h);
     }
   /* The planner's working set: 96 patches at most (24,576 pixels), 1,536 values each, width 32,
-   * MLP 48, 24 embeddings of 64: 96 (1536 + 7 x 32 + 48) + 24 x 64 floats. */
+   * MLP 48, 24 embeddings of 64. The CPU's, 96 (1536 + 7 x 32 + 48) + 24 x 64 floats, is below
+   * the CUDA tower's: 96 (1536 + 6 x 32 + 48) + 24 x 64 floats, 2 heads x 96^2 scores and 40
+   * bytes of tables a patch. */
+  g_assert_cmpuint (4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64), <,
+                    dcp_vision_config_device_bytes (&f->config, 96, 96));
+  g_assert_cmpuint (dcp_vision_config_device_bytes (&f->config, 96, 96), ==,
+                    4 * (96 * (1536 + 6 * 32 + 48) + 24 * 64 + 2 * 96 * 96) + 96 * 40);
   g_assert_cmpuint (dcp_vision_config_activation_bytes (&f->config), ==,
-                    4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64));
+                    dcp_vision_config_device_bytes (&f->config, 96, 96));
   g_assert_false (dcp_vision_target_size (&f->config, 201 * 10, 10, &w, &h, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
 }
