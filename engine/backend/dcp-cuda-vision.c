@@ -11,7 +11,7 @@
 #include "dcp-cuda-vision.h"
 #include "dcp-cuda-weights.h"
 #include "dcp-float16.h"
-#include "dcp-quant.h"
+#include "dcp-vision-tensors.h"
 
 /* Rows of one matrix product: the GEMM's workspace holds that many rows of BF16 activations. */
 #define GEMM_ROWS 4096
@@ -77,46 +77,26 @@ upload (DcpCudaVision *v, const void *host, gsize bytes, GError **error)
 
 /* A tensor's values as FP32 on the device. */
 static float *
-vector (DcpCudaVision *v, const DcpTensorSource *source, const char *name, guint64 n,
-        GError **error)
+vector (DcpCudaVision *v, const DcpTensorView *view, GError **error)
 {
-  const DcpTensorView *view = dcp_tensor_source_require (source, name, 1, &n, error);
-  DcpCpuMatrix m;
-  g_autofree float *x = NULL;
+  DcpCpuMatrix m = dcp_cpu_matrix_from_view (view);
+  g_autofree float *x = g_new (float, m.rows * m.cols);
 
-  if (view == NULL)
-    return NULL;
-  m = dcp_cpu_matrix_from_view (view);
-  x = g_new (float, n);
-  dcp_cpu_matrix_rows (&m, 0, 1, x);
-  return upload (v, x, n * sizeof (float), error);
+  dcp_cpu_matrix_rows (&m, 0, m.rows, x);
+  return upload (v, x, m.rows * m.cols * sizeof (float), error);
 }
 
-/* A Linear [rows, cols] (or the patch embedding's Conv3d kernel, shape given in full) as
- * stored when the GEMM reads that format, else made BF16; and its bias [rows]. */
+/* A Linear (the patch embedding's Conv3d kernel: [hidden, the rest]) as stored when the GEMM
+ * reads that format, else made BF16; its bias FP32. */
 static gboolean
-linear (DcpCudaVision *v, const DcpTensorSource *source, const char *prefix, guint ndim,
-        const guint64 *shape, Linear *out, GError **error)
+linear (DcpCudaVision *v, const DcpVisionPair *p, Linear *out, GError **error)
 {
-  g_autofree char *w_name = g_strconcat (prefix, ".weight", NULL);
-  g_autofree char *b_name = g_strconcat (prefix, ".bias", NULL);
-  const DcpTensorView *view = dcp_tensor_source_require (source, w_name, ndim, shape, error);
-  DcpCpuMatrix m;
+  DcpCpuMatrix m = dcp_cpu_matrix_from_view (p->weight);
 
-  if (view == NULL)
-    return FALSE;
-  m = dcp_cpu_matrix_from_view (view);
-  if (view->nbytes != dcp_quant_tensor_bytes (m.dtype, m.rows, m.cols))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "tensor “%s”: %" G_GUINT64_FORMAT " bytes do not fit its shape and format",
-                   w_name, view->nbytes);
-      return FALSE;
-    }
   out->w.rows = (int) m.rows;
   out->w.cols = (int) m.cols;
   if (dcp_cuda_format_of (m.dtype, &out->w.format))
-    out->w.data = upload (v, view->data, view->nbytes, error);
+    out->w.data = upload (v, p->weight->data, p->weight->nbytes, error);
   else
     {
       g_autofree float *row = g_new (float, m.cols);
@@ -131,27 +111,14 @@ linear (DcpCudaVision *v, const DcpTensorSource *source, const char *prefix, gui
       out->w.format = DCPK_FORMAT_BF16;
       out->w.data = upload (v, bf16, m.rows * m.cols * sizeof (guint16), error);
     }
-  return out->w.data != NULL && (out->b = vector (v, source, b_name, shape[0], error)) != NULL;
+  return out->w.data != NULL && (out->b = vector (v, p->bias, error)) != NULL;
 }
 
 static gboolean
-linear2 (DcpCudaVision *v, const DcpTensorSource *source, const char *prefix, guint64 rows,
-         guint64 cols, Linear *out, GError **error)
+norm (DcpCudaVision *v, const DcpVisionPair *p, Norm *out, GError **error)
 {
-  guint64 shape[2] = { rows, cols };
-
-  return linear (v, source, prefix, 2, shape, out, error);
-}
-
-static gboolean
-norm (DcpCudaVision *v, const DcpTensorSource *source, const char *prefix, guint64 n, Norm *out,
-      GError **error)
-{
-  g_autofree char *w_name = g_strconcat (prefix, ".weight", NULL);
-  g_autofree char *b_name = g_strconcat (prefix, ".bias", NULL);
-
-  return (out->w = vector (v, source, w_name, n, error)) != NULL &&
-         (out->b = vector (v, source, b_name, n, error)) != NULL;
+  return (out->w = vector (v, p->weight, error)) != NULL &&
+         (out->b = vector (v, p->bias, error)) != NULL;
 }
 
 /* Every Linear of the tower, for the GEMM's workspace. */
@@ -203,56 +170,43 @@ vision_ready (DcpCudaVision *v, GError **error)
                          error);
 }
 
+/* The tower's weights from the file's tensors. */
+static gboolean
+upload_all (DcpCudaVision *v, const DcpVisionTensors *t, GError **error)
+{
+  if (!linear (v, &t->patch_embed, &v->patch_embed, error) ||
+      !(v->pos_embed = vector (v, t->pos_embed, error)))
+    return FALSE;
+  for (guint i = 0; i < v->config.depth; i++)
+    {
+      const DcpVisionBlockTensors *from = &t->blocks[i];
+      Block *b = &v->blocks[i];
+
+      if (!norm (v, &from->norm1, &b->norm1, error) || !norm (v, &from->norm2, &b->norm2, error) ||
+          !linear (v, &from->qkv, &b->qkv, error) || !linear (v, &from->proj, &b->proj, error) ||
+          !linear (v, &from->fc1, &b->fc1, error) || !linear (v, &from->fc2, &b->fc2, error))
+        return FALSE;
+    }
+  return norm (v, &t->merger_norm, &v->merger_norm, error) &&
+         linear (v, &t->merger_fc1, &v->merger_fc1, error) &&
+         linear (v, &t->merger_fc2, &v->merger_fc2, error);
+}
+
 DcpCudaVision *
 dcp_cuda_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source,
                       GError **error)
 {
   g_autoptr(DcpCudaVision) v = NULL;
-  guint64 d = config->hidden_size, merged = d * config->merge_size * config->merge_size;
-  guint64 patch_shape[5] = { d, config->in_channels, config->temporal_patch_size,
-                             config->patch_size, config->patch_size };
-  guint64 pos_shape[2] = { config->n_position_embeddings, d };
-  const DcpTensorView *pos;
-  DcpCpuMatrix pos_m;
-  g_autofree float *table = NULL;
+  DcpVisionTensors t;
+  gboolean ok;
 
   g_return_val_if_fail (config != NULL && source != NULL, NULL);
 
   v = vision_new (config);
-  if (!linear (v, source, "visual.patch_embed.proj", 5, patch_shape, &v->patch_embed, error) ||
-      (pos = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)) ==
-          NULL)
-    return NULL;
-  pos_m = dcp_cpu_matrix_from_view (pos);
-  table = g_new (float, pos_shape[0] * d);
-  dcp_cpu_matrix_rows (&pos_m, 0, pos_m.rows, table);
-  if (!(v->pos_embed = upload (v, table, pos_shape[0] * d * sizeof (float), error)))
-    return NULL;
-  for (guint i = 0; i < config->depth; i++)
-    {
-      Block *b = &v->blocks[i];
-      g_autofree char *p = g_strdup_printf ("visual.blocks.%u", i);
-      g_autofree char *n1 = g_strconcat (p, ".norm1", NULL), *n2 = g_strconcat (p, ".norm2", NULL);
-      g_autofree char *qkv = g_strconcat (p, ".attn.qkv", NULL),
-                      *proj = g_strconcat (p, ".attn.proj", NULL);
-      g_autofree char *fc1 = g_strconcat (p, ".mlp.linear_fc1", NULL),
-                      *fc2 = g_strconcat (p, ".mlp.linear_fc2", NULL);
-
-      if (!norm (v, source, n1, d, &b->norm1, error) ||
-          !norm (v, source, n2, d, &b->norm2, error) ||
-          !linear2 (v, source, qkv, 3 * d, d, &b->qkv, error) ||
-          !linear2 (v, source, proj, d, d, &b->proj, error) ||
-          !linear2 (v, source, fc1, config->intermediate_size, d, &b->fc1, error) ||
-          !linear2 (v, source, fc2, d, config->intermediate_size, &b->fc2, error))
-        return NULL;
-    }
-  if (!norm (v, source, "visual.merger.norm", d, &v->merger_norm, error) ||
-      !linear2 (v, source, "visual.merger.linear_fc1", merged, merged, &v->merger_fc1, error) ||
-      !linear2 (v, source, "visual.merger.linear_fc2", config->out_hidden_size, merged,
-                &v->merger_fc2, error) ||
-      !vision_ready (v, error))
-    return NULL;
-  return g_steal_pointer (&v);
+  ok = dcp_vision_tensors_lookup (config, source, &t, error) && upload_all (v, &t, error) &&
+       vision_ready (v, error);
+  dcp_vision_tensors_clear (&t);
+  return ok ? g_steal_pointer (&v) : NULL;
 }
 
 typedef struct {

@@ -26,9 +26,9 @@
 #include "dcp-backend-cuda.h"
 #include "dcp-cpu-vision.h"
 #include "dcp-cuda-vision.h"
-#include "dcp-image-decode.h"
-#include "dcp-kernels.h"
 #include "dcp-mrope-positions.h"
+#include "dcpk-test.h"
+#include "../model/golden-data.h"
 
 #define TOWER_ALL 1.5e-2
 #define TOWER_WORST 2.5e-2
@@ -43,17 +43,12 @@ typedef struct {
   JsonParser *info;
 } Fixture;
 
-static char *
-data_path (const char *file)
-{
-  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", file, NULL);
-}
-
 static void
 fixture_open (Fixture *f, const CudaTestCase *k)
 {
-  g_autofree char *pre_path = data_path ("preprocessor_config.json");
-  g_autofree char *info_path = data_path ("golden/vision.json");
+  g_autofree char *pre_path = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small",
+                                                     "preprocessor_config.json", NULL);
+  g_autofree char *info_path = vision_golden_path ("vision.json");
   g_autoptr(JsonParser) pre = json_parser_new ();
   g_autoptr(GError) error = NULL;
 
@@ -125,42 +120,6 @@ test_tower (gconstpointer data)
       g_assert_cmpfloat (worst, <=, TOWER_WORST);
     }
   fixture_close (&f);
-}
-
-static GArray *
-read_ids (JsonObject *o, const char *member)
-{
-  JsonArray *a = json_object_get_array_member (o, member);
-  GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint32));
-
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      guint32 id = (guint32) json_array_get_int_element (a, i);
-      g_array_append_val (ids, id);
-    }
-  return ids;
-}
-
-/* A golden PNG's patches. */
-static float *
-image_patches (Fixture *f, const char *name, DcpVisionGrid *grid)
-{
-  g_autofree char *file = g_strconcat ("golden/", name, ".png", NULL);
-  g_autofree char *path = data_path (file);
-  g_autoptr(GError) error = NULL;
-  g_autofree char *png = NULL;
-  g_autofree guint8 *rgb = NULL;
-  gsize len = 0;
-  guint width, height;
-  float *patches;
-
-  g_file_get_contents (path, &png, &len, &error);
-  g_assert_no_error (error);
-  rgb = dcp_image_decode_rgb (name, (const guint8 *) png, len, &width, &height, &error);
-  g_assert_no_error (error);
-  patches = dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, grid, &error);
-  g_assert_no_error (error);
-  return patches;
 }
 
 /* The prompt through backend in pieces of the given lengths (0-terminated), logits of every row
@@ -235,8 +194,8 @@ test_forward (gconstpointer data)
 
   fixture_open (&f, data);
   root = json_node_get_object (json_parser_get_root (f.info));
-  prompt = read_ids (root, "prompt");
-  decode = read_ids (root, "decode");
+  prompt = golden_ids (root, "prompt");
+  decode = golden_ids (root, "decode");
   order = json_object_get_array_member (root, "prompt_images");
   g_assert_cmpuint (json_array_get_length (order), ==, 2);
   n = prompt->len;
@@ -244,8 +203,9 @@ test_forward (gconstpointer data)
   V = f.m.config->vocab_size;
   for (guint i = 0; i < 2; i++)
     {
-      g_autofree float *patches =
-          image_patches (&f, json_array_get_string_element (order, i), &grids[i]);
+      guint width, height;
+      g_autofree float *patches = vision_golden_patches (
+          &f.config, json_array_get_string_element (order, i), &width, &height, &grids[i]);
       gsize size = (gsize) dcp_vision_config_n_tokens (&f.config, grids[i].h, grids[i].w) *
                    f.config.out_hidden_size;
 
@@ -305,22 +265,17 @@ static const CudaTestCase cases[] = {
 int
 main (int argc, char **argv)
 {
-  int count = 0;
+  gboolean gpu = dcpk_test_have_gpu ();
 
   g_test_init (&argc, &argv, NULL);
-  if (dcpk_device_count (&count) != 0 || count == 0)
-    {
-      g_print ("no CUDA device\n");
-      return 77;
-    }
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+  for (guint i = 0; gpu && i < G_N_ELEMENTS (cases); i++)
     {
       const char *suffix = cases[i].mxfp4 ? "-mxfp4" : "";
-      g_autofree char *p1 = g_strdup_printf ("/gpu/cuda-vision/tower%s", suffix);
-      g_autofree char *p2 = g_strdup_printf ("/gpu/cuda-vision/forward%s", suffix);
+      g_autofree char *tower = g_strdup_printf ("/gpu/cuda-vision/tower%s", suffix);
+      g_autofree char *forward = g_strdup_printf ("/gpu/cuda-vision/forward%s", suffix);
 
-      g_test_add_data_func (p1, &cases[i], test_tower);
-      g_test_add_data_func (p2, &cases[i], test_forward);
+      g_test_add_data_func (tower, &cases[i], test_tower);
+      g_test_add_data_func (forward, &cases[i], test_forward);
     }
-  return g_test_run ();
+  return dcpk_test_run (gpu);
 }
