@@ -46,26 +46,16 @@ typedef struct {
 static void
 fixture_open (Fixture *f, const CudaTestCase *k)
 {
-  g_autofree char *pre_path = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small",
-                                                     "preprocessor_config.json", NULL);
-  g_autofree char *info_path = vision_golden_path ("vision.json");
-  g_autoptr(JsonParser) pre = json_parser_new ();
   g_autoptr(GError) error = NULL;
 
   cuda_test_model_open (&f->m, k);
-  json_parser_load_from_file (pre, pre_path, &error);
-  g_assert_no_error (error);
-  dcp_vision_config_from_json (&f->config, dcp_checkpoint_get_config_json (f->m.ckpt),
-                               json_parser_get_root (pre), &error);
-  g_assert_no_error (error);
+  vision_golden_config (f->m.ckpt, &f->config);
   f->cpu = dcp_cpu_vision_load (&f->config, &f->m.source, &error);
   g_assert_no_error (error);
   f->cuda = dcp_cuda_vision_load (&f->config, &f->m.source, &error);
   g_assert_no_error (error);
   f->pool = dcp_cpu_pool_new (2);
-  f->info = json_parser_new ();
-  json_parser_load_from_file (f->info, info_path, &error);
-  g_assert_no_error (error);
+  f->info = vision_golden_info ();
 }
 
 static void

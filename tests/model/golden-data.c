@@ -25,6 +25,33 @@ vision_golden_path (const char *file)
                                 NULL);
 }
 
+void
+vision_golden_config (DcpCheckpoint *checkpoint, DcpVisionConfig *config)
+{
+  g_autofree char *path = g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small",
+                                                 "preprocessor_config.json", NULL);
+  g_autoptr(JsonParser) pre = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+
+  json_parser_load_from_file (pre, path, &error);
+  g_assert_no_error (error);
+  dcp_vision_config_from_json (config, dcp_checkpoint_get_config_json (checkpoint),
+                               json_parser_get_root (pre), &error);
+  g_assert_no_error (error);
+}
+
+JsonParser *
+vision_golden_info (void)
+{
+  g_autofree char *path = vision_golden_path ("vision.json");
+  JsonParser *info = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+
+  json_parser_load_from_file (info, path, &error);
+  g_assert_no_error (error);
+  return info;
+}
+
 float *
 vision_golden_patches (const DcpVisionConfig *config, const char *name, guint *width,
                        guint *height, DcpVisionGrid *grid)

@@ -54,26 +54,17 @@ fixture_set_up (Fixture *f, gconstpointer data)
       g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
   g_autofree char *tokenizer_dir =
       g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
-  g_autofree char *pre_path = g_build_filename (dir, "preprocessor_config.json", NULL);
-  g_autofree char *info_path = vision_golden_path ("vision.json");
-  g_autoptr(JsonParser) pre = json_parser_new ();
   g_autoptr(GError) error = NULL;
   DcpTensorSource source;
 
   f->checkpoint = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   g_assert_no_error (error);
-  json_parser_load_from_file (pre, pre_path, &error);
-  g_assert_no_error (error);
-  dcp_vision_config_from_json (&f->config, dcp_checkpoint_get_config_json (f->checkpoint),
-                               json_parser_get_root (pre), &error);
-  g_assert_no_error (error);
+  vision_golden_config (f->checkpoint, &f->config);
   source = dcp_checkpoint_get_source (f->checkpoint);
   f->vision = dcp_cpu_vision_load (&f->config, &source, &error);
   g_assert_no_error (error);
   f->pool = dcp_cpu_pool_new (2);
-  f->info = json_parser_new ();
-  json_parser_load_from_file (f->info, info_path, &error);
-  g_assert_no_error (error);
+  f->info = vision_golden_info ();
 }
 
 static void
