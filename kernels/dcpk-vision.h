@@ -21,8 +21,8 @@ int dcpk_layer_norm (const float *d_x, int n_rows, int width, const float *d_w, 
 
 typedef enum {
   DCPK_ACT_NONE,
-  DCPK_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-  DCPK_ACT_GELU_ERF,   /* 0.5 x (1 + erf(x / sqrt(2))) */
+  DCPK_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  DCPK_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt(2))) */
 } DcpkActivation;
 
 /* v = act(y[r, i] + bias[i]) over n_rows x width; written to d_y, or added to d_resid (the

@@ -31,8 +31,8 @@ struct InvFreq
 
 __global__ void
 rope_kernel (float *__restrict__ x, int n_rows, int n_heads, long row_stride, long head_stride,
-             int half, InvFreq table, float attention_factor,
-             const int32_t *__restrict__ positions, long pos_stride, int sec_h, int sec_w)
+             int half, InvFreq table, float attention_factor, const int32_t *__restrict__ positions,
+             long pos_stride, int sec_h, int sec_w)
 {
   __shared__ float inv_freq[kMaxRotaryHalf];
   long t = (long) blockIdx.x * blockDim.x + threadIdx.x;
@@ -70,8 +70,8 @@ dcpk_rope_3d (float *d_x, int n_rows, int n_heads, long row_stride, long head_st
   long threads = (long) n_rows * n_heads * half;
   int sec_h = sections ? sections[1] : 0, sec_w = sections ? sections[2] : 0;
 
-  if (n_rows < 0 || n_heads <= 0 || rotary_dim <= 0 || rotary_dim % 2 != 0
-      || half > kMaxRotaryHalf || !inv_freq || !(attention_factor > 0.0f) || !d_x || !d_positions
+  if (n_rows < 0 || n_heads <= 0 || rotary_dim <= 0 || rotary_dim % 2 != 0 || half > kMaxRotaryHalf
+      || !inv_freq || !(attention_factor > 0.0f) || !d_x || !d_positions
       || (sections && (sec_h < 0 || sec_w < 0 || pos_stride < n_rows)))
     return (int) cudaErrorInvalidValue;
   if (threads == 0)
@@ -85,9 +85,8 @@ dcpk_rope_3d (float *d_x, int n_rows, int n_heads, long row_stride, long head_st
 }
 
 extern "C" int
-dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
-           int rotary_dim, const float *inv_freq, float attention_factor,
-           const int32_t *d_positions, void *stream)
+dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride, int rotary_dim,
+           const float *inv_freq, float attention_factor, const int32_t *d_positions, void *stream)
 {
   return dcpk_rope_3d (d_x, n_rows, n_heads, row_stride, head_stride, rotary_dim, inv_freq,
                        attention_factor, NULL, d_positions, 0, stream);

@@ -36,7 +36,7 @@ blas_error (cublasStatus_t status)
 
 #define BLAS_TRY(call) DCPK_TRY_INT (blas_error (call))
 
-} // namespace
+}   // namespace
 
 extern "C" int
 dcpk_vision_attention_create (void *stream, DcpkVisionAttention **out)
@@ -93,15 +93,14 @@ dcpk_vision_attention (DcpkVisionAttention *self, const float *d_qkv, int n_toke
         const float *q = d_qkv + (f + q0) * 3 * D;
         const float *k = d_qkv + f * 3 * D + D, *v = d_qkv + f * 3 * D + 2 * D;
 
-        BLAS_TRY (cublasSgemmStridedBatched (self->handle, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, nq,
-                                             head_dim, &scale, k, (int) (3 * D), head_dim, q,
-                                             (int) (3 * D), head_dim, &zero, d_scores, (int) N,
-                                             N * nq, n_heads));
+        BLAS_TRY (cublasSgemmStridedBatched (
+            self->handle, CUBLAS_OP_T, CUBLAS_OP_N, (int) N, nq, head_dim, &scale, k, (int) (3 * D),
+            head_dim, q, (int) (3 * D), head_dim, &zero, d_scores, (int) N, N * nq, n_heads));
         DCPK_TRY_INT (dcpk_softmax_rows (d_scores, (long) n_heads * nq, (int) N, self->stream));
         BLAS_TRY (cublasSgemmStridedBatched (self->handle, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, nq,
                                              (int) N, &one, v, (int) (3 * D), head_dim, d_scores,
-                                             (int) N, N * nq, &zero, d_out + (f + q0) * D,
-                                             (int) D, head_dim, n_heads));
+                                             (int) N, N * nq, &zero, d_out + (f + q0) * D, (int) D,
+                                             head_dim, n_heads));
       }
   return 0;
 }

@@ -147,7 +147,7 @@ blocks_for (long n)
   return (unsigned) ((n + 255) / 256);
 }
 
-} // namespace
+}   // namespace
 
 extern "C" int
 dcpk_layer_norm (const float *d_x, int n_rows, int width, const float *d_w, const float *d_b,
@@ -157,8 +157,8 @@ dcpk_layer_norm (const float *d_x, int n_rows, int width, const float *d_w, cons
     return (int) cudaErrorInvalidValue;
   if (n_rows == 0)
     return 0;
-  layer_norm_kernel<<<n_rows, kRowThreads, 0, (cudaStream_t) stream>>> (d_x, width, d_w, d_b,
-                                                                         eps, d_y);
+  layer_norm_kernel<<<n_rows, kRowThreads, 0, (cudaStream_t) stream>>> (d_x, width, d_w, d_b, eps,
+                                                                        d_y);
   DCPK_TRY_LAUNCH ();
   return 0;
 }
@@ -169,8 +169,7 @@ dcpk_bias_act (float *d_y, int n_rows, int width, const float *d_bias, DcpkActiv
 {
   long n = (long) n_rows * width;
 
-  if (n_rows < 0 || width <= 0 || !d_y || !d_bias || act < DCPK_ACT_NONE
-      || act > DCPK_ACT_GELU_ERF)
+  if (n_rows < 0 || width <= 0 || !d_y || !d_bias || act < DCPK_ACT_NONE || act > DCPK_ACT_GELU_ERF)
     return (int) cudaErrorInvalidValue;
   if (n == 0)
     return 0;

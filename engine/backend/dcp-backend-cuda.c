@@ -224,7 +224,7 @@ reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
   return s->kv == NULL || dcp_cuda_kv_reserve (s->kv, s->pages, n_tokens, error);
 }
 
-#define STATE_MAGIC 0x34435544u   /* "DUC4" */
+#define STATE_MAGIC 0x34435544u /* "DUC4" */
 #define HEAD_WORDS 8
 
 /* The bytes of the MTP KV's pages in the backend's formats. */
@@ -243,9 +243,14 @@ cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GEr
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
   const DcpCudaCounts *n = self->counts;
-  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, n->n_gdn, n->n_attn,
-                               self->kv_layout.k_format, self->kv_layout.v_format,
-                               s->mtp.n_tokens, s->next_pos };
+  guint32 head[HEAD_WORDS] = { STATE_MAGIC,
+                               s->n_tokens,
+                               n->n_gdn,
+                               n->n_attn,
+                               self->kv_layout.k_format,
+                               self->kv_layout.v_format,
+                               s->mtp.n_tokens,
+                               s->next_pos };
   gsize block = state_block_bytes (self), at;
   guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
   gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;

@@ -81,7 +81,7 @@ dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *sourc
     }
   linear (v, &t.patch_embed, &v->patch_embed);
   pos = dcp_cpu_matrix_from_view (t.pos_embed);
-  v->pos_embed = g_new (float, pos.rows * pos.cols);
+  v->pos_embed = g_new (float, pos.rows *pos.cols);
   g_ptr_array_add (v->owned, v->pos_embed);
   dcp_cpu_matrix_rows (&pos, 0, pos.rows, v->pos_embed);
   v->blocks = g_new0 (Block, config->depth);

@@ -106,8 +106,8 @@ bucket_index (guint bucket)
 
 guint
 dcp_cuda_forward_tables (const DcpCudaSeq *seqs, guint n_seqs, gint32 *positions, gsize pos_stride,
-                         gint32 *slots, gint32 *q_indptr, gint32 *page_indptr,
-                         gint32 *page_indices, gint32 *last_len, guint *max_q)
+                         gint32 *slots, gint32 *q_indptr, gint32 *page_indptr, gint32 *page_indices,
+                         gint32 *last_len, guint *max_q)
 {
   guint row = 0, n = 0, longest = 0;
 
@@ -549,11 +549,11 @@ attention_layer (DcpCudaForward *s, const Pass *p, const DcpCudaLayer *L, guint 
   TRY (dcpk_head_rms_norm (s->qg, M, nh, qrow, 2L * hd, hd, L->q_norm, eps, s->stream));
   TRY (dcpk_head_rms_norm (s->k, M, nkv, krow, hd, hd, L->k_norm, eps, s->stream));
   TRY (dcpk_rope_3d (s->qg, M, nh, qrow, 2L * hd, (int) c->rotary_dim, s->rope.inv_freq,
-                     s->rope.attention_factor, (const int *) c->mrope_section,
-                     s->d_in + s->at.pos, (long) s->max_rows, s->stream));
+                     s->rope.attention_factor, (const int *) c->mrope_section, s->d_in + s->at.pos,
+                     (long) s->max_rows, s->stream));
   TRY (dcpk_rope_3d (s->k, M, nkv, krow, hd, (int) c->rotary_dim, s->rope.inv_freq,
-                     s->rope.attention_factor, (const int *) c->mrope_section,
-                     s->d_in + s->at.pos, (long) s->max_rows, s->stream));
+                     s->rope.attention_factor, (const int *) c->mrope_section, s->d_in + s->at.pos,
+                     (long) s->max_rows, s->stream));
   TRY (dcpk_kv_append (&s->kv_layout, pages, s->k, s->v, s->d_in + s->at.slots, M, s->stream));
   TRY (attend (s, p, pages));
   return matmul (s, p, &L->o, s->mix, s->delta);
@@ -620,8 +620,9 @@ embedding_rows (DcpCudaForward *s, const Pass *p)
         {
           const float *first = q->embeddings[t];
 
-          for (run = 0; first != NULL && t + run < q->n_tokens &&
-                        q->embeddings[t + run] == first + run * H; run++)
+          for (run = 0;
+               first != NULL && t + run < q->n_tokens && q->embeddings[t + run] == first + run * H;
+               run++)
             ;
           if (run > 0)
             TRY (dcpk_memcpy_h2d_async (s->x + (row + t) * H, first, run * H * sizeof (float),
@@ -786,11 +787,9 @@ dcp_cuda_forward_run (DcpCudaForward *self, DcpCudaPassKind kind, const DcpCudaS
   in_used = self->at.indices;
   if (n->n_attn > 0)
     {
-      p.max_kv = dcp_cuda_forward_tables (seqs, n_seqs, self->h_in + self->at.pos,
-                                          self->max_rows, self->h_in + self->at.slots,
-                                          self->h_in + self->at.qptr,
-                                          self->h_in + self->at.pptr,
-                                          self->h_in + self->at.indices,
+      p.max_kv = dcp_cuda_forward_tables (seqs, n_seqs, self->h_in + self->at.pos, self->max_rows,
+                                          self->h_in + self->at.slots, self->h_in + self->at.qptr,
+                                          self->h_in + self->at.pptr, self->h_in + self->at.indices,
                                           self->h_in + self->at.last, &p.max_q);
       in_used += (gsize) self->h_in[self->at.pptr + n_seqs];
       if (kind == DCP_CUDA_PASS_DECODE)

@@ -117,16 +117,10 @@ const float    *dcp_cuda_forward_hidden     (DcpCudaForward       *self,
  * q_indptr [n_seqs + 1] (its rows), page_indptr [n_seqs + 1], page_indices and last_len
  * [n_seqs] (the CSR page table over pos + n_tokens tokens). Returns the longest kv length;
  * *max_q gets the most rows of one sequence. */
-guint           dcp_cuda_forward_tables     (const DcpCudaSeq     *seqs,
-                                             guint                 n_seqs,
-                                             gint32               *positions,
-                                             gsize                 pos_stride,
-                                             gint32               *slots,
-                                             gint32               *q_indptr,
-                                             gint32               *page_indptr,
-                                             gint32               *page_indices,
-                                             gint32               *last_len,
-                                             guint                *max_q);
+guint dcp_cuda_forward_tables (const DcpCudaSeq *seqs, guint n_seqs, gint32 *positions,
+                               gsize pos_stride, gint32 *slots, gint32 *q_indptr,
+                               gint32 *page_indptr, gint32 *page_indices, gint32 *last_len,
+                               guint *max_q);
 /* The KV length a decode graph is made for: the next power of two >= max(n, 512). */
 guint           dcp_cuda_forward_kv_bucket  (guint                 max_kv_len);
 

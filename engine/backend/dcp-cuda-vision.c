@@ -34,13 +34,13 @@ typedef struct {
 
 struct _DcpCudaVision {
   DcpVisionConfig config;
-  Linear patch_embed;  /* [hidden, channels x frames x patch^2] */
-  float *pos_embed;    /* [grid_side^2, hidden] */
+  Linear patch_embed; /* [hidden, channels x frames x patch^2] */
+  float *pos_embed;   /* [grid_side^2, hidden] */
   Block *blocks;
   Norm merger_norm;
   Linear merger_fc1, merger_fc2;
   float inv_freq[DCP_VISION_MAX_HEAD_DIM / 4];
-  GPtrArray *weights;  /* device allocations */
+  GPtrArray *weights; /* device allocations */
   guint64 weight_bytes;
   void *stream;
   DcpkGemm *gemm;
@@ -80,7 +80,7 @@ static float *
 vector (DcpCudaVision *v, const DcpTensorView *view, GError **error)
 {
   DcpCpuMatrix m = dcp_cpu_matrix_from_view (view);
-  g_autofree float *x = g_new (float, m.rows * m.cols);
+  g_autofree float *x = g_new (float, m.rows *m.cols);
 
   dcp_cpu_matrix_rows (&m, 0, m.rows, x);
   return upload (v, x, m.rows * m.cols * sizeof (float), error);
@@ -193,8 +193,7 @@ upload_all (DcpCudaVision *v, const DcpVisionTensors *t, GError **error)
 }
 
 DcpCudaVision *
-dcp_cuda_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source,
-                      GError **error)
+dcp_cuda_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source, GError **error)
 {
   g_autoptr(DcpCudaVision) v = NULL;
   DcpVisionTensors t;
@@ -236,9 +235,8 @@ rand_linear (Rand *r, guint rows, guint cols, Linear *l)
 
   l->w = (DcpCudaMatrix){ DCPK_FORMAT_BF16, (int) rows, (int) cols, NULL };
   l->w.data = device_alloc (r->v->weights, n * sizeof (guint16), r->error);
-  if (l->w.data == NULL ||
-      !dcp_cuda_check (dcpk_fill_random_bf16 (l->w.data, n, -a, a, r->seed++), "random fill",
-                       r->error))
+  if (l->w.data == NULL || !dcp_cuda_check (dcpk_fill_random_bf16 (l->w.data, n, -a, a, r->seed++),
+                                            "random fill", r->error))
     return FALSE;
   r->v->weight_bytes += n * sizeof (guint16);
   return (l->b = rand_floats (r, rows, -0.02f, 0.02f)) != NULL;
@@ -317,7 +315,10 @@ reserve (DcpCudaVision *v, guint n, guint frame, GError **error)
 {
   const DcpVisionConfig *c = &v->config;
   gsize d = c->hidden_size, unit = (gsize) c->merge_size * c->merge_size;
-  struct { gpointer *buf; gsize bytes; } bufs[] = {
+  struct {
+    gpointer *buf;
+    gsize bytes;
+  } bufs[] = {
     { (gpointer *) &v->patches, (gsize) dcp_vision_patch_width (c) * sizeof (float) },
     { (gpointer *) &v->x, d * sizeof (float) },
     { (gpointer *) &v->h, d * sizeof (float) },
@@ -341,8 +342,8 @@ reserve (DcpCudaVision *v, guint n, guint frame, GError **error)
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     if (!(*bufs[i].buf = device_alloc (v->activations, n * bufs[i].bytes, error)))
       return FALSE;
-  if (!(v->out = device_alloc (v->activations, n / unit * c->out_hidden_size * sizeof (float),
-                               error)) ||
+  if (!(v->out =
+            device_alloc (v->activations, n / unit * c->out_hidden_size * sizeof (float), error)) ||
       !(v->scores = device_alloc (v->activations, v->scores_floats * sizeof (float), error)))
     return FALSE;
   v->cap = n;
@@ -350,7 +351,14 @@ reserve (DcpCudaVision *v, guint n, guint frame, GError **error)
   return TRUE;
 }
 
-#define TRY(call) do { int err_ = (call); if (err_ != 0) return err_; } while (0)
+#define TRY(call)                                                                                  \
+  do                                                                                               \
+    {                                                                                              \
+      int err_ = (call);                                                                           \
+      if (err_ != 0)                                                                               \
+        return err_;                                                                               \
+    }                                                                                              \
+  while (0)
 
 /* y = act(x l.wᵀ + l.b) over n rows, added to resid instead when given. */
 static int
@@ -374,8 +382,7 @@ enqueue (DcpCudaVision *v, guint n, guint frame)
   float eps = 1e-6f;
 
   TRY (linear_forward (v, &v->patch_embed, v->patches, n, v->x, DCPK_ACT_NONE, NULL));
-  TRY (dcpk_vision_positions (v->x, (int) n, d, v->pos_embed, v->taps, v->tap_weights,
-                              v->stream));
+  TRY (dcpk_vision_positions (v->x, (int) n, d, v->pos_embed, v->taps, v->tap_weights, v->stream));
   for (guint i = 0; i < c->depth; i++)
     {
       const Block *b = &v->blocks[i];
@@ -383,8 +390,8 @@ enqueue (DcpCudaVision *v, guint n, guint frame)
       TRY (dcpk_layer_norm (v->x, (int) n, d, b->norm1.w, b->norm1.b, eps, v->h, v->stream));
       TRY (linear_forward (v, &b->qkv, v->h, n, v->qkv, DCPK_ACT_NONE, NULL));
       /* q's heads then k's: 2 nh heads of hd side by side */
-      TRY (dcpk_vision_rope (v->qkv, (int) n, 2 * nh, 3L * d, hd, v->inv_freq, v->cells,
-                             v->stream));
+      TRY (
+          dcpk_vision_rope (v->qkv, (int) n, 2 * nh, 3L * d, hd, v->inv_freq, v->cells, v->stream));
       TRY (dcpk_vision_attention (v->attention, v->qkv, (int) n, (int) frame, nh, hd, v->scores,
                                   v->scores_floats, v->attn));
       TRY (linear_forward (v, &b->proj, v->attn, n, v->h, DCPK_ACT_NONE, v->x));
@@ -393,15 +400,15 @@ enqueue (DcpCudaVision *v, guint n, guint frame)
       TRY (linear_forward (v, &b->fc2, v->mlp, n, v->h, DCPK_ACT_NONE, v->x));
     }
   /* the merger: each patch normed, each block of unit consecutive patches one row */
-  TRY (dcpk_layer_norm (v->x, (int) n, d, v->merger_norm.w, v->merger_norm.b, eps, v->h,
-                        v->stream));
+  TRY (
+      dcpk_layer_norm (v->x, (int) n, d, v->merger_norm.w, v->merger_norm.b, eps, v->h, v->stream));
   TRY (linear_forward (v, &v->merger_fc1, v->h, n / unit, v->attn, DCPK_ACT_GELU_ERF, NULL));
   return linear_forward (v, &v->merger_fc2, v->attn, n / unit, v->out, DCPK_ACT_NONE, NULL);
 }
 
 gboolean
-dcp_cuda_vision_forward (DcpCudaVision *v, const float *patches, const DcpVisionGrid *g,
-                         float *out, GError **error)
+dcp_cuda_vision_forward (DcpCudaVision *v, const float *patches, const DcpVisionGrid *g, float *out,
+                         GError **error)
 {
   const DcpVisionConfig *c = &v->config;
   guint m = c->merge_size, frame = g->h * g->w, n = g->t * frame;
@@ -433,19 +440,21 @@ dcp_cuda_vision_forward (DcpCudaVision *v, const float *patches, const DcpVision
       cells[2 * (gsize) i + 1] = (gint32) col;
     }
   out_bytes = (gsize) (n / (m * m)) * c->out_hidden_size * sizeof (float);
-  return dcp_cuda_check (dcpk_memcpy_h2d_async (v->patches, patches,
-                                                (gsize) n * dcp_vision_patch_width (c) *
-                                                sizeof (float), v->stream), "vision tower",
-                         error) &&
-         dcp_cuda_check (dcpk_memcpy_h2d_async (v->taps, taps, 4 * (gsize) n * sizeof (gint32),
-                                                v->stream), "vision tower", error) &&
+  return dcp_cuda_check (dcpk_memcpy_h2d_async (
+                             v->patches, patches,
+                             (gsize) n * dcp_vision_patch_width (c) * sizeof (float), v->stream),
+                         "vision tower", error) &&
+         dcp_cuda_check (
+             dcpk_memcpy_h2d_async (v->taps, taps, 4 * (gsize) n * sizeof (gint32), v->stream),
+             "vision tower", error) &&
          dcp_cuda_check (dcpk_memcpy_h2d_async (v->tap_weights, weights,
                                                 4 * (gsize) n * sizeof (float), v->stream),
                          "vision tower", error) &&
-         dcp_cuda_check (dcpk_memcpy_h2d_async (v->cells, cells, 2 * (gsize) n * sizeof (gint32),
-                                                v->stream), "vision tower", error) &&
+         dcp_cuda_check (
+             dcpk_memcpy_h2d_async (v->cells, cells, 2 * (gsize) n * sizeof (gint32), v->stream),
+             "vision tower", error) &&
          dcp_cuda_check (enqueue (v, n, frame), "vision tower", error) &&
-         dcp_cuda_check (dcpk_memcpy_d2h_async (out, v->out, out_bytes, v->stream),
-                         "vision tower", error) &&
+         dcp_cuda_check (dcpk_memcpy_d2h_async (out, v->out, out_bytes, v->stream), "vision tower",
+                         error) &&
          dcp_cuda_check (dcpk_stream_synchronize (v->stream), "vision tower", error);
 }

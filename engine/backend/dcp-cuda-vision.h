@@ -20,8 +20,7 @@ typedef struct _DcpCudaVision DcpCudaVision;
 DcpCudaVision *dcp_cuda_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source,
                                      GError **error);
 /* Random BF16 weights of config's shapes made on the device (benchmarks). */
-DcpCudaVision *dcp_cuda_vision_random (const DcpVisionConfig *config, guint64 seed,
-                                       GError **error);
+DcpCudaVision *dcp_cuda_vision_random (const DcpVisionConfig *config, guint64 seed, GError **error);
 void dcp_cuda_vision_free (DcpCudaVision *self);
 /* Device bytes of the weights. */
 guint64 dcp_cuda_vision_weight_bytes (DcpCudaVision *self);

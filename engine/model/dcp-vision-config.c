@@ -223,11 +223,11 @@ dcp_vision_config_device_bytes (const DcpVisionConfig *c, guint64 n, guint64 fra
 {
   guint64 unit = (guint64) c->merge_size * c->merge_size, d = c->hidden_size;
   guint64 pw = (guint64) c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
-  guint64 scores = MAX (MIN (c->n_heads * frame * frame, DCP_VISION_SCORES_FLOATS),
-                        c->n_heads * frame);
+  guint64 scores =
+      MAX (MIN (c->n_heads * frame * frame, DCP_VISION_SCORES_FLOATS), c->n_heads * frame);
 
-  return sizeof (float) * (n * (pw + 6 * d + c->intermediate_size) +
-                           n / unit * c->out_hidden_size + scores) +
+  return sizeof (float) *
+             (n * (pw + 6 * d + c->intermediate_size) + n / unit * c->out_hidden_size + scores) +
          n * (4 * sizeof (gint32) + 4 * sizeof (float) + 2 * sizeof (gint32));
 }
 
@@ -237,8 +237,8 @@ dcp_vision_config_activation_bytes (const DcpVisionConfig *c)
   guint64 n = c->max_pixels / ((guint64) c->patch_size * c->patch_size);
   guint64 unit = (guint64) c->merge_size * c->merge_size, d = c->hidden_size;
   guint64 pw = (guint64) c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
-  guint64 cpu = sizeof (float) * (n * (pw + 7 * d + MAX (c->intermediate_size, d)) +
-                                  n / unit * c->out_hidden_size);
+  guint64 cpu = sizeof (float) *
+                (n * (pw + 7 * d + MAX (c->intermediate_size, d)) + n / unit * c->out_hidden_size);
 
   return MAX (cpu, dcp_vision_config_device_bytes (c, n, n));
 }

@@ -45,7 +45,7 @@ void dcp_vision_patch_cell (const DcpVisionConfig *config, const DcpVisionGrid *
 /* What the tower adds to the patch at (row, col) of the grid: the learned position table
  * (grid_side x grid_side, row-major) resampled bilinearly with aligned corners, as four rows
  * of the table (taps) and their weights (docs/MODEL.md "The tower", step 2). */
-void dcp_vision_position_taps (const DcpVisionConfig *config, const DcpVisionGrid *grid,
-                               guint row, guint col, guint taps[4], float weights[4]);
+void dcp_vision_position_taps (const DcpVisionConfig *config, const DcpVisionGrid *grid, guint row,
+                               guint col, guint taps[4], float weights[4]);
 
 G_END_DECLS

@@ -61,8 +61,8 @@ dcp_vision_tensors_lookup (const DcpVisionConfig *c, const DcpTensorSource *sour
   memset (out, 0, sizeof *out);
   out->blocks = g_new0 (DcpVisionBlockTensors, c->depth);
   if (!pair (source, "visual.patch_embed.proj", 5, patch_shape, TRUE, &out->patch_embed, error) ||
-      !(out->pos_embed = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2,
-                                                    pos_shape, error)))
+      !(out->pos_embed =
+            dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)))
     return FALSE;
   for (guint i = 0; i < c->depth; i++)
     {

@@ -13,16 +13,16 @@ typedef struct {
 } DcpVisionPair;
 
 typedef struct {
-  DcpVisionPair norm1, norm2;   /* LayerNorms [hidden] */
-  DcpVisionPair qkv, proj;      /* Linears [3 hidden, hidden], [hidden, hidden] */
-  DcpVisionPair fc1, fc2;       /* [intermediate, hidden], [hidden, intermediate] */
+  DcpVisionPair norm1, norm2; /* LayerNorms [hidden] */
+  DcpVisionPair qkv, proj;    /* Linears [3 hidden, hidden], [hidden, hidden] */
+  DcpVisionPair fc1, fc2;     /* [intermediate, hidden], [hidden, intermediate] */
 } DcpVisionBlockTensors;
 
 typedef struct {
-  DcpVisionPair patch_embed;       /* Conv3d [hidden, channels, frames, patch, patch] */
-  const DcpTensorView *pos_embed;  /* [n_position_embeddings, hidden] */
-  DcpVisionBlockTensors *blocks;   /* depth of them */
-  DcpVisionPair merger_norm;       /* [hidden] */
+  DcpVisionPair patch_embed;            /* Conv3d [hidden, channels, frames, patch, patch] */
+  const DcpTensorView *pos_embed;       /* [n_position_embeddings, hidden] */
+  DcpVisionBlockTensors *blocks;        /* depth of them */
+  DcpVisionPair merger_norm;            /* [hidden] */
   DcpVisionPair merger_fc1, merger_fc2; /* [4 hidden, 4 hidden], [out_hidden, 4 hidden] */
 } DcpVisionTensors;
 

@@ -17,8 +17,7 @@ struct _DcpPromptVision {
 };
 
 DcpPromptVision *
-dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend, guint n_threads,
-                       GError **error)
+dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend, guint n_threads, GError **error)
 {
   g_autoptr(DcpPromptVision) self = g_new0 (DcpPromptVision, 1);
   DcpTensorSource source = dcp_model_source_get_tensors (model);

@@ -22,8 +22,8 @@ typedef struct _DcpPromptVision DcpPromptVision;
 /* The model's tower and image processor settings; NOT_SUPPORTED when the model has none. The
  * tower runs where backend does (dcp-vision-tower.h; n_threads: the CPU tower's, 0 for every
  * core). */
-DcpPromptVision *dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend,
-                                        guint n_threads, GError **error);
+DcpPromptVision *dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend, guint n_threads,
+                                        GError **error);
 void dcp_prompt_vision_free (DcpPromptVision *self);
 guint32 dcp_prompt_vision_get_image_token (DcpPromptVision *self);
 

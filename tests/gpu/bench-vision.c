@@ -35,8 +35,8 @@ tower_flops (const DcpVisionConfig *c, guint h, guint w)
   double merged = d * c->merge_size * c->merge_size, tokens = n / (c->merge_size * c->merge_size);
   double block = 2 * n * d * 3 * d + 4 * n * n * d + 2 * n * d * d + 4 * n * d * I;
 
-  return 2 * n * dcp_vision_patch_width (c) * d + c->depth * block +
-         2 * tokens * merged * merged + 2 * tokens * merged * c->out_hidden_size;
+  return 2 * n * dcp_vision_patch_width (c) * d + c->depth * block + 2 * tokens * merged * merged +
+         2 * tokens * merged * c->out_hidden_size;
 }
 
 static int
@@ -75,15 +75,15 @@ main (int argc, char **argv)
   dcpk_device_info (0, &info);
   printf ("%s; vision tower 27B shapes, BF16 weights (%.2f GB), %d samples\n", info.name,
           dcp_cuda_vision_weight_bytes (tower) / 1e9, samples);
-  printf ("%-10s %8s %7s %10s %9s %11s %8s\n", "image", "patches", "tokens", "encode ms",
-          "TFLOP", "limit ms", "limit/ms");
+  printf ("%-10s %8s %7s %10s %9s %11s %8s\n", "image", "patches", "tokens", "encode ms", "TFLOP",
+          "limit ms", "limit/ms");
   for (guint s = 0; s < G_N_ELEMENTS (sides); s++)
     {
       DcpVisionGrid g = { 1, sides[s] / c.patch_size, sides[s] / c.patch_size };
       guint n = g.h * g.w, tokens = dcp_vision_config_n_tokens (&c, g.h, g.w);
       gsize n_values = (gsize) n * dcp_vision_patch_width (&c);
       g_autofree float *patches = g_new (float, n_values);
-      g_autofree float *out = g_new (float, (gsize) tokens * c.out_hidden_size);
+      g_autofree float *out = g_new (float, (gsize) tokens *c.out_hidden_size);
       g_autofree double *ms = g_new (double, samples);
       double flops = tower_flops (&c, g.h, g.w), limit = flops / (PEAK_TFLOPS * 1e12) * 1e3;
 
@@ -98,7 +98,7 @@ main (int argc, char **argv)
               fprintf (stderr, "bench-vision: %s\n", error->message);
               return 1;
             }
-          if (i >= 0)   /* the first run is the warm-up (it also makes the working set) */
+          if (i >= 0) /* the first run is the warm-up (it also makes the working set) */
             ms[i] = (g_get_monotonic_time () - start) / 1e3;
         }
       qsort (ms, samples, sizeof (double), cmp_double);

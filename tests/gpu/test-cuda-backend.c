@@ -304,8 +304,8 @@ test_page_table (void)
   rows[0] = (DcpCudaSeq) { .tokens = tokens, .n_tokens = 1, .pos = 0, .pages = a0 };
   rows[1] = (DcpCudaSeq) { .tokens = tokens + 1, .n_tokens = 1, .pos = 512, .pages = a1 };
   rows[2] = (DcpCudaSeq) { .tokens = tokens + 2, .n_tokens = 1, .pos = 1200, .pages = a2 };
-  longest = dcp_cuda_forward_tables (rows, 3, positions, 4, slots, qptr, indptr, indices, last,
-                                     &max_q);
+  longest =
+      dcp_cuda_forward_tables (rows, 3, positions, 4, slots, qptr, indptr, indices, last, &max_q);
   g_assert_cmpuint (longest, ==, 1201);
   g_assert_cmpuint (max_q, ==, 1);
   g_assert_cmpmem (qptr, sizeof qptr, want_qptr, sizeof want_qptr);

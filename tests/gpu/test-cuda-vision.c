@@ -94,8 +94,8 @@ test_tower (gconstpointer data)
       guint tokens = dcp_vision_config_n_tokens (&f.config, g.h, g.w);
       gsize n_values = (gsize) n * dcp_vision_patch_width (&f.config);
       g_autofree float *patches = g_new (float, n_values);
-      g_autofree float *cpu = g_new (float, (gsize) tokens * d);
-      g_autofree float *gpu = g_new (float, (gsize) tokens * d);
+      g_autofree float *cpu = g_new (float, (gsize) tokens *d);
+      g_autofree float *gpu = g_new (float, (gsize) tokens *d);
       double all, worst = 0;
 
       for (gsize v = 0; v < n_values; v++)
@@ -116,8 +116,7 @@ test_tower (gconstpointer data)
  * into logits, then the decode ids one at a time, their logits after. */
 static void
 run_prompt (DcpBackend *backend, const GArray *prompt, const GArray *decode,
-            const guint32 *positions, const float *const *rows, const guint *pieces,
-            float *logits)
+            const guint32 *positions, const float *const *rows, const guint *pieces, float *logits)
 {
   guint n = prompt->len, V = dcp_backend_get_config (backend)->vocab_size, done = 0;
   g_autoptr(GError) error = NULL;
@@ -128,8 +127,10 @@ run_prompt (DcpBackend *backend, const GArray *prompt, const GArray *decode,
     {
       guint len = pieces[p] ? MIN (pieces[p], n - done) : n - done;
       g_autofree guint32 *chunk_pos = g_new (guint32, 3 * (gsize) len);
-      DcpBatchItem item = { s, &g_array_index (prompt, guint32, done), len, DCP_LOGITS_ALL,
-                            logits + (gsize) done * V, NULL };
+      DcpBatchItem item = {
+        s,   &g_array_index (prompt, guint32, done), len, DCP_LOGITS_ALL, logits + (gsize) done * V,
+        NULL
+      };
 
       for (guint axis = 0; axis < 3; axis++)
         memcpy (chunk_pos + axis * len, positions + (gsize) axis * n + done,
@@ -216,8 +217,8 @@ test_forward (gconstpointer data)
   gpu = dcp_backend_cuda_new (f.m.config, &f.m.source, 8192, &error);
   g_assert_no_error (error);
   g_assert_true (dcp_backend_takes_embeddings (gpu));
-  want = g_new (float, (gsize) rows * V);
-  got = g_new (float, (gsize) rows * V);
+  want = g_new (float, (gsize) rows *V);
+  got = g_new (float, (gsize) rows *V);
   run_prompt (cpu, prompt, decode, positions, cpu_rows, whole, want);
   for (guint c = 0; c < G_N_ELEMENTS (cuts); c++)
     {
@@ -228,8 +229,8 @@ test_forward (gconstpointer data)
         {
           double e = cuda_test_rel_error (got + (gsize) t * V, want + (gsize) t * V, V);
 
-          if (e > LOGITS_ROW || !cuda_test_same_top1 (got + (gsize) t * V, want + (gsize) t * V,
-                                                      V, &exact))
+          if (e > LOGITS_ROW ||
+              !cuda_test_same_top1 (got + (gsize) t * V, want + (gsize) t * V, V, &exact))
             g_error ("%s row %u (%s): relative error %.3g (limit %.1e), top-1 %u, CPU's %u",
                      c == 0 ? "whole" : "chunks", t, t < n ? "prompt" : "decode", e, LOGITS_ROW,
                      cuda_test_argmax (got + (gsize) t * V, V),

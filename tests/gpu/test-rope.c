@@ -107,8 +107,7 @@ test_rope_yarn (void)
 /* dcpk_rope_3d against dcp_cpu_rope_3d: the 27B's q (mRoPE sections 11, 11, 10 of its 32
  * pairs) and odd sections, three independent random position rows. */
 static void
-check_3d (int n_rows, int n_heads, int stride, const Rope *r, const guint sections[3],
-          guint32 seed)
+check_3d (int n_rows, int n_heads, int stride, const Rope *r, const guint sections[3], guint32 seed)
 {
   g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
   gsize n = (gsize) n_rows * n_heads * stride;

@@ -53,8 +53,8 @@ vision_golden_info (void)
 }
 
 float *
-vision_golden_patches (const DcpVisionConfig *config, const char *name, guint *width,
-                       guint *height, DcpVisionGrid *grid)
+vision_golden_patches (const DcpVisionConfig *config, const char *name, guint *width, guint *height,
+                       DcpVisionGrid *grid)
 {
   g_autofree char *png_name = g_strconcat (name, ".png", NULL);
   g_autofree char *png_path = vision_golden_path (png_name);
