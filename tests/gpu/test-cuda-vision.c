@@ -12,9 +12,10 @@
  * Bounds: the CUDA tower rounds every matrix product's input to BF16 (the prefill GEMM). The
  * CPU tower with only that rounding added gave 3.4e-3 to 4.7e-3 over all embeddings and 6.6e-3
  * for the worst one on these grids (BF16 weights); the bounds are 3 to 4 times that. Image rows
- * off by 4e-3 moved the prompt's logits by at most 4.3e-3 (CPU backend); the logits' bound is
- * 1.5e-2, where text after an image read at plain positions (mRoPE ignored) is off by 2e-2 to
- * 1e-1, and a wrong kernel by far more. */
+ * off by 4e-3 moved the prompt's logits by at most 4.3e-3 (CPU backend), and the CUDA backend's
+ * BF16 KV moves them by up to 4e-3 (cuda-test-model.c): the logits' bound is 2e-2, where text
+ * after an image read at plain positions (mRoPE ignored) is off by 2e-2 to 1e-1 (most rows over
+ * 4e-2), and a wrong kernel by far more. */
 #include "config.h"
 
 #include <json-glib/json-glib.h>
@@ -32,7 +33,7 @@
 
 #define TOWER_ALL 1.5e-2
 #define TOWER_WORST 2.5e-2
-#define LOGITS_ROW 1.5e-2
+#define LOGITS_ROW 2e-2
 
 typedef struct {
   CudaTestModel m;
