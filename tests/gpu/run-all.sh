@@ -69,6 +69,8 @@ timeout 60 "$here/bin/bench-vision" 2>&1 | tee "$out/bench-vision.log"
 
 # The server on the CUDA backend against the CPU backend, end to end over HTTP.
 timeout 120 sh "$here/serve-e2e.sh" 2>&1 | tee "$out/serve-e2e.log"
+# Images through the server on the CUDA backend against the CPU backend.
+timeout 120 sh "$here/serve-vision.sh" 2>&1 | tee "$out/serve-vision.log"
 
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
