@@ -34,14 +34,14 @@ static const DcpEngineCaps cpu_caps = {
 /* The CUDA backend (when built and a GPU is there): pages of the scheduler's pool, BF16 or MX
  * KV (dcp_backend_cuda_set_kv_bits), FP8 activations in prompts (checked at start: Hopper
  * only), the DFlash drafter in VRAM (dcp-cuda-dflash.c); tiers go through state_save and
- * state_load. */
+ * state_load. It reads images (the tower on the GPU, dcp-cuda-vision.c). */
 static const DcpEngineCaps cuda_caps = {
   .cuda = TRUE,
   .kv_quantized = TRUE,
   .fp8_activations = TRUE,
   .speculators = TRUE,
   .dflash = TRUE,
-  .vision = FALSE,
+  .vision = TRUE,
   .tiers = TRUE,
   .rope_yarn = TRUE,
 };

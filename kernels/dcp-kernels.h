@@ -141,6 +141,13 @@ int dcpk_plain_rms_norm (float *d_x, const float *d_add, const float *d_weight, 
 int dcpk_rope (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
                int rotary_dim, const float *inv_freq, float attention_factor,
                const int32_t *d_positions, void *stream);
+/* The same with mRoPE (the language model's positions of a prompt with images): d_positions holds
+ * three rows, T, H and W, pos_stride (>= n_rows) int32 apart; sections [3] the T, H, W pair
+ * counts, interleaved as engine/backend/dcp-cpu-ops.h's dcp_cpu_rope_3d. sections NULL: T only
+ * (dcpk_rope). */
+int dcpk_rope_3d (float *d_x, int n_rows, int n_heads, long row_stride, long head_stride,
+                  int rotary_dim, const float *inv_freq, float attention_factor,
+                  const int *sections, const int32_t *d_positions, long pos_stride, void *stream);
 
 /* ---- MLP activation and embedding (swiglu.cu, embed.cu) ---- */
 
@@ -319,3 +326,4 @@ int dcpk_time_median (DcpkTimedFn fn, void *user, int warmup, int samples, doubl
 #include "dcpk-attention-prefill.h"
 #include "dcpk-gemm.h"
 #include "dcpk-gdn-prefill.h"
+#include "dcpk-vision.h"

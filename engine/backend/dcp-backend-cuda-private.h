@@ -42,6 +42,8 @@ struct _DcpKvPool {
  * own (dcp-cuda-mtp.h). */
 struct _DcpSeqState {
   guint n_tokens;
+  /* the next text token's rotary position (n_tokens until an image) */
+  guint next_pos;
   gboolean paged;
   DcpCudaKv *kv;
   GArray *pages;

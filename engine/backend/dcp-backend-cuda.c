@@ -224,8 +224,8 @@ reserve (DcpBackendCuda *self, DcpSeqState *s, guint n_tokens, GError **error)
   return s->kv == NULL || dcp_cuda_kv_reserve (s->kv, s->pages, n_tokens, error);
 }
 
-#define STATE_MAGIC 0x33435544u   /* "DUC3" */
-#define HEAD_WORDS 7
+#define STATE_MAGIC 0x34435544u /* "DUC4" */
+#define HEAD_WORDS 8
 
 /* The bytes of the MTP KV's pages in the backend's formats. */
 static gsize
@@ -234,7 +234,8 @@ mtp_page_bytes (DcpBackendCuda *self)
   return dcpk_kv_page_bytes (&self->kv_layout);
 }
 
-/* [magic, n_tokens, n_gdn, n_attn, K format, V format, MTP rows] u32, the GDN block, then per
+/* [magic, n_tokens, n_gdn, n_attn, K format, V format, MTP rows, next position] u32, the GDN
+ * block, then per
  * attention layer the KV pages that hold n_tokens, whole (a paged and an unpaged state save
  * alike), then the MTP KV's pages that hold its rows, whole. */
 static gboolean
@@ -242,9 +243,14 @@ cuda_state_save (DcpBackend *backend, const DcpSeqState *s, GByteArray *out, GEr
 {
   DcpBackendCuda *self = DCP_BACKEND_CUDA (backend);
   const DcpCudaCounts *n = self->counts;
-  guint32 head[HEAD_WORDS] = { STATE_MAGIC, s->n_tokens, n->n_gdn, n->n_attn,
-                               self->kv_layout.k_format, self->kv_layout.v_format,
-                               s->mtp.n_tokens };
+  guint32 head[HEAD_WORDS] = { STATE_MAGIC,
+                               s->n_tokens,
+                               n->n_gdn,
+                               n->n_attn,
+                               self->kv_layout.k_format,
+                               self->kv_layout.v_format,
+                               s->mtp.n_tokens,
+                               s->next_pos };
   gsize block = state_block_bytes (self), at;
   guint n_pages = s->kv != NULL ? dcp_cuda_kv_pages_for (s->n_tokens) : 0;
   gsize page_bytes = s->kv != NULL ? dcp_cuda_kv_page_bytes (s->kv) : 0;
@@ -314,6 +320,7 @@ cuda_state_load (DcpBackend *backend, DcpSeqState *s, const guint8 *data, gsize 
                              error))
     return FALSE;
   s->n_tokens = head[1];
+  s->next_pos = head[7];
   return TRUE;
 }
 
@@ -360,6 +367,7 @@ cuda_state_copy (DcpBackend *backend, DcpSeqState *dst, const DcpSeqState *src, 
   if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "state copy", error))
     return FALSE;
   dst->n_tokens = src->n_tokens;
+  dst->next_pos = src->next_pos;
   return TRUE;
 }
 
@@ -427,11 +435,48 @@ draw (DcpBackendCuda *self, const DcpCudaDraw *draws, guint n, guint n_draws, GE
 
 /* Where item's taps of its row r go (NULL: it taps none). */
 static float *
-tap_rows (DcpBackendCuda *self, const DcpBatchItem *item, guint r)
+tap_rows (const DcpBatchItem *item, guint r, gsize hidden_size)
 {
   if (item->n_tap_layers == 0)
     return NULL;
-  return item->taps + (gsize) r * item->n_tap_layers * self->weights->config.hidden_size;
+  return item->taps + (gsize) r * item->n_tap_layers * hidden_size;
+}
+
+/* Rows [first, first + n) of item as a pass's sequence (pages and state not yet set). */
+static DcpCudaSeq
+seq_of (const DcpBatchItem *item, guint first, guint n, gsize hidden_size)
+{
+  const DcpSeqState *s = item->state;
+
+  return (DcpCudaSeq){ .tokens = item->tokens + first,
+                       .n_tokens = n,
+                       .pos = s->n_tokens,
+                       .rope_shift = (gint) s->next_pos - (gint) s->n_tokens,
+                       .positions = item->positions != NULL ? item->positions + first : NULL,
+                       .positions_stride = item->n_tokens,
+                       .embeddings = item->embeddings != NULL ? item->embeddings + first : NULL,
+                       .pages = s->pages,
+                       .conv = s->conv,
+                       .recurrent = s->recurrent,
+                       .save = dcp_cuda_step_save_rows (item->save),
+                       .save_row = first,
+                       .tap_layers = item->tap_layers,
+                       .n_tap_layers = item->n_tap_layers,
+                       .taps = tap_rows (item, first, hidden_size) };
+}
+
+/* The state after seq's rows: its count, and the next text position one past the largest
+ * given (or past the text rows). */
+static void
+advance (DcpSeqState *s, const DcpCudaSeq *seq)
+{
+  s->n_tokens += seq->n_tokens;
+  if (seq->positions == NULL)
+    s->next_pos += seq->n_tokens;
+  else
+    for (guint axis = 0; axis < 3; axis++)
+      for (guint t = 0; t < seq->n_tokens; t++)
+        s->next_pos = MAX (s->next_pos, seq->positions[axis * seq->positions_stride + t] + 1);
 }
 
 /* Token r of each item in `which` (at most 16) through one decode pass; the logits and hidden
@@ -451,17 +496,7 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
 
       if (!reserve (self, s, s->n_tokens + 1, error))
         return FALSE;
-      rows[j] = (DcpCudaSeq){ .tokens = &item->tokens[r],
-                              .n_tokens = 1,
-                              .pos = s->n_tokens,
-                              .pages = s->pages,
-                              .conv = s->conv,
-                              .recurrent = s->recurrent,
-                              .save = dcp_cuda_step_save_rows (item->save),
-                              .save_row = r,
-                              .tap_layers = item->tap_layers,
-                              .n_tap_layers = item->n_tap_layers,
-                              .taps = tap_rows (self, item, r) };
+      rows[j] = seq_of (item, r, 1, self->weights->config.hidden_size);
     }
   if (!dcp_cuda_forward_run (self->forward, DCP_CUDA_PASS_DECODE, rows, n, error))
     return FALSE;
@@ -489,7 +524,7 @@ decode_group (DcpBackendCuda *self, DcpBatchItem *items, const guint *which, gui
   if (n_draws > 0)
     dcp_cuda_sampling_collect (self->sampling, draws, n);
   for (guint j = 0; j < n; j++)
-    items[which[j]].state->n_tokens++;
+    advance (items[which[j]].state, &rows[j]);
   return TRUE;
 }
 
@@ -599,19 +634,9 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
             continue;
           if (!reserve (self, s, s->n_tokens + t, error))
             return FALSE;
-          seqs[n] = (DcpCudaSeq){ .tokens = items[i].tokens + done[i],
-                                  .n_tokens = t,
-                                  .pos = s->n_tokens,
-                                  .pages = s->pages,
-                                  .conv = s->conv,
-                                  .recurrent = s->recurrent,
-                                  .all_rows = all,
-                                  .no_rows = want == 0,
-                                  .save = dcp_cuda_step_save_rows (items[i].save),
-                                  .save_row = done[i],
-                                  .tap_layers = items[i].tap_layers,
-                                  .n_tap_layers = items[i].n_tap_layers,
-                                  .taps = tap_rows (self, &items[i], done[i]) };
+          seqs[n] = seq_of (&items[i], done[i], t, self->weights->config.hidden_size);
+          seqs[n].all_rows = all;
+          seqs[n].no_rows = want == 0;
           owner[n++] = i;
           rows += t;
           outs += want;
@@ -657,7 +682,7 @@ forward_passes (DcpBackendCuda *self, DcpBatchItem *items, guint n_items, GError
         dcp_cuda_sampling_collect (self->sampling, draws, outs);
       for (guint q = 0; q < n; q++)
         {
-          items[owner[q]].state->n_tokens += seqs[q].n_tokens;
+          advance (items[owner[q]].state, &seqs[q]);
           done[owner[q]] += seqs[q].n_tokens;
         }
     }
@@ -694,6 +719,12 @@ cuda_forward (DcpBackend *backend, DcpBatchItem *items, guint n_items, GError **
   if (max_n > 1 && dcp_cuda_forward_prompt_rows (self->forward) > 0)
     return forward_passes (self, items, n_items, error);
   return forward_steps (self, items, n_items, max_n, error);
+}
+
+static gboolean
+cuda_takes_embeddings (DcpBackend *backend)
+{
+  return TRUE;
 }
 
 static gboolean
@@ -798,6 +829,7 @@ dcp_backend_cuda_class_init (DcpBackendCudaClass *klass)
   backend_class->state_get_bytes = cuda_state_get_bytes;
   backend_class->forward = cuda_forward;
   backend_class->forward_taps = TRUE;
+  backend_class->takes_embeddings = cuda_takes_embeddings;
   backend_class->has_mtp = cuda_has_mtp;
   backend_class->mtp_forward = cuda_mtp_forward;
   backend_class->mtp_rewind = cuda_mtp_rewind;

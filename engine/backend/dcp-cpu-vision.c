@@ -6,8 +6,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "dcp-cpu-stored.h"
 #include "dcp-cpu-vision.h"
-#include "dcp-quant.h"
+#include "dcp-vision-tensors.h"
 
 /* A Linear with its bias. */
 typedef struct {
@@ -32,130 +33,81 @@ struct _DcpCpuVision {
   Block *blocks;
   Norm merger_norm;
   Linear merger_fc1, merger_fc2;
-  float inv_freq[256]; /* head_dim / 4 frequencies of the 2-D rotary */
+  float inv_freq[DCP_VISION_MAX_HEAD_DIM / 4]; /* of the 2-D rotary */
   GPtrArray *owned;
   GArray *stored; /* every tensor above (dcp-cpu-stored.h), for the integrity monitor */
 };
 
+/* A vector's values as FP32, owned by the tower. */
 static float *
-vector (DcpCpuVision *v, const DcpTensorSource *source, const char *name, guint64 n, GError **error)
+vector (DcpCpuVision *v, const DcpTensorView *view)
 {
-  const DcpTensorView *view = dcp_tensor_source_require (source, name, 1, &n, error);
-  DcpCpuMatrix m;
-  float *x;
+  DcpCpuMatrix m = dcp_cpu_matrix_from_view (view);
+  float *x = g_new (float, view->n_elements);
 
-  if (view == NULL)
-    return NULL;
-  m = dcp_cpu_matrix_from_view (view);
-  x = g_new (float, n);
   dcp_cpu_matrix_rows (&m, 0, 1, x);
   g_ptr_array_add (v->owned, x);
   dcp_cpu_stored_add_vector (v->stored, view, &m, x);
   return x;
 }
 
-/* A Linear [rows, cols] (or the patch embedding's Conv3d kernel, shape given in full) and its
- * bias [rows]. */
-static gboolean
-linear (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guint ndim,
-        const guint64 *shape, Linear *out, GError **error)
+/* A Linear (the patch embedding's Conv3d kernel: [hidden, the rest]) in the file's format. */
+static void
+linear (DcpCpuVision *v, const DcpVisionPair *p, Linear *out)
 {
-  g_autofree char *w_name = g_strconcat (prefix, ".weight", NULL);
-  g_autofree char *b_name = g_strconcat (prefix, ".bias", NULL);
-  const DcpTensorView *view = dcp_tensor_source_require (source, w_name, ndim, shape, error);
-
-  if (view == NULL)
-    return FALSE;
-  out->w = dcp_cpu_matrix_from_view (view);
-  if (view->nbytes != dcp_quant_tensor_bytes (out->w.dtype, out->w.rows, out->w.cols))
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                   "tensor “%s”: %" G_GUINT64_FORMAT " bytes do not fit its shape and format",
-                   w_name, view->nbytes);
-      return FALSE;
-    }
-  dcp_cpu_stored_add_matrix (v->stored, view, &out->w);
-  return (out->b = vector (v, source, b_name, shape[0], error)) != NULL;
+  out->w = dcp_cpu_matrix_from_view (p->weight);
+  dcp_cpu_stored_add_matrix (v->stored, p->weight, &out->w);
+  out->b = vector (v, p->bias);
 }
 
-static gboolean
-linear2 (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guint64 rows,
-         guint64 cols, Linear *out, GError **error)
+static void
+norm (DcpCpuVision *v, const DcpVisionPair *p, Norm *out)
 {
-  guint64 shape[2] = { rows, cols };
-
-  return linear (v, source, prefix, 2, shape, out, error);
-}
-
-static gboolean
-norm (DcpCpuVision *v, const DcpTensorSource *source, const char *prefix, guint64 n, Norm *out,
-      GError **error)
-{
-  g_autofree char *w_name = g_strconcat (prefix, ".weight", NULL);
-  g_autofree char *b_name = g_strconcat (prefix, ".bias", NULL);
-
-  return (out->w = vector (v, source, w_name, n, error)) != NULL &&
-         (out->b = vector (v, source, b_name, n, error)) != NULL;
+  out->w = vector (v, p->weight);
+  out->b = vector (v, p->bias);
 }
 
 DcpCpuVision *
 dcp_cpu_vision_load (const DcpVisionConfig *config, const DcpTensorSource *source, GError **error)
 {
   g_autoptr(DcpCpuVision) v = g_new0 (DcpCpuVision, 1);
-  const DcpVisionConfig *c = &v->config;
-  guint64 d = config->hidden_size, merged = d * config->merge_size * config->merge_size;
-  guint64 patch_shape[5] = { d, config->in_channels, config->temporal_patch_size,
-                             config->patch_size, config->patch_size };
-  guint64 pos_shape[2] = { config->n_position_embeddings, d };
-  const DcpTensorView *pos;
-  DcpCpuMatrix pos_m;
-  guint half = config->head_dim / 2;
+  DcpVisionTensors t;
+  DcpCpuMatrix pos;
 
   g_return_val_if_fail (config != NULL && source != NULL, NULL);
 
   v->config = *config;
   v->owned = g_ptr_array_new_with_free_func (g_free);
   v->stored = dcp_cpu_stored_new ();
-  if (!linear (v, source, "visual.patch_embed.proj", 5, patch_shape, &v->patch_embed, error) ||
-      (pos = dcp_tensor_source_require (source, "visual.pos_embed.weight", 2, pos_shape, error)) ==
-          NULL)
-    return NULL;
-  pos_m = dcp_cpu_matrix_from_view (pos);
-  v->pos_embed = g_new (float, pos_shape[0] * d);
-  g_ptr_array_add (v->owned, v->pos_embed);
-  dcp_cpu_matrix_rows (&pos_m, 0, pos_m.rows, v->pos_embed);
-  dcp_cpu_stored_add_vector (v->stored, pos, &pos_m, v->pos_embed);
-
-  v->blocks = g_new0 (Block, c->depth);
-  for (guint i = 0; i < c->depth; i++)
+  if (!dcp_vision_tensors_lookup (config, source, &t, error))
     {
-      Block *b = &v->blocks[i];
-      g_autofree char *p = g_strdup_printf ("visual.blocks.%u", i);
-      g_autofree char *n1 = g_strconcat (p, ".norm1", NULL), *n2 = g_strconcat (p, ".norm2", NULL);
-      g_autofree char *qkv = g_strconcat (p, ".attn.qkv", NULL),
-                      *proj = g_strconcat (p, ".attn.proj", NULL);
-      g_autofree char *fc1 = g_strconcat (p, ".mlp.linear_fc1", NULL),
-                      *fc2 = g_strconcat (p, ".mlp.linear_fc2", NULL);
-
-      if (!norm (v, source, n1, d, &b->norm1, error) ||
-          !norm (v, source, n2, d, &b->norm2, error) ||
-          !linear2 (v, source, qkv, 3 * d, d, &b->qkv, error) ||
-          !linear2 (v, source, proj, d, d, &b->proj, error) ||
-          !linear2 (v, source, fc1, c->intermediate_size, d, &b->fc1, error) ||
-          !linear2 (v, source, fc2, d, c->intermediate_size, &b->fc2, error))
-        return NULL;
+      dcp_vision_tensors_clear (&t);
+      return NULL;
     }
-  if (!norm (v, source, "visual.merger.norm", d, &v->merger_norm, error) ||
-      !linear2 (v, source, "visual.merger.linear_fc1", merged, merged, &v->merger_fc1, error) ||
-      !linear2 (v, source, "visual.merger.linear_fc2", c->out_hidden_size, merged, &v->merger_fc2,
-                error))
-    return NULL;
+  linear (v, &t.patch_embed, &v->patch_embed);
+  pos = dcp_cpu_matrix_from_view (t.pos_embed);
+  v->pos_embed = g_new (float, pos.rows * pos.cols);
+  g_ptr_array_add (v->owned, v->pos_embed);
+  dcp_cpu_matrix_rows (&pos, 0, pos.rows, v->pos_embed);
+  dcp_cpu_stored_add_vector (v->stored, t.pos_embed, &pos, v->pos_embed);
+  v->blocks = g_new0 (Block, config->depth);
+  for (guint i = 0; i < config->depth; i++)
+    {
+      const DcpVisionBlockTensors *from = &t.blocks[i];
+      Block *b = &v->blocks[i];
 
-  /* transformers: 1 / theta^(arange(0, half, 2) / half) in FP32 (torch's pow, then a
-   * reciprocal). */
-  g_return_val_if_fail (half / 2 <= G_N_ELEMENTS (v->inv_freq), NULL);
-  for (guint i = 0; i < half / 2; i++)
-    v->inv_freq[i] = 1.0f / powf ((float) c->rope_theta, (float) (2 * i) / (float) half);
+      norm (v, &from->norm1, &b->norm1);
+      norm (v, &from->norm2, &b->norm2);
+      linear (v, &from->qkv, &b->qkv);
+      linear (v, &from->proj, &b->proj);
+      linear (v, &from->fc1, &b->fc1);
+      linear (v, &from->fc2, &b->fc2);
+    }
+  norm (v, &t.merger_norm, &v->merger_norm);
+  linear (v, &t.merger_fc1, &v->merger_fc1);
+  linear (v, &t.merger_fc2, &v->merger_fc2);
+  dcp_vision_tensors_clear (&t);
+  dcp_vision_config_inv_freq (config, v->inv_freq);
   return g_steal_pointer (&v);
 }
 
@@ -226,50 +178,29 @@ gelu_erf (float x)
   return 0.5f * x * (1.0f + erff (x * (float) M_SQRT1_2));
 }
 
-/* The learned position table, bilinearly resampled (align_corners) to an h x w grid, added to
- * each patch of the frame (patches in merge-block order). */
+/* The learned position table, resampled to the grid, added to each patch of the frame. */
 static void
 add_positions (DcpCpuVision *v, const DcpVisionGrid *g, float *x)
 {
-  const DcpVisionConfig *c = &v->config;
-  guint d = c->hidden_size, side = c->grid_side, m = c->merge_size;
+  guint d = v->config.hidden_size;
   gsize per_frame = (gsize) g->h * g->w;
 
   for (gsize i = 0; i < per_frame * g->t; i++)
     {
-      gsize within = i % per_frame;
-      guint in_col = within % m, in_row = (within / m) % m;
-      guint block_col = (within / (m * m)) % (g->w / m), block_row = within / (m * m * (g->w / m));
-      guint row = block_row * m + in_row, col = block_col * m + in_col;
-      float src[2], frac[2];
-      guint lo[2], hi[2];
+      guint row, col, taps[4];
+      float weights[4];
       float *xr = x + i * d;
 
-      src[0] = (float) row * (float) (side - 1) / (float) MAX (g->h - 1, 1);
-      src[1] = (float) col * (float) (side - 1) / (float) MAX (g->w - 1, 1);
-      for (int a = 0; a < 2; a++)
+      dcp_vision_patch_cell (&v->config, g, i % per_frame, &row, &col);
+      dcp_vision_position_taps (&v->config, g, row, col, taps, weights);
+      for (guint k = 0; k < d; k++)
         {
-          float f = floorf (src[a]);
+          float sum = 0;
 
-          frac[a] = src[a] - f;
-          lo[a] = MIN ((guint) f, side - 1);
-          hi[a] = MIN ((guint) f + 1, side - 1);
+          for (int tap = 0; tap < 4; tap++)
+            sum += v->pos_embed[(gsize) taps[tap] * d + k] * weights[tap];
+          xr[k] += sum;
         }
-      {
-        const guint taps[4] = { lo[0] * side + lo[1], lo[0] * side + hi[1], hi[0] * side + lo[1],
-                                hi[0] * side + hi[1] };
-        const float weights[4] = { (1 - frac[0]) * (1 - frac[1]), (1 - frac[0]) * frac[1],
-                                   frac[0] * (1 - frac[1]), frac[0] * frac[1] };
-
-        for (guint k = 0; k < d; k++)
-          {
-            float sum = 0;
-
-            for (int tap = 0; tap < 4; tap++)
-              sum += v->pos_embed[(gsize) taps[tap] * d + k] * weights[tap];
-            xr[k] += sum;
-          }
-      }
     }
 }
 
@@ -357,10 +288,9 @@ dcp_cpu_vision_forward (DcpCpuVision *v, DcpCpuPool *pool, const float *patches,
       linear_forward (pool, &bl->qkv, h, n, qkv);
       for (guint t = 0; t < n; t++)
         {
-          guint within = t % frame;
-          guint row = (within / (unit * (g->w / m))) * m + (within / m) % m;
-          guint col = ((within / unit) % (g->w / m)) * m + within % m;
+          guint row, col;
 
+          dcp_vision_patch_cell (c, g, t % frame, &row, &col);
           for (guint head = 0; head < c->n_heads; head++)
             {
               rotate (v, qkv + (gsize) t * 3 * d + head * hd, row, col);

@@ -57,5 +57,6 @@ dcp_backend_cuda_state_fill_random (DcpBackendCuda *self, DcpSeqState *state, gu
   if (!dcp_cuda_check (dcpk_synchronize (), "random fill", error))
     return FALSE;
   state->n_tokens = n_tokens;
+  state->next_pos = n_tokens;
   return TRUE;
 }

@@ -33,9 +33,10 @@ struct _DcpCudaForward {
   /* the attention workspaces: decode (sized for kv's longest bucket), prefill (grown) */
   void *decode_ws, *prefill_ws;
   gsize prefill_ws_bytes;
-  /* per-pass inputs: host (page-locked) and device int32 blocks of in_cap values: tokens,
-   * positions, slots [max_rows] each, then q_indptr and page_indptr [max_rows + 1], last_len
-   * [max_rows], then the page indices; `at` has where each begins */
+  /* per-pass inputs: host (page-locked) and device int32 blocks of in_cap values: tokens
+   * [max_rows], rotary positions [3][max_rows] (T, H, W), slots [max_rows], then q_indptr and
+   * page_indptr [max_rows + 1], last_len [max_rows], then the page indices; `at` has where each
+   * begins */
   gint32 *h_in, *d_in;
   gsize in_cap;
   struct { gsize tokens, pos, slots, qptr, pptr, last, indices; } at;
@@ -55,6 +56,7 @@ typedef struct {
   guint n_seqs, n_single, n_rows, n_out;
   guint kv_bucket;               /* decode */
   guint max_q, max_kv;           /* prompt */
+  gboolean mrope;                /* a sequence gives its own positions (an image's rows) */
 } Pass;
 
 static void *
@@ -104,8 +106,8 @@ bucket_index (guint bucket)
 }
 
 guint
-dcp_cuda_forward_tables (const DcpCudaSeq *seqs, guint n_seqs, gint32 *positions, gint32 *slots,
-                         gint32 *q_indptr, gint32 *page_indptr, gint32 *page_indices,
+dcp_cuda_forward_tables (const DcpCudaSeq *seqs, guint n_seqs, gint32 *positions, gsize pos_stride,
+                         gint32 *slots, gint32 *q_indptr, gint32 *page_indptr, gint32 *page_indices,
                          gint32 *last_len, guint *max_q)
 {
   guint row = 0, n = 0, longest = 0;
@@ -122,7 +124,10 @@ dcp_cuda_forward_tables (const DcpCudaSeq *seqs, guint n_seqs, gint32 *positions
         {
           guint p = s->pos + t;
 
-          positions[row] = (gint32) p;
+          for (guint axis = 0; axis < 3; axis++)
+            positions[axis * pos_stride + row] =
+                s->positions != NULL ? (gint32) s->positions[axis * s->positions_stride + t]
+                                     : (gint32) p + s->rope_shift;
           slots[row] = s->pages == NULL ? -1 :
             (gint32) (g_array_index (s->pages, guint32, p / DCPK_KV_PAGE_TOKENS) *
                       DCPK_KV_PAGE_TOKENS + p % DCPK_KV_PAGE_TOKENS);
@@ -242,11 +247,11 @@ dcp_cuda_forward_new (const DcpCudaWeights *w, guint prompt_rows, gboolean fp8, 
   R = self->max_rows;
   self->at.tokens = 0;
   self->at.pos = R;
-  self->at.slots = 2 * R;
-  self->at.qptr = 3 * R;
-  self->at.pptr = 4 * R + 1;
-  self->at.last = 5 * R + 2;
-  self->at.indices = 6 * R + 2;
+  self->at.slots = 4 * R;
+  self->at.qptr = 5 * R;
+  self->at.pptr = 6 * R + 1;
+  self->at.last = 7 * R + 2;
+  self->at.indices = 8 * R + 2;
   if (prompt_rows > 0 && !prompt_parts_new (self, fp8, error))
     goto fail;
   self->in_cap = self->at.indices + 64;
@@ -544,10 +549,24 @@ attention_layer (DcpCudaForward *s, const Pass *p, const DcpCudaLayer *L, guint 
   TRY (matmul (s, p, &L->v, s->h, s->v));
   TRY (dcpk_head_rms_norm (s->qg, M, nh, qrow, 2L * hd, hd, L->q_norm, eps, s->stream));
   TRY (dcpk_head_rms_norm (s->k, M, nkv, krow, hd, hd, L->k_norm, eps, s->stream));
-  TRY (dcpk_rope (s->qg, M, nh, qrow, 2L * hd, (int) c->rotary_dim, s->rope.inv_freq,
-                  s->rope.attention_factor, s->d_in + s->at.pos, s->stream));
-  TRY (dcpk_rope (s->k, M, nkv, krow, hd, (int) c->rotary_dim, s->rope.inv_freq,
-                  s->rope.attention_factor, s->d_in + s->at.pos, s->stream));
+  /* Text rows have T = H = W, where the 3-D rotary is the plain one over T (the first row of
+   * positions): passes without an image's rows keep the plain kernel. */
+  if (p->mrope)
+    {
+      TRY (dcpk_rope_3d (s->qg, M, nh, qrow, 2L * hd, (int) c->rotary_dim, s->rope.inv_freq,
+                         s->rope.attention_factor, (const int *) c->mrope_section,
+                         s->d_in + s->at.pos, (long) s->max_rows, s->stream));
+      TRY (dcpk_rope_3d (s->k, M, nkv, krow, hd, (int) c->rotary_dim, s->rope.inv_freq,
+                         s->rope.attention_factor, (const int *) c->mrope_section,
+                         s->d_in + s->at.pos, (long) s->max_rows, s->stream));
+    }
+  else
+    {
+      TRY (dcpk_rope (s->qg, M, nh, qrow, 2L * hd, (int) c->rotary_dim, s->rope.inv_freq,
+                      s->rope.attention_factor, s->d_in + s->at.pos, s->stream));
+      TRY (dcpk_rope (s->k, M, nkv, krow, hd, (int) c->rotary_dim, s->rope.inv_freq,
+                      s->rope.attention_factor, s->d_in + s->at.pos, s->stream));
+    }
   TRY (dcpk_kv_append (&s->kv_layout, pages, s->k, s->v, s->d_in + s->at.slots, M, s->stream));
   TRY (attend (s, p, pages));
   return matmul (s, p, &L->o, s->mix, s->delta);
@@ -631,6 +650,33 @@ copy_taps (DcpCudaForward *s, const Pass *p, guint l, const float *src)
   return 0;
 }
 
+/* The rows the sequences give in place of their tokens' embeddings into x, a run of rows
+ * adjacent in host memory (an image's) in one copy. */
+static int
+embedding_rows (DcpCudaForward *s, const Pass *p)
+{
+  gsize H = s->w->config.hidden_size, row = 0;
+
+  for (guint i = 0; i < p->n_seqs; row += p->seqs[i++].n_tokens)
+    {
+      const DcpCudaSeq *q = &p->seqs[i];
+
+      for (guint t = 0, run; q->embeddings != NULL && t < q->n_tokens; t += MAX (run, 1))
+        {
+          const float *first = q->embeddings[t];
+
+          for (run = 0;
+               first != NULL && t + run < q->n_tokens && q->embeddings[t + run] == first + run * H;
+               run++)
+            ;
+          if (run > 0)
+            TRY (dcpk_memcpy_h2d_async (s->x + (row + t) * H, first, run * H * sizeof (float),
+                                        s->stream));
+        }
+    }
+  return 0;
+}
+
 /* The layer walker: the whole pass on the stream (what a decode graph captures). */
 static int
 enqueue (DcpCudaForward *s, const Pass *p)
@@ -644,6 +690,7 @@ enqueue (DcpCudaForward *s, const Pass *p)
 
   TRY (dcpk_embed (w->embed, (int) c->vocab_size, H, s->d_in + s->at.tokens, M, s->x,
                    s->stream));
+  TRY (embedding_rows (s, p));
   for (guint l = 0; l < c->n_layers; l++)
     {
       const DcpCudaLayer *L = &w->layers[l];
@@ -679,11 +726,13 @@ launch_decode (DcpCudaForward *self, const Pass *p, GError **error)
   void **graph;
   int err;
 
-  gboolean saves = FALSE;
+  gboolean one_off = FALSE;
 
+  /* a graph would hold the copies of the given rows */
   for (guint i = 0; i < p->n_seqs; i++)
-    saves |= p->seqs[i].save != NULL || p->seqs[i].n_tap_layers > 0;
-  if (!self->graphs_enabled || saves)
+    one_off |= p->seqs[i].save != NULL || p->seqs[i].embeddings != NULL ||
+               p->seqs[i].n_tap_layers > 0 || p->mrope;
+  if (!self->graphs_enabled || one_off)
     return dcp_cuda_check (enqueue (self, p), "decode step", error);
   graph = &self->graphs[p->n_rows][bucket_index (MAX (p->kv_bucket, 512))];
   if (*graph == NULL)
@@ -781,8 +830,11 @@ dcp_cuda_forward_run (DcpCudaForward *self, DcpCudaPassKind kind, const DcpCudaS
   if (!count_pass (self, &p, &n_indices, error) || !reserve_inputs (self, n_indices, error))
     return FALSE;
   for (guint i = 0; i < n_seqs; i++)
-    for (guint t = 0; t < seqs[i].n_tokens; t++)
-      self->h_in[self->at.tokens + row++] = (gint32) seqs[i].tokens[t];
+    {
+      p.mrope |= seqs[i].positions != NULL;
+      for (guint t = 0; t < seqs[i].n_tokens; t++)
+        self->h_in[self->at.tokens + row++] = (gint32) seqs[i].tokens[t];
+    }
   for (guint g = 0; g < n->n_gdn; g++)
     for (guint i = 0; i < p.n_single; i++)
       {
@@ -792,11 +844,9 @@ dcp_cuda_forward_run (DcpCudaForward *self, DcpCudaPassKind kind, const DcpCudaS
   in_used = self->at.indices;
   if (n->n_attn > 0)
     {
-      p.max_kv = dcp_cuda_forward_tables (seqs, n_seqs, self->h_in + self->at.pos,
-                                          self->h_in + self->at.slots,
-                                          self->h_in + self->at.qptr,
-                                          self->h_in + self->at.pptr,
-                                          self->h_in + self->at.indices,
+      p.max_kv = dcp_cuda_forward_tables (seqs, n_seqs, self->h_in + self->at.pos, self->max_rows,
+                                          self->h_in + self->at.slots, self->h_in + self->at.qptr,
+                                          self->h_in + self->at.pptr, self->h_in + self->at.indices,
                                           self->h_in + self->at.last, &p.max_q);
       in_used += (gsize) self->h_in[self->at.pptr + n_seqs];
       if (kind == DCP_CUDA_PASS_DECODE)

@@ -41,12 +41,22 @@ typedef struct {
   float **qkv, **b, **a; /* [n_gdn] device pointers (a host array) */
 } DcpCudaRowSave;
 
-/* One sequence of a pass: n_tokens new tokens at positions pos .. pos + n_tokens - 1 (a decode
- * row is a sequence of one token). */
+/* One sequence of a pass: n_tokens new tokens in KV slots pos .. pos + n_tokens - 1 (a decode
+ * row is a sequence of one token). Their rotary positions are pos + rope_shift + t on every
+ * axis (text), or the three rows given (an image's rows, docs/MODEL.md "Images in the
+ * prompt"). */
 typedef struct {
   const guint32 *tokens;
   guint n_tokens;
   guint pos;                     /* tokens the sequence holds before these */
+  gint rope_shift;               /* a text token's position less its KV slot (an image's tokens
+                                    take fewer positions than slots) */
+  const guint32 *positions;      /* optional: T, H and W rows of n_tokens, positions_stride
+                                    apart */
+  gsize positions_stride;
+  const float *const *embeddings; /* optional: host rows of hidden_size in place of the
+                                     tokens' embeddings (a NULL row: the token's); a decode pass
+                                     with them is not run from a graph */
   const GArray *pages;           /* guint32 page ids covering pos + n_tokens tokens */
   float *const *conv;            /* per GDN layer: the conv state, device */
   float *const *recurrent;       /* per GDN layer: the recurrent state, device */
@@ -108,19 +118,15 @@ const float    *dcp_cuda_forward_hidden     (DcpCudaForward       *self,
                                              guint                 row);
 
 /* The pass's per-row tables as the kernels read them (pure host code, tested on the CPU): for
- * every row its position and KV slot (page * DCPK_KV_PAGE_TOKENS + offset); per sequence
+ * every row its rotary positions (three rows, T, H and W, pos_stride apart) and KV slot
+ * (page * DCPK_KV_PAGE_TOKENS + offset); per sequence
  * q_indptr [n_seqs + 1] (its rows), page_indptr [n_seqs + 1], page_indices and last_len
  * [n_seqs] (the CSR page table over pos + n_tokens tokens). Returns the longest kv length;
  * *max_q gets the most rows of one sequence. */
-guint           dcp_cuda_forward_tables     (const DcpCudaSeq     *seqs,
-                                             guint                 n_seqs,
-                                             gint32               *positions,
-                                             gint32               *slots,
-                                             gint32               *q_indptr,
-                                             gint32               *page_indptr,
-                                             gint32               *page_indices,
-                                             gint32               *last_len,
-                                             guint                *max_q);
+guint dcp_cuda_forward_tables (const DcpCudaSeq *seqs, guint n_seqs, gint32 *positions,
+                               gsize pos_stride, gint32 *slots, gint32 *q_indptr,
+                               gint32 *page_indptr, gint32 *page_indices, gint32 *last_len,
+                               guint *max_q);
 /* The KV length a decode graph is made for: the next power of two >= max(n, 512). */
 guint           dcp_cuda_forward_kv_bucket  (guint                 max_kv_len);
 

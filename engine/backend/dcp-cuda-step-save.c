@@ -102,6 +102,8 @@ dcp_cuda_state_keep (DcpBackend *backend, DcpSeqState *s, DcpStepSave *save, gui
        !dcp_cuda_forward_gdn_keep (self->forward, &save->row_save, s->conv, s->recurrent, n_keep,
                                    error)))
     return FALSE;
+  /* the rows cut were text: one position each */
+  s->next_pos -= s->n_tokens - (save->header.n_before + n_keep);
   s->n_tokens = save->header.n_before + n_keep;
   return TRUE;
 }

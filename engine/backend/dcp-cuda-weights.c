@@ -13,8 +13,8 @@
 #include "dcp-quant.h"
 #include "dcp-recipe.h"
 
-static gboolean
-format_of (DcpDType dtype, DcpkFormat *format)
+gboolean
+dcp_cuda_format_of (DcpDType dtype, DcpkFormat *format)
 {
   switch (dtype)
     {
@@ -200,7 +200,7 @@ host_matrix (const DcpTensorSource *source, const char *name, guint64 rows, guin
   m->name = name;
   m->rows = (int) rows;
   m->cols = (int) cols;
-  if (format_of (view->dtype, &m->format))
+  if (dcp_cuda_format_of (view->dtype, &m->format))
     {
       if (view->nbytes != dcp_quant_tensor_bytes (view->dtype, rows, cols))
         {
@@ -804,7 +804,7 @@ dcp_cuda_weights_random_recipe (const DcpModelConfig *config, DcpRecipe recipe, 
 
   g_return_val_if_fail (config != NULL && recipe < DCP_RECIPE_N, NULL);
   for (guint g = 0; g < DCP_GROUP_KEEP; g++)
-    if (!format_of (dcp_recipe_group_dtype (recipe, g), &formats[g]))
+    if (!dcp_cuda_format_of (dcp_recipe_group_dtype (recipe, g), &formats[g]))
       {
         g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED, "recipe %s: %s (%s) is not a GEMV "
                      "format", dcp_recipe_name (recipe), dcp_tensor_group_name (g),

@@ -92,6 +92,9 @@ typedef struct {
   guint64 gemv_bytes;            /* what one decode step's GEMVs read (not the MTP head's) */
 } DcpCudaWeights;
 
+/* The kernels' format of a matrix stored as dtype (BF16 and the MX formats); FALSE for the
+ * others (F32, F16: converted to BF16 when uploaded). */
+gboolean dcp_cuda_format_of (DcpDType dtype, DcpkFormat *format);
 /* Every tensor of the text model from source (and of the MTP head, when the source has
  * mtp.fc.weight), each upload checked with dcpk_checksum against the host bytes. */
 DcpCudaWeights *dcp_cuda_weights_upload (const DcpModelConfig  *config,

@@ -168,9 +168,10 @@ dcp_vision_config_from_json (DcpVisionConfig *c, JsonNode *root, JsonNode *prepr
   c->video_token_id = ids[1];
   c->vision_start_token_id = ids[2];
   c->vision_end_token_id = ids[3];
-  if (c->hidden_size % c->n_heads != 0 || (c->hidden_size / c->n_heads) % 4 != 0)
+  if (c->hidden_size % c->n_heads != 0 || (c->hidden_size / c->n_heads) % 4 != 0 ||
+      c->hidden_size / c->n_heads > DCP_VISION_MAX_HEAD_DIM)
     return invalid (error, where, "num_heads",
-                    "must divide hidden_size into heads of a multiple of 4");
+                    "must divide hidden_size into heads of a multiple of 4, at most 512");
   c->head_dim = c->hidden_size / c->n_heads;
   c->grid_side = (guint) lround (sqrt ((double) c->n_position_embeddings));
   if (c->grid_side * c->grid_side != c->n_position_embeddings)
@@ -202,10 +203,32 @@ dcp_vision_config_from_json (DcpVisionConfig *c, JsonNode *root, JsonNode *prepr
   return read_preprocessor (c, preprocessor, error);
 }
 
+void
+dcp_vision_config_inv_freq (const DcpVisionConfig *c, float *inv_freq)
+{
+  guint half = c->head_dim / 2;
+
+  for (guint i = 0; i < half / 2; i++)
+    inv_freq[i] = 1.0f / powf ((float) c->rope_theta, (float) (2 * i) / (float) half);
+}
+
 guint
 dcp_vision_config_n_tokens (const DcpVisionConfig *c, guint grid_h, guint grid_w)
 {
   return (grid_h / c->merge_size) * (grid_w / c->merge_size);
+}
+
+guint64
+dcp_vision_config_device_bytes (const DcpVisionConfig *c, guint64 n, guint64 frame)
+{
+  guint64 unit = (guint64) c->merge_size * c->merge_size, d = c->hidden_size;
+  guint64 pw = (guint64) c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
+  guint64 scores =
+      MAX (MIN (c->n_heads * frame * frame, DCP_VISION_SCORES_FLOATS), c->n_heads * frame);
+
+  return sizeof (float) *
+             (n * (pw + 6 * d + c->intermediate_size) + n / unit * c->out_hidden_size + scores) +
+         n * (4 * sizeof (gint32) + 4 * sizeof (float) + 2 * sizeof (gint32));
 }
 
 guint64
@@ -214,9 +237,10 @@ dcp_vision_config_activation_bytes (const DcpVisionConfig *c)
   guint64 n = c->max_pixels / ((guint64) c->patch_size * c->patch_size);
   guint64 unit = (guint64) c->merge_size * c->merge_size, d = c->hidden_size;
   guint64 pw = (guint64) c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
+  guint64 cpu = sizeof (float) *
+                (n * (pw + 7 * d + MAX (c->intermediate_size, d)) + n / unit * c->out_hidden_size);
 
-  return sizeof (float) *
-         (n * (pw + 7 * d + MAX (c->intermediate_size, d)) + n / unit * c->out_hidden_size);
+  return MAX (cpu, dcp_vision_config_device_bytes (c, n, n));
 }
 
 guint64

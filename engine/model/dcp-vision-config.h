@@ -29,12 +29,28 @@ typedef struct {
  * names the field; a config without a vision_config is NOT_SUPPORTED. */
 gboolean dcp_vision_config_from_json (DcpVisionConfig *config, JsonNode *root,
                                       JsonNode *preprocessor, GError **error);
+/* The 2-D rotary's head_dim / 4 frequencies (DCP_VISION_MAX_HEAD_DIM / 4 at most), as
+ * transformers computes them: 1 / theta^(2i / (head_dim / 2)) in FP32 (torch's pow, then a
+ * reciprocal). */
+#define DCP_VISION_MAX_HEAD_DIM 512
+void dcp_vision_config_inv_freq (const DcpVisionConfig *config, float *inv_freq);
 /* LLM tokens (after the 2x2 merge) of an image whose patch grid is grid_h x grid_w. */
 guint dcp_vision_config_n_tokens (const DcpVisionConfig *config, guint grid_h, guint grid_w);
 
-/* Bytes the CPU tower's FP32 forward holds at once for the largest image it is given
- * (max_pixels in patches): the patches, the residual stream and its normed copy, q/k/v, the
- * attention output, the MLP's hidden rows, the merger's rows and the embeddings. */
+/* The most attention scores the CUDA tower holds at once (256 MiB of FP32): a larger frame's
+ * queries go in blocks. */
+#define DCP_VISION_SCORES_FLOATS ((guint64) 64 << 20)
+/* Bytes the CUDA tower (engine/backend/dcp-cuda-vision.c) holds on the device for an image of
+ * n_patches in frames of frame_patches: the patches, the residual stream and its normed copy,
+ * q/k/v, the attention output, the MLP's hidden rows, the embeddings, the attention scores
+ * (n_heads x frame^2, at most DCP_VISION_SCORES_FLOATS but one query block of every head) and
+ * per patch its four position taps, their weights and its (row, col). */
+guint64 dcp_vision_config_device_bytes (const DcpVisionConfig *config, guint64 n_patches,
+                                        guint64 frame_patches);
+/* Bytes the tower's forward holds at once for the largest image it is given (max_pixels in
+ * patches), the larger of the CUDA tower's and the CPU's FP32 working set (the patches, the
+ * residual stream and its normed copy, q/k/v, the attention output, the MLP's hidden rows, the
+ * merger's rows and the embeddings). */
 guint64 dcp_vision_config_activation_bytes (const DcpVisionConfig *config);
 /* The same from a model's config.json and preprocessor_config.json (NULL: defaults); 0 when the
  * config has no (valid) vision tower. What the memory planner counts. */

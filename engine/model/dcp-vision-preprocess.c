@@ -169,6 +169,43 @@ dcp_vision_patch_width (const DcpVisionConfig *c)
   return c->in_channels * c->temporal_patch_size * c->patch_size * c->patch_size;
 }
 
+void
+dcp_vision_patch_cell (const DcpVisionConfig *c, const DcpVisionGrid *g, guint index, guint *row,
+                       guint *col)
+{
+  guint m = c->merge_size, blocks_across = g->w / m;
+
+  *row = index / (m * m * blocks_across) * m + index / m % m;
+  *col = index / (m * m) % blocks_across * m + index % m;
+}
+
+void
+dcp_vision_position_taps (const DcpVisionConfig *c, const DcpVisionGrid *g, guint row, guint col,
+                          guint taps[4], float weights[4])
+{
+  guint side = c->grid_side, lo[2], hi[2];
+  float src[2], frac[2];
+
+  src[0] = (float) row * (float) (side - 1) / (float) MAX (g->h - 1, 1);
+  src[1] = (float) col * (float) (side - 1) / (float) MAX (g->w - 1, 1);
+  for (int a = 0; a < 2; a++)
+    {
+      float f = floorf (src[a]);
+
+      frac[a] = src[a] - f;
+      lo[a] = MIN ((guint) f, side - 1);
+      hi[a] = MIN ((guint) f + 1, side - 1);
+    }
+  taps[0] = lo[0] * side + lo[1];
+  taps[1] = lo[0] * side + hi[1];
+  taps[2] = hi[0] * side + lo[1];
+  taps[3] = hi[0] * side + hi[1];
+  weights[0] = (1 - frac[0]) * (1 - frac[1]);
+  weights[1] = (1 - frac[0]) * frac[1];
+  weights[2] = frac[0] * (1 - frac[1]);
+  weights[3] = frac[0] * frac[1];
+}
+
 float *
 dcp_vision_patches (const DcpVisionConfig *c, const guint8 *rgb, guint width, guint height,
                     gsize stride, DcpVisionGrid *grid, GError **error)

@@ -39,5 +39,13 @@ float *dcp_vision_patches (const DcpVisionConfig *config, const guint8 *rgb, gui
                            guint height, gsize stride, DcpVisionGrid *grid, GError **error);
 /* Values in one patch row. */
 guint dcp_vision_patch_width (const DcpVisionConfig *config);
+/* The row and column in its frame's grid of a frame's patch `index` (merge-block order). */
+void dcp_vision_patch_cell (const DcpVisionConfig *config, const DcpVisionGrid *grid, guint index,
+                            guint *row, guint *col);
+/* What the tower adds to the patch at (row, col) of the grid: the learned position table
+ * (grid_side x grid_side, row-major) resampled bilinearly with aligned corners, as four rows
+ * of the table (taps) and their weights (docs/MODEL.md "The tower", step 2). */
+void dcp_vision_position_taps (const DcpVisionConfig *config, const DcpVisionGrid *grid, guint row,
+                               guint col, guint taps[4], float weights[4]);
 
 G_END_DECLS

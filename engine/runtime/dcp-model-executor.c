@@ -892,11 +892,11 @@ open_vision (Executor *self, GError **error)
   if (!dcp_backend_takes_embeddings (self->backend))
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "--vision: the %s backend does not read images yet (the CPU backend does)",
+                   "--vision: the %s backend does not read images",
                    dcp_backend_get_name (self->backend));
       return FALSE;
     }
-  vision = dcp_prompt_vision_new (self->model, 0, error);
+  vision = dcp_prompt_vision_new (self->model, self->backend, 0, error);
   if (vision == NULL)
     return FALSE;
   for (guint i = 0; i < G_N_ELEMENTS (markers); i++)
@@ -982,10 +982,7 @@ gboolean
 dcp_model_executor_get_vision_weights (DcpModelExecutor *self, DcpIntegrityWeights *weights)
 {
   g_return_val_if_fail (self != NULL && weights != NULL, FALSE);
-  if (self->vision == NULL)
-    return FALSE;
-  dcp_prompt_vision_get_weights (self->vision, weights);
-  return TRUE;
+  return self->vision != NULL && dcp_prompt_vision_get_weights (self->vision, weights);
 }
 
 DcpBackend *

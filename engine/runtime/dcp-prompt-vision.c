@@ -5,20 +5,20 @@
 
 #include <string.h>
 
-#include "dcp-cpu-vision.h"
+#include "dcp-cpu-stored.h"
 #include "dcp-error.h"
 #include "dcp-image-decode.h"
 #include "dcp-prompt-vision.h"
+#include "dcp-vision-tower.h"
 
 struct _DcpPromptVision {
   DcpVisionConfig config;
-  DcpCpuVision *tower;
-  DcpCpuPool *pool;
+  DcpVisionTower *tower;
   GMutex lock; /* one image through the tower at a time */
 };
 
 DcpPromptVision *
-dcp_prompt_vision_new (DcpModelSource *model, guint n_threads, GError **error)
+dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend, guint n_threads, GError **error)
 {
   g_autoptr(DcpPromptVision) self = g_new0 (DcpPromptVision, 1);
   DcpTensorSource source = dcp_model_source_get_tensors (model);
@@ -27,10 +27,9 @@ dcp_prompt_vision_new (DcpModelSource *model, guint n_threads, GError **error)
   if (!dcp_vision_config_from_json (&self->config, dcp_model_source_get_config_json (model),
                                     dcp_model_source_get_preprocessor (model), error))
     return NULL;
-  self->tower = dcp_cpu_vision_load (&self->config, &source, error);
+  self->tower = dcp_vision_tower_new (backend, &self->config, &source, n_threads, error);
   if (self->tower == NULL)
     return NULL;
-  self->pool = dcp_cpu_pool_new (n_threads > 0 ? n_threads : g_get_num_processors ());
   return g_steal_pointer (&self);
 }
 
@@ -39,8 +38,7 @@ dcp_prompt_vision_free (DcpPromptVision *self)
 {
   if (self == NULL)
     return;
-  g_clear_pointer (&self->tower, dcp_cpu_vision_free);
-  g_clear_pointer (&self->pool, dcp_cpu_pool_free);
+  g_clear_pointer (&self->tower, dcp_vision_tower_free);
   g_mutex_clear (&self->lock);
   g_free (self);
 }
@@ -56,7 +54,7 @@ tower_count (gpointer data)
 {
   DcpPromptVision *self = data;
 
-  return dcp_cpu_vision_get_stored (self->tower)->len;
+  return dcp_vision_tower_get_stored (self->tower)->len;
 }
 
 static const char *
@@ -64,7 +62,7 @@ tower_name (gpointer data, guint index, guint64 *nbytes)
 {
   DcpPromptVision *self = data;
   const DcpCpuStoredTensor *t =
-      &g_array_index (dcp_cpu_vision_get_stored (self->tower), DcpCpuStoredTensor, index);
+      &g_array_index (dcp_vision_tower_get_stored (self->tower), DcpCpuStoredTensor, index);
 
   *nbytes = t->nbytes;
   return t->name;
@@ -76,7 +74,7 @@ tower_sum (gpointer data, guint index, guint64 *sum, GError **error)
 {
   DcpPromptVision *self = data;
 
-  *sum = dcp_cpu_stored_sum (dcp_cpu_vision_get_stored (self->tower), index);
+  *sum = dcp_cpu_stored_sum (dcp_vision_tower_get_stored (self->tower), index);
   return TRUE;
 }
 
@@ -89,16 +87,19 @@ tower_restore (gpointer data, guint index, const guint8 *bytes, gsize nbytes, GE
 
   g_mutex_lock (&self->lock);
   ok =
-      dcp_cpu_stored_restore (dcp_cpu_vision_get_stored (self->tower), index, bytes, nbytes, error);
+      dcp_cpu_stored_restore (dcp_vision_tower_get_stored (self->tower), index, bytes, nbytes, error);
   g_mutex_unlock (&self->lock);
   return ok;
 }
 
-void
+gboolean
 dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights)
 {
-  g_return_if_fail (self != NULL && weights != NULL);
+  g_return_val_if_fail (self != NULL && weights != NULL, FALSE);
+  if (dcp_vision_tower_get_stored (self->tower) == NULL)
+    return FALSE;
   *weights = (DcpIntegrityWeights){ tower_count, tower_name, tower_sum, tower_restore, self };
+  return TRUE;
 }
 
 /* An image part's bytes, or NULL with an error. */
@@ -226,8 +227,8 @@ dcp_prompt_vision_expand (DcpPromptVision *self, GPtrArray *images, GArray *ids,
                   float, (gsize) dcp_vision_config_n_tokens (c, grids[seen].h, grids[seen].w) *
                              c->out_hidden_size);
               g_mutex_lock (&self->lock);
-              dcp_cpu_vision_forward (self->tower, self->pool, patches, &grids[seen],
-                                      embeddings[seen]);
+              ok = dcp_vision_tower_forward (self->tower, patches, &grids[seen], embeddings[seen],
+                                             error);
               g_mutex_unlock (&self->lock);
               hashes[seen] = dcp_prompt_images_hash (bytes, length);
             }

@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-backend.h"
 #include "dcp-integrity-monitor.h"
 #include "dcp-model-source.h"
 #include "dcp-prompt-images.h"
@@ -13,19 +14,23 @@ G_BEGIN_DECLS
  * {"type": "image", "media_type", "data": base64} (dcp-request.h) become the marker the chat
  * template writes for an image, <|vision_start|><|image_pad|><|vision_end|>, whatever the
  * template does with parts; after tokenizing, each image's one <|image_pad|> becomes as many as
- * the image has tokens, and the tower (on the CPU, docs/MODEL.md "The vision tower") makes their
+ * the image has tokens, and the tower (docs/MODEL.md "The vision tower") makes their
  * embeddings. */
 typedef struct _DcpPromptVision DcpPromptVision;
 
 #define DCP_PROMPT_VISION_MARKER "<|vision_start|><|image_pad|><|vision_end|>"
 
-/* The model's tower and image processor settings; NOT_SUPPORTED when the model has none. */
-DcpPromptVision *dcp_prompt_vision_new (DcpModelSource *model, guint n_threads, GError **error);
+/* The model's tower and image processor settings; NOT_SUPPORTED when the model has none. The
+ * tower runs where backend does (dcp-vision-tower.h; n_threads: the CPU tower's, 0 for every
+ * core). */
+DcpPromptVision *dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backend, guint n_threads,
+                                        GError **error);
 void dcp_prompt_vision_free (DcpPromptVision *self);
 guint32 dcp_prompt_vision_get_image_token (DcpPromptVision *self);
-/* The tower's weights (in RAM) for the integrity monitor; restoring one waits for the image the
- * tower is reading, if any. The weights borrow self. */
-void dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights);
+/* The tower's weights in RAM for the integrity monitor (FALSE for the CUDA tower: its VRAM is
+ * not covered yet); restoring one waits for the image the tower is reading, if any. The
+ * weights borrow self. */
+gboolean dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights);
 
 /* A copy of messages with each image part a text part holding the marker, the images' bytes
  * in order appended to images (GBytes); NULL when no message has an image (images untouched).

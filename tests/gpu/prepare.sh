@@ -4,7 +4,7 @@
 # load (tests/gpu/pack-libs.sh), the test data and run-all.sh.
 # Then call the device tool with carry [".gpu"] and the command: sh .gpu/run-all.sh (or, for the
 # server benchmark of issue 17, sh .gpu/serve-bench.sh; speculation on the demo model,
-# sh .gpu/serve-spec.sh)
+# sh .gpu/serve-spec.sh; images on CUDA against the CPU, sh .gpu/serve-vision.sh)
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -27,7 +27,8 @@ for name in $(meson test -C build-gpu --list --suite gpu 2>/dev/null | sed -n 's
 done
 # Symbols are not needed there; the test data travels with the checkout (tests/data).
 strip .gpu/bin/* .gpu/tests/*
-cp tests/gpu/run-all.sh tests/gpu/serve-e2e.sh tests/gpu/serve-bench.sh tests/gpu/serve-spec.sh .gpu/
+cp tests/gpu/run-all.sh tests/gpu/serve-e2e.sh tests/gpu/serve-bench.sh tests/gpu/serve-spec.sh \
+   tests/gpu/serve-vision.sh .gpu/
 "$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
 # The kernels' library (the binaries find it next to them only in the build tree).
 cp build-gpu/kernels/libdcp-kernels.so .gpu/libs/

@@ -59,17 +59,20 @@ done
 
 # Kernel benchmarks, the short forms (a few seconds each; each program's header says what it
 # prints): decode attention and sampling, prefill GEMM and weight conversions, prefill attention,
-# GDN prefill, the MTP head, the DFlash drafter's kernels. bench-gemv (per-shape GEMV table,
-# about a minute per batch list) is run by hand.
+# GDN prefill, the MTP head, the DFlash drafter's kernels, the vision tower's encode time.
+# bench-gemv (per-shape GEMV table, about a minute per batch list) is run by hand.
 timeout 60 "$here/bin/bench-decode" 3 2>&1 | tee "$out/bench-decode.log"
 timeout 60 "$here/bin/bench-gemm" 3 2>&1 | tee "$out/bench-gemm.log"
 timeout 60 "$here/bin/bench-attention-prefill" 2>&1 | tee "$out/bench-attention-prefill.log"
 timeout 30 "$here/bin/bench-gdn-prefill" 2>&1 | tee "$out/bench-gdn-prefill.log"
 timeout 60 "$here/bin/bench-mtp" medium 4096 7 2>&1 | tee "$out/bench-mtp.log"
 timeout 60 "$here/bin/bench-dflash" 2>&1 | tee "$out/bench-dflash.log"
+timeout 60 "$here/bin/bench-vision" 2>&1 | tee "$out/bench-vision.log"
 
 # The server on the CUDA backend against the CPU backend, end to end over HTTP.
 timeout 120 sh "$here/serve-e2e.sh" 2>&1 | tee "$out/serve-e2e.log"
+# Images through the server on the CUDA backend against the CPU backend.
+timeout 120 sh "$here/serve-vision.sh" 2>&1 | tee "$out/serve-vision.log"
 
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"

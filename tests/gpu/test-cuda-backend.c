@@ -291,7 +291,8 @@ test_page_table (void)
   g_autoptr(GArray) a1 = g_array_new (FALSE, FALSE, sizeof (guint32));
   g_autoptr(GArray) a2 = g_array_new (FALSE, FALSE, sizeof (guint32));
   DcpCudaSeq rows[3];
-  gint32 positions[4], slots[4], qptr[4], indptr[4], indices[6], last[3];
+  gint32 positions[12], slots[4], qptr[4], indptr[4], indices[6], last[3];
+  const guint32 image_pos[] = { 9, 9, 9, 9, 10, 11, 5, 6, 5 }; /* T, H, W rows of 3 */
   const gint32 want_indptr[] = { 0, 1, 3, 6 }, want_indices[] = { 7, 3, 9, 1, 4, 2 };
   const gint32 want_qptr[] = { 0, 1, 2, 3 };
   guint longest, max_q;
@@ -303,8 +304,8 @@ test_page_table (void)
   rows[0] = (DcpCudaSeq) { .tokens = tokens, .n_tokens = 1, .pos = 0, .pages = a0 };
   rows[1] = (DcpCudaSeq) { .tokens = tokens + 1, .n_tokens = 1, .pos = 512, .pages = a1 };
   rows[2] = (DcpCudaSeq) { .tokens = tokens + 2, .n_tokens = 1, .pos = 1200, .pages = a2 };
-  longest = dcp_cuda_forward_tables (rows, 3, positions, slots, qptr, indptr, indices, last,
-                                     &max_q);
+  longest =
+      dcp_cuda_forward_tables (rows, 3, positions, 4, slots, qptr, indptr, indices, last, &max_q);
   g_assert_cmpuint (longest, ==, 1201);
   g_assert_cmpuint (max_q, ==, 1);
   g_assert_cmpmem (qptr, sizeof qptr, want_qptr, sizeof want_qptr);
@@ -313,6 +314,8 @@ test_page_table (void)
   g_assert_cmpint (positions[0], ==, 0);
   g_assert_cmpint (positions[1], ==, 512);
   g_assert_cmpint (positions[2], ==, 1200);
+  for (guint axis = 1; axis < 3; axis++)
+    g_assert_cmpmem (positions + 4 * axis, 3 * sizeof (gint32), positions, 3 * sizeof (gint32));
   g_assert_cmpint (last[0], ==, 1);
   g_assert_cmpint (last[1], ==, 1);
   g_assert_cmpint (last[2], ==, 1201 - 1024);
@@ -321,12 +324,12 @@ test_page_table (void)
   g_assert_cmpint (slots[2], ==, 2 * 512 + 1200 - 1024);
   /* 511 tokens before: the page's last slot */
   rows[0].pos = 511;
-  dcp_cuda_forward_tables (rows, 1, positions, slots, qptr, indptr, indices, last, &max_q);
+  dcp_cuda_forward_tables (rows, 1, positions, 4, slots, qptr, indptr, indices, last, &max_q);
   g_assert_cmpint (last[0], ==, 512);
   g_assert_cmpint (slots[0], ==, 7 * 512 + 511);
   /* a chunk of 3 tokens from 510 on: two in page 3, one in page 9 */
   rows[1] = (DcpCudaSeq) { .tokens = tokens, .n_tokens = 3, .pos = 510, .pages = a1 };
-  longest = dcp_cuda_forward_tables (rows + 1, 1, positions, slots, qptr, indptr, indices, last,
+  longest = dcp_cuda_forward_tables (rows + 1, 1, positions, 4, slots, qptr, indptr, indices, last,
                                      &max_q);
   g_assert_cmpuint (longest, ==, 513);
   g_assert_cmpuint (max_q, ==, 3);
@@ -337,6 +340,18 @@ test_page_table (void)
   g_assert_cmpint (slots[0], ==, 3 * 512 + 510);
   g_assert_cmpint (slots[1], ==, 3 * 512 + 511);
   g_assert_cmpint (slots[2], ==, 9 * 512);
+  /* after an image, text positions run behind the slots; an image's rows give their own */
+  rows[1].rope_shift = -100;
+  dcp_cuda_forward_tables (rows + 1, 1, positions, 4, slots, qptr, indptr, indices, last, &max_q);
+  g_assert_cmpint (positions[0], ==, 410);
+  g_assert_cmpint (positions[4 + 2], ==, 412);
+  rows[1].positions = image_pos;
+  rows[1].positions_stride = 3;
+  dcp_cuda_forward_tables (rows + 1, 1, positions, 4, slots, qptr, indptr, indices, last, &max_q);
+  for (guint axis = 0; axis < 3; axis++)
+    for (guint t = 0; t < 3; t++)
+      g_assert_cmpint (positions[4 * axis + t], ==, (gint32) image_pos[3 * axis + t]);
+  g_assert_cmpint (slots[0], ==, 3 * 512 + 510);
 
   g_assert_cmpuint (dcp_cuda_forward_kv_bucket (1), ==, 512);
   g_assert_cmpuint (dcp_cuda_forward_kv_bucket (512), ==, 512);

@@ -6,7 +6,8 @@
  * with --rope-scaling 1m at positions to 1,048,575; a short original length with mscale's
  * attention factor and a blended ramp). Dims past rotary_dim and the gates must come back bit
  * for bit; the rotated ones pass when ||gpu - ref|| / ||ref|| <= 1e-5 (both compute the angle
- * identically in FP32; sin/cos differ by an ulp or two). */
+ * identically in FP32; sin/cos differ by an ulp or two). mRoPE (dcpk_rope_3d) against
+ * dcp_cpu_rope_3d likewise. */
 #include "config.h"
 
 #include <string.h>
@@ -103,6 +104,57 @@ test_rope_yarn (void)
   check (5, 3, 64, 64, &short_original, 7);
 }
 
+/* dcpk_rope_3d against dcp_cpu_rope_3d: the 27B's q (mRoPE sections 11, 11, 10 of its 32
+ * pairs) and odd sections, three independent random position rows. */
+static void
+check_3d (int n_rows, int n_heads, int stride, const Rope *r, const guint sections[3], guint32 seed)
+{
+  g_autoptr (GRand) rng = g_rand_new_with_seed (seed);
+  gsize n = (gsize) n_rows * n_heads * stride;
+  g_autofree float *x = g_new (float, n), *want = g_new (float, n), *got = g_new (float, n);
+  g_autofree gint32 *pos = g_new (gint32, 3 * n_rows);
+  int sec[3] = { (int) sections[0], (int) sections[1], (int) sections[2] };
+  void *d_x, *d_pos;
+  DcpRope rope;
+  double e;
+
+  make_table (r, &rope);
+  dcpk_test_fill (rng, x, n, -2, 2);
+  for (int i = 0; i < 3 * n_rows; i++)
+    pos[i] = g_rand_int_range (rng, 0, (gint32) r->max_pos);
+  d_x = dcpk_test_to_device (x, n * sizeof (float));
+  d_pos = dcpk_test_to_device (pos, 3 * n_rows * sizeof (gint32));
+  CHECK_CUDA (dcpk_rope_3d (d_x, n_rows, n_heads, (long) n_heads * stride, stride, r->rotary_dim,
+                            rope.inv_freq, rope.attention_factor, sec, d_pos, n_rows, NULL));
+  CHECK_CUDA (dcpk_memcpy_d2h (got, d_x, n * sizeof (float)));
+  memcpy (want, x, n * sizeof (float));
+  for (int i = 0; i < n_rows; i++)
+    {
+      const guint32 p[3] = { pos[i], pos[n_rows + i], pos[2 * n_rows + i] };
+
+      for (int h = 0; h < n_heads; h++)
+        dcp_cpu_rope_3d (want + ((gsize) i * n_heads + h) * stride, &rope, sections, p);
+    }
+  e = dcpk_test_rel_err (got, want, n);
+  g_test_message ("mrope rows %d heads %d sections %u/%u/%u: rel err %.3g", n_rows, n_heads,
+                  sections[0], sections[1], sections[2], e);
+  g_assert_cmpfloat (e, <=, TOLERANCE);
+  CHECK_CUDA (dcpk_free (d_x));
+  CHECK_CUDA (dcpk_free (d_pos));
+}
+
+static void
+test_rope_3d (void)
+{
+  static const Rope qwen = { 64, 1e7, 262144 }, small = { 16, 1e4, 4096 };
+  static const guint qwen_sections[3] = { 11, 11, 10 }, small_sections[3] = { 3, 3, 2 };
+  static const guint t_only[3] = { 8, 0, 0 };
+
+  check_3d (7, 24, 256, &qwen, qwen_sections, 8);
+  check_3d (5, 2, 64, &small, small_sections, 9);
+  check_3d (5, 2, 64, &small, t_only, 10);
+}
+
 static void
 test_rope_rejects (void)
 {
@@ -125,6 +177,7 @@ main (int argc, char **argv)
     {
       g_test_add_func ("/gpu/rope/shapes", test_rope_shapes);
       g_test_add_func ("/gpu/rope/yarn", test_rope_yarn);
+      g_test_add_func ("/gpu/rope/3d", test_rope_3d);
       g_test_add_func ("/gpu/rope/rejects", test_rope_rejects);
     }
   return dcpk_test_run (gpu);

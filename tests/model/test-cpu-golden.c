@@ -13,6 +13,7 @@
 
 #include "dcp-backend-cpu.h"
 #include "dcp-checkpoint.h"
+#include "golden-data.h"
 
 #define MAX_REL_ERROR 1e-4
 
@@ -22,20 +23,6 @@ typedef struct {
   guint vocab;
   GArray *prompt, *decode, *greedy;   /* guint32 */
 } Fixture;
-
-static GArray *
-read_ids (JsonObject *o, const char *member)
-{
-  JsonArray *a = json_object_get_array_member (o, member);
-  GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint32));
-
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      guint32 id = (guint32) json_array_get_int_element (a, i);
-      g_array_append_val (ids, id);
-    }
-  return ids;
-}
 
 static float *
 read_golden (const char *model, const char *file, guint rows, guint vocab)
@@ -73,9 +60,9 @@ fixture_set_up (Fixture *f, gconstpointer data)
   json_parser_load_from_file (parser, prompt_path, &error);
   g_assert_no_error (error);
   o = json_node_get_object (json_parser_get_root (parser));
-  f->prompt = read_ids (o, "prompt");
-  f->decode = read_ids (o, "decode");
-  f->greedy = read_ids (o, "greedy");
+  f->prompt = golden_ids (o, "prompt");
+  f->decode = golden_ids (o, "decode");
+  f->greedy = golden_ids (o, "greedy");
   g_assert_cmpuint (f->vocab, ==, json_object_get_int_member (o, "vocab_size"));
 }
 

@@ -18,6 +18,7 @@
 #include "dcp-cpu-vision.h"
 #include "dcp-image-decode.h"
 #include "dcp-mrope-positions.h"
+#include "golden-data.h"
 
 #define MAX_REL_ERROR 1e-4
 #define MAX_PIXEL_ERROR 1e-5
@@ -32,17 +33,10 @@ typedef struct {
   JsonParser *info;
 } Fixture;
 
-static char *
-golden_path (const char *file)
-{
-  return g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", "golden", file,
-                                NULL);
-}
-
 static float *
 read_floats (const char *file, gsize n)
 {
-  g_autofree char *path = golden_path (file);
+  g_autofree char *path = vision_golden_path (file);
   g_autoptr(GError) error = NULL;
   char *data = NULL;
   gsize len = 0;
@@ -60,26 +54,17 @@ fixture_set_up (Fixture *f, gconstpointer data)
       g_test_build_filename (G_TEST_DIST, "data", "models", "vision-small", NULL);
   g_autofree char *tokenizer_dir =
       g_test_build_filename (G_TEST_DIST, "data", "tokenizer", "qwen3", NULL);
-  g_autofree char *pre_path = g_build_filename (dir, "preprocessor_config.json", NULL);
-  g_autofree char *info_path = golden_path ("vision.json");
-  g_autoptr(JsonParser) pre = json_parser_new ();
   g_autoptr(GError) error = NULL;
   DcpTensorSource source;
 
   f->checkpoint = dcp_checkpoint_open (dir, tokenizer_dir, &error);
   g_assert_no_error (error);
-  json_parser_load_from_file (pre, pre_path, &error);
-  g_assert_no_error (error);
-  dcp_vision_config_from_json (&f->config, dcp_checkpoint_get_config_json (f->checkpoint),
-                               json_parser_get_root (pre), &error);
-  g_assert_no_error (error);
+  vision_golden_config (f->checkpoint, &f->config);
   source = dcp_checkpoint_get_source (f->checkpoint);
   f->vision = dcp_cpu_vision_load (&f->config, &source, &error);
   g_assert_no_error (error);
   f->pool = dcp_cpu_pool_new (2);
-  f->info = json_parser_new ();
-  json_parser_load_from_file (f->info, info_path, &error);
-  g_assert_no_error (error);
+  f->info = vision_golden_info ();
 }
 
 static void
@@ -143,28 +128,16 @@ test_images (Fixture *f, gconstpointer data)
       const char *name = images[i];
       JsonObject *info = image_info (f, name);
       JsonArray *thw = json_object_get_array_member (info, "grid_thw");
-      g_autofree char *png_name = g_strconcat (name, ".png", NULL);
-      g_autofree char *png_path = golden_path (png_name);
       g_autofree char *pixels_name = g_strconcat (name, ".pixels.f32", NULL);
-      g_autoptr(GError) error = NULL;
-      g_autofree char *png = NULL;
-      g_autofree guint8 *rgb = NULL;
       g_autofree float *patches = NULL, *golden = NULL;
-      gsize png_len = 0, n;
+      gsize n;
       guint width = 0, height = 0, pw = dcp_vision_patch_width (&f->config);
       DcpVisionGrid grid;
       double worst = 0;
 
-      g_file_get_contents (png_path, &png, &png_len, &error);
-      g_assert_no_error (error);
-      rgb = dcp_image_decode_rgb (name, (const guint8 *) png, png_len, &width, &height, &error);
-      g_assert_no_error (error);
+      patches = vision_golden_patches (&f->config, name, &width, &height, &grid);
       g_assert_cmpuint (width, ==, json_object_get_int_member (info, "width"));
       g_assert_cmpuint (height, ==, json_object_get_int_member (info, "height"));
-
-      patches =
-          dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, &grid, &error);
-      g_assert_no_error (error);
       g_assert_cmpuint (grid.t, ==, json_array_get_int_element (thw, 0));
       g_assert_cmpuint (grid.h, ==, json_array_get_int_element (thw, 1));
       g_assert_cmpuint (grid.w, ==, json_array_get_int_element (thw, 2));
@@ -184,7 +157,7 @@ test_images (Fixture *f, gconstpointer data)
 static void
 test_truncated (Fixture *f, gconstpointer data)
 {
-  g_autofree char *path = golden_path ("wide.png");
+  g_autofree char *path = vision_golden_path ("wide.png");
   g_autoptr(GError) error = NULL;
   g_autofree char *png = NULL;
   gsize len = 0;
@@ -221,9 +194,15 @@ test_target_size (Fixture *f, gconstpointer data)
       g_assert_cmpuint (h, ==, cases[i].out_h);
     }
   /* The planner's working set: 96 patches at most (24,576 pixels), 1,536 values each, width 32,
-   * MLP 48, 24 embeddings of 64: 96 (1536 + 7 x 32 + 48) + 24 x 64 floats. */
+   * MLP 48, 24 embeddings of 64. The CPU's, 96 (1536 + 7 x 32 + 48) + 24 x 64 floats, is below
+   * the CUDA tower's: 96 (1536 + 6 x 32 + 48) + 24 x 64 floats, 2 heads x 96^2 scores and 40
+   * bytes of tables a patch. */
+  g_assert_cmpuint (4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64), <,
+                    dcp_vision_config_device_bytes (&f->config, 96, 96));
+  g_assert_cmpuint (dcp_vision_config_device_bytes (&f->config, 96, 96), ==,
+                    4 * (96 * (1536 + 6 * 32 + 48) + 24 * 64 + 2 * 96 * 96) + 96 * 40);
   g_assert_cmpuint (dcp_vision_config_activation_bytes (&f->config), ==,
-                    4 * (96 * (1536 + 7 * 32 + 48) + 24 * 64));
+                    dcp_vision_config_device_bytes (&f->config, 96, 96));
   g_assert_false (dcp_vision_target_size (&f->config, 201 * 10, 10, &w, &h, &error));
   g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
 }
@@ -232,40 +211,13 @@ test_target_size (Fixture *f, gconstpointer data)
 static float *
 image_embeddings (Fixture *f, const char *name, DcpVisionGrid *grid)
 {
-  g_autofree char *png_name = g_strconcat (name, ".png", NULL);
-  g_autofree char *png_path = golden_path (png_name);
-  g_autoptr(GError) error = NULL;
-  g_autofree char *png = NULL;
-  g_autofree guint8 *rgb = NULL;
-  g_autofree float *patches = NULL;
-  gsize len = 0;
   guint width, height;
-  float *out;
+  g_autofree float *patches = vision_golden_patches (&f->config, name, &width, &height, grid);
+  float *out = g_new (float, (gsize) dcp_vision_config_n_tokens (&f->config, grid->h, grid->w) *
+                                 f->config.out_hidden_size);
 
-  g_file_get_contents (png_path, &png, &len, &error);
-  g_assert_no_error (error);
-  rgb = dcp_image_decode_rgb (name, (const guint8 *) png, len, &width, &height, &error);
-  g_assert_no_error (error);
-  patches = dcp_vision_patches (&f->config, rgb, width, height, (gsize) width * 3, grid, &error);
-  g_assert_no_error (error);
-  out = g_new (float, (gsize) dcp_vision_config_n_tokens (&f->config, grid->h, grid->w) *
-                          f->config.out_hidden_size);
   dcp_cpu_vision_forward (f->vision, f->pool, patches, grid, out);
   return out;
-}
-
-static GArray *
-read_ids (JsonObject *o, const char *member)
-{
-  JsonArray *a = json_object_get_array_member (o, member);
-  GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint32));
-
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      guint32 id = (guint32) json_array_get_int_element (a, i);
-      g_array_append_val (ids, id);
-    }
-  return ids;
 }
 
 static void
@@ -289,8 +241,8 @@ static void
 run_prompt (Fixture *f, const guint *pieces)
 {
   JsonObject *root = json_node_get_object (json_parser_get_root (f->info));
-  g_autoptr(GArray) prompt = read_ids (root, "prompt");
-  g_autoptr(GArray) decode = read_ids (root, "decode");
+  g_autoptr(GArray) prompt = golden_ids (root, "prompt");
+  g_autoptr(GArray) decode = golden_ids (root, "decode");
   JsonArray *order = json_object_get_array_member (root, "prompt_images");
   guint n_images = json_array_get_length (order),
         V = json_object_get_int_member (root, "vocab_size");

@@ -62,7 +62,7 @@ test_tower_flip_found_and_healed (void)
   g_assert_no_error (error);
   dcp_integrity_monitor_get_stats (monitor, &stats);
   text_tensors = stats.n_tensors;
-  dcp_prompt_vision_get_weights (vision, &tower);
+  g_assert_true (dcp_prompt_vision_get_weights (vision, &tower));
   added = dcp_integrity_monitor_add_weights (monitor, &tower);
   /* patch embedding and position table, 2 blocks of 2 norms and 4 linears, the merger's norm
    * and 2 linears: weights and biases */
@@ -110,7 +110,7 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   backend = weight_fault_open_cpu ("DECAPYBARA_TINY_VISION_MODEL", &model);
-  vision = dcp_prompt_vision_new (model, 1, &error);
+  vision = dcp_prompt_vision_new (model, backend, 1, &error);
   g_assert_no_error (error);
   g_test_add_func ("/integrity/cpu/vision-tower-flip", test_tower_flip_found_and_healed);
   status = g_test_run ();
