@@ -9,6 +9,7 @@
 
 #include "dcp-error.h"
 #include "dcp-jinja-private.h"
+#include "dcp-json-compact.h"
 
 /* Values behave as the Python objects jinja2 would hold: JSON null/bool/int/float/string/array/
  * object become None/bool/int/float/str/list/dict, printing follows str() and repr(), and
@@ -576,32 +577,6 @@ dcp_jinja_append_repr (GString *out, DcpJinjaValue *v)
 }
 
 static void
-append_json_string (GString *out, const char *s, gsize len)
-{
-  g_string_append_c (out, '"');
-  for (gsize i = 0; i < len; i++)
-    {
-      guchar c = s[i];
-      switch (c)
-        {
-        case '"': g_string_append (out, "\\\""); break;
-        case '\\': g_string_append (out, "\\\\"); break;
-        case '\n': g_string_append (out, "\\n"); break;
-        case '\r': g_string_append (out, "\\r"); break;
-        case '\t': g_string_append (out, "\\t"); break;
-        case '\b': g_string_append (out, "\\b"); break;
-        case '\f': g_string_append (out, "\\f"); break;
-        default:
-          if (c < 0x20)
-            g_string_append_printf (out, "\\u%04x", c);
-          else
-            g_string_append_c (out, c);
-        }
-    }
-  g_string_append_c (out, '"');
-}
-
-static void
 append_newline_indent (GString *out, const char *indent, int depth)
 {
   g_string_append_c (out, '\n');
@@ -644,7 +619,7 @@ dcp_jinja_append_json (GString *out, DcpJinjaValue *v, const char *indent, const
         dcp_jinja_append_float (out, v->f);
       return TRUE;
     case DCP_JINJA_STRING:
-      append_json_string (out, v->str.s, v->str.len);
+      dcp_json_append_string_len (out, v->str.s, v->str.len);
       return TRUE;
     case DCP_JINJA_LIST:
     case DCP_JINJA_TUPLE:
@@ -679,7 +654,7 @@ dcp_jinja_append_json (GString *out, DcpJinjaValue *v, const char *indent, const
               g_string_append (out, item_sep);
             if (indent)
               append_newline_indent (out, indent, depth + 1);
-            append_json_string (out, *key, strlen (*key));
+            dcp_json_append_string_len (out, *key, strlen (*key));
             g_string_append (out, key_sep);
             if (!dcp_jinja_append_json (out, g_ptr_array_index (v->dict.values, at), indent,
                                         item_sep, key_sep, sort_keys, depth + 1, error))

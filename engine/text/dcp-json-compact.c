@@ -4,16 +4,17 @@
 #include "config.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "dcp-json-compact.h"
 
 void
-dcp_json_append_string (GString *out, const char *s)
+dcp_json_append_string_len (GString *out, const char *s, gsize len)
 {
   g_string_append_c (out, '"');
-  for (const char *p = s != NULL ? s : ""; *p != '\0'; p++)
+  for (gsize i = 0; i < len; i++)
     {
-      guchar c = (guchar) *p;
+      guchar c = (guchar) s[i];
 
       switch (c)
         {
@@ -32,6 +33,14 @@ dcp_json_append_string (GString *out, const char *s)
         }
     }
   g_string_append_c (out, '"');
+}
+
+void
+dcp_json_append_string (GString *out, const char *s)
+{
+  if (s == NULL)
+    s = "";
+  dcp_json_append_string_len (out, s, strlen (s));
 }
 
 void

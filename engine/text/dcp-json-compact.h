@@ -12,6 +12,8 @@ G_BEGIN_DECLS
  * as the same double, whole ones below 2^53 as integers, non-finite ones as null; strings with
  * the escapes JSON requires; objects' members in their order. */
 void  dcp_json_append_string (GString *out, const char *s);
+/* s's len bytes, NULs included (written as \u0000). */
+void  dcp_json_append_string_len (GString *out, const char *s, gsize len);
 void  dcp_json_append_double (GString *out, double value);
 void  dcp_json_append_node   (GString *out, JsonNode *node);
 /* Compact JSON text of a node ("{"a":1,"b":[0.1,"x"]}"). */
