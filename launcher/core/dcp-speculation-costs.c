@@ -72,6 +72,17 @@ dcp_speculation_rate_for (double accepted, guint drafts)
   return (lo + hi) / 2;
 }
 
+guint64
+dcp_speculation_drafter_share (guint64 pool_tokens, guint64 kv_bytes_per_token,
+                               guint64 drafter_bytes_per_token)
+{
+  guint64 per_token = kv_bytes_per_token + drafter_bytes_per_token;
+
+  if (per_token == 0)
+    return 0;
+  return pool_tokens * kv_bytes_per_token / per_token * drafter_bytes_per_token;
+}
+
 /* settings with another speculator and more VRAM kept free: a copy through settings JSON (the
  * API key, which costs nothing, is not copied). */
 static void
@@ -118,10 +129,14 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
       double accepted;
 
       /* The drafter's weights and its KV for the pool are kept out of what the planner may give
-       * the model's KV pool: planned once as it is, then with that much more kept free. */
-      settings_variant (settings, DCP_SPECULATOR_OFF, 0, &with);
+       * the model's KV pool: planned with the weights kept free, the pool shared between the
+       * model's KV and the drafter's in proportion to their bytes per token, then planned
+       * again with the drafter's share kept free too. */
+      settings_variant (settings, DCP_SPECULATOR_OFF, drafter->weight_bytes, &with);
       dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
-      reserve = drafter->weight_bytes + per_token * c_spec.plan.pool_tokens;
+      reserve = drafter->weight_bytes +
+                dcp_speculation_drafter_share (c_spec.plan.pool_tokens,
+                                               c_spec.plan.kv_bytes_per_token, per_token);
       dcp_settings_clear (&with);
       dcp_costs_clear (&c_spec);
       settings_variant (settings, DCP_SPECULATOR_OFF, reserve, &with);

@@ -53,6 +53,10 @@ double dcp_speculation_expected (double rate, guint drafts);
 /* The per-draft rate that gives `accepted` drafts per step with `drafts` drafts (the inverse of
  * dcp_speculation_expected). */
 double dcp_speculation_rate_for (double accepted, guint drafts);
+/* The bytes of a drafter's context when a KV pool of pool_tokens (planned without it) is
+ * shared between the model's KV and the drafter's, each token costing both. */
+guint64 dcp_speculation_drafter_share (guint64 pool_tokens, guint64 kv_bytes_per_token,
+                                       guint64 drafter_bytes_per_token);
 /* FALSE when there is no model or no plan (costs says why). */
 gboolean dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *model,
                                         const DcpSettings *settings, const DcpDrafterInfo *drafter,

@@ -96,7 +96,7 @@ test_metadata (Fixture *f, gconstpointer data)
   g_assert_cmpstr (d->measured_on, ==, "code prompts");
   g_assert_cmpuint (d->weight_bytes, ==, t.weights);
   /* 5 layers x K and V x 8 heads x 128 x BF16 */
-  g_assert_cmpuint (dcp_drafter_info_kv_bytes_per_token (d), ==, 5 * 2 * 8 * 128 * 2);
+  g_assert_cmpuint (dcp_drafter_info_kv_bytes_per_token (d), ==, 5 * 2 * 8 * 128 * 4);
 }
 
 /* Each broken field gives an error that names it, and no drafter. */
@@ -418,7 +418,7 @@ test_costs (Fixture *f, gconstpointer data)
   TestDrafter t;
   g_autoptr(DcpModelMeta) drafter = NULL;
   DcpSpeculationCosts spec;
-  guint64 per_token = 5 * 2 * 8 * 128 * 2;
+  guint64 per_token = 5 * 2 * 8 * 128 * 4;
   double bytes_per_s = 4100e9, rate, expected, verify;
 
   test_drafter_for_27b (&t);
@@ -448,8 +448,13 @@ test_costs (Fixture *f, gconstpointer data)
   g_assert_cmpfloat_with_epsilon (spec.tokens_per_s_without, bytes_per_s / off.step_bytes_short,
                                   1e-6);
   g_assert_cmpuint (spec.drafter_weight_bytes, ==, t.weights);
-  /* The drafter's VRAM is kept out of the model's KV pool. */
-  reserved.keep_free_bytes += t.weights + per_token * off.plan.pool_tokens;
+  /* The drafter's VRAM is kept out of the model's KV pool: its weights, then its share of the
+   * pool left. */
+  reserved.keep_free_bytes += t.weights;
+  dcp_costs_compute (&with, f->model, &reserved, &device, 0);
+  reserved.keep_free_bytes += with.plan.pool_tokens * with.plan.kv_bytes_per_token /
+                              (with.plan.kv_bytes_per_token + per_token) * per_token;
+  dcp_costs_clear (&with);
   dcp_costs_compute (&with, f->model, &reserved, &device, 0);
   g_assert_cmpuint (spec.drafter_kv_bytes, ==, per_token * with.plan.pool_tokens);
   g_assert_cmpuint (spec.context_per_conversation, ==, with.plan.context_per_conversation);
