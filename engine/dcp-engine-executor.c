@@ -10,7 +10,6 @@
 #include "dcp-backend-cuda.h"
 #endif
 #include "dcp-batch-executor.h"
-#include "dcp-drafter-model.h"
 #include "dcp-engine-executor.h"
 #include "dcp-gpu.h"
 #include "dcp-error.h"
@@ -156,29 +155,6 @@ open_monitor (DcpBackend *backend, DcpModelSource *model, const DcpSettings *set
   return monitor;
 }
 
-/* --drafter FILE with --speculator dflash: the file must be a drafter that fits the model and a
- * backend that runs it (dcp_drafter_model_open says which field differs); said before loading
- * goes on, and what the drafter is logged. */
-static gboolean
-check_drafter (DcpBackend *backend, const char *path, GError **error)
-{
-  g_autoptr(DcpDrafterModel) drafter = dcp_drafter_model_open (backend, path, error);
-  const DcpDrafterConfig *c;
-  g_autoptr(GString) taps = g_string_new (NULL);
-
-  if (drafter == NULL)
-    {
-      g_prefix_error (error, "--drafter: ");
-      return FALSE;
-    }
-  c = dcp_drafter_model_get_config (drafter);
-  for (guint i = 0; i < c->n_taps; i++)
-    g_string_append_printf (taps, "%s%u", i ? ", " : "", c->tap_layers[i]);
-  g_message ("drafter %s: DFlash, %u layers, block %u, taps after layers [%s]", path, c->n_layers,
-             c->block_size, taps->str);
-  return TRUE;
-}
-
 /* Without --speculator mtp the backend does not load the MTP head: the memory plan counts its
  * weights and KV only with it. */
 static const DcpTensorView *
@@ -274,9 +250,6 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   backend = dcp_backend_open (backend_name, &model_config, &source,
                               (guint) MAX (cli->threads, 0), error);
   if (backend == NULL || !setup_cuda (backend, model, settings, error))
-    return NULL;
-  if (cli->settings.speculator == DCP_SPECULATOR_DFLASH &&
-      !check_drafter (backend, cli->settings.drafter, error))
     return NULL;
   monitor = open_monitor (backend, model, settings);
   if (monitor != NULL)

@@ -6,6 +6,19 @@
 #include "dcp-drafter-private.h"
 #include "dcp-error.h"
 
+/* What the drafter is, for the log. */
+static void
+log_dflash (DcpDrafterModel *dflash, const char *path)
+{
+  const DcpDrafterConfig *c = dcp_drafter_model_get_config (dflash);
+  g_autoptr(GString) taps = g_string_new (NULL);
+
+  for (guint i = 0; i < c->n_taps; i++)
+    g_string_append_printf (taps, "%s%u", i ? ", " : "", c->tap_layers[i]);
+  g_message ("drafter %s: DFlash, %u layers, block %u, taps after layers [%s]", path, c->n_layers,
+             c->block_size, taps->str);
+}
+
 DcpDrafter *
 dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, const char *drafter_path,
                  float min_confidence, GError **error)
@@ -41,6 +54,7 @@ dcp_drafter_new (DcpSpeculator kind, DcpBackend *backend, const char *drafter_pa
           g_prefix_error (error, "--drafter: ");
           return NULL;
         }
+      log_dflash (dflash, drafter_path);
       break;
     default:
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT, "no drafter for speculator %u",
