@@ -179,7 +179,6 @@ got_all (GTask *task)
   JsonObject *part = g_ptr_array_index (f->parts, f->index);
   const char *header =
       soup_message_headers_get_content_type (soup_message_get_response_headers (f->msg), NULL);
-  g_autofree char *guessed = NULL;
   g_autofree char *probe_where = NULL;
   g_autofree char *data = NULL;
   g_autoptr(GError) error = NULL;
@@ -197,14 +196,8 @@ got_all (GTask *task)
       g_object_unref (task);
       return;
     }
-  if (header == NULL || !g_str_has_prefix (header, "image/"))
-    {
-      g_autofree char *type =
-          g_content_type_guess (NULL, f->bytes->data, MIN (f->bytes->len, 4096), NULL);
-
-      guessed = g_content_type_get_mime_type (type);
-    }
-  json_object_set_string_member (part, "media_type", guessed ? guessed : header);
+  json_object_set_string_member (part, "media_type",
+                                 dcp_image_media_type (f->bytes->data, f->bytes->len));
   data = g_base64_encode (f->bytes->data, f->bytes->len);
   json_object_set_string_member (part, "data", data);
   json_object_remove_member (part, "url");

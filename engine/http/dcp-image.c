@@ -118,14 +118,12 @@ dcp_image_url_part (const char *where, const char *url, gboolean allow_remote, G
   return part;
 }
 
-/* gdk-pixbuf's loader list and GIO's content types are read on first use (tens of ms): at start,
- * rather than in the middle of serving. */
+/* gdk-pixbuf's loader list is read on first use (tens of ms): at start, rather than in the middle
+ * of serving. */
 void
 dcp_image_init (void)
 {
-  static const guchar png_magic[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
-  g_autofree char *type = g_content_type_guess (NULL, png_magic, sizeof png_magic, NULL);
-  g_autoptr(GdkPixbufLoader) loader = gdk_pixbuf_loader_new_with_mime_type (type, NULL);
+  g_autoptr(GdkPixbufLoader) loader = gdk_pixbuf_loader_new_with_type ("png", NULL);
 
   if (loader != NULL)
     gdk_pixbuf_loader_close (loader, NULL);

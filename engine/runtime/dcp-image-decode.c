@@ -13,9 +13,64 @@
  * every gdk-pixbuf loader takes as "stop here" (as gdk_pixbuf_get_file_info does), so no pixel
  * memory is allocated, whatever size the header claims. The data goes in in small pieces, because
  * a loader still works through the rest of a piece after that (libpng converting rows of a 24000
- * pixel wide image took 250 ms for 4 KiB); and the format is found by GIO's content sniffing
- * rather than gdk-pixbuf's, which feeds its first 1 KiB in one piece. */
+ * pixel wide image took 250 ms for 4 KiB); and the format is found from the file's signature
+ * here rather than by gdk-pixbuf's sniffing, which feeds its first 1 KiB in one piece. */
 #define PIECE 64
+
+/* The gdk-pixbuf loader of the formats requests may carry, from the file's first bytes; NULL for
+ * any other. Only these four: no SVG (which may refer to other files), TIFF, BMP or icon loader
+ * sees a request's bytes. By signature rather than GIO's content types, which need the
+ * shared-mime-info database that a headless server may lack. */
+static const char *
+image_loader_type (const guint8 *bytes, gsize length)
+{
+  static const guint8 png[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+
+  if (length >= sizeof png && memcmp (bytes, png, sizeof png) == 0)
+    return "png";
+  if (length >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff)
+    return "jpeg";
+  if (length >= 6 && (memcmp (bytes, "GIF87a", 6) == 0 || memcmp (bytes, "GIF89a", 6) == 0))
+    return "gif";
+  if (length >= 12 && memcmp (bytes, "RIFF", 4) == 0 && memcmp (bytes + 8, "WEBP", 4) == 0)
+    return "webp";
+  return NULL;
+}
+
+const char *
+dcp_image_media_type (const guint8 *bytes, gsize length)
+{
+  const char *type = image_loader_type (bytes, length);
+
+  if (type == NULL)
+    return NULL;
+  return strcmp (type, "png") == 0    ? "image/png"
+         : strcmp (type, "jpeg") == 0 ? "image/jpeg"
+         : strcmp (type, "gif") == 0  ? "image/gif"
+                                      : "image/webp";
+}
+
+/* A loader for the bytes' format; NULL with error set when it is none of the four, or when
+ * gdk-pixbuf has no loader for it here (WebP comes with a separate package). */
+static GdkPixbufLoader *
+image_loader_new (const char *where, const guint8 *bytes, gsize length, GError **error)
+{
+  const char *type = image_loader_type (bytes, length);
+  GdkPixbufLoader *loader;
+
+  if (type == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "%s: the image is not a PNG, JPEG, GIF or WebP file", where);
+      return NULL;
+    }
+  loader = gdk_pixbuf_loader_new_with_type (type, NULL);
+  if (loader == NULL)
+    g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                 "%s: this server's gdk-pixbuf has no %s loader%s", where, type,
+                 strcmp (type, "webp") == 0 ? " (Debian: webp-pixbuf-loader)" : "");
+  return loader;
+}
 static void
 on_size_prepared (GdkPixbufLoader *loader, gint width, gint height, gpointer user_data)
 {
@@ -31,21 +86,18 @@ dcp_image_probe (const char *where, const guint8 *bytes, gsize length, guint *wi
                  GError **error)
 {
   g_autoptr(GdkPixbufLoader) loader = NULL;
-  g_autofree char *type = NULL;
   gint size[2] = { 0, 0 };
 
   g_return_val_if_fail (where != NULL && bytes != NULL, FALSE);
 
-  type = g_content_type_guess (NULL, bytes, MIN (length, 4096), NULL);
-  loader = gdk_pixbuf_loader_new_with_mime_type (type, NULL);
-  if (loader != NULL)
-    {
-      g_signal_connect (loader, "size-prepared", G_CALLBACK (on_size_prepared), size);
-      for (gsize at = 0; at < length && size[0] == 0; at += PIECE)
-        if (!gdk_pixbuf_loader_write (loader, bytes + at, MIN (PIECE, length - at), NULL))
-          break;
-      gdk_pixbuf_loader_close (loader, NULL);
-    }
+  loader = image_loader_new (where, bytes, length, error);
+  if (loader == NULL)
+    return FALSE;
+  g_signal_connect (loader, "size-prepared", G_CALLBACK (on_size_prepared), size);
+  for (gsize at = 0; at < length && size[0] == 0; at += PIECE)
+    if (!gdk_pixbuf_loader_write (loader, bytes + at, MIN (PIECE, length - at), NULL))
+      break;
+  gdk_pixbuf_loader_close (loader, NULL);
   if (size[0] <= 0 || size[1] <= 0)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
@@ -83,7 +135,6 @@ dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guin
                       guint *height, GError **error)
 {
   gint rows = 0;
-  g_autofree char *type = NULL;
   g_autoptr(GdkPixbufLoader) loader = NULL;
   g_autoptr(GError) local = NULL;
   GdkPixbuf *pixbuf;
@@ -96,11 +147,11 @@ dcp_image_decode_rgb (const char *where, const guint8 *bytes, gsize length, guin
   /* The header first: no pixel memory for a size refused. */
   if (!dcp_image_probe (where, bytes, length, width, height, error))
     return NULL;
-  type = g_content_type_guess (NULL, bytes, MIN (length, 4096), NULL);
-  loader = gdk_pixbuf_loader_new_with_mime_type (type, &local);
-  if (loader != NULL)
-    g_signal_connect (loader, "area-updated", G_CALLBACK (on_area_updated), &rows);
-  if (loader == NULL || !gdk_pixbuf_loader_write (loader, bytes, length, &local) ||
+  loader = image_loader_new (where, bytes, length, error);
+  if (loader == NULL)
+    return NULL;
+  g_signal_connect (loader, "area-updated", G_CALLBACK (on_area_updated), &rows);
+  if (!gdk_pixbuf_loader_write (loader, bytes, length, &local) ||
       !gdk_pixbuf_loader_close (loader, &local) ||
       (pixbuf = gdk_pixbuf_loader_get_pixbuf (loader)) == NULL ||
       gdk_pixbuf_get_bits_per_sample (pixbuf) != 8 || gdk_pixbuf_get_n_channels (pixbuf) < 3 ||

@@ -5,7 +5,7 @@
 
 G_BEGIN_DECLS
 
-/* Images as requests carry them (the bytes of a PNG, JPEG, WebP, GIF, ... file), through
+/* Images as requests carry them (the bytes of a PNG, JPEG, GIF or WebP file), through
  * gdk-pixbuf. An image larger than DCP_IMAGE_MAX_SIDE a side or DCP_IMAGE_MAX_PIXELS in all is
  * refused from its header, before any pixel memory is taken; a request holds at most
  * DCP_IMAGE_MAX_PER_REQUEST images. Errors are INVALID_ARGUMENT and name `where`. */
@@ -13,6 +13,9 @@ G_BEGIN_DECLS
 #define DCP_IMAGE_MAX_PIXELS (32 * 1024 * 1024)
 #define DCP_IMAGE_MAX_PER_REQUEST 32
 
+/* "image/png", "image/jpeg", "image/gif" or "image/webp" from the bytes' signature; NULL for
+ * any other format (refused by the two below). */
+const char *dcp_image_media_type (const guint8 *bytes, gsize length);
 /* The size in the image's header, checked against the limits. */
 gboolean dcp_image_probe (const char *where, const guint8 *bytes, gsize length, guint *width,
                           guint *height, GError **error);

@@ -179,7 +179,7 @@ test_malformed (void)
     { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://x/y.png\"}}]}]}",
       400, "only base64 data: URLs" },
     { "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,AAAA\"}}]}]}",
-      400, "could not be decoded" },
+      400, "is not a PNG, JPEG, GIF or WebP file" },
     { "/v1/completions", "{\"prompt\":42}", 400, "prompt: is required" },
     { "/v1/responses", "{\"input\":[{\"type\":\"telepathy\"}]}", 400, "input[0].type" },
     { "/v1/responses", "{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", 400, "not stored" },

@@ -279,7 +279,7 @@ class ImageUrls(unittest.TestCase):
         self.refused("/declared-huge", "is too large: 1073741824 bytes")
         self.refused("/endless", "is too large: a request's images may have 25165824 bytes in all")
         self.refused("/slow", "did not arrive within 2 s")
-        self.refused("/page.html", "the image could not be decoded")
+        self.refused("/page.html", "the image is not a PNG, JPEG, GIF or WebP file")
         self.refused("/page.html", "Content-Type text/html")
         self.refused("/loop", "redirects more than 5 times")
         self.refused("/to-file", "redirects to something other than an http or https URL")
