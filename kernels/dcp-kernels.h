@@ -285,9 +285,9 @@ int dcpk_scale (float *d_x, size_t n, float scale, void *stream);
 /* Attention without a mask: every query row sees every key. d_q [n_q, n_heads, head_dim],
  * d_k and d_v [n_keys, n_kv_heads, head_dim], d_out [n_q, n_heads, head_dim], all FP32;
  * query head h reads kv head h / (n_heads / n_kv_heads); out = softmax(q·Kᵀ · scale) V.
- * head_dim <= 256 and n_q · (n_heads / n_kv_heads) · (head_dim + 32) <= 24576 (a block holds
- * the rows of the heads of one kv head); d_workspace holds dcpk_attention_full_workspace_bytes
- * (0: a shape it does not take). */
+ * head_dim <= 256, n_heads a multiple of n_kv_heads, any n_q and n_keys > 0; d_workspace holds
+ * dcpk_attention_full_workspace_bytes (0: a shape it does not take), which grows with n_keys
+ * up to ~512 ranges of keys' partial results. */
 size_t dcpk_attention_full_workspace_bytes (int n_heads, int n_kv_heads, int head_dim, int n_q,
                                             int n_keys);
 int dcpk_attention_full (int n_heads, int n_kv_heads, int head_dim, float scale,

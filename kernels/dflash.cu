@@ -3,10 +3,12 @@
 // its plain RMSNorm is in rmsnorm.cu):
 //
 // dcpk_attention_full: attention without a mask (every query sees every key) over contiguous
-//   FP32 keys and values, in two kernels as split-K decoding does: one block per (kv head,
-//   chunk of keys) takes the softmax of its chunk for the query rows of every head that reads
-//   that kv head (max, sum and the weighted values into the workspace; each key is read once),
-//   then one block per (row, head) merges the chunks.
+//   FP32 keys and values, in two kernels as split-K decoding does. The first takes a block per
+//   (kv head, tile of up to 64 query rows of that kv head's heads, range of keys): the keys go
+//   through shared memory 32 at a time (each read once per tile), a warp owns rows of the tile
+//   with a key per lane for the scores and a value dimension per lane for the weighted sum, and
+//   an online softmax keeps the rows' max and sum across the range; the ranges are sized so that
+//   the grid has ~512 blocks. The second merges the ranges: one block per (row, head).
 // dcpk_logits_top1: the logits' multiplier and softcap in place, then each row's argmax and
 //   its softmax probability. A block per row.
 
@@ -17,15 +19,15 @@
 
 namespace {
 
-constexpr int kThreads = 128;     // the attention's blocks
+constexpr int kThreads = 256;     // the attention's blocks: 8 warps
+constexpr int kWarps = kThreads / 32;
 constexpr int kTopThreads = 1024;
 constexpr int kMaxHeadDim = 256;
-// The partial kernel's shared memory: its rows' queries [rows][head_dim] and scores
-// [rows][chunk] floats, 96 KiB at most (sm_90 and sm_120 give a block up to 99 KiB when asked;
-// at the 27B drafter's shapes, 64 rows of 128, chunks of 256 keys).
-constexpr int kSmemFloats = 24576;
+constexpr int kKeys = 32;         // keys in shared memory at a time: one per lane
+constexpr int kTargetBlocks = 512;
+// A block's shared memory at most: what sm_120 gives a block when asked (sm_90 gives more).
+constexpr size_t kMaxSmem = 99 * 1024;
 constexpr size_t kDefaultSmem = 48 * 1024;
-constexpr int kMaxChunk = 256;
 
 __device__ float
 warp_max (float v)
@@ -44,99 +46,204 @@ scale_kernel (float *x, size_t n, float s)
     x[i] *= s;
 }
 
-// Keys per chunk for a block's n_rows query rows of head_dim (a multiple of 32; 0 when they do
-// not fit).
-int
-chunk_for (int n_rows, int head_dim)
+// The shared memory of a tile of rows_per_warp · 8 rows: the rows' queries, 32 keys (each
+// padded by a float: a lane reads its own key's row) and 32 values.
+size_t
+attention_smem (int rows_per_warp, int hd)
 {
-  int chunk = kSmemFloats / n_rows - head_dim;
-
-  chunk = chunk < kMaxChunk ? chunk : kMaxChunk;
-  return chunk < 32 ? 0 : chunk / 32 * 32;
+  return ((size_t) rows_per_warp * kWarps * hd + (size_t) kKeys * (hd + 1) + (size_t) kKeys * hd) *
+         sizeof (float);
 }
 
-// Row r of a block (query row t = r / group of head kv_head · group + r % group) in the merge's
-// numbering: t · n_heads + head.
+// How a shape is cut: rows per warp (8, 4, 2 or 1; 0 when the head does not fit), row tiles,
+// key ranges and the 32-key chunks of each.
+struct AttentionPlan
+{
+  int rows_per_warp, n_tiles, n_splits, chunks_per_split;
+};
+
+bool
+plan_attention (int n_heads, int n_kv_heads, int hd, int n_q, int n_keys, AttentionPlan *p)
+{
+  int n_r, n_chunks;
+
+  if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || hd <= 0 ||
+      hd > kMaxHeadDim || n_q <= 0 || n_keys <= 0)
+    return false;
+  n_r = n_q * (n_heads / n_kv_heads);
+  p->rows_per_warp = 8;
+  while (p->rows_per_warp > 1 &&
+         (attention_smem (p->rows_per_warp, hd) > kMaxSmem || p->rows_per_warp * kWarps / 2 >= n_r))
+    p->rows_per_warp /= 2;
+  if (attention_smem (p->rows_per_warp, hd) > kMaxSmem)
+    return false;
+  p->n_tiles = (n_r + p->rows_per_warp * kWarps - 1) / (p->rows_per_warp * kWarps);
+  n_chunks = (n_keys + kKeys - 1) / kKeys;
+  p->n_splits = (kTargetBlocks + n_kv_heads * p->n_tiles - 1) / (n_kv_heads * p->n_tiles);
+  p->n_splits = p->n_splits < n_chunks ? p->n_splits : n_chunks;
+  p->chunks_per_split = (n_chunks + p->n_splits - 1) / p->n_splits;
+  p->n_splits = (n_chunks + p->chunks_per_split - 1) / p->chunks_per_split;
+  return true;
+}
+
+// Row r of a kv head's rows (query row t = r / group, head kv_head · group + r % group) in the
+// merge's numbering: t · n_heads + head.
 __device__ __forceinline__ long
 merged_row (int r, int group, int kv_head, int n_heads)
 {
   return (long) (r / group) * n_heads + kv_head * group + r % group;
 }
 
-__global__ void
+// RPW rows per warp, DPL value dimensions per lane (hd ≤ 32 · DPL).
+template <int RPW, int DPL>
+__global__ void __launch_bounds__ (kThreads)
 attention_partial_kernel (const float *__restrict__ q, const float *__restrict__ k,
                           const float *__restrict__ v, int n_heads, int n_kv_heads, int hd,
-                          int n_q, int n_keys, int chunk, float scale, float *__restrict__ acc,
-                          float *__restrict__ ml)
+                          int n_q, int n_keys, int chunks_per_split, float scale,
+                          float *__restrict__ acc, float *__restrict__ ml)
 {
   extern __shared__ float sm[];
+  constexpr int kTile = RPW * kWarps;
   const int group = n_heads / n_kv_heads, n_r = n_q * group;
-  float *qs = sm, *ps = sm + n_r * hd;
-  const int kvh = blockIdx.x, split = blockIdx.y;
-  const int k0 = split * chunk, len = min (chunk, n_keys - k0);
+  const int kvh = blockIdx.x, r0 = blockIdx.y * kTile, split = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const long qstride = (long) n_heads * hd, kstride = (long) n_kv_heads * hd;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
   const long rows = (long) n_q * n_heads;
+  const int key0 = split * chunks_per_split * kKeys;
+  const int key_end = min (n_keys, key0 + chunks_per_split * kKeys);
+  float *qs = sm, *ks = qs + kTile * hd, *vs = ks + kKeys * (hd + 1);
+  float m[RPW], l[RPW], o[RPW][DPL];
 
-  // the group's heads are adjacent in a query row: group · hd floats from head kvh · group
-  for (int i = threadIdx.x; i < n_r * hd; i += blockDim.x)
-    qs[i] = q[(i / (group * hd)) * qstride + (long) kvh * group * hd + i % (group * hd)];
-  __syncthreads ();
-  // scores: a warp per key (held in registers, lanes along the head), every row of the group
-  for (int j = warp; j < len; j += n_warps)
+  // the tile's queries (rows past the kv head's last are zero and never written out)
+  for (int i = threadIdx.x; i < kTile * hd; i += kThreads)
     {
-      const float *kj = k + (long) (k0 + j) * kstride + (long) kvh * hd;
-      float kr[kMaxHeadDim / 32];
-
+      int r = r0 + i / hd, d = i % hd;
+      qs[i] = r < n_r ? q[(r / group) * qstride + (long) (kvh * group + r % group) * hd + d] : 0.f;
+    }
 #pragma unroll
-      for (int e = 0; e < kMaxHeadDim / 32; e++)
-        kr[e] = lane + 32 * e < hd ? kj[lane + 32 * e] : 0.f;
-      for (int r = 0; r < n_r; r++)
+  for (int i = 0; i < RPW; i++)
+    {
+      m[i] = -INFINITY;
+      l[i] = 0.f;
+#pragma unroll
+      for (int e = 0; e < DPL; e++)
+        o[i][e] = 0.f;
+    }
+  for (int j0 = key0; j0 < key_end; j0 += kKeys)
+    {
+      const int len = min (kKeys, key_end - j0);
+
+      __syncthreads ();  // the previous chunk is used up (and, the first time, qs written)
+      for (int i = threadIdx.x; i < kKeys * hd; i += kThreads)
         {
-          float s = 0.f;
+          int j = i / hd, d = i % hd;
+          const long at = (long) (j0 + j) * kstride + (long) kvh * hd + d;
+          ks[j * (hd + 1) + d] = j < len ? k[at] : 0.f;
+          vs[j * hd + d] = j < len ? v[at] : 0.f;
+        }
+      __syncthreads ();
+      // scores: lane = key, the warp's rows (warp, warp + 8, ...)
+      float p[RPW];
+#pragma unroll
+      for (int i = 0; i < RPW; i++)
+        p[i] = 0.f;
+      for (int d = 0; d < hd; d++)
+        {
+          const float kd = ks[lane * (hd + 1) + d];
+#pragma unroll
+          for (int i = 0; i < RPW; i++)
+            p[i] = fmaf (qs[(warp + kWarps * i) * hd + d], kd, p[i]);
+        }
+      // the online softmax: the rows' new max, their old sums and outputs rescaled
+#pragma unroll
+      for (int i = 0; i < RPW; i++)
+        {
+          const float s = lane < len ? p[i] * scale : -INFINITY;
+          const float m_new = fmaxf (m[i], warp_max (s));
+          const float alpha = expf (m[i] - m_new);
+
+          p[i] = lane < len ? expf (s - m_new) : 0.f;
+          l[i] = l[i] * alpha + dcpk_warp_sum (p[i]);
+          m[i] = m_new;
+#pragma unroll
+          for (int e = 0; e < DPL; e++)
+            o[i][e] *= alpha;
+        }
+      // the weighted values: lane = value dimension (lane, lane + 32, ...)
+      for (int j = 0; j < len; j++)
+        {
+          float vj[DPL];
 
 #pragma unroll
-          for (int e = 0; e < kMaxHeadDim / 32; e++)
-            if (lane + 32 * e < hd)
-              s = fmaf (qs[r * hd + lane + 32 * e], kr[e], s);
-          s = dcpk_warp_sum (s);
-          if (lane == 0)
-            ps[r * chunk + j] = s * scale;
+          for (int e = 0; e < DPL; e++)
+            vj[e] = lane + 32 * e < hd ? vs[j * hd + lane + 32 * e] : 0.f;
+#pragma unroll
+          for (int i = 0; i < RPW; i++)
+            {
+              const float pj = __shfl_sync (0xffffffffu, p[i], j);
+#pragma unroll
+              for (int e = 0; e < DPL; e++)
+                o[i][e] = fmaf (pj, vj[e], o[i][e]);
+            }
         }
     }
-  __syncthreads ();
-  // per row, a warp: the chunk's max, the exponentials, their sum
-  for (int r = warp; r < n_r; r += n_warps)
+#pragma unroll
+  for (int i = 0; i < RPW; i++)
     {
-      long at = (long) split * rows + merged_row (r, group, kvh, n_heads);
-      float m = -INFINITY, l = 0.f;
-
-      for (int j = lane; j < len; j += 32)
-        m = fmaxf (m, ps[r * chunk + j]);
-      m = warp_max (m);
-      for (int j = lane; j < len; j += 32)
-        {
-          float e = expf (ps[r * chunk + j] - m);
-          ps[r * chunk + j] = e;
-          l += e;
-        }
-      l = dcpk_warp_sum (l);
+      const int r = r0 + warp + kWarps * i;
+      if (r >= n_r)
+        continue;
+      const long at = (long) split * rows + merged_row (r, group, kvh, n_heads);
+#pragma unroll
+      for (int e = 0; e < DPL; e++)
+        if (lane + 32 * e < hd)
+          acc[at * hd + lane + 32 * e] = o[i][e];
       if (lane == 0)
         {
-          ml[2 * at] = m;
-          ml[2 * at + 1] = l;
+          ml[2 * at] = m[i];
+          ml[2 * at + 1] = l[i];
         }
     }
-  __syncthreads ();
-  // the chunk's weighted values, unnormalised
-  for (int i = threadIdx.x; i < n_r * hd; i += blockDim.x)
-    {
-      int r = i / hd, d = i % hd;
-      float a = 0.f;
+}
 
-      for (int j = 0; j < len; j++)
-        a = fmaf (ps[r * chunk + j], v[(long) (k0 + j) * kstride + (long) kvh * hd + d], a);
-      acc[((long) split * rows + merged_row (r, group, kvh, n_heads)) * hd + d] = a;
+template <int RPW, int DPL>
+int
+launch_partial (const AttentionPlan &p, const float *q, const float *k, const float *v,
+                int n_heads, int n_kv_heads, int hd, int n_q, int n_keys, float scale, float *acc,
+                float *ml, cudaStream_t stream)
+{
+  const size_t smem = attention_smem (RPW, hd);
+
+  if (smem > kDefaultSmem)
+    DCPK_TRY (cudaFuncSetAttribute (attention_partial_kernel<RPW, DPL>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
+  attention_partial_kernel<RPW, DPL><<<dim3 (n_kv_heads, p.n_tiles, p.n_splits), kThreads, smem, stream>>> (
+      q, k, v, n_heads, n_kv_heads, hd, n_q, n_keys, p.chunks_per_split, scale, acc, ml);
+  DCPK_TRY_LAUNCH ();
+  return 0;
+}
+
+// The plan's rows per warp.
+template <int DPL>
+int
+launch_rows (const AttentionPlan &p, const float *q, const float *k, const float *v, int n_heads,
+             int n_kv_heads, int hd, int n_q, int n_keys, float scale, float *acc, float *ml,
+             cudaStream_t stream)
+{
+  switch (p.rows_per_warp)
+    {
+    case 8:
+      return launch_partial<8, DPL> (p, q, k, v, n_heads, n_kv_heads, hd, n_q, n_keys, scale, acc,
+                                     ml, stream);
+    case 4:
+      return launch_partial<4, DPL> (p, q, k, v, n_heads, n_kv_heads, hd, n_q, n_keys, scale, acc,
+                                     ml, stream);
+    case 2:
+      return launch_partial<2, DPL> (p, q, k, v, n_heads, n_kv_heads, hd, n_q, n_keys, scale, acc,
+                                     ml, stream);
+    default:
+      return launch_partial<1, DPL> (p, q, k, v, n_heads, n_kv_heads, hd, n_q, n_keys, scale, acc,
+                                     ml, stream);
     }
 }
 
@@ -249,15 +356,11 @@ extern "C" size_t
 dcpk_attention_full_workspace_bytes (int n_heads, int n_kv_heads, int head_dim, int n_q,
                                      int n_keys)
 {
-  int chunk;
+  AttentionPlan p;
 
-  if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || head_dim <= 0 ||
-      head_dim > kMaxHeadDim || n_q <= 0 || n_keys <= 0)
+  if (!plan_attention (n_heads, n_kv_heads, head_dim, n_q, n_keys, &p))
     return 0;
-  chunk = chunk_for (n_q * (n_heads / n_kv_heads), head_dim);
-  if (chunk == 0)
-    return 0;
-  return (size_t) ((n_keys + chunk - 1) / chunk) * n_q * n_heads * (head_dim + 2) * sizeof (float);
+  return (size_t) p.n_splits * n_q * n_heads * (head_dim + 2) * sizeof (float);
 }
 
 extern "C" int
@@ -265,25 +368,22 @@ dcpk_attention_full (int n_heads, int n_kv_heads, int head_dim, float scale, con
                      int n_q, const float *d_k, const float *d_v, int n_keys, float *d_out,
                      void *d_workspace, void *stream)
 {
-  int chunk, n_splits, rows = n_q * n_heads;
+  const int rows = n_q * n_heads;
+  cudaStream_t s = (cudaStream_t) stream;
+  AttentionPlan p;
   float *acc = (float *) d_workspace, *ml;
-  size_t smem;
 
-  if (dcpk_attention_full_workspace_bytes (n_heads, n_kv_heads, head_dim, n_q, n_keys) == 0 ||
-      !d_q || !d_k || !d_v || !d_out || !d_workspace)
+  if (!plan_attention (n_heads, n_kv_heads, head_dim, n_q, n_keys, &p) || !d_q || !d_k || !d_v ||
+      !d_out || !d_workspace)
     return (int) cudaErrorInvalidValue;
-  chunk = chunk_for (n_q * (n_heads / n_kv_heads), head_dim);
-  n_splits = (n_keys + chunk - 1) / chunk;
-  ml = acc + (size_t) n_splits * rows * head_dim;
-  smem = (size_t) n_q * (n_heads / n_kv_heads) * (head_dim + chunk) * sizeof (float);
-  if (smem > kDefaultSmem)
-    DCPK_TRY (cudaFuncSetAttribute (attention_partial_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
-  attention_partial_kernel<<<dim3 (n_kv_heads, n_splits), kThreads, smem, (cudaStream_t) stream>>> (
-      d_q, d_k, d_v, n_heads, n_kv_heads, head_dim, n_q, n_keys, chunk, scale, acc, ml);
-  DCPK_TRY_LAUNCH ();
-  attention_merge_kernel<<<rows, kThreads, 0, (cudaStream_t) stream>>> (acc, ml, rows, head_dim,
-                                                                        n_splits, d_out);
+  ml = acc + (size_t) p.n_splits * rows * head_dim;
+  DCPK_TRY_INT (head_dim <= 64    ? launch_rows<2> (p, d_q, d_k, d_v, n_heads, n_kv_heads, head_dim,
+                                                     n_q, n_keys, scale, acc, ml, s)
+                : head_dim <= 128 ? launch_rows<4> (p, d_q, d_k, d_v, n_heads, n_kv_heads, head_dim,
+                                                     n_q, n_keys, scale, acc, ml, s)
+                                  : launch_rows<8> (p, d_q, d_k, d_v, n_heads, n_kv_heads, head_dim,
+                                                     n_q, n_keys, scale, acc, ml, s));
+  attention_merge_kernel<<<rows, 128, 0, s>>> (acc, ml, rows, head_dim, p.n_splits, d_out);
   DCPK_TRY_LAUNCH ();
   return 0;
 }

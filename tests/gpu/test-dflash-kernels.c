@@ -5,8 +5,9 @@
  *     place, against dcp_cpu_rms_norm (the CPU drafter's norm): ||gpu - ref|| / ||ref|| <= 1e-5
  *     (FP32 both sides; only the order of the sum of squares differs), the residual exact;
  *   - dcpk_attention_full against a double-precision softmax attention with no mask, for the
- *     odd-sizes drafter's shapes, the 27B drafter's (several chunks of keys, GQA 4) and heads of
- *     256: rel err <= 1e-5 (an FP32 result of sums over up to 1500 keys);
+ *     odd-sizes drafter's shapes, the 27B drafter's (GQA 4; one and several 32-key chunks per
+ *     range of keys), several tiles of rows and heads of 256: rel err <= 1e-5 (an FP32 result
+ *     of sums over up to 5000 keys);
  *   - dcpk_logits_top1: the multiplier and softcap written back (rel err <= 1e-6), the argmax
  *     exactly (the lowest id of planted ties), the probability within 1e-5 relative;
  *   - dcpk_scale, and the shapes the launchers refuse. */
@@ -153,9 +154,12 @@ test_attention (void)
 {
   check_attention (4, 2, 32, 4, 7, 1);        /* the odd-sizes drafter: block 4 */
   check_attention (4, 2, 32, 4, 4, 2);        /* the block alone (empty context) */
-  check_attention (32, 8, 128, 16, 1500, 3);  /* 27B drafter shapes, 6 chunks of 256 */
-  check_attention (16, 1, 64, 16, 700, 6);    /* 256 rows a block: chunks of 32 */
+  check_attention (32, 8, 128, 16, 1500, 3);  /* 27B drafter shapes, a chunk per range */
+  check_attention (32, 8, 128, 16, 5000, 7);  /* several chunks per range, the last cut short */
+  check_attention (16, 1, 64, 16, 700, 6);    /* 256 rows of a kv head: four tiles */
+  check_attention (32, 1, 128, 16, 100, 8);   /* 512 rows: eight tiles */
   check_attention (8, 8, 256, 16, 300, 4);    /* heads of 256 */
+  check_attention (4, 4, 256, 96, 40, 9);     /* heads of 256, 96 rows: tiles of 32 */
   check_attention (6, 3, 40, 5, 513, 5);      /* a head not a multiple of 32 */
 }
 
@@ -245,8 +249,7 @@ test_rejects (void)
   float *p = (float *) 16;
 
   g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 4, 512, 4, 8), ==, 0);
-  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 4, 256, 96, 8), ==, 0);
-  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (32, 1, 128, 16, 8), ==, 0);
+  g_assert_cmpuint (dcpk_attention_full_workspace_bytes (4, 4, 256, 96, 0), ==, 0);
   g_assert_cmpuint (dcpk_attention_full_workspace_bytes (6, 4, 32, 2, 8), ==, 0);
   g_assert_cmpint (dcpk_attention_full (6, 4, 32, 1, p, 2, p, p, 8, p, p, NULL), !=, 0);
   g_assert_cmpint (dcpk_plain_rms_norm (p, NULL, p, 1, 0, EPS, p, NULL), !=, 0);
