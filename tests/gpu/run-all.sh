@@ -1,7 +1,10 @@
 #!/bin/sh
 # There (on the GPU machine): runs every GPU test and benchmark from .gpu/ (see prepare.sh) and
-# prints a table last. Logs go to $OUT when the device tool sets it.
+# prints a table last. Logs go to $OUT when the device tool sets it. With --tests, the tests
+# alone (about 4 minutes).
 set -u
+tests_only=false
+[ "${1:-}" = "--tests" ] && tests_only=true
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/dcp-gpu-out}
 mkdir -p "$out"
@@ -24,6 +27,8 @@ export G_DEBUG=fatal-criticals G_TEST_SRCDIR="$here/../tests" DECAPYBARA_ENGINE=
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader \
   | tee "$out/gpu.txt"
 
+if ! $tests_only; then
+
 # First the whole model (the numbers the issues track), on random weights in the 27B shapes:
 # the medium recipe's decode at batch 1, 4, 8, 12 and 1K / 32K contexts, its 8K and 32K prompts
 # with FP8 activations, 8 decoders while a 32K prompt is read (balanced policy); BF16 weights'
@@ -43,12 +48,13 @@ timeout 150 "$here/bin/decapybara-bench" --layers 64 --recipe medium --verify --
   --contexts 1K --steps 10 --prefill none --mixed 0 2>&1 | tee "$out/decapybara-bench-verify.log"
 timeout 90 "$here/bin/decapybara-bench" --layers 16 --recipe medium --verify --batches 1 \
   --contexts 1K --steps 10 --prefill none --mixed 0 2>&1 | tee "$out/decapybara-bench-verify-16.log"
+fi
 
 table=""
 for t in "$here"/tests/test-*; do
   name=$(basename "$t")
   start=$(date +%s%N)
-  timeout 120 "$t" >"$out/$name.log" 2>&1
+  timeout 150 "$t" >"$out/$name.log" 2>&1
   rc=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   secs=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
@@ -56,6 +62,12 @@ for t in "$here"/tests/test-*; do
   table="$table$(printf '%-28s %-10s %ss' "$name" "$result" "$secs")\n"
   printf '%-28s %-10s %ss\n' "$name" "$result" "$secs" >>"$out/tests.txt"
 done
+
+if $tests_only; then
+  printf '\n%-28s %-10s %s\n' test result time
+  printf "$table"
+  exit 0
+fi
 
 # Kernel benchmarks, the short forms (a few seconds each; each program's header says what it
 # prints): decode attention and sampling, prefill GEMM and weight conversions, prefill attention,

@@ -11,7 +11,7 @@
 # inputs, whose rounding this random model amplifies: test-cuda-prefill.c) and must answer every
 # request, its completions printed and compared for information only.
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
-export LD_LIBRARY_PATH=$here/libs
+export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The embedded tiny model, made here as the build makes it (Qwen3's vocabulary: the tokenizer fits).
 $here/bin/make-tiny-model /tmp/tm && $here/bin/decapybara-convert --quiet --recipe xxl \
   --tokenizer tests/data/tokenizer/qwen3 /tmp/tm /tmp/tiny.mcapy || exit 1

@@ -8,7 +8,7 @@
 # logprobs of the two within 0.05 nats (the CUDA tower's BF16 matrix inputs and BF16 KV move
 # logits by ~1e-2 of their norm: test-cuda-vision.c). Exits 1 otherwise.
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
-export LD_LIBRARY_PATH=$here/libs
+export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 model=/tmp/tiny-vision.mcapy
 $here/bin/make-tiny-model --vision /tmp/tiny-vision && $here/bin/decapybara-convert --quiet \
   --recipe xxl --tokenizer tests/data/tokenizer/qwen3 --model-id decapybara/tiny-random-vision \

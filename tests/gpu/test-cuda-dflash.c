@@ -250,10 +250,11 @@ check_taps (DcpBackend *gpu, const guint32 *ids, const guint *layers, guint n_la
   guint H = config->hidden_size, V = config->vocab_size, W = n_layers * H;
   g_autofree float *taps = g_new0 (float, PROMPT * W), *pieces = g_new0 (float, PROMPT * W);
   g_autofree float *logits = g_new (float, PROMPT * V), *plain = g_new (float, PROMPT * V);
+  g_autofree float *again = g_new (float, PROMPT * V);
   g_autofree float *hidden = g_new (float, H), *plain_hidden = g_new (float, H);
   g_autoptr(GError) error = NULL;
   DcpSeqState *s;
-  double e;
+  double e, noise;
 
   s = dcp_backend_state_new (gpu, &error);
   g_assert_no_error (error);
@@ -264,25 +265,36 @@ check_taps (DcpBackend *gpu, const guint32 *ids, const guint *layers, guint n_la
   g_assert_cmpfloat (e, <=, bound);
 
   /* tapping changes nothing else: every row's logits, and the last row's hidden state gathered
-   * from the pass's rows */
+   * from the pass's rows. Within what two untapped passes differ by: the split-K GEMV of a few
+   * rows sums with atomics, in no fixed order, and BF16 activations round what differs. */
   s = dcp_backend_state_new (gpu, &error);
   forward (gpu, s, ids, PROMPT, layers, n_layers, NULL, plain, NULL);
   dcp_backend_state_free (gpu, s);
-  g_assert_cmpfloat (worst_row (logits, plain, PROMPT, V), <=, 1e-4);
+  s = dcp_backend_state_new (gpu, &error);
+  forward (gpu, s, ids, PROMPT, layers, n_layers, NULL, again, NULL);
+  dcp_backend_state_free (gpu, s);
+  noise = worst_row (again, plain, PROMPT, V);
+  e = worst_row (logits, plain, PROMPT, V);
+  g_test_message ("%s: logits with taps vs without %.2e, two passes without %.2e", what, e, noise);
+  g_assert_cmpfloat (e, <=, 1e-4 + 4 * noise);
   s = dcp_backend_state_new (gpu, &error);
   forward (gpu, s, ids, PROMPT, layers, n_layers, pieces, NULL, hidden);
   dcp_backend_state_free (gpu, s);
   s = dcp_backend_state_new (gpu, &error);
   forward (gpu, s, ids, PROMPT, layers, n_layers, NULL, NULL, plain_hidden);
   dcp_backend_state_free (gpu, s);
-  g_assert_cmpfloat (cuda_test_rel_error (hidden, plain_hidden, H), <=, 1e-4);
+  g_assert_cmpfloat (cuda_test_rel_error (hidden, plain_hidden, H), <=, 1e-4 + 4 * noise);
 
   /* in two pieces */
   s = dcp_backend_state_new (gpu, &error);
   forward (gpu, s, ids, 8, layers, n_layers, pieces, NULL, NULL);
   forward (gpu, s, ids + 8, PROMPT - 8, layers, n_layers, pieces + 8 * W, NULL, NULL);
   dcp_backend_state_free (gpu, s);
-  g_assert_cmpfloat (worst_row (pieces, taps, PROMPT, W), <=, 1e-4);
+  /* against the CPU's, as the one pass's: prompt passes of 8 and of the rest round their
+   * activations as passes of their own sizes do */
+  e = worst_row (pieces, want, PROMPT, W);
+  g_test_message ("%s in two pieces: worst row rel err of the taps %.2e", what, e);
+  g_assert_cmpfloat (e, <=, bound);
 }
 
 static void
