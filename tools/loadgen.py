@@ -10,8 +10,8 @@ decapybara (or any OpenAI-compatible server) and prints what the clients see.
   tools/loadgen.py --url http://127.0.0.1:8080 --returning-agent --agent-tokens 30000
 
 Load: each client sends --requests streaming requests one after another (different short
-prompts, so that they do not resume from each other; --prompts code asks for Python functions),
-all clients at once. Printed: tokens/s
+prompts, so that they do not resume from each other; --prompts code asks for Python functions,
+--prompts-file FILE takes them from a JSON list of user messages), all clients at once. Printed: tokens/s
 seen by the clients in all (completion tokens of every request / the wall time from the first
 request to the last answer's end) and per client (its completion tokens / the time from its
 first streamed token to its last, summed over its requests), and the time to first token
@@ -156,8 +156,11 @@ CODE_TASKS = (
 )
 
 
-def make_question(prompts, i, r):
-    """Client i's request r: a different prompt for each, so that none resumes from another."""
+def make_question(prompts, i, r, listed=None):
+    """Client i's request r: a different prompt for each, so that none resumes from another
+    (from listed, the --prompts-file's, when given)."""
+    if listed:
+        return listed[(i * 5 + r) % len(listed)]
     if prompts == "code":
         signature, doc = CODE_TASKS[(i * 5 + r) % len(CODE_TASKS)]
         return (f"Write this Python function (client {i}, request {r}):\n\n"
@@ -203,7 +206,7 @@ def run_load(server, args):
 
     def client(i):
         for r in range(args.requests):
-            question = make_question(args.prompts, i, r)
+            question = make_question(args.prompts, i, r, args.listed)
             try:
                 results[i].append(server.stream_chat([{"role": "user", "content": question}], sampling,
                                                      args.max_tokens, response_format))
@@ -290,6 +293,7 @@ def main():
     p.add_argument("--seed", type=int)
     p.add_argument("--prompts", choices=("story", "code"), default="story",
                    help="what each request asks: a story, or a Python function to write")
+    p.add_argument("--prompts-file", help="a JSON list of user messages to ask instead")
     p.add_argument("--returning-agent", action="store_true", help="run the returning-agent case instead")
     p.add_argument("--agent-tokens", type=int, default=30000)
     p.add_argument("--agent-new-tokens", type=int, default=1000)
@@ -302,6 +306,12 @@ def main():
     args = p.parse_args()
     if not 1 <= args.clients <= 256 or not 1 <= args.requests <= 1000 or not 1 <= args.max_tokens <= 1 << 20:
         p.error("--clients 1..256, --requests 1..1000, --max-tokens 1..1048576")
+    args.listed = None
+    if args.prompts_file:
+        with open(args.prompts_file, encoding="utf-8") as f:
+            args.listed = json.load(f)
+        if not isinstance(args.listed, list) or not args.listed or not all(isinstance(q, str) for q in args.listed):
+            p.error(f"{args.prompts_file}: not a non-empty JSON list of strings")
 
     server = Server(args.url, args.model, args.timeout)
     if not args.allow_remote and not server.is_loopback():
