@@ -46,7 +46,9 @@ static const DcpEngineCaps cuda_caps = {
 };
 
 /* The memory plan for the settings; logs it. The CPU backend keeps KV and GDN conv state in
- * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). */
+ * FP32 and its "VRAM" is this machine's RAM (docs/MEMORY.md). With a DFlash drafter the plan
+ * counts it, and a plan that does not fit is an error naming the numbers, at start rather than
+ * when the drafter's buffers fail. */
 static gboolean
 plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *backend_name,
              DcpMemoryPlan *plan, GError **error)
@@ -69,6 +71,9 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
     }
   /* The backend's storage is in dcp_settings_to_plan, which the launcher's costs use too. */
   dcp_settings_to_plan (settings, &plan_settings);
+  if (settings->speculator == DCP_SPECULATOR_DFLASH && settings->drafter != NULL &&
+      !dcp_model_source_plan_drafter (settings->drafter, &plan_settings.drafter, error))
+    return FALSE;
   if (cpu)
     dcp_plan_device_read_ram (&device);
   else
@@ -84,7 +89,7 @@ plan_memory (DcpModelSource *model, const DcpSettings *settings, const char *bac
     return FALSE;
   text = dcp_memory_plan_describe (plan);
   g_message ("memory plan%s:\n%s", cpu ? " (CPU backend: planned against RAM)" : "", text);
-  return TRUE;
+  return dcp_memory_plan_check_drafter (plan, settings->conversations, error);
 }
 
 #if HAVE_CUDA

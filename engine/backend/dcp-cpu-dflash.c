@@ -154,7 +154,7 @@ reserve (DcpDrafterState *s, guint n_tokens)
 
   if (n_tokens <= s->cap)
     return;
-  s->cap = MAX (n_tokens, MAX (2 * s->cap, 64));
+  s->cap = dcp_drafter_state_capacity (n_tokens);
   for (guint l = 0; l < s->model->config.n_layers; l++)
     {
       s->k[l] = g_renew (float, s->k[l], (gsize) s->cap * width);

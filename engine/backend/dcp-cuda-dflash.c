@@ -7,6 +7,7 @@
 
 #include "dcp-backend-cuda-private.h"
 #include "dcp-drafter-model-private.h"
+#include "dcp-memory-plan.h"
 
 /* The DFlash drafter on the CUDA backend (dcp-drafter-model.h, docs/MODEL.md §7), on the
  * target's stream: its weights in VRAM in their stored format (vectors FP32), FP32
@@ -136,8 +137,9 @@ dcp_cuda_dflash_open (DcpBackend *target, DcpModelFile *file, GError **error)
   self->stream = self->target->stream;
   self->tensors = dcp_cuda_weights_new_set ();
   self->layers = g_new0 (CudaDflashLayer, c->n_layers);
-  /* a block, or up to 64 context rows at a time (GEMVs of 16) */
-  self->rows = MAX (c->block_size, 4 * DCPK_GEMV_MAX_BATCH);
+  /* a block, or up to DCP_PLAN_DRAFTER_ROWS context rows at a time (GEMVs of 16): the plan
+   * counts these buffers (dcp_plan_drafter_init) */
+  self->rows = MAX (c->block_size, DCP_PLAN_DRAFTER_ROWS);
   if (c->head_dim > 256 || c->head_dim > DCP_MAX_ROTARY_DIM ||
       dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
                                            (int) c->head_dim, (int) c->block_size, 1) == 0)
@@ -210,7 +212,7 @@ reserve (CudaDflash *self, DcpDrafterState *s, guint n_tokens, GError **error)
 {
   const DcpDrafterConfig *c = &self->parent.config;
   gsize row = kv_width (c) * sizeof (float), keep = (gsize) s->n_tokens * row;
-  guint cap = MAX (n_tokens, MAX (2 * s->cap, 256));
+  guint cap = dcp_drafter_state_capacity (n_tokens);
   float **blocks[2] = { s->k, s->v };
 
   if (n_tokens <= s->cap)
@@ -334,10 +336,14 @@ reserve_attention (CudaDflash *self, guint n_keys, GError **error)
   gsize bytes = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
                                                      (int) c->head_dim, (int) c->block_size,
                                                      (int) n_keys);
+  /* at most what any context takes (a bounded number of key ranges): what the plan counts */
+  gsize most = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
+                                                    (int) c->head_dim, (int) c->block_size,
+                                                    1 << 30);
 
   if (bytes <= self->attn_ws_bytes)
     return TRUE;
-  bytes = MAX (bytes, 2 * self->attn_ws_bytes);
+  bytes = MAX (bytes, MIN (2 * self->attn_ws_bytes, most));
   if (self->attn_ws != NULL)
     {
       if (!dcp_cuda_check (dcpk_stream_synchronize (self->stream), "DFlash attention", error))

@@ -54,6 +54,9 @@ typedef struct {
   char *input_norm, *post_norm, *q_norm, *k_norm, *q, *k, *v, *o, *gate, *up, *down;
 } DcpDrafterLayerNames;
 
+/* The rows a state grows to for n_tokens: whole pages of the KV pool (DCP_PAGE_TOKENS), so that
+ * a context holds at most a page more than its rows, as the memory plan counts it. */
+guint dcp_drafter_state_capacity   (guint                   n_tokens);
 /* Qwen3's rotary table: default RoPE over the whole head, the config's theta. */
 void dcp_drafter_rope_init         (DcpRope                *rope,
                                     const DcpDrafterConfig *config);

@@ -6,6 +6,7 @@
 #include "dcp-backend-cpu.h"
 #include "dcp-drafter-model-private.h"
 #include "dcp-error.h"
+#include "dcp-memory-plan.h"
 #if HAVE_CUDA
 #include "dcp-backend-cuda.h"
 #endif
@@ -59,6 +60,12 @@ dcp_drafter_model_get_taps (DcpDrafterModel *self, guint *n_taps)
   g_return_val_if_fail (self != NULL && n_taps != NULL, NULL);
   *n_taps = self->config.n_taps;
   return self->config.tap_layers;
+}
+
+guint
+dcp_drafter_state_capacity (guint n_tokens)
+{
+  return (n_tokens + DCP_PAGE_TOKENS - 1) / DCP_PAGE_TOKENS * DCP_PAGE_TOKENS;
 }
 
 void

@@ -88,6 +88,24 @@ dcp_plan_kv_bytes_per_token (const DcpModelConfig *c, guint kv_bits_k, guint kv_
           kv_vector_bytes (c->head_dim, kv_bits_v, kv_value_bytes));
 }
 
+void
+dcp_plan_drafter_init (DcpPlanDrafter *d, const DcpDrafterConfig *c, guint64 weight_bytes)
+{
+  guint64 R = MAX (c->block_size, DCP_PLAN_DRAFTER_ROWS), H = c->hidden_size, I = c->intermediate_size;
+  guint64 qd = (guint64) c->n_heads * c->head_dim;
+  /* engine/backend/dcp-cuda-dflash.c, FP32 per row: the taps side by side, x, h, delta, q,
+   * the attention's output, gate+up and its copy, the MLP activation, a row of logits and the
+   * draft's probability; three int32 (token, position, top-1). */
+  guint64 per_row = (guint64) c->n_taps * H + 3 * H + 2 * qd + 5 * I + c->target_vocab_size + 1;
+  /* the block's queries' partial results for each range of keys, head_dim + 2 values a row */
+  guint64 attention = (guint64) DCP_PLAN_DRAFTER_SPLITS * c->block_size * c->n_heads * (c->head_dim + 2) * 4;
+
+  g_return_if_fail (d != NULL && c != NULL);
+  d->weight_bytes = weight_bytes;
+  d->bytes_per_token = 2 * (guint64) c->n_layers * c->n_kv_heads * c->head_dim * 4;
+  d->work_bytes = R * (4 * per_row + 3 * 4) + attention;
+}
+
 guint
 dcp_plan_gdn_blocks (guint conversations)
 {
@@ -181,6 +199,32 @@ rope_context (DcpMemoryPlan *p, const DcpModelConfig *c, const DcpPlanSettings *
   return TRUE;
 }
 
+gboolean
+dcp_memory_plan_check_drafter (const DcpMemoryPlan *p, guint conversations, GError **error)
+{
+  guint64 pool, drafter, model, need;
+
+  g_return_val_if_fail (p != NULL, FALSE);
+  if (p->fits || p->weights_drafter == 0)
+    return TRUE;
+  /* what the pool asked for, or the least one that serves every conversation */
+  pool = MAX (p->pool_tokens, (guint64) DCP_PAGE_TOKENS * conversations);
+  drafter = p->weights_drafter + p->drafter_work + (guint64) DCP_PAGE_TOKENS * conversations * p->drafter_bytes_per_token;
+  model = p->vram_total - p->kv_pool - p->drafter_context - p->weights_drafter - p->drafter_work;
+  need = model + drafter + pool * (p->kv_bytes_per_token + p->drafter_bytes_per_token);
+  g_set_error (error, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY,
+               "the model and the DFlash drafter do not fit: the model takes %.2f GiB, the drafter "
+               "%.2f GiB (weights %.2f GiB, step buffers %.2f GiB) and %" G_GUINT64_FORMAT
+               " bytes per token of context beside the model's %" G_GUINT64_FORMAT
+               ", a pool of %" G_GUINT64_FORMAT " tokens: %.2f GiB in all, and %.2f GiB is "
+               "available (free less --keep-free); use a smaller drafter, fewer conversations or "
+               "a shorter context, or run without --drafter",
+               model / (double) GIB, drafter / (double) GIB, p->weights_drafter / (double) GIB,
+               p->drafter_work / (double) GIB, p->drafter_bytes_per_token, p->kv_bytes_per_token,
+               pool, need / (double) GIB, p->vram_budget / (double) GIB);
+  return FALSE;
+}
+
 void
 dcp_memory_plan_apply_rope (const DcpMemoryPlan *p, DcpModelConfig *config)
 {
@@ -194,7 +238,7 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
                          const DcpPlanDevice *d, GError **error)
 {
   const DcpModelConfig *c = &m->config;
-  guint64 fixed, available;
+  guint64 fixed, available, per_token, drafter_pages;
 
   g_return_val_if_fail (p != NULL && m != NULL && s != NULL && d != NULL, FALSE);
   memset (p, 0, sizeof *p);
@@ -244,13 +288,21 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
                                                        s->kv_value_bytes);
   p->gdn_bytes_per_conversation = dcp_plan_gdn_bytes_per_conversation (c, s->gdn_conv_value_bytes);
   p->gdn_states = p->gdn_bytes_per_conversation * dcp_plan_gdn_blocks (s->conversations);
-  p->activations = activation_bytes (c) + (s->vision ? m->vision_activation_bytes : 0);
+  p->weights_drafter = s->drafter.weight_bytes;
+  p->drafter_bytes_per_token = s->drafter.bytes_per_token;
+  p->drafter_work = s->drafter.work_bytes;
+  p->activations = activation_bytes (c) + (s->vision ? m->vision_activation_bytes : 0) + p->drafter_work;
   p->cuda_context = s->cpu_backend ? 0 : CUDA_CONTEXT_BYTES;
+  /* A drafter's context grows by pages: up to a page per conversation past the pool's tokens. */
+  drafter_pages = (guint64) DCP_PAGE_TOKENS * s->conversations * p->drafter_bytes_per_token;
 
   fixed = p->weights_text + p->weights_embedding + p->weights_lm_head + p->weights_mtp +
-          p->weights_vision + p->gdn_states + p->activations + p->cuda_context;
+          p->weights_vision + p->weights_drafter + p->gdn_states + p->activations + p->cuda_context +
+          drafter_pages;
   p->vram_budget = d->vram_free_bytes > s->keep_free_bytes ? d->vram_free_bytes - s->keep_free_bytes : 0;
   available = p->vram_budget > fixed ? p->vram_budget - fixed : 0;
+  /* every pool token holds the model's KV and the drafter's context */
+  per_token = p->kv_bytes_per_token + p->drafter_bytes_per_token;
 
   if (s->context_mode == DCP_CONTEXT_POOL)
     {
@@ -259,21 +311,22 @@ dcp_memory_plan_compute (DcpMemoryPlan *p, const DcpPlanModel *m, const DcpPlanS
 
       p->pool_tokens = s->context_tokens
         ? round_up_pages (s->context_tokens)
-        : MIN (round_down_pages (available / p->kv_bytes_per_token), round_up_pages (useful));
+        : MIN (round_down_pages (available / per_token), round_up_pages (useful));
       p->context_per_conversation = MIN (p->pool_tokens, p->model_max_context);
     }
   else
     {
       guint64 slot = s->context_tokens
         ? round_up_pages (s->context_tokens)
-        : MIN (round_down_pages (available / s->conversations / p->kv_bytes_per_token),
+        : MIN (round_down_pages (available / s->conversations / per_token),
                round_down_pages (p->model_max_context));
 
       p->context_per_conversation = MIN (slot, p->model_max_context);
       p->pool_tokens = slot * s->conversations;
     }
   p->kv_pool = p->pool_tokens * p->kv_bytes_per_token;
-  p->vram_total = fixed + p->kv_pool;
+  p->drafter_context = drafter_pages + p->pool_tokens * p->drafter_bytes_per_token;
+  p->vram_total = fixed - drafter_pages + p->kv_pool + p->drafter_context;
   p->fits = p->vram_total <= p->vram_budget && p->pool_tokens >= (guint64) DCP_PAGE_TOKENS * s->conversations;
 
   p->ram_pinned = s->ram_cache_bytes + STAGING_BYTES;
@@ -299,7 +352,9 @@ dcp_memory_plan_describe (const DcpMemoryPlan *p)
   add_line (s, "lm_head", p->weights_lm_head);
   add_line (s, "MTP head", p->weights_mtp);
   add_line (s, "vision tower", p->weights_vision);
+  add_line (s, "DFlash drafter", p->weights_drafter);
   add_line (s, "KV pool", p->kv_pool);
+  add_line (s, "drafter context", p->drafter_context);
   add_line (s, "GDN states", p->gdn_states);
   add_line (s, "activations", p->activations);
   add_line (s, "CUDA context", p->cuda_context);
@@ -308,9 +363,11 @@ dcp_memory_plan_describe (const DcpMemoryPlan *p)
                           p->fits ? "" : " (DOES NOT FIT)");
   g_string_append_printf (s, "RAM (pinned): %.2f GiB; disk: %.2f GiB\n",
                           p->ram_pinned / (double) GIB, p->disk / (double) GIB);
-  g_string_append_printf (s, "KV: %" G_GUINT64_FORMAT " bytes per token; pool of %" G_GUINT64_FORMAT
-                          " tokens; GDN state %.1f MiB per conversation\n",
-                          p->kv_bytes_per_token, p->pool_tokens, p->gdn_bytes_per_conversation / (double) MIB);
+  g_string_append_printf (s, "KV: %" G_GUINT64_FORMAT " bytes per token", p->kv_bytes_per_token);
+  if (p->drafter_bytes_per_token > 0)
+    g_string_append_printf (s, " and the drafter's %" G_GUINT64_FORMAT, p->drafter_bytes_per_token);
+  g_string_append_printf (s, "; pool of %" G_GUINT64_FORMAT " tokens; GDN state %.1f MiB per conversation\n",
+                          p->pool_tokens, p->gdn_bytes_per_conversation / (double) MIB);
   if (p->yarn)
     g_string_append_printf (s, "RoPE: YaRN, positions up to %" G_GUINT64_FORMAT "\n", p->model_max_context);
   g_string_append_printf (s, "Set your client's context size to %" G_GUINT64_FORMAT, p->context_per_conversation);

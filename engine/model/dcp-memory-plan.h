@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-drafter-config.h"
 #include "dcp-model-config.h"
 
 G_BEGIN_DECLS
@@ -14,6 +15,12 @@ G_BEGIN_DECLS
  * drift apart. Pure arithmetic: no GPU, no files. docs/MEMORY.md explains every term. */
 
 #define DCP_PAGE_TOKENS 512   /* the attention KV pool's page: 512 tokens of every layer */
+/* Rows of the DFlash drafter's step buffers on the CUDA backend: a block, or this many context
+ * rows at a time (engine/backend/dcp-cuda-dflash.c). */
+#define DCP_PLAN_DRAFTER_ROWS 64
+/* The DFlash attention's workspace holds at most this many ranges of keys' partial results,
+ * however long the context (kernels/dflash.cu: its target number of blocks). */
+#define DCP_PLAN_DRAFTER_SPLITS 512
 #define DCP_PLAN_CPU_VALUE_BYTES 4   /* the CPU backend keeps KV and GDN conv state in FP32 */
 
 typedef enum {
@@ -41,6 +48,15 @@ typedef struct {
   guint64 file_bytes;          /* the model file on disk */
 } DcpPlanModel;
 
+/* A DFlash drafter beside the model (--speculator dflash --drafter FILE): what its file says,
+ * through dcp_plan_drafter_init. All zero without one. */
+typedef struct {
+  guint64 weight_bytes;         /* its tensors, as stored: resident beside the model's */
+  guint64 bytes_per_token;      /* its context: FP32 K and V of each of its layers per position */
+  guint64 work_bytes;           /* its step buffers: DCP_PLAN_DRAFTER_ROWS rows of activations
+                                   and the attention's workspace at its largest */
+} DcpPlanDrafter;
+
 /* The settings that cost memory. */
 typedef struct {
   DcpContextMode context_mode;
@@ -56,6 +72,7 @@ typedef struct {
   DcpRopeScaling rope_scaling;
   gboolean speculator_mtp;      /* the MTP head drafts: its weights and KV are resident */
   gboolean vision;              /* the vision tower is loaded */
+  DcpPlanDrafter drafter;       /* the DFlash drafter; all zero without one */
   guint64 keep_free_bytes;      /* VRAM left to the desktop and other programs */
   guint64 ram_cache_bytes;      /* pinned RAM tier for idle conversations */
   guint64 disk_cache_bytes;     /* disk tier (pool mode only) */
@@ -70,10 +87,15 @@ typedef struct {
 typedef struct {
   /* VRAM, by component */
   guint64 weights_text, weights_embedding, weights_lm_head, weights_mtp, weights_vision;
+  guint64 weights_drafter;      /* the DFlash drafter's */
   guint64 kv_pool;              /* attention pages of every conversation */
+  guint64 drafter_context;      /* the drafter's context for every token of the pool, and a page
+                                   per conversation more (its contexts grow by pages) */
   guint64 gdn_states;           /* recurrent + conv state blocks: dcp_plan_gdn_blocks */
   guint64 activations;          /* step buffers: the prompt path's rows, GEMM and GDN
-                                   workspaces, logits; with vision, the tower's working set */
+                                   workspaces, logits; with vision, the tower's working set;
+                                   with a drafter, its step buffers (drafter_work) */
+  guint64 drafter_work;         /* of which the drafter's step buffers */
   guint64 cuda_context;         /* the runtime's own use, measured on the H200 */
   guint64 vram_total;           /* the sum of the above */
   /* host */
@@ -81,6 +103,7 @@ typedef struct {
   guint64 disk;                 /* model file + disk cache */
   /* context */
   guint64 kv_bytes_per_token;   /* every attention layer (and MTP's when it drafts), K and V */
+  guint64 drafter_bytes_per_token; /* the DFlash drafter's context; each pool token costs both */
   guint64 gdn_bytes_per_conversation;
   guint64 pool_tokens;          /* tokens the KV pool holds, a multiple of DCP_PAGE_TOKENS */
   guint64 context_per_conversation; /* what each may use: pool = min(pool, model max); fixed = slot */
@@ -103,6 +126,10 @@ guint64  dcp_plan_kv_bytes_per_token    (const DcpModelConfig *config,
 guint64  dcp_plan_gdn_bytes_per_conversation (const DcpModelConfig *config,
                                               guint                 gdn_conv_value_bytes);
 gboolean dcp_plan_kv_bits_valid         (guint bits);
+/* A DFlash drafter's costs from its config and the bytes of its tensors. */
+void     dcp_plan_drafter_init          (DcpPlanDrafter         *drafter,
+                                         const DcpDrafterConfig *config,
+                                         guint64                 weight_bytes);
 /* GDN state blocks the scheduler gets: one running per conversation, one per conversation for
  * its last snapshot (its answer's end, so that the next turn resumes there), and one more, so
  * that an interval or opening snapshot survives beside them (docs/MEMORY.md). */
@@ -114,6 +141,12 @@ gboolean dcp_memory_plan_compute        (DcpMemoryPlan         *plan,
                                          const DcpPlanModel    *model,
                                          const DcpPlanSettings *settings,
                                          const DcpPlanDevice   *device,
+                                         GError               **error);
+/* FALSE with an error naming the numbers when the plan holds a drafter and does not fit: the
+ * model and the drafter, with the smallest pool (a page per conversation), against the free
+ * VRAM less keep_free. TRUE otherwise, also for a plan without a drafter that does not fit. */
+gboolean dcp_memory_plan_check_drafter  (const DcpMemoryPlan   *plan,
+                                         guint                  conversations,
                                          GError               **error);
 /* The config the backend runs: config with YaRN x4 when the plan turned it on for a config
  * of default RoPE (dcp_model_config_enable_yarn); unchanged otherwise. */

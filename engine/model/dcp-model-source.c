@@ -316,3 +316,22 @@ dcp_model_source_get_plan_model (DcpModelSource *self, DcpPlanModel *plan)
   plan->vision_activation_bytes = dcp_vision_activation_bytes_from_json (
       dcp_model_source_get_config_json (self), dcp_model_source_get_preprocessor (self));
 }
+
+gboolean
+dcp_model_source_plan_drafter (const char *path, DcpPlanDrafter *drafter, GError **error)
+{
+  g_autoptr(DcpModelFile) file = NULL;
+  DcpModelFileIter iter;
+  const DcpTensorView *view;
+  guint64 weight_bytes = 0;
+
+  g_return_val_if_fail (path != NULL && drafter != NULL, FALSE);
+  file = dcp_model_file_open_drafter (path, error);
+  if (file == NULL)
+    return FALSE;
+  dcp_model_file_iter_init (&iter, file);
+  while (dcp_model_file_iter_next (&iter, &view))
+    weight_bytes += view->nbytes;
+  dcp_plan_drafter_init (drafter, dcp_model_file_get_drafter (file), weight_bytes);
+  return TRUE;
+}

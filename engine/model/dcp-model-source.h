@@ -51,6 +51,11 @@ JsonObject            *dcp_model_source_get_tokenizer_config (DcpModelSource *se
 /* What the memory planner needs: the config and the bytes of each part as stored. */
 void                   dcp_model_source_get_plan_model    (DcpModelSource  *self,
                                                            DcpPlanModel    *plan);
+/* The memory plan's costs of the DFlash drafter file at path (--drafter): its config and the
+ * bytes of its tensors, what the backend uploads or maps. The scheduler opens it again to run it. */
+gboolean               dcp_model_source_plan_drafter      (const char      *path,
+                                                           DcpPlanDrafter  *drafter,
+                                                           GError         **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpModelSource, dcp_model_source_free)
 

@@ -63,6 +63,14 @@ void
 dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *settings,
                    const DcpDeviceReport *device, guint64 plan_vram_bytes)
 {
+  dcp_costs_compute_with_drafter (c, model, settings, NULL, device, plan_vram_bytes);
+}
+
+void
+dcp_costs_compute_with_drafter (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *settings,
+                                const DcpPlanDrafter *drafter, const DcpDeviceReport *device,
+                                guint64 plan_vram_bytes)
+{
   DcpPlanSettings ps;
   DcpPlanDevice pd = { 0 };
   g_autoptr(GError) error = NULL;
@@ -81,6 +89,8 @@ dcp_costs_compute (DcpCosts *c, const DcpModelMeta *model, const DcpSettings *se
     return;
 
   dcp_settings_to_plan (settings, &ps);
+  if (drafter != NULL)
+    ps.drafter = *drafter;
   if (c->cpu_backend)
     dcp_plan_device_read_ram (&pd);
   else if (c->have_device)

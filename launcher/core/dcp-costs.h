@@ -56,6 +56,13 @@ void     dcp_costs_compute       (DcpCosts              *costs,
                                   const DcpSettings     *settings,
                                   const DcpDeviceReport *device,
                                   guint64                plan_vram_bytes);
+/* The same with a DFlash drafter in the plan (NULL: none), as the engine plans it. */
+void     dcp_costs_compute_with_drafter (DcpCosts              *costs,
+                                         const DcpModelMeta    *model,
+                                         const DcpSettings     *settings,
+                                         const DcpPlanDrafter  *drafter,
+                                         const DcpDeviceReport *device,
+                                         guint64                plan_vram_bytes);
 void     dcp_costs_clear         (DcpCosts              *costs);
 /* Bytes one decode step reads with n conversations at `context` tokens each. */
 guint64  dcp_costs_step_bytes    (const DcpMemoryPlan   *plan,

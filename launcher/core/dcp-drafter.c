@@ -118,6 +118,8 @@ read_own_shape (JsonObject *config, DcpDrafterInfo *d)
   guint heads = optional_uint (config, "num_attention_heads");
   guint hidden = optional_uint (config, "hidden_size");
 
+  d->heads = heads;
+  d->intermediate_size = optional_uint (config, "intermediate_size");
   d->layers = optional_uint (config, "num_hidden_layers");
   d->kv_heads = optional_uint (config, "num_key_value_heads");
   if (d->kv_heads == 0)
@@ -350,4 +352,22 @@ dcp_drafter_info_kv_bytes_per_token (const DcpDrafterInfo *d)
 {
   g_return_val_if_fail (d != NULL, 0);
   return (guint64) d->layers * 2 * d->kv_heads * d->head_dim * sizeof (float);
+}
+
+void
+dcp_drafter_info_plan (const DcpDrafterInfo *d, DcpPlanDrafter *plan)
+{
+  DcpDrafterConfig c = { 0 };
+
+  g_return_if_fail (d != NULL && plan != NULL);
+  c.block_size = d->block_size;
+  c.hidden_size = c.target_hidden_size = d->target_hidden_size;
+  c.target_vocab_size = d->target_vocab_size;
+  c.n_taps = d->layer_ids->len;
+  c.n_layers = d->layers;
+  c.n_heads = d->heads;
+  c.n_kv_heads = d->kv_heads;
+  c.head_dim = d->head_dim;
+  c.intermediate_size = d->intermediate_size;
+  dcp_plan_drafter_init (plan, &c, d->weight_bytes);
 }

@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "dcp-memory-plan.h"
 #include "dcp-model-config.h"
 
 G_BEGIN_DECLS
@@ -27,10 +28,11 @@ typedef struct {
   double mean_accepted;
   guint acceptance_block;
   char *measured_on;
-  /* Its own size: weights (it shares the target's embedding and lm_head) and the shape of its
-   * KV cache, which holds the projected context for each of its layers. */
+  /* Its own size: weights (it shares the target's embedding and lm_head), the shape of its
+   * KV cache, which holds the projected context for each of its layers, and of its step buffers
+   * (heads and MLP width: 0 when the source does not say). */
   guint64 weight_bytes;
-  guint layers, kv_heads, head_dim;
+  guint layers, kv_heads, head_dim, heads, intermediate_size;
 } DcpDrafterInfo;
 
 void dcp_drafter_info_free (DcpDrafterInfo *info);
@@ -48,9 +50,12 @@ DcpDrafterInfo *dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const
  * the target's name when both say one. FALSE with an error naming what differs. */
 gboolean dcp_drafter_info_fits (const DcpDrafterInfo *info, const DcpModelConfig *config,
                                 const char *architecture, const char *model_id, GError **error);
-/* Bytes its KV cache takes per context token (BF16 K and V for each of its layers); 0 when its
- * shape is unknown. */
+/* Bytes its KV cache takes per context token (FP32 K and V for each of its layers, as both of
+ * the engine's backends keep them); 0 when its shape is unknown. */
 guint64 dcp_drafter_info_kv_bytes_per_token (const DcpDrafterInfo *info);
+/* What the engine's memory plan counts for it (dcp_plan_drafter_init) from what the source
+ * says: its weights, context bytes per token and step buffers. */
+void dcp_drafter_info_plan (const DcpDrafterInfo *info, DcpPlanDrafter *plan);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpDrafterInfo, dcp_drafter_info_free)
 

@@ -72,22 +72,10 @@ dcp_speculation_rate_for (double accepted, guint drafts)
   return (lo + hi) / 2;
 }
 
-guint64
-dcp_speculation_drafter_share (guint64 pool_tokens, guint64 kv_bytes_per_token,
-                               guint64 drafter_bytes_per_token)
-{
-  guint64 per_token = kv_bytes_per_token + drafter_bytes_per_token;
-
-  if (per_token == 0)
-    return 0;
-  return pool_tokens * kv_bytes_per_token / per_token * drafter_bytes_per_token;
-}
-
-/* settings with another speculator and more VRAM kept free: a copy through settings JSON (the
- * API key, which costs nothing, is not copied). */
+/* settings with another speculator: a copy through settings JSON (the API key, which costs
+ * nothing, is not copied). */
 static void
-settings_variant (const DcpSettings *settings, DcpSpeculator speculator, guint64 reserve,
-                  DcpSettings *out)
+settings_variant (const DcpSettings *settings, DcpSpeculator speculator, DcpSettings *out)
 {
   g_autofree char *json = dcp_settings_to_json_data (settings);
   g_autoptr(JsonNode) root = json_from_string (json, NULL);
@@ -96,7 +84,6 @@ settings_variant (const DcpSettings *settings, DcpSpeculator speculator, guint64
   if (root == NULL || !dcp_settings_load_json (out, root, NULL))
     g_return_if_reached ();
   out->speculator = speculator;
-  out->keep_free_bytes += reserve;
 }
 
 gboolean
@@ -114,7 +101,7 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
   out->speculator = dcp_speculation_resolve (settings, model, drafter, &out->fell_back);
   if (out->speculator != DCP_SPECULATOR_DFLASH)
     drafter = NULL;
-  settings_variant (settings, DCP_SPECULATOR_OFF, 0, &off);
+  settings_variant (settings, DCP_SPECULATOR_OFF, &off);
   dcp_costs_compute (&c_off, model, &off, device, plan_vram_bytes);
   if (!c_off.plan_ok)
     return FALSE;
@@ -124,25 +111,18 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
 
   if (drafter != NULL)
     {
-      guint64 per_token = dcp_drafter_info_kv_bytes_per_token (drafter);
-      guint64 reserve;
+      DcpPlanDrafter plan_drafter;
       double accepted;
 
-      /* The drafter's weights and its KV for the pool are kept out of what the planner may give
-       * the model's KV pool: planned with the weights kept free, the pool shared between the
-       * model's KV and the drafter's in proportion to their bytes per token, then planned
-       * again with the drafter's share kept free too. */
-      settings_variant (settings, DCP_SPECULATOR_OFF, drafter->weight_bytes, &with);
-      dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
-      reserve = drafter->weight_bytes +
-                dcp_speculation_drafter_share (c_spec.plan.pool_tokens,
-                                               c_spec.plan.kv_bytes_per_token, per_token);
-      dcp_settings_clear (&with);
-      dcp_costs_clear (&c_spec);
-      settings_variant (settings, DCP_SPECULATOR_OFF, reserve, &with);
-      dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
-      out->drafter_weight_bytes = drafter->weight_bytes;
-      out->drafter_kv_bytes = per_token * c_spec.plan.pool_tokens;
+      /* The engine's plan with the drafter in it: its weights and step buffers beside the
+       * model's, its context beside the model's KV for every token of the pool, which shrinks
+       * by it (dcp_memory_plan_compute). */
+      dcp_drafter_info_plan (drafter, &plan_drafter);
+      settings_variant (settings, DCP_SPECULATOR_OFF, &with);
+      dcp_costs_compute_with_drafter (&c_spec, model, &with, &plan_drafter, device,
+                                      plan_vram_bytes);
+      out->drafter_weight_bytes = plan_drafter.weight_bytes;
+      out->drafter_kv_bytes = c_spec.plan.drafter_context;
       out->chosen = settings->draft_length == 0;
       out->drafts = out->chosen ? drafter->block_size - 1
                                 : MIN (settings->draft_length, drafter->block_size - 1);
@@ -158,11 +138,11 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
                     dcp_speculation_rate_for (
                         accepted, drafter->have_acceptance ? drafter->acceptance_block - 1 : 15),
                     out->drafts);
-      drafting = drafter->weight_bytes + per_token * DCP_COSTS_SHORT_CONTEXT;
+      drafting = drafter->weight_bytes + plan_drafter.bytes_per_token * DCP_COSTS_SHORT_CONTEXT;
     }
   else
     {
-      settings_variant (settings, out->speculator, 0, &with);
+      settings_variant (settings, out->speculator, &with);
       dcp_costs_compute (&c_spec, model, &with, device, plan_vram_bytes);
       out->drafts = out->speculator == DCP_SPECULATOR_OFF ? 0
                     : settings->draft_length == 0         ? DCP_DRAFT_DEFAULT
@@ -180,7 +160,7 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
       out->vram_total = c_off.plan.vram_total + out->drafter_weight_bytes + out->drafter_kv_bytes;
       return TRUE;
     }
-  out->vram_total = c_spec.plan.vram_total + out->drafter_weight_bytes + out->drafter_kv_bytes;
+  out->vram_total = c_spec.plan.vram_total;
   out->fits = c_spec.plan.fits;
   out->context_per_conversation = c_spec.plan.context_per_conversation;
   /* step_bytes counts the MTP head once when the plan holds it: replaced by what drafting reads. */

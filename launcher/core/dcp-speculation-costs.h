@@ -30,8 +30,9 @@ typedef struct {
   double expected_accepted; /* drafts accepted per step */
   gboolean measured;        /* from the drafter file's acceptance, else an estimate */
   guint64 drafter_weight_bytes;     /* VRAM the drafter adds: its weights */
-  guint64 drafter_kv_bytes;         /* and its KV cache for every token of the KV pool */
-  guint64 vram_total;               /* the plan's total plus the drafter */
+  guint64 drafter_kv_bytes;         /* and its context for every token of the KV pool (the
+                                       plan's drafter_context) */
+  guint64 vram_total;               /* the plan's total, the drafter's included */
   guint64 vram_budget;              /* what the engine may use (free VRAM less keep-free) */
   gboolean fits;                    /* vram_total within vram_budget */
   guint64 context_per_conversation; /* the plan's, with the drafter's VRAM kept out of it */
@@ -53,10 +54,6 @@ double dcp_speculation_expected (double rate, guint drafts);
 /* The per-draft rate that gives `accepted` drafts per step with `drafts` drafts (the inverse of
  * dcp_speculation_expected). */
 double dcp_speculation_rate_for (double accepted, guint drafts);
-/* The bytes of a drafter's context when a KV pool of pool_tokens (planned without it) is
- * shared between the model's KV and the drafter's, each token costing both. */
-guint64 dcp_speculation_drafter_share (guint64 pool_tokens, guint64 kv_bytes_per_token,
-                                       guint64 drafter_bytes_per_token);
 /* FALSE when there is no model or no plan (costs says why). */
 gboolean dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *model,
                                         const DcpSettings *settings, const DcpDrafterInfo *drafter,

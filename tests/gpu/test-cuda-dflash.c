@@ -7,7 +7,8 @@
  *
  * Drafter: both read the same bytes and fresh random taps through add_context / truncate /
  * propose sequences (a context that grows in pieces, is cut back, grows past the state's
- * first capacity, past one chunk of keys of the attention, and is emptied). Both compute in
+ * first capacity, past one chunk of keys of the attention, and is emptied); the state's
+ * capacity is the whole pages the memory plan counts. Both compute in
  * FP32; the GPU's matrix products carry x as two BF16 terms (16 significant bits, ~1e-5
  * relative per product) and add in another order. About ten products lie in series (fc, q/k/v,
  * o, gate/up, down per layer, lm_head), with norms and softmax in between that do not grow
@@ -33,6 +34,7 @@
 #include "dcp-converter.h"
 #include "dcp-drafter-model.h"
 #include "dcp-error.h"
+#include "dcp-memory-plan.h"
 
 #define PROMPT 12
 #define BOUND 1e-3
@@ -173,6 +175,7 @@ test_drafter (gconstpointer data)
   const Case *k = data;
   Fixture f;
   DcpDrafterState *cs, *gs;
+  DcpPlanDrafter plan;
   guint B;
 
   fixture_open (&f, k->recipe);
@@ -187,10 +190,15 @@ test_drafter (gconstpointer data)
   add_both (&f, cs, gs, 3);
   propose_both (&f, cs, gs, B - 1);
   propose_both (&f, cs, gs, 1);
-  /* past the first capacity (256 rows) and in several pieces of 64; keys in two chunks */
-  add_both (&f, cs, gs, 300);
+  /* past the first capacity (a page of 512 rows) and in several pieces of 64; keys in several
+   * chunks */
+  add_both (&f, cs, gs, 600);
   propose_both (&f, cs, gs, B - 1);
   g_assert_cmpuint (dcp_drafter_state_get_bytes (gs), >=, dcp_drafter_state_get_bytes (cs));
+  /* 608 rows and the block's in whole pages, a page past them at most: what the memory plan
+   * counts per token */
+  dcp_plan_drafter_init (&plan, dcp_drafter_model_get_config (f.gpu_model), 0);
+  g_assert_cmpuint (dcp_drafter_state_get_bytes (gs), ==, 1024 * plan.bytes_per_token);
   /* the block alone */
   dcp_drafter_state_truncate (cs, 0);
   dcp_drafter_state_truncate (gs, 0);

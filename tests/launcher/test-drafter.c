@@ -95,7 +95,7 @@ test_metadata (Fixture *f, gconstpointer data)
   g_assert_cmpuint (d->acceptance_block, ==, 16);
   g_assert_cmpstr (d->measured_on, ==, "code prompts");
   g_assert_cmpuint (d->weight_bytes, ==, t.weights);
-  /* 5 layers x K and V x 8 heads x 128 x BF16 */
+  /* 5 layers x K and V x 8 heads x 128 x FP32 */
   g_assert_cmpuint (dcp_drafter_info_kv_bytes_per_token (d), ==, 5 * 2 * 8 * 128 * 4);
 }
 
@@ -418,6 +418,7 @@ test_costs (Fixture *f, gconstpointer data)
   TestDrafter t;
   g_autoptr(DcpModelMeta) drafter = NULL;
   DcpSpeculationCosts spec;
+  DcpPlanDrafter plan_drafter;
   guint64 per_token = 5 * 2 * 8 * 128 * 4;
   double bytes_per_s = 4100e9, rate, expected, verify;
 
@@ -448,19 +449,26 @@ test_costs (Fixture *f, gconstpointer data)
   g_assert_cmpfloat_with_epsilon (spec.tokens_per_s_without, bytes_per_s / off.step_bytes_short,
                                   1e-6);
   g_assert_cmpuint (spec.drafter_weight_bytes, ==, t.weights);
-  /* The drafter's VRAM is kept out of the model's KV pool: its weights, then its share of the
-   * pool left. */
-  reserved.keep_free_bytes += t.weights;
-  dcp_costs_compute (&with, f->model, &reserved, &device, 0);
-  reserved.keep_free_bytes += with.plan.pool_tokens * with.plan.kv_bytes_per_token /
-                              (with.plan.kv_bytes_per_token + per_token) * per_token;
-  dcp_costs_clear (&with);
-  dcp_costs_compute (&with, f->model, &reserved, &device, 0);
-  g_assert_cmpuint (spec.drafter_kv_bytes, ==, per_token * with.plan.pool_tokens);
+  /* The engine's plan with the drafter: its weights and step buffers beside the model's, its
+   * FP32 context beside the model's KV for every token, so the slots shrink by it. */
+  dcp_drafter_info_plan (drafter->drafter, &plan_drafter);
+  g_assert_cmpuint (plan_drafter.weight_bytes, ==, t.weights);
+  g_assert_cmpuint (plan_drafter.bytes_per_token, ==, per_token);
+  dcp_costs_compute_with_drafter (&with, f->model, &reserved, &plan_drafter, &device, 0);
+  g_assert_true (with.plan_ok);
+  g_assert_cmpuint (with.plan.weights_drafter, ==, t.weights);
+  g_assert_cmpuint (with.plan.activations, ==, off.plan.activations + plan_drafter.work_bytes);
+  /* fixed slots of 32 conversations: what is left past the model and the drafter (and its
+   * page of context per conversation), per conversation, over both bytes per token */
+  g_assert_cmpuint (with.plan.context_per_conversation, ==,
+                    (off.plan.vram_budget - (off.plan.vram_total - off.plan.kv_pool) - t.weights -
+                     plan_drafter.work_bytes - 32 * 512 * per_token) /
+                        32 / (off.plan.kv_bytes_per_token + per_token) / 512 * 512);
+  g_assert_cmpuint (spec.drafter_kv_bytes, ==, with.plan.drafter_context);
+  g_assert_cmpuint (spec.drafter_kv_bytes, ==, per_token * (with.plan.pool_tokens + 32 * 512));
   g_assert_cmpuint (spec.context_per_conversation, ==, with.plan.context_per_conversation);
   g_assert_cmpuint (spec.context_per_conversation, <, off.plan.context_per_conversation);
-  g_assert_cmpuint (spec.vram_total, ==,
-                    with.plan.vram_total + t.weights + per_token * with.plan.pool_tokens);
+  g_assert_cmpuint (spec.vram_total, ==, with.plan.vram_total);
   g_assert_true (spec.fits);
   /* Measured: 5.5 of 15 drafts; lengths chosen by confidence: the mean as it is. */
   g_assert_true (spec.chosen);

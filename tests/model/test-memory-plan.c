@@ -323,6 +323,144 @@ test_bad_settings (void)
   }
 }
 
+/* A DFlash drafter for the 27B: 5 layers of 32 heads and 8 KV heads of 128, MLP 17,408, block
+ * 16, five taps. */
+static void
+drafter_27b (DcpDrafterConfig *c)
+{
+  memset (c, 0, sizeof *c);
+  c->block_size = 16;
+  c->target_hidden_size = c->hidden_size = 5120;
+  c->target_vocab_size = 248320;
+  c->target_n_layers = 64;
+  c->n_taps = 5;
+  c->n_layers = 5;
+  c->n_heads = 32;
+  c->n_kv_heads = 8;
+  c->head_dim = 128;
+  c->intermediate_size = 17408;
+}
+
+static void
+test_drafter_costs (void)
+{
+  DcpDrafterConfig c;
+  DcpPlanDrafter d;
+
+  drafter_27b (&c);
+  dcp_plan_drafter_init (&d, &c, 1300 * MIB);
+  g_assert_cmpuint (d.weight_bytes, ==, 1300 * MIB);
+  /* FP32 K and V: 5 layers x 8 heads x 128 values x 2 x 4 bytes */
+  g_assert_cmpuint (d.bytes_per_token, ==, 40960);
+  /* 64 rows of FP32: taps 5 x 5120, x, h and delta 3 x 5120, q and its attention 2 x 4096,
+   * gate+up twice and the activation 5 x 17,408, logits 248,320, one probability: 384,513
+   * floats, and 3 int32; the attention's workspace: 512 ranges x 16 rows x 32 heads x 130 */
+  g_assert_cmpuint (d.work_bytes, ==, 64 * (4 * 384513 + 12) + 512 * 16 * 32 * 130 * 4);
+  g_assert_cmpuint (d.work_bytes, ==, 234750976);
+}
+
+/* With a drafter the plan has its weights and its step buffers, and each pool token costs the
+ * model's KV and the drafter's context: the pool is what is left divided by both, less a page
+ * per conversation of the drafter's context. */
+static void
+test_drafter_pool (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice d = { 32 * GIB, 31 * GIB + 512 * MIB };
+  DcpMemoryPlan without, with;
+  DcpDrafterConfig c;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  guint64 fixed, drafter_fixed, kv;
+
+  model_tiny (&m);
+  drafter_27b (&c);
+  dcp_plan_settings_init_default (&s);
+  s.conversations = 2;
+  g_assert_true (dcp_memory_plan_compute (&without, &m, &s, &d, &error));
+  dcp_plan_drafter_init (&s.drafter, &c, 1300 * MIB);
+  g_assert_true (dcp_memory_plan_compute (&with, &m, &s, &d, &error));
+  g_assert_no_error (error);
+
+  kv = without.kv_bytes_per_token;
+  fixed = without.vram_total - without.kv_pool;
+  drafter_fixed = 1300 * MIB + s.drafter.work_bytes + 2 * 512 * 40960;
+  g_assert_cmpuint (without.weights_drafter, ==, 0);
+  g_assert_cmpuint (without.drafter_context, ==, 0);
+  g_assert_cmpuint (with.weights_drafter, ==, 1300 * MIB);
+  g_assert_cmpuint (with.activations, ==, without.activations + s.drafter.work_bytes);
+  g_assert_cmpuint (with.kv_bytes_per_token, ==, kv);
+  g_assert_cmpuint (with.drafter_bytes_per_token, ==, 40960);
+  g_assert_cmpuint (without.pool_tokens, ==, (with.vram_budget - fixed) / kv / 512 * 512);
+  g_assert_cmpuint (with.pool_tokens, ==, (with.vram_budget - fixed - drafter_fixed) / (kv + 40960) / 512 * 512);
+  g_assert_cmpuint (with.pool_tokens, <, without.pool_tokens);
+  g_assert_cmpuint (with.drafter_context, ==, (with.pool_tokens + 2 * 512) * 40960);
+  g_assert_cmpuint (with.vram_total, ==, fixed + 1300 * MIB + s.drafter.work_bytes + with.kv_pool + with.drafter_context);
+  g_assert_cmpuint (with.vram_total, <=, with.vram_budget);
+  g_assert_true (with.fits);
+  g_assert_true (dcp_memory_plan_check_drafter (&with, s.conversations, &error));
+  g_assert_no_error (error);
+
+  text = dcp_memory_plan_describe (&with);
+  g_assert_nonnull (strstr (text, "  DFlash drafter             1.27 GiB\n"));
+  g_assert_nonnull (strstr (text, "  drafter context  "));
+  g_assert_nonnull (strstr (text, "KV: 65536 bytes per token and the drafter's 40960; pool of "));
+  g_clear_pointer (&text, g_free);
+  text = dcp_memory_plan_describe (&without);
+  g_assert_null (strstr (text, "drafter"));
+
+  /* A context asked for: the same tokens, the drafter's context beside the KV. */
+  s.context_tokens = 65536;
+  g_assert_true (dcp_memory_plan_compute (&with, &m, &s, &d, &error));
+  g_assert_cmpuint (with.pool_tokens, ==, 65536);
+  g_assert_cmpuint (with.drafter_context, ==, (G_GUINT64_CONSTANT (65536) + 2 * 512) * 40960);
+}
+
+/* Model and drafter that do not fit together: an error naming the numbers, where the model
+ * alone fits with a pool. */
+static void
+test_drafter_does_not_fit (void)
+{
+  DcpPlanModel m;
+  DcpPlanSettings s;
+  DcpPlanDevice big = { 32 * GIB, 31 * GIB }, d;
+  DcpMemoryPlan without, with;
+  DcpDrafterConfig c;
+  g_autoptr(GError) error = NULL;
+
+  model_tiny (&m);
+  drafter_27b (&c);
+  dcp_plan_settings_init_default (&s);
+  g_assert_true (dcp_memory_plan_compute (&without, &m, &s, &big, &error));
+  /* room for the model and 1 GiB of KV, less than the drafter's weights */
+  d.vram_total_bytes = 32 * GIB;
+  d.vram_free_bytes = s.keep_free_bytes + without.vram_total - without.kv_pool + GIB;
+  g_assert_true (dcp_memory_plan_compute (&without, &m, &s, &d, &error));
+  g_assert_true (without.fits);
+  g_assert_cmpuint (without.pool_tokens, ==, GIB / without.kv_bytes_per_token);
+  dcp_plan_drafter_init (&s.drafter, &c, 1300 * MIB);
+  g_assert_true (dcp_memory_plan_compute (&with, &m, &s, &d, &error));
+  g_assert_false (with.fits);
+  g_assert_cmpuint (with.pool_tokens, ==, 0);
+  g_assert_false (dcp_memory_plan_check_drafter (&with, s.conversations, &error));
+  g_assert_error (error, DCP_ERROR, DCP_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "the model and the DFlash drafter do not fit"));
+  g_assert_nonnull (strstr (error->message, "weights 1.27 GiB"));
+  g_assert_nonnull (strstr (error->message, "40960 bytes per token of context beside the model's 65536"));
+  g_assert_nonnull (strstr (error->message, "a pool of 512 tokens"));
+  g_test_message ("%s", error->message);
+  g_clear_error (&error);
+
+  /* Without a drafter a plan that does not fit is shown, not refused. */
+  s.drafter = (DcpPlanDrafter) { 0 };
+  d.vram_free_bytes = 15 * GIB;
+  g_assert_true (dcp_memory_plan_compute (&without, &m, &s, &d, &error));
+  g_assert_false (without.fits);
+  g_assert_true (dcp_memory_plan_check_drafter (&without, s.conversations, &error));
+  g_assert_no_error (error);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -334,5 +472,8 @@ main (int argc, char **argv)
   g_test_add_func ("/memory-plan/rope-scaling", test_rope_scaling);
   g_test_add_func ("/memory-plan/does-not-fit", test_does_not_fit);
   g_test_add_func ("/memory-plan/bad-settings", test_bad_settings);
+  g_test_add_func ("/memory-plan/drafter-costs", test_drafter_costs);
+  g_test_add_func ("/memory-plan/drafter-pool", test_drafter_pool);
+  g_test_add_func ("/memory-plan/drafter-does-not-fit", test_drafter_does_not_fit);
   return g_test_run ();
 }

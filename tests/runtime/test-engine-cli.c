@@ -3,8 +3,8 @@
  * model path an error names shows which won), --help lists every setting of the table, what the
  * CPU backend cannot do is refused with "not implemented yet", D-Bus options; rope scaling
  * starts the CPU backend with YaRN (1m, or auto and a context past the native one); --speculator
- * dflash with and without a fitting --drafter, and a fitting one serving a completion with
- * drafts. */
+ * dflash with and without a fitting --drafter (one with no room for it refused by the memory
+ * plan), and a fitting one serving a completion with drafts. */
 #include "config.h"
 
 #include <gio/gio.h>
@@ -430,12 +430,28 @@ test_dflash (void)
     g_assert_nonnull (strstr (r.err, "a DFlash drafter file (metadata field “drafter”), not a model: give it with --drafter"));
   }
   {
+    g_auto(Result) r = { 0 };
+    const char *no_room[] = { "--backend", "cpu", "--model", g_getenv ("DECAPYBARA_TINY_MODEL"), "--port", "0",
+                              "--speculator", "dflash", "--drafter", fits, "--keep-free", "100000",
+                              "--no-dbus", "--no-dashboard", NULL };
+
+    /* the plan counts the drafter: no room for it is refused at start, naming the numbers */
+    run_engine (&r, home, NULL, no_room);
+    g_assert_cmpint (r.status, !=, 0);
+    g_assert_nonnull (strstr (r.err, "the model and the DFlash drafter do not fit"));
+    g_assert_nonnull (strstr (r.err, "and 256 bytes per token of context beside the model's"));
+  }
+  {
     g_autofree char *log =
         serve_listening ((const char *const[]){ "--speculator", "dflash", "--drafter", fits,
                                                 "--draft-length", "4", NULL },
                          serve_with_drafts);
 
     g_assert_nonnull (strstr (log, "DFlash, 1 layers, block 16, taps after layers [2]"));
+    /* its weights in the plan's table, its context (FP32 K and V of one layer of one 32-value
+     * head) beside the model's KV */
+    g_assert_nonnull (strstr (log, "  DFlash drafter "));
+    g_assert_nonnull (strstr (log, " bytes per token and the drafter's 256; pool of "));
     g_assert_null (strstr (log, "speculation is off"));
   }
   g_unlink (odd);
