@@ -3,13 +3,17 @@
 """Speculative decoding through the server: the real engine serving a model (the demo model by
 default) on the CPU backend, one client sending code prompts one after another (greedy,
 /v1/completions), with --speculator off, ngram and mtp, at 4 drafts and at lengths chosen by
-confidence (--draft-length 0). Every speculator must give the answers of off; /stats must show
-the verify steps and the mean accepted length, /metrics the counters. Prints, per run, the
+confidence (--draft-length 0), and dflash at 7 and 0 with the demo model's trained drafter
+(demo-dflash.mcapy beside the model, when it is there). Every speculator must give the answers of
+off; /stats must show the verify steps and the mean accepted length, /metrics the counters; the
+trained drafter must get at least DFLASH_MIN_ACCEPTED drafts accepted per verify step (a drafter
+fed the wrong context rows gets next to none). Prints, per run, the
 tokens/s the client saw, the tokens per CPU second of the engine (steadier on a shared
 machine) and the acceptance length: the numbers of docs/PERFORMANCE.md.
 
 usage: test_speculation_model.py [MODEL [SPECULATOR:DRAFTS ...]]: the runs default to off:4,
-ngram:4, ngram:0, mtp:4, mtp:0; the first run is the reference. DECAPYBARA_BACKEND=cuda runs
+ngram:4, ngram:0, mtp:4, mtp:0 (and dflash:7, dflash:0 with a drafter); the first run is the
+reference. DECAPYBARA_BACKEND=cuda runs
 the engine on the GPU instead (its later --backend wins)."""
 import json
 import os
@@ -30,6 +34,8 @@ PROMPTS = [
 ]
 MAX_TOKENS = 160
 RUNS = [("off", 4), ("ngram", 4), ("ngram", 0), ("mtp", 4), ("mtp", 0)]
+DFLASH_RUNS = [("dflash", 7), ("dflash", 0)]
+DFLASH_MIN_ACCEPTED = 1.5   # measured 3.08 (7 drafts) on the CPU, 2026-12-04
 
 
 def cpu_seconds(pid):
@@ -52,10 +58,11 @@ def complete(engine, prompt):
     return answer["choices"][0]["text"], answer["usage"]["completion_tokens"]
 
 
-def run(model, speculator, draft_length):
+def run(model, speculator, draft_length, drafter):
     backend = os.environ.get("DECAPYBARA_BACKEND", "cpu")
+    extra = ["--drafter", drafter] if speculator == "dflash" else []
     engine = Engine("--threads", "2", "--speculator", speculator, "--draft-length", str(draft_length),
-                    "--backend", backend, model=model)
+                    "--backend", backend, *extra, model=model)
     try:
         texts, tokens, wall, cpu = [], 0, 0.0, 0.0
         for prompt in PROMPTS:
@@ -79,12 +86,14 @@ def main():
     if not os.path.exists(model):
         print(f"skipping: no model at {model}")
         return 77
-    runs = [(r.split(":")[0], int(r.split(":")[1])) for r in sys.argv[2:]] or RUNS
+    drafter = os.path.join(os.path.dirname(model), "demo-dflash.mcapy")
+    runs = [(r.split(":")[0], int(r.split(":")[1])) for r in sys.argv[2:]] or (
+        RUNS + (DFLASH_RUNS if os.path.exists(drafter) else []))
     reference = None
     print(f"{'speculator':<12}{'drafts':>8}{'tokens':>8}{'tok/s':>9}{'tok/cpu-s':>11}"
           f"{'verify':>8}{'accepted':>10}{'accept len':>12}")
     for speculator, draft_length in runs:
-        texts, tokens, wall, cpu, sched, metrics = run(model, speculator, draft_length)
+        texts, tokens, wall, cpu, sched, metrics = run(model, speculator, draft_length, drafter)
         if reference is None:
             reference = texts
         for i, (got, want) in enumerate(zip(texts, reference)):
@@ -93,6 +102,9 @@ def main():
             assert sched["verify_steps"] > 0 and sched["accepted_tokens"] > 0, sched
             assert sched["mean_accepted_length"] > 1, sched
             assert f"decapybara_accepted_tokens_total {sched['accepted_tokens']}\n" in metrics
+        if speculator == "dflash":
+            accepted = sched["accepted_tokens"] / sched["verify_steps"]
+            assert accepted >= DFLASH_MIN_ACCEPTED, f"dflash/{draft_length}: {accepted:.2f} accepted per step"
         print(f"{speculator:<12}{draft_length if draft_length else 'conf':>8}{tokens:>8}{tokens / wall:>9.1f}"
               f"{tokens / max(cpu, 1e-9):>11.1f}{sched['verify_steps']:>8}{sched['accepted_tokens']:>10}"
               f"{sched['mean_accepted_length']:>12.2f}", flush=True)
