@@ -58,6 +58,7 @@ typedef struct {
   guint64 done_in, total_in;
   gint64 start_us, last_report_us;
   GArray *kept; /* guint: the checkpoint's tensors that go in the file, in order */
+  JsonNode *acceptance; /* a drafter's "acceptance" member; NULL: null */
 } Converter;
 
 /* The k-th tensor written (the file's tensor k). */
@@ -468,7 +469,8 @@ build_drafter_metadata (Converter *c, const DcpDType *dtypes, const guint64 *siz
   json_builder_set_member_name (b, "architecture");
   json_builder_add_string_value (b, "dflash");
   json_builder_set_member_name (b, "drafter");
-  json_builder_add_value (b, dcp_drafter_config_to_json (dcp_checkpoint_get_drafter (ckpt), o->target_name));
+  json_builder_add_value (b, dcp_drafter_config_to_json (dcp_checkpoint_get_drafter (ckpt),
+                                                         o->target_name, c->acceptance));
   json_builder_set_member_name (b, "config");
   json_builder_add_value (b, json_node_copy (dcp_checkpoint_get_config_json (ckpt)));
 
@@ -551,6 +553,19 @@ convert (Converter *c, GError **error)
       g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
                    "--measure measures a model, not a DFlash drafter (its acceptance needs its target)");
       return FALSE;
+    }
+  if (c->options->acceptance_stats != NULL)
+    {
+      if (!drafter)
+        {
+          g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                       "--acceptance records a DFlash drafter's acceptance; this is a model");
+          return FALSE;
+        }
+      c->acceptance = dcp_drafter_acceptance_from_stats (dcp_checkpoint_get_drafter (c->ckpt),
+                                                         c->options->acceptance_stats, error);
+      if (c->acceptance == NULL)
+        return FALSE;
     }
   for (guint i = 0; i < n; i++)
     {
@@ -660,6 +675,7 @@ dcp_convert (const DcpConvertOptions *options, DcpConvertStats *stats, GError **
   g_thread_pool_free (c.pool, FALSE, TRUE);
   g_free (c.f32);
   g_free (c.buf);
+  g_clear_pointer (&c.acceptance, json_node_unref);
 
   if (ok && stats != NULL)
     {

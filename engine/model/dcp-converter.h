@@ -41,6 +41,8 @@ typedef struct {
   DcpConvertMeasureFunc measure;  /* NULL: "accuracy": null */
   gpointer measure_data;
   DcpConvertVision vision;
+  JsonNode *acceptance_stats;  /* a DFlash drafter: the engine's /stats after serving with it
+                                * (dcp_drafter_acceptance_from_stats); NULL: acceptance null */
 } DcpConvertOptions;
 
 typedef struct {

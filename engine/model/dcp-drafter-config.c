@@ -340,7 +340,7 @@ dcp_drafter_config_from_metadata (DcpDrafterConfig *c, JsonObject *metadata, GEr
 }
 
 JsonNode *
-dcp_drafter_config_to_json (const DcpDrafterConfig *c, const char *target_name)
+dcp_drafter_config_to_json (const DcpDrafterConfig *c, const char *target_name, JsonNode *acceptance)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
 
@@ -371,7 +371,80 @@ dcp_drafter_config_to_json (const DcpDrafterConfig *c, const char *target_name)
   json_builder_end_object (b);
   /* null until measured on the trained target: no number is invented */
   json_builder_set_member_name (b, "acceptance");
-  json_builder_add_null_value (b);
+  if (acceptance != NULL)
+    json_builder_add_value (b, json_node_copy (acceptance));
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* A non-negative integer member of the stats' "scheduler" object. */
+static gboolean
+stats_count (JsonObject *sched, const char *name, gint64 *out, GError **error)
+{
+  JsonNode *n = json_object_get_member (sched, name);
+
+  if (n == NULL || json_node_get_value_type (n) != G_TYPE_INT64 || json_node_get_int (n) < 0)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "acceptance: “scheduler.%s” is missing or not a count", name);
+      return FALSE;
+    }
+  *out = json_node_get_int (n);
+  return TRUE;
+}
+
+JsonNode *
+dcp_drafter_acceptance_from_stats (const DcpDrafterConfig *c, JsonNode *stats, GError **error)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autofree char *on = NULL;
+  JsonObject *sched = NULL;
+  gint64 steps, drafted, accepted;
+  double mean;
+
+  g_return_val_if_fail (c != NULL && stats != NULL, NULL);
+  if (JSON_NODE_HOLDS_OBJECT (stats))
+    {
+      JsonNode *n = json_object_get_member (json_node_get_object (stats), "scheduler");
+      sched = n != NULL && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
+    }
+  if (sched == NULL)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "acceptance: not the engine's /stats (no “scheduler” object)");
+      return NULL;
+    }
+  if (!stats_count (sched, "verify_steps", &steps, error) ||
+      !stats_count (sched, "drafted_tokens", &drafted, error) ||
+      !stats_count (sched, "accepted_tokens", &accepted, error))
+    return NULL;
+  if (steps == 0 || accepted > drafted)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "acceptance: %" G_GINT64_FORMAT " verify steps with %" G_GINT64_FORMAT
+                   " of %" G_GINT64_FORMAT " drafts accepted measure nothing",
+                   steps, accepted, drafted);
+      return NULL;
+    }
+  mean = (double) accepted / steps;
+  if (mean > c->block_size - 1)
+    {
+      g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
+                   "acceptance: %.3g drafts accepted per verify step is more than a block of %u "
+                   "holds: measured with another drafter?", mean, c->block_size - 1);
+      return NULL;
+    }
+  on = g_strdup_printf ("decapybara /stats: %" G_GINT64_FORMAT " verify steps, %" G_GINT64_FORMAT
+                        " drafts, %" G_GINT64_FORMAT " accepted", steps, drafted, accepted);
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "mean_accepted");
+  json_builder_add_double_value (b, mean);
+  json_builder_set_member_name (b, "block");
+  json_builder_add_int_value (b, c->block_size);
+  json_builder_set_member_name (b, "measured_on");
+  json_builder_add_string_value (b, on);
   json_builder_end_object (b);
   return json_builder_get_root (b);
 }

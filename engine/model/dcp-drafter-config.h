@@ -48,9 +48,19 @@ gboolean  dcp_drafter_config_from_json      (DcpDrafterConfig       *config,
 gboolean  dcp_drafter_config_from_metadata  (DcpDrafterConfig       *config,
                                              JsonObject             *metadata,
                                              GError                **error);
-/* The "drafter" member as docs/FORMAT.md gives it; target_name may be "" (unknown). */
+/* The "drafter" member as docs/FORMAT.md gives it; target_name may be "" (unknown); acceptance
+ * (what dcp_drafter_acceptance_from_stats gives, copied) or NULL: null. */
 JsonNode *dcp_drafter_config_to_json        (const DcpDrafterConfig *config,
-                                             const char             *target_name);
+                                             const char             *target_name,
+                                             JsonNode               *acceptance);
+/* "drafter.acceptance" from what the engine's /stats said after serving with this drafter:
+ * mean_accepted = scheduler.accepted_tokens / scheduler.verify_steps (drafts accepted per verify
+ * step), block = the drafter's block_size, measured_on naming the counts. An error names the
+ * member that is missing or out of range (no verify steps; more accepted than drafted; a mean
+ * above block_size - 1). */
+JsonNode *dcp_drafter_acceptance_from_stats (const DcpDrafterConfig *config,
+                                             JsonNode               *stats,
+                                             GError                **error);
 /* Whether the drafter can run with this target model: its architecture is qwen3_5 (always, for
  * a DcpModelConfig), hidden size, vocabulary and layer count match, every tap is one of its
  * layers. An error names the field that differs (INVALID_ARGUMENT). */

@@ -22,6 +22,7 @@ static char *opt_tokenizer;
 static char *opt_model_id;
 static char *opt_revision;
 static char *opt_target_name;
+static char *opt_acceptance;
 static char *opt_info;
 static char *opt_plan;
 static gboolean opt_json;
@@ -47,6 +48,9 @@ static const GOptionEntry entries[] = {
     "REV" },
   { "target-name", 0, 0, G_OPTION_ARG_STRING, &opt_target_name,
     "A DFlash drafter's target model to record (its Hugging Face repo id)", "ID" },
+  { "acceptance", 0, 0, G_OPTION_ARG_FILENAME, &opt_acceptance,
+    "A DFlash drafter's acceptance to record: the engine's /stats JSON after serving with it",
+    "STATS-JSON" },
   { "threads", 'j', 0, G_OPTION_ARG_INT, &opt_threads,
     "Quantization threads (default: one per CPU)", "N" },
   { "measure", 0, 0, G_OPTION_ARG_FILENAME, &opt_measure,
@@ -235,6 +239,7 @@ print_drafter_info (DcpModelFile *file)
   JsonObject *m = dcp_model_file_get_metadata (file);
   JsonObject *source = member_object (m, "source"), *recipe = member_object (m, "recipe");
   JsonObject *drafter = member_object (m, "drafter"), *target = drafter ? member_object (drafter, "target") : NULL;
+  JsonObject *acceptance = drafter ? member_object (drafter, "acceptance") : NULL;
   g_autoptr(GString) taps = g_string_new (NULL);
 
   for (guint i = 0; i < d->n_taps; i++)
@@ -248,6 +253,12 @@ print_drafter_info (DcpModelFile *file)
   g_print ("target:        %s “%s”: %u layers, hidden %u, vocab %u, taps after layers [%s]\n",
            member_string (target, "architecture", "?"), member_string (target, "name", ""), d->target_n_layers,
            d->target_hidden_size, d->target_vocab_size, taps->str);
+  if (acceptance != NULL)
+    g_print ("acceptance:    %.2f drafts accepted per verify step of up to %" G_GINT64_FORMAT " (%s)\n",
+             json_object_get_double_member_with_default (acceptance, "mean_accepted", 0),
+             member_int (acceptance, "block") - 1, member_string (acceptance, "measured_on", "?"));
+  else
+    g_print ("acceptance:    not measured\n");
   g_print ("recipe:        %s\n", member_string (recipe, "name", "?"));
   g_print ("tensors:       %u, %.3f GiB\n", dcp_model_file_get_n_tensors (file),
            member_int (member_object (m, "sizes"), "tensors") / 1073741824.0);
@@ -394,6 +405,7 @@ run_convert (const char *input, const char *output)
     .measure = opt_measure ? measure : NULL, .measure_data = &measure_options,
   };
   DcpConvertStats stats = { 0 };
+  g_autoptr(JsonParser) parser = NULL;
 
   if (opt_recipe && !dcp_recipe_from_name (opt_recipe, &options.recipe))
     {
@@ -413,6 +425,16 @@ run_convert (const char *input, const char *output)
           g_printerr ("decapybara-convert: --vision “%s”: recipe, bf16, fp8 or off\n", opt_vision);
           return 2;
         }
+    }
+  if (opt_acceptance)
+    {
+      parser = json_parser_new ();
+      if (!json_parser_load_from_file (parser, opt_acceptance, &error))
+        {
+          g_printerr ("decapybara-convert: --acceptance %s: %s\n", opt_acceptance, error->message);
+          return 2;
+        }
+      options.acceptance_stats = json_parser_get_root (parser);
     }
   if (!dcp_convert (&options, &stats, &error))
     {

@@ -867,11 +867,68 @@ test_tool_info (void)
   remove_dir (dir);
 }
 
+/* --acceptance: the engine's /stats after serving with the drafter, recorded as
+ * drafter.acceptance (and read back by the file reader); bad stats refused, naming what. */
+static void
+test_acceptance (void)
+{
+  static const struct {
+    const char *stats, *want;
+  } bad[] = {
+    { "{\"steps\": 3}", "no “scheduler” object" },
+    { "{\"scheduler\": {\"verify_steps\": 10, \"drafted_tokens\": 30}}", "“scheduler.accepted_tokens”" },
+    { "{\"scheduler\": {\"verify_steps\": 0, \"drafted_tokens\": 0, \"accepted_tokens\": 0}}",
+      "measure nothing" },
+    { "{\"scheduler\": {\"verify_steps\": 2, \"drafted_tokens\": 3, \"accepted_tokens\": 5}}",
+      "measure nothing" },
+    { "{\"scheduler\": {\"verify_steps\": 2, \"drafted_tokens\": 12, \"accepted_tokens\": 8}}",
+      "more than a block of 3" },
+  };
+  g_autofree char *input = model_dir ("dflash-odd");
+  g_autofree char *dir = g_dir_make_tmp ("dcp-dflash-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (dir, "drafter.mcapy", NULL);
+  g_autoptr(JsonNode) stats = json_from_string (
+      "{\"scheduler\": {\"verify_steps\": 40, \"drafted_tokens\": 120, \"accepted_tokens\": 70}}", NULL);
+  DcpConvertOptions options = { .input_dir = input, .output_path = out, .recipe = DCP_RECIPE_BF16,
+                                .n_threads = 2, .acceptance_stats = stats };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DcpModelFile) file = NULL;
+  JsonObject *a;
+
+  g_assert_true (dcp_convert (&options, NULL, &error));
+  g_assert_no_error (error);
+  file = dcp_model_file_open_drafter (out, &error);
+  g_assert_no_error (error);
+  a = json_object_get_object_member (
+      json_object_get_object_member (dcp_model_file_get_metadata (file), "drafter"), "acceptance");
+  g_assert_cmpfloat (json_object_get_double_member (a, "mean_accepted"), ==, 70.0 / 40);
+  g_assert_cmpint (json_object_get_int_member (a, "block"), ==, 4);
+  g_assert_cmpstr (json_object_get_string_member (a, "measured_on"), ==,
+                   "decapybara /stats: 40 verify steps, 120 drafts, 70 accepted");
+  g_clear_pointer (&file, dcp_model_file_free);
+  g_unlink (out);
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr(JsonNode) b = json_from_string (bad[i].stats, NULL);
+
+      options.acceptance_stats = b;
+      g_assert_false (dcp_convert (&options, NULL, &error));
+      g_assert_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT);
+      if (strstr (error->message, bad[i].want) == NULL)
+        g_error ("case %u: “%s” does not say “%s”", i, error->message, bad[i].want);
+      g_clear_error (&error);
+      g_assert_false (g_file_test (out, G_FILE_TEST_EXISTS));
+    }
+  remove_dir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/dflash/file", test_file);
+  g_test_add_func ("/dflash/acceptance", test_acceptance);
   g_test_add_func ("/dflash/forward", test_forward);
   g_test_add_func ("/dflash/quantized", test_quantized);
   g_test_add_func ("/dflash/taps", test_taps);
