@@ -38,6 +38,26 @@ dcp_speculation_name (DcpSpeculator speculator)
 }
 
 double
+dcp_speculation_verify_factor (guint rows)
+{
+  static const struct {
+    guint rows;
+    double factor;
+  } measured[] = { { 1, 1.0 }, { 2, 1.81 }, { 4, 1.82 }, { 9, 2.15 }, { 16, 2.19 } };
+
+  for (guint i = 1; i < G_N_ELEMENTS (measured); i++)
+    if (rows <= measured[i].rows)
+      {
+        double t = (double) ((gint) rows - (gint) measured[i - 1].rows) /
+                   (measured[i].rows - measured[i - 1].rows);
+
+        return rows <= 1 ? 1.0
+                         : measured[i - 1].factor + t * (measured[i].factor - measured[i - 1].factor);
+      }
+  return measured[G_N_ELEMENTS (measured) - 1].factor;
+}
+
+double
 dcp_speculation_expected (double rate, guint drafts)
 {
   double sum = 0, term = 1;
@@ -173,7 +193,8 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
   if (c_off.tokens_per_s_short > 0)
     {
       bytes_per_s = c_off.tokens_per_s_short * c_off.step_bytes_short;
-      out->tokens_per_s_with = (1 + out->expected_accepted) * bytes_per_s / out->verify_bytes;
+      out->tokens_per_s_with = (1 + out->expected_accepted) * bytes_per_s / out->verify_bytes /
+                               dcp_speculation_verify_factor (1 + out->drafts);
     }
   return TRUE;
 }

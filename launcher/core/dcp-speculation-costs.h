@@ -9,8 +9,10 @@ G_BEGIN_DECLS
 /* What speculative decoding costs and gives with the chosen model, settings and paired drafter:
  * which speculator Load server passes, the drafter's VRAM, and the expected speed of one
  * conversation with and without speculation. Bandwidth model, as dcp-costs.c's: a verify step
- * reads the weights once for all its rows (anchor + drafts), so it costs one decode step plus
- * what drafting reads (the MTP head once per draft, or the drafter's weights and KV once).
+ * reads the weights once for all its rows (anchor + drafts) plus what drafting reads (the MTP
+ * head once per draft, or the drafter's weights and KV once); its time is that read's times
+ * dcp_speculation_verify_factor (rows), what a verify step of that many rows measured against
+ * a 1-row step (the multi-row GEMVs are not bandwidth-bound).
  *   tokens/s with = (1 + expected accepted drafts) / verify step time. */
 
 /* Acceptance estimates where nothing was measured (docs/LAUNCHER.md says where they come from):
@@ -46,6 +48,11 @@ typedef struct {
  * "off" are kept. model may be NULL (its head unknown: mtp is kept). */
 DcpSpeculator dcp_speculation_resolve (const DcpSettings *settings, const DcpModelMeta *model,
                                        const DcpDrafterInfo *drafter, gboolean *fell_back);
+/* A verify step of rows rows (1 + drafts) against a 1-row decode step, as measured on the H200
+ * (docs/PERFORMANCE.md "Speculative verify steps on the GPU": 64 layers, medium recipe, batch 1:
+ * 2 rows 1.81x, 4 rows 1.82x, 9 rows 2.15x, 16 rows 2.19x), linear between the measured
+ * points. Used for every GPU until one is measured there. */
+double dcp_speculation_verify_factor (guint rows);
 /* The speculator's name as the settings table writes it ("dflash"). */
 char *dcp_speculation_name (DcpSpeculator speculator);
 /* Drafts accepted per step with `drafts` drafts when each is accepted with `rate` after the one
