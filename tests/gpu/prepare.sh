@@ -28,7 +28,7 @@ done
 # Symbols are not needed there; the test data travels with the checkout (tests/data).
 strip .gpu/bin/* .gpu/tests/*
 cp tests/gpu/run-all.sh tests/gpu/serve-e2e.sh tests/gpu/serve-bench.sh tests/gpu/serve-spec.sh \
-   tests/gpu/serve-vision.sh tests/gpu/serve-dflash.sh .gpu/
+   tests/gpu/serve-vision.sh tests/gpu/serve-dflash.sh tests/gpu/serve-start.sh .gpu/
 "$pack_libs" .gpu/libs .gpu/bin/* .gpu/tests/*
 # The kernels' library (the binaries find it next to them only in the build tree).
 cp build-gpu/kernels/libdcp-kernels.so .gpu/libs/

@@ -14,6 +14,7 @@
 # Prints a table last; logs and the JSON of each run go to $OUT. About 6 minutes.
 set -u
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
+. "$here/serve-start.sh"
 out=${OUT:-/tmp/dcp-gpu-out}
 mkdir -p "$out"
 cuda_libs=""
@@ -54,17 +55,8 @@ fi
 serve () {
   name=$1; shift
   log=$out/serve-$name.log
-  "$here/bin/decapybara" --model $model --backend cuda --port 0 --no-dbus --no-dashboard "$@" > "$log" 2>&1 &
-  pid=$!
-  url=""
-  for i in $(seq 1 240); do
-    url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$log" | head -1)
-    [ -n "$url" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.5
-  done
+  serve_start "$log" --model $model --backend cuda "$@"
   [ -n "$url" ] || { echo "serve-bench: the server did not start"; tail -20 "$log"; exit 1; }
-  url=${url%/}
 }
 
 load () {

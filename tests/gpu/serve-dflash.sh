@@ -10,6 +10,7 @@
 # tokens, the story prompts; off, dflash at 7 and 15 drafts. Prints a table last; logs to $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
+. "$here/serve-start.sh"
 out=${OUT:-/tmp/dcp-gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -58,19 +59,9 @@ fi
 for spec in off dflash:7 dflash:15; do
   name=$(echo $spec | tr : -)
   log=$out/serve-$name.log
-  "$here/bin/decapybara" --model $model --backend cuda --port 0 --no-dbus --no-dashboard \
-    --speculator ${spec%%:*} $( [ "$spec" != off ] && echo --draft-length ${spec#*:} --drafter $drafter ) \
-    > "$log" 2>&1 &
-  pid=$!
-  url=""
-  for i in $(seq 1 240); do
-    url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$log" | head -1)
-    [ -n "$url" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.5
-  done
+  serve_start "$log" --model $model --backend cuda --speculator ${spec%%:*} \
+    $( [ "$spec" != off ] && echo --draft-length ${spec#*:} --drafter $drafter )
   [ -n "$url" ] || { echo "serve-dflash: $spec did not start"; tail -8 "$log"; continue; }
-  url=${url%/}
   python3 tools/loadgen.py --url "$url" --max-tokens 16 --json > /dev/null
   timeout 120 python3 tools/loadgen.py --url "$url" --requests 2 --max-tokens 256 --json \
     > "$out/load-$name.json"

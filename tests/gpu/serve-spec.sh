@@ -11,6 +11,7 @@
 # step); the drafter's own time is not in that prediction. Prints a table last; logs and JSON go to $OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
+. "$here/serve-start.sh"
 out=${OUT:-/tmp/dcp-gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -28,19 +29,10 @@ grep -E "^  1 " "$out/bench-demo.log" | head -8
 for spec in $specs; do
   name=$(echo $spec | tr : -)
   log=$out/serve-$name.log
-  "$here/bin/decapybara" --model $model --backend cuda --port 0 --no-dbus --no-dashboard \
-    --speculator ${spec%%:*} $( [ "$spec" != off ] && echo --draft-length ${spec#*:} ) \
-    $( [ "${spec%%:*}" = dflash ] && echo --drafter "$drafter" ) > "$log" 2>&1 &
-  pid=$!
-  url=""
-  for i in $(seq 1 120); do
-    url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$log" | head -1)
-    [ -n "$url" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.5
-  done
+  serve_start "$log" --model $model --backend cuda --speculator ${spec%%:*} \
+    $( [ "$spec" != off ] && echo --draft-length ${spec#*:} ) \
+    $( [ "${spec%%:*}" = dflash ] && echo --drafter "$drafter" )
   [ -n "$url" ] || { echo "serve-spec: $spec did not start"; tail -5 "$log"; continue; }
-  url=${url%/}
   python3 tools/loadgen.py --url "$url" $prompts --max-tokens 16 --json > /dev/null
   timeout 200 python3 tools/loadgen.py --url "$url" $prompts --requests 8 --max-tokens 192 \
     --json > "$out/load-$name.json"
