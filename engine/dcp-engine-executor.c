@@ -270,8 +270,9 @@ dcp_engine_executor_open (const DcpCli *cli, DcpEngineCapacity *capacity,
   if (executor == NULL)
     return NULL;
   if (monitor != NULL && dcp_model_executor_get_vision_weights (executor, &tower))
-    g_message ("integrity: and the vision tower's %u tensors in RAM",
-               dcp_integrity_monitor_add_weights (monitor, &tower));
+    g_message ("integrity: and the vision tower's %u tensors in %s",
+               dcp_integrity_monitor_add_weights (monitor, &tower),
+               g_strcmp0 (backend_name, "cpu") == 0 ? "RAM" : "VRAM");
   scheduler_config (settings, &plan, &config);
   config.step_hook = hook;
   if (!dcp_tier_budget_resolve (settings, g_strcmp0 (backend_name, "cpu") == 0 ? plan.vram_total : 0,

@@ -1029,24 +1029,6 @@ dcp_backend_cuda_set_kv_bits (DcpBackendCuda *self, guint k_bits, guint v_bits, 
   return TRUE;
 }
 
-/* The checksum of n device bytes at d, zero-padded to 16 as dcp_checksum64 pads: the aligned
- * whole on the device, the tail (or, off alignment, everything) through the host. */
-static gboolean
-range_sum (const guint8 *d, gsize n, guint64 *sum, GError **error)
-{
-  gsize head = (guintptr) d % 16 == 0 ? n / 16 * 16 : 0;
-  gsize rest = n - head, padded = (rest + 15) / 16 * 16;
-  g_autofree guint8 *tail = g_malloc0 (MAX (padded, 16));
-  uint64_t on_device = 0;
-
-  if (head > 0 && !dcp_cuda_check (dcpk_checksum (d, head, &on_device), "weight checksum", error))
-    return FALSE;
-  if (rest > 0 && !dcp_cuda_check (dcpk_memcpy_d2h (tail, d + head, rest), "weight checksum", error))
-    return FALSE;
-  *sum = on_device + dcpk_checksum_ref (tail, padded);
-  return TRUE;
-}
-
 /* The integrity monitor's view of the weights: the uploaded tensors as recorded for the
  * checksum pass. One converted when uploaded has no VRAM range in the file's format: its check
  * compares the sum of its file bytes taken then, and it cannot be restored. */
@@ -1074,48 +1056,15 @@ cuda_weight_name (DcpBackend *backend, guint index, guint64 *nbytes)
 static gboolean
 cuda_weight_sum (DcpBackend *backend, guint index, guint64 *sum, GError **error)
 {
-  const DcpCudaStoredTensor *t = stored_tensor (backend, index);
-  guint64 got = t->n_ranges == 0 ? t->host_sum : 0;
-
-  for (guint r = 0; r < t->n_ranges; r++)
-    {
-      guint64 part;
-
-      if (!range_sum (t->data[r], t->nbytes[r], &part, error))
-        return FALSE;
-      got += part;
-    }
-  *sum = got;
-  return TRUE;
+  return dcp_cuda_stored_sum (stored_tensor (backend, index), sum, error);
 }
 
+/* Between steps: the stream is idle, and the graphs keep these addresses. */
 static gboolean
 cuda_weight_restore (DcpBackend *backend, guint index, const guint8 *bytes, gsize nbytes,
                      GError **error)
 {
-  const DcpCudaStoredTensor *t = stored_tensor (backend, index);
-
-  if (t->n_ranges == 0)
-    {
-      g_set_error (error, DCP_ERROR, DCP_ERROR_NOT_SUPPORTED,
-                   "tensor “%s” was converted when uploaded: it is not restored while serving",
-                   t->name);
-      return FALSE;
-    }
-  for (guint r = 0; r < t->n_ranges; r++)
-    if (t->file_offset[r] + t->nbytes[r] > nbytes)
-      {
-        g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,
-                     "tensor “%s”: %" G_GSIZE_FORMAT " bytes to restore, too few for its VRAM copy",
-                     t->name, nbytes);
-        return FALSE;
-      }
-  /* Between steps: the stream is idle, and the graphs keep these addresses. */
-  for (guint r = 0; r < t->n_ranges; r++)
-    if (!dcp_cuda_check (dcpk_memcpy_h2d ((void *) t->data[r], bytes + t->file_offset[r], t->nbytes[r]),
-                         t->name, error))
-      return FALSE;
-  return TRUE;
+  return dcp_cuda_stored_restore (stored_tensor (backend, index), bytes, nbytes, error);
 }
 
 gboolean
@@ -1138,16 +1087,8 @@ dcp_backend_cuda_verify_weights (DcpBackendCuda        *self,
 
       if (!lookup (data, t->name, &want))
         continue;
-      if (t->n_ranges == 0)
-        got = t->host_sum;
-      for (guint r = 0; r < t->n_ranges; r++)
-        {
-          guint64 part;
-
-          if (!range_sum (t->data[r], t->nbytes[r], &part, error))
-            return FALSE;
-          got += part;
-        }
+      if (!dcp_cuda_stored_sum (t, &got, error))
+        return FALSE;
       if (got != want)
         {
           g_set_error (error, DCP_ERROR, DCP_ERROR_CORRUPT_FILE,

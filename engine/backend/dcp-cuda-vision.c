@@ -41,6 +41,7 @@ struct _DcpCudaVision {
   Linear merger_fc1, merger_fc2;
   float inv_freq[DCP_VISION_MAX_HEAD_DIM / 4];
   GPtrArray *weights; /* device allocations */
+  GArray *stored;     /* every tensor uploaded (dcp-cuda-stored.h), for the integrity monitor */
   guint64 weight_bytes;
   void *stream;
   DcpkGemm *gemm;
@@ -75,15 +76,21 @@ upload (DcpCudaVision *v, const void *host, gsize bytes, GError **error)
   return d;
 }
 
-/* A tensor's values as FP32 on the device. */
+/* A tensor's values as FP32 on the device: its bytes as the file stores them when F32. */
 static float *
 vector (DcpCudaVision *v, const DcpTensorView *view, GError **error)
 {
   DcpCpuMatrix m = dcp_cpu_matrix_from_view (view);
   g_autofree float *x = g_new (float, m.rows *m.cols);
+  float *d;
 
   dcp_cpu_matrix_rows (&m, 0, m.rows, x);
-  return upload (v, x, m.rows * m.cols * sizeof (float), error);
+  d = upload (v, x, m.rows * m.cols * sizeof (float), error);
+  if (d != NULL && view->dtype == DCP_DTYPE_F32)
+    dcp_cuda_stored_add_range (v->stored, view->name, d, view->nbytes);
+  else if (d != NULL)
+    dcp_cuda_stored_add_converted (v->stored, view->name, view);
+  return d;
 }
 
 /* A Linear (the patch embedding's Conv3d kernel: [hidden, the rest]) as stored when the GEMM
@@ -96,7 +103,11 @@ linear (DcpCudaVision *v, const DcpVisionPair *p, Linear *out, GError **error)
   out->w.rows = (int) m.rows;
   out->w.cols = (int) m.cols;
   if (dcp_cuda_format_of (m.dtype, &out->w.format))
-    out->w.data = upload (v, p->weight->data, p->weight->nbytes, error);
+    {
+      out->w.data = upload (v, p->weight->data, p->weight->nbytes, error);
+      if (out->w.data != NULL)
+        dcp_cuda_stored_add_range (v->stored, p->weight->name, out->w.data, p->weight->nbytes);
+    }
   else
     {
       g_autofree float *row = g_new (float, m.cols);
@@ -110,6 +121,8 @@ linear (DcpCudaVision *v, const DcpVisionPair *p, Linear *out, GError **error)
         }
       out->w.format = DCPK_FORMAT_BF16;
       out->w.data = upload (v, bf16, m.rows * m.cols * sizeof (guint16), error);
+      if (out->w.data != NULL)
+        dcp_cuda_stored_add_converted (v->stored, p->weight->name, p->weight);
     }
   return out->w.data != NULL && (out->b = vector (v, p->bias, error)) != NULL;
 }
@@ -147,6 +160,7 @@ vision_new (const DcpVisionConfig *config)
 
   v->config = *config;
   v->weights = g_ptr_array_new ();
+  v->stored = dcp_cuda_stored_new ();
   v->activations = g_ptr_array_new ();
   v->blocks = g_new0 (Block, config->depth);
   dcp_vision_config_inv_freq (config, v->inv_freq);
@@ -297,6 +311,7 @@ dcp_cuda_vision_free (DcpCudaVision *v)
   free_all (v->weights);
   free_all (v->activations);
   g_ptr_array_unref (v->weights);
+  dcp_cuda_stored_free (v->stored);
   g_ptr_array_unref (v->activations);
   g_free (v->blocks);
   g_free (v);
@@ -306,6 +321,12 @@ guint64
 dcp_cuda_vision_weight_bytes (DcpCudaVision *v)
 {
   return v->weight_bytes;
+}
+
+GArray *
+dcp_cuda_vision_get_stored (DcpCudaVision *v)
+{
+  return v->stored;
 }
 
 /* The working set for n patches in frames of `frame` (made anew when larger): the buffers

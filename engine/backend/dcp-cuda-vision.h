@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-cuda-stored.h"
 #include "dcp-tensor-source.h"
 #include "dcp-vision-config.h"
 #include "dcp-vision-preprocess.h"
@@ -24,6 +25,11 @@ DcpCudaVision *dcp_cuda_vision_random (const DcpVisionConfig *config, guint64 se
 void dcp_cuda_vision_free (DcpCudaVision *self);
 /* Device bytes of the weights. */
 guint64 dcp_cuda_vision_weight_bytes (DcpCudaVision *self);
+/* Every tensor uploaded by dcp_cuda_vision_load (none for random weights), for the integrity
+ * monitor: GArray of DcpCudaStoredTensor. A matrix the GEMM reads as the file stores it (BF16,
+ * MX) is a range in VRAM; a vector (FP32 on the device) is one only when the file stores it in
+ * F32. Those converted when uploaded keep their file bytes' sum. */
+GArray *dcp_cuda_vision_get_stored (DcpCudaVision *self);
 /* One image's patches (grid->t * grid->h * grid->w rows of dcp_vision_patch_width values) to
  * its embeddings, (rows / merge_size^2) x out_hidden_size, as dcp_cpu_vision_forward; waits
  * for them. INVALID_ARGUMENT for a grid the merge does not divide; a device error. */

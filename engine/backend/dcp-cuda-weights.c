@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "dcp-cuda-error.h"
-#include "dcp-checksum.h"
 #include "dcp-cuda-weights.h"
 #include "dcp-float16.h"
 #include "dcp-quant.h"
@@ -99,23 +98,6 @@ typedef struct {
   const char *name;              /* its canonical name (borrowed) */
 } HostMatrix;
 
-static void
-record_range (DcpCudaWeights *w, const char *name, const void *d, gsize nbytes)
-{
-  DcpCudaStoredTensor t = { g_strdup (name), 1, { d, NULL }, { nbytes, 0 }, 0 };
-
-  g_array_append_val (w->stored, t);
-}
-
-static void
-record_converted (DcpCudaWeights *w, const char *name, const DcpTensorView *view)
-{
-  DcpCudaStoredTensor t = { g_strdup (name), 0, { NULL, NULL }, { 0, 0 },
-                            dcp_checksum64 (view->data, view->nbytes) };
-
-  g_array_append_val (w->stored, t);
-}
-
 /* Part h of a matrix uploaded at d (fused: its element rows at elem_offset, its scale rows
  * scale_offset into the stacked scale plane at scales_at). */
 static void
@@ -128,14 +110,15 @@ record_matrix (DcpCudaWeights *w, const HostMatrix *h, const guint8 *d, gsize el
   if (h->owned != NULL)
     {
       g_free (t.name);
-      record_converted (w, h->name, h->view);
+      dcp_cuda_stored_add_converted (w->stored, h->name, h->view);
       return;
     }
   dcp_quant_layout (dtype_of (h->format), (guint64) h->rows, (guint64) h->cols, &l);
   if (!fused || h->format == DCPK_FORMAT_BF16)
     {
       g_free (t.name);
-      record_range (w, h->name, d + elem_offset, fused ? l.row_bytes * h->rows : h->nbytes);
+      dcp_cuda_stored_add_range (w->stored, h->name, d + elem_offset,
+                                 fused ? l.row_bytes * h->rows : h->nbytes);
       return;
     }
   t.data[0] = d + elem_offset;
@@ -385,9 +368,9 @@ vector (DcpCudaWeights *w, const DcpTensorSource *source, const char *name, guin
       d = upload (w, name, h, n * 2, error);
     }
   if (d != NULL && view->dtype == (bf16 ? DCP_DTYPE_BF16 : DCP_DTYPE_F32))
-    record_range (w, name, d, view->nbytes);
+    dcp_cuda_stored_add_range (w->stored, name, d, view->nbytes);
   else if (d != NULL)
-    record_converted (w, name, view);
+    dcp_cuda_stored_add_converted (w->stored, name, view);
   return d;
 }
 
@@ -418,10 +401,10 @@ embedding (DcpCudaWeights *w, const DcpTensorSource *source, const DcpModelConfi
       guint16 *d = upload (w, "embed_tokens.weight", view->data, view->nbytes, error);
 
       if (d != NULL)
-        record_range (w, "embed_tokens.weight", d, view->nbytes);
+        dcp_cuda_stored_add_range (w->stored, "embed_tokens.weight", d, view->nbytes);
       return d;
     }
-  record_converted (w, "embed_tokens.weight", view);
+  dcp_cuda_stored_add_converted (w->stored, "embed_tokens.weight", view);
   table = g_new (guint16, V * H);
   block = g_new (float, rows_per_block * H);
   for (guint64 r = 0; r < V; r += rows_per_block)
@@ -546,7 +529,7 @@ weights_new (const DcpModelConfig *config)
   w->config = *config;
   counts_init (&w->counts, config);
   w->allocations = g_ptr_array_new ();
-  w->stored = g_array_new (FALSE, FALSE, sizeof (DcpCudaStoredTensor));
+  w->stored = dcp_cuda_stored_new ();
   w->layers = g_new0 (DcpCudaLayer, config->n_layers);
   return w;
 }
@@ -632,7 +615,7 @@ record_random (DcpCudaWeights *w, const void *d, gsize nbytes)
 {
   g_autofree char *name = g_strdup_printf ("random.%u", w->stored->len);
 
-  record_range (w, name, d, nbytes);
+  dcp_cuda_stored_add_range (w->stored, name, d, nbytes);
 }
 
 static gboolean
@@ -822,9 +805,7 @@ dcp_cuda_weights_free (DcpCudaWeights *self)
   for (guint i = 0; i < self->allocations->len; i++)
     dcpk_free (self->allocations->pdata[i]);
   g_ptr_array_unref (self->allocations);
-  for (guint i = 0; i < self->stored->len; i++)
-    g_free (g_array_index (self->stored, DcpCudaStoredTensor, i).name);
-  g_array_unref (self->stored);
+  dcp_cuda_stored_free (self->stored);
   g_free (self->layers);
   g_free (self);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include "dcp-cuda-stored.h"
 #include "dcp-dtype.h"
 #include "dcp-kernels.h"
 #include "dcp-model-config.h"
@@ -43,21 +44,6 @@ typedef struct {
   DcpCudaMatrix down;
 } DcpCudaLayer;
 
-/* Where a tensor's bytes as the model file stores them lie in VRAM, for the checksum pass
- * against the file (dcp_backend_cuda_verify_weights): one range, or two for an MX part of a
- * fused projection (its element rows, its scale rows; the file has zeros between and after
- * them). A tensor converted when uploaded (F32 norms made BF16, a dequantized embedding) has no
- * range; host_sum is then its file bytes' checksum, taken while they were read. file_offset:
- * where each range's bytes start in the tensor's file bytes (to restore them from the file). */
-typedef struct {
-  char *name;
-  guint n_ranges;
-  const void *data[2];
-  gsize nbytes[2];
-  guint64 host_sum;
-  gsize file_offset[2];
-} DcpCudaStoredTensor;
-
 /* What the backend and its forward take from the config, derived once with the weights: layer
  * counts, one GDN layer's state and the per-row widths of the activations. */
 typedef struct {
@@ -87,7 +73,8 @@ typedef struct {
   gboolean has_mtp;              /* the source has mtp.fc.weight */
   DcpCudaMtpWeights mtp;
   GPtrArray *allocations;        /* device pointers, freed with the weights */
-  GArray *stored;                /* DcpCudaStoredTensor (random weights: random.N) */
+  GArray *stored;                /* DcpCudaStoredTensor (dcp-cuda-stored.h; random weights:
+                                  * random.N) */
   guint64 device_bytes;          /* all of it */
   guint64 gemv_bytes;            /* what one decode step's GEMVs read (not the MTP head's) */
 } DcpCudaWeights;

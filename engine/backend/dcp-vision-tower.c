@@ -52,10 +52,65 @@ dcp_vision_tower_free (DcpVisionTower *self)
   g_free (self);
 }
 
-GArray *
-dcp_vision_tower_get_stored (DcpVisionTower *self)
+guint
+dcp_vision_tower_weights_count (DcpVisionTower *self)
 {
-  return self->cpu != NULL ? dcp_cpu_vision_get_stored (self->cpu) : NULL;
+  g_return_val_if_fail (self != NULL, 0);
+#if HAVE_CUDA
+  if (self->cuda != NULL)
+    return dcp_cuda_vision_get_stored (self->cuda)->len;
+#endif
+  return dcp_cpu_vision_get_stored (self->cpu)->len;
+}
+
+const char *
+dcp_vision_tower_weight_name (DcpVisionTower *self, guint index, guint64 *nbytes)
+{
+  const DcpCpuStoredTensor *t;
+
+  g_return_val_if_fail (index < dcp_vision_tower_weights_count (self) && nbytes != NULL, NULL);
+#if HAVE_CUDA
+  if (self->cuda != NULL)
+    {
+      const DcpCudaStoredTensor *c =
+          &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index);
+
+      *nbytes = c->nbytes[0] + c->nbytes[1];
+      return c->name;
+    }
+#endif
+  t = &g_array_index (dcp_cpu_vision_get_stored (self->cpu), DcpCpuStoredTensor, index);
+  *nbytes = t->nbytes;
+  return t->name;
+}
+
+gboolean
+dcp_vision_tower_weight_sum (DcpVisionTower *self, guint index, guint64 *sum, GError **error)
+{
+  g_return_val_if_fail (index < dcp_vision_tower_weights_count (self) && sum != NULL, FALSE);
+#if HAVE_CUDA
+  if (self->cuda != NULL)
+    return dcp_cuda_stored_sum (
+        &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index), sum,
+        error);
+#endif
+  *sum = dcp_cpu_stored_sum (dcp_cpu_vision_get_stored (self->cpu), index);
+  return TRUE;
+}
+
+gboolean
+dcp_vision_tower_weight_restore (DcpVisionTower *self, guint index, const guint8 *bytes,
+                                 gsize nbytes, GError **error)
+{
+  g_return_val_if_fail (index < dcp_vision_tower_weights_count (self) && bytes != NULL, FALSE);
+#if HAVE_CUDA
+  if (self->cuda != NULL)
+    return dcp_cuda_stored_restore (
+        &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index), bytes,
+        nbytes, error);
+#endif
+  return dcp_cpu_stored_restore (dcp_cpu_vision_get_stored (self->cpu), index, bytes, nbytes,
+                                 error);
 }
 
 gboolean

@@ -22,9 +22,19 @@ void dcp_vision_tower_free (DcpVisionTower *self);
 gboolean dcp_vision_tower_forward (DcpVisionTower *self, const float *patches,
                                    const DcpVisionGrid *grid, float *out, GError **error);
 
-/* The CPU tower's weights in RAM (dcp-cpu-stored.h: GArray of DcpCpuStoredTensor) for the
- * integrity monitor; NULL for the CUDA tower, whose weights in VRAM it does not cover yet. */
-GArray *dcp_vision_tower_get_stored (DcpVisionTower *self);
+/* The tower's weight tensors for the integrity monitor, as a backend gives its own
+ * (dcp-backend.h, "weights_count"): by index, canonically named, with the bytes a check reads.
+ * The CPU tower's in RAM (dcp-cpu-stored.h), the CUDA tower's in VRAM (dcp-cuda-stored.h: one
+ * converted when uploaded keeps its file bytes' sum and is not restored). A sum only reads;
+ * a restore must not run while an image goes through the tower. */
+guint dcp_vision_tower_weights_count (DcpVisionTower *self);
+const char *dcp_vision_tower_weight_name (DcpVisionTower *self, guint index, guint64 *nbytes);
+/* An error only when the device fails. */
+gboolean dcp_vision_tower_weight_sum (DcpVisionTower *self, guint index, guint64 *sum,
+                                      GError **error);
+/* Tensor index rewritten from bytes, the tensor as the model file stores it. */
+gboolean dcp_vision_tower_weight_restore (DcpVisionTower *self, guint index, const guint8 *bytes,
+                                          gsize nbytes, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DcpVisionTower, dcp_vision_tower_free)
 

@@ -11,7 +11,7 @@ G_BEGIN_DECLS
 
 /* The integrity monitor (docs/ARCHITECTURE.md, "Weight integrity"): while the engine serves, it
  * checks every weight tensor the backend holds (in VRAM, or in RAM on the CPU backend), and
- * those added (the vision tower's in RAM: dcp_integrity_monitor_add_weights), against
+ * those added (the vision tower's, in VRAM or RAM: dcp_integrity_monitor_add_weights), against
  * the model file's per-tensor checksums, a few tensors at a time between steps, so that one
  * full sweep takes the configured interval. While the engine is idle it checks as the sweep
  * falls due; while it runs steps it spends at most 1% of the time since its last call.
@@ -57,7 +57,7 @@ typedef struct {
   gpointer data;
 } DcpIntegrityReference;
 
-/* Weights held outside the backend (the CPU vision tower's), checked and restored as the
+/* Weights held outside the backend (the vision tower's), checked and restored as the
  * backend's are (dcp-backend.h, "weights_count"): by index, named canonically; sum and restore
  * run on the engine thread between steps. */
 typedef struct {

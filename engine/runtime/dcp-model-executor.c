@@ -982,7 +982,10 @@ gboolean
 dcp_model_executor_get_vision_weights (DcpModelExecutor *self, DcpIntegrityWeights *weights)
 {
   g_return_val_if_fail (self != NULL && weights != NULL, FALSE);
-  return self->vision != NULL && dcp_prompt_vision_get_weights (self->vision, weights);
+  if (self->vision == NULL)
+    return FALSE;
+  dcp_prompt_vision_get_weights (self->vision, weights);
+  return TRUE;
 }
 
 DcpBackend *

@@ -5,7 +5,6 @@
 
 #include <string.h>
 
-#include "dcp-cpu-stored.h"
 #include "dcp-error.h"
 #include "dcp-image-decode.h"
 #include "dcp-prompt-vision.h"
@@ -52,33 +51,23 @@ dcp_prompt_vision_get_image_token (DcpPromptVision *self)
 static guint
 tower_count (gpointer data)
 {
-  DcpPromptVision *self = data;
-
-  return dcp_vision_tower_get_stored (self->tower)->len;
+  return dcp_vision_tower_weights_count (((DcpPromptVision *) data)->tower);
 }
 
 static const char *
 tower_name (gpointer data, guint index, guint64 *nbytes)
 {
-  DcpPromptVision *self = data;
-  const DcpCpuStoredTensor *t =
-      &g_array_index (dcp_vision_tower_get_stored (self->tower), DcpCpuStoredTensor, index);
-
-  *nbytes = t->nbytes;
-  return t->name;
+  return dcp_vision_tower_weight_name (((DcpPromptVision *) data)->tower, index, nbytes);
 }
 
 /* Summing only reads, as the tower does: no lock. */
 static gboolean
 tower_sum (gpointer data, guint index, guint64 *sum, GError **error)
 {
-  DcpPromptVision *self = data;
-
-  *sum = dcp_cpu_stored_sum (dcp_vision_tower_get_stored (self->tower), index);
-  return TRUE;
+  return dcp_vision_tower_weight_sum (((DcpPromptVision *) data)->tower, index, sum, error);
 }
 
-/* Restoring moves a matrix to a new copy and rewrites a vector: not while an image goes through. */
+/* Restoring rewrites what the tower reads: not while an image goes through. */
 static gboolean
 tower_restore (gpointer data, guint index, const guint8 *bytes, gsize nbytes, GError **error)
 {
@@ -86,20 +75,16 @@ tower_restore (gpointer data, guint index, const guint8 *bytes, gsize nbytes, GE
   gboolean ok;
 
   g_mutex_lock (&self->lock);
-  ok =
-      dcp_cpu_stored_restore (dcp_vision_tower_get_stored (self->tower), index, bytes, nbytes, error);
+  ok = dcp_vision_tower_weight_restore (self->tower, index, bytes, nbytes, error);
   g_mutex_unlock (&self->lock);
   return ok;
 }
 
-gboolean
+void
 dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights)
 {
-  g_return_val_if_fail (self != NULL && weights != NULL, FALSE);
-  if (dcp_vision_tower_get_stored (self->tower) == NULL)
-    return FALSE;
+  g_return_if_fail (self != NULL && weights != NULL);
   *weights = (DcpIntegrityWeights){ tower_count, tower_name, tower_sum, tower_restore, self };
-  return TRUE;
 }
 
 /* An image part's bytes, or NULL with an error. */

@@ -27,10 +27,10 @@ DcpPromptVision *dcp_prompt_vision_new (DcpModelSource *model, DcpBackend *backe
                                         GError **error);
 void dcp_prompt_vision_free (DcpPromptVision *self);
 guint32 dcp_prompt_vision_get_image_token (DcpPromptVision *self);
-/* The tower's weights in RAM for the integrity monitor (FALSE for the CUDA tower: its VRAM is
- * not covered yet); restoring one waits for the image the tower is reading, if any. The
+/* The tower's weights for the integrity monitor (dcp_vision_tower_weights_count: in RAM on the
+ * CPU, in VRAM on CUDA); restoring one waits for the image the tower is reading, if any. The
  * weights borrow self. */
-gboolean dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights);
+void dcp_prompt_vision_get_weights (DcpPromptVision *self, DcpIntegrityWeights *weights);
 
 /* A copy of messages with each image part a text part holding the marker, the images' bytes
  * in order appended to images (GBytes); NULL when no message has an image (images untouched).

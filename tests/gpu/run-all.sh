@@ -19,10 +19,15 @@ done
 [ -n "$cuda_libs" ] || echo "run-all: libcublasLt.so.13 not found; the GEMM tests will not start" >&2
 export LD_LIBRARY_PATH="$here/libs${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export G_DEBUG=fatal-criticals G_TEST_SRCDIR="$here/../tests" DECAPYBARA_ENGINE="$here/bin/decapybara"
-# The embedded tiny model, made here as the build makes it (test-integrity-cuda serves it).
+# The embedded tiny model and the one with a vision tower, made here as the build makes them
+# (test-integrity-cuda reads both).
 "$here/bin/make-tiny-model" /tmp/dcp-tiny && "$here/bin/decapybara-convert" --quiet --recipe xxl \
   --tokenizer "$here/../tests/data/tokenizer/qwen3" /tmp/dcp-tiny /tmp/dcp-tiny.mcapy &&
   export DECAPYBARA_TINY_MODEL=/tmp/dcp-tiny.mcapy
+"$here/bin/make-tiny-model" --vision /tmp/dcp-tiny-vision && "$here/bin/decapybara-convert" \
+  --quiet --recipe xxl --tokenizer "$here/../tests/data/tokenizer/qwen3" \
+  --model-id decapybara/tiny-random-vision /tmp/dcp-tiny-vision /tmp/dcp-tiny-vision.mcapy &&
+  export DECAPYBARA_TINY_VISION_MODEL=/tmp/dcp-tiny-vision.mcapy
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader \
   | tee "$out/gpu.txt"

@@ -2,7 +2,9 @@
 /* The integrity monitor on the CUDA backend and the embedded tiny model (an .mcapy file with
  * checksums): a bit flipped in a weight tensor's VRAM (the test-only fault injection below) is
  * found within one sweep, counted, reported, and the tensor re-uploaded from the file; greedy
- * output afterwards is the output before the flip. Needs a CUDA device (77 without one). */
+ * output afterwards is the output before the flip. The same for the vision tower on CUDA (the
+ * tiny vision model): its weights in VRAM join the sweep, a bit flipped in one of its matrices
+ * there is found, reported and re-uploaded. Needs a CUDA device (77 without one). */
 #include "config.h"
 
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "dcp-integrity-monitor.h"
 #include "dcp-kernels.h"
 #include "dcp-model-source.h"
+#include "../runtime/weight-fault.h"
 
 #define N_PROMPT 12
 #define N_GENERATE 12
@@ -144,6 +147,32 @@ test_flip_found_and_healed (void)
   g_assert_cmpmem (after, sizeof after, before, sizeof before);
 }
 
+/* tests/runtime/test-integrity-vision.c's check on the CUDA tower, the bit flipped in its VRAM
+ * copy of the matrix; the embeddings after the restore within FP32 rounding of those before
+ * (the kernels are deterministic; a difference is reported). */
+static void
+test_tower_flip_found_and_healed (void)
+{
+  g_autoptr(GError) error = NULL;
+  DcpModelSource *vision_model =
+      dcp_model_source_open (g_getenv ("DECAPYBARA_TINY_VISION_MODEL"), NULL, &error);
+  DcpTensorSource source;
+  DcpBackend *vision_backend;
+  DcpPromptVision *vision;
+
+  g_assert_no_error (error);
+  source = dcp_model_source_get_tensors (vision_model);
+  vision_backend =
+      dcp_backend_cuda_new (dcp_model_source_get_config (vision_model), &source, 4096, &error);
+  g_assert_no_error (error);
+  vision = dcp_prompt_vision_new (vision_model, vision_backend, 0, &error);
+  g_assert_no_error (error);
+  weight_fault_check_tower (vision_backend, vision_model, vision, TRUE, 1e-5);
+  dcp_prompt_vision_free (vision);
+  g_object_unref (vision_backend);
+  dcp_model_source_free (vision_model);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -164,6 +193,7 @@ main (int argc, char **argv)
   g_assert_no_error (error);
   vocab = dcp_backend_get_config (backend)->vocab_size;
   g_test_add_func ("/gpu/integrity/flip-found-and-healed", test_flip_found_and_healed);
+  g_test_add_func ("/gpu/integrity/vision-tower-flip", test_tower_flip_found_and_healed);
   status = g_test_run ();
   g_object_unref (backend);
   dcp_model_source_free (model);
