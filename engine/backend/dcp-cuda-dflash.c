@@ -336,13 +336,13 @@ reserve_attention (CudaDflash *self, guint n_keys, GError **error)
   gsize bytes = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
                                                      (int) c->head_dim, (int) c->block_size,
                                                      (int) n_keys);
-  /* at most what any context takes (a bounded number of key ranges): what the plan counts */
-  gsize most = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
-                                                    (int) c->head_dim, (int) c->block_size,
-                                                    1 << 30);
+  gsize most;
 
   if (bytes <= self->attn_ws_bytes)
     return TRUE;
+  /* at most what any context takes (a bounded number of key ranges): what the plan counts */
+  most = dcpk_attention_full_workspace_bytes ((int) c->n_heads, (int) c->n_kv_heads,
+                                              (int) c->head_dim, (int) c->block_size, 1 << 30);
   bytes = MAX (bytes, MIN (2 * self->attn_ws_bytes, most));
   if (self->attn_ws != NULL)
     {

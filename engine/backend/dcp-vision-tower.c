@@ -52,6 +52,15 @@ dcp_vision_tower_free (DcpVisionTower *self)
   g_free (self);
 }
 
+#if HAVE_CUDA
+/* The CUDA tower's tensor index (dcp-cuda-stored.h). */
+static const DcpCudaStoredTensor *
+cuda_stored (DcpVisionTower *self, guint index)
+{
+  return &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index);
+}
+#endif
+
 guint
 dcp_vision_tower_weights_count (DcpVisionTower *self)
 {
@@ -72,8 +81,7 @@ dcp_vision_tower_weight_name (DcpVisionTower *self, guint index, guint64 *nbytes
 #if HAVE_CUDA
   if (self->cuda != NULL)
     {
-      const DcpCudaStoredTensor *c =
-          &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index);
+      const DcpCudaStoredTensor *c = cuda_stored (self, index);
 
       *nbytes = c->nbytes[0] + c->nbytes[1];
       return c->name;
@@ -90,9 +98,7 @@ dcp_vision_tower_weight_sum (DcpVisionTower *self, guint index, guint64 *sum, GE
   g_return_val_if_fail (index < dcp_vision_tower_weights_count (self) && sum != NULL, FALSE);
 #if HAVE_CUDA
   if (self->cuda != NULL)
-    return dcp_cuda_stored_sum (
-        &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index), sum,
-        error);
+    return dcp_cuda_stored_sum (cuda_stored (self, index), sum, error);
 #endif
   *sum = dcp_cpu_stored_sum (dcp_cpu_vision_get_stored (self->cpu), index);
   return TRUE;
@@ -105,9 +111,7 @@ dcp_vision_tower_weight_restore (DcpVisionTower *self, guint index, const guint8
   g_return_val_if_fail (index < dcp_vision_tower_weights_count (self) && bytes != NULL, FALSE);
 #if HAVE_CUDA
   if (self->cuda != NULL)
-    return dcp_cuda_stored_restore (
-        &g_array_index (dcp_cuda_vision_get_stored (self->cuda), DcpCudaStoredTensor, index), bytes,
-        nbytes, error);
+    return dcp_cuda_stored_restore (cuda_stored (self, index), bytes, nbytes, error);
 #endif
   return dcp_cpu_stored_restore (dcp_cpu_vision_get_stored (self->cpu), index, bytes, nbytes,
                                  error);

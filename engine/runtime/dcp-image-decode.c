@@ -17,37 +17,39 @@
  * here rather than by gdk-pixbuf's sniffing, which feeds its first 1 KiB in one piece. */
 #define PIECE 64
 
-/* The gdk-pixbuf loader of the formats requests may carry, from the file's first bytes; NULL for
- * any other. Only these four: no SVG (which may refer to other files), TIFF, BMP or icon loader
- * sees a request's bytes. By signature rather than GIO's content types, which need the
- * shared-mime-info database that a headless server may lack. */
-static const char *
-image_loader_type (const guint8 *bytes, gsize length)
-{
-  static const guint8 png[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+/* The formats requests may carry: gdk-pixbuf's loader name and the media type. Only these four:
+ * no SVG (which may refer to other files), TIFF, BMP or icon loader sees a request's bytes. */
+typedef struct {
+  const char *loader, *media_type;
+} ImageFormat;
 
-  if (length >= sizeof png && memcmp (bytes, png, sizeof png) == 0)
-    return "png";
+static const ImageFormat png = { "png", "image/png" }, jpeg = { "jpeg", "image/jpeg" },
+                         gif = { "gif", "image/gif" }, webp = { "webp", "image/webp" };
+
+/* The format from the file's first bytes; NULL for any other. By signature rather than GIO's
+ * content types, which need the shared-mime-info database that a headless server may lack. */
+static const ImageFormat *
+image_format (const guint8 *bytes, gsize length)
+{
+  static const guint8 png_magic[] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+
+  if (length >= sizeof png_magic && memcmp (bytes, png_magic, sizeof png_magic) == 0)
+    return &png;
   if (length >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff)
-    return "jpeg";
+    return &jpeg;
   if (length >= 6 && (memcmp (bytes, "GIF87a", 6) == 0 || memcmp (bytes, "GIF89a", 6) == 0))
-    return "gif";
+    return &gif;
   if (length >= 12 && memcmp (bytes, "RIFF", 4) == 0 && memcmp (bytes + 8, "WEBP", 4) == 0)
-    return "webp";
+    return &webp;
   return NULL;
 }
 
 const char *
 dcp_image_media_type (const guint8 *bytes, gsize length)
 {
-  const char *type = image_loader_type (bytes, length);
+  const ImageFormat *f = image_format (bytes, length);
 
-  if (type == NULL)
-    return NULL;
-  return strcmp (type, "png") == 0    ? "image/png"
-         : strcmp (type, "jpeg") == 0 ? "image/jpeg"
-         : strcmp (type, "gif") == 0  ? "image/gif"
-                                      : "image/webp";
+  return f != NULL ? f->media_type : NULL;
 }
 
 /* A loader for the bytes' format; NULL with error set when it is none of the four, or when
@@ -55,22 +57,23 @@ dcp_image_media_type (const guint8 *bytes, gsize length)
 static GdkPixbufLoader *
 image_loader_new (const char *where, const guint8 *bytes, gsize length, GError **error)
 {
-  const char *type = image_loader_type (bytes, length);
+  const ImageFormat *f = image_format (bytes, length);
   GdkPixbufLoader *loader;
 
-  if (type == NULL)
+  if (f == NULL)
     {
       g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
                    "%s: the image is not a PNG, JPEG, GIF or WebP file", where);
       return NULL;
     }
-  loader = gdk_pixbuf_loader_new_with_type (type, NULL);
+  loader = gdk_pixbuf_loader_new_with_type (f->loader, NULL);
   if (loader == NULL)
     g_set_error (error, DCP_ERROR, DCP_ERROR_INVALID_ARGUMENT,
-                 "%s: this server's gdk-pixbuf has no %s loader%s", where, type,
-                 strcmp (type, "webp") == 0 ? " (Debian: webp-pixbuf-loader)" : "");
+                 "%s: this server's gdk-pixbuf has no %s loader%s", where, f->loader,
+                 f == &webp ? " (Debian: webp-pixbuf-loader)" : "");
   return loader;
 }
+
 static void
 on_size_prepared (GdkPixbufLoader *loader, gint width, gint height, gpointer user_data)
 {

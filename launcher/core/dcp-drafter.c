@@ -346,14 +346,6 @@ dcp_drafter_info_fits (const DcpDrafterInfo *d, const DcpModelConfig *config,
   return TRUE;
 }
 
-/* K and V of every drafter layer in FP32: how both backends keep a drafter's context. */
-guint64
-dcp_drafter_info_kv_bytes_per_token (const DcpDrafterInfo *d)
-{
-  g_return_val_if_fail (d != NULL, 0);
-  return (guint64) d->layers * 2 * d->kv_heads * d->head_dim * sizeof (float);
-}
-
 void
 dcp_drafter_info_plan (const DcpDrafterInfo *d, DcpPlanDrafter *plan)
 {

@@ -50,9 +50,6 @@ DcpDrafterInfo *dcp_drafter_info_new_from_checkpoint (GBytes *config_json, const
  * the target's name when both say one. FALSE with an error naming what differs. */
 gboolean dcp_drafter_info_fits (const DcpDrafterInfo *info, const DcpModelConfig *config,
                                 const char *architecture, const char *model_id, GError **error);
-/* Bytes its KV cache takes per context token (FP32 K and V for each of its layers, as both of
- * the engine's backends keep them); 0 when its shape is unknown. */
-guint64 dcp_drafter_info_kv_bytes_per_token (const DcpDrafterInfo *info);
 /* What the engine's memory plan counts for it (dcp_plan_drafter_init) from what the source
  * says: its weights, context bytes per token and step buffers. */
 void dcp_drafter_info_plan (const DcpDrafterInfo *info, DcpPlanDrafter *plan);

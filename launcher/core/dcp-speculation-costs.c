@@ -45,14 +45,14 @@ dcp_speculation_verify_factor (guint rows)
     double factor;
   } measured[] = { { 1, 1.0 }, { 2, 1.81 }, { 4, 1.82 }, { 9, 2.15 }, { 16, 2.19 } };
 
+  if (rows <= 1)
+    return 1.0;
   for (guint i = 1; i < G_N_ELEMENTS (measured); i++)
     if (rows <= measured[i].rows)
       {
-        double t = (double) ((gint) rows - (gint) measured[i - 1].rows) /
-                   (measured[i].rows - measured[i - 1].rows);
+        double t = (double) (rows - measured[i - 1].rows) / (measured[i].rows - measured[i - 1].rows);
 
-        return rows <= 1 ? 1.0
-                         : measured[i - 1].factor + t * (measured[i].factor - measured[i - 1].factor);
+        return measured[i - 1].factor + t * (measured[i].factor - measured[i - 1].factor);
       }
   return measured[G_N_ELEMENTS (measured) - 1].factor;
 }
@@ -158,7 +158,7 @@ dcp_speculation_costs_compute (DcpSpeculationCosts *out, const DcpModelMeta *mod
                     dcp_speculation_rate_for (
                         accepted, drafter->have_acceptance ? drafter->acceptance_block - 1 : 15),
                     out->drafts);
-      drafting = drafter->weight_bytes + plan_drafter.bytes_per_token * DCP_COSTS_SHORT_CONTEXT;
+      drafting = plan_drafter.weight_bytes + plan_drafter.bytes_per_token * DCP_COSTS_SHORT_CONTEXT;
     }
   else
     {

@@ -15,14 +15,6 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
 . "$here/serve-start.sh"
-out=${OUT:-/tmp/dcp-gpu-out}
-mkdir -p "$out"
-cuda_libs=""
-for d in /usr/local/cuda/lib64 \
-         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  [ -e "$d/libcublasLt.so.13" ] && { cuda_libs=$d; break; }
-done
-export LD_LIBRARY_PATH="$here/libs${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 model=/tmp/proxy16.mcapy
 ckpt=/tmp/proxy16-ckpt
 

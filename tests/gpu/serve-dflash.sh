@@ -11,9 +11,6 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
 . "$here/serve-start.sh"
-out=${OUT:-/tmp/dcp-gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 sh "$here/serve-bench.sh" --model-only || exit 1
 model=/tmp/proxy16.mcapy
 drafter=/tmp/proxy16-dflash.mcapy

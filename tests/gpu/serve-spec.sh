@@ -12,9 +12,6 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd); cd "$here/.."
 . "$here/serve-start.sh"
-out=${OUT:-/tmp/dcp-gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 model=data/demo-model/demo.mcapy
 drafter=${1:-}
 prompts="--prompts code"

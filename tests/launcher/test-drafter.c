@@ -72,6 +72,7 @@ test_metadata (Fixture *f, gconstpointer data)
   g_autoptr(GError) error = NULL;
   g_autoptr(DcpModelMeta) meta = NULL;
   const DcpDrafterInfo *d;
+  DcpPlanDrafter plan;
 
   test_drafter_for_27b (&t);
   t.mean_accepted = 4.25;
@@ -96,7 +97,8 @@ test_metadata (Fixture *f, gconstpointer data)
   g_assert_cmpstr (d->measured_on, ==, "code prompts");
   g_assert_cmpuint (d->weight_bytes, ==, t.weights);
   /* 5 layers x K and V x 8 heads x 128 x FP32 */
-  g_assert_cmpuint (dcp_drafter_info_kv_bytes_per_token (d), ==, 5 * 2 * 8 * 128 * 4);
+  dcp_drafter_info_plan (d, &plan);
+  g_assert_cmpuint (plan.bytes_per_token, ==, 5 * 2 * 8 * 128 * 4);
 }
 
 /* Each broken field gives an error that names it, and no drafter. */
