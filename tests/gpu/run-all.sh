@@ -6,18 +6,8 @@ set -u
 tests_only=false
 [ "${1:-}" = "--tests" ] && tests_only=true
 here=$(cd "$(dirname "$0")" && pwd)
-out=${OUT:-/tmp/dcp-gpu-out}
-mkdir -p "$out"
-# cuBLASLt comes from the GPU machine's CUDA toolkit (prepare.sh leaves it out of libs/): the
-# toolkit's lib64, else where ldconfig knows it, else Python's nvidia/cu13 wheels.
-cuda_libs=""
-for d in /usr/local/cuda/lib64 \
-         "$(ldconfig -p 2>/dev/null | sed -n 's|.*libcublasLt\.so\.13 .*=> \(.*\)/[^/]*$|\1|p' | head -1)" \
-         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  [ -n "$d" ] && [ -e "$d/libcublasLt.so.13" ] && { cuda_libs=$d; break; }
-done
+. "$here/serve-start.sh"
 [ -n "$cuda_libs" ] || echo "run-all: libcublasLt.so.13 not found; the GEMM tests will not start" >&2
-export LD_LIBRARY_PATH="$here/libs${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export G_DEBUG=fatal-criticals G_TEST_SRCDIR="$here/../tests" DECAPYBARA_ENGINE="$here/bin/decapybara"
 # The embedded tiny model and the one with a vision tower, made here as the build makes them
 # (test-integrity-cuda reads both).
@@ -68,11 +58,7 @@ for t in "$here"/tests/test-*; do
   printf '%-28s %-10s %ss\n' "$name" "$result" "$secs" >>"$out/tests.txt"
 done
 
-if $tests_only; then
-  printf '\n%-28s %-10s %s\n' test result time
-  printf "$table"
-  exit 0
-fi
+if ! $tests_only; then
 
 # Kernel benchmarks, the short forms (a few seconds each; each program's header says what it
 # prints): decode attention and sampling, prefill GEMM and weight conversions, prefill attention,
@@ -93,6 +79,7 @@ timeout 120 sh "$here/serve-vision.sh" 2>&1 | tee "$out/serve-vision.log"
 
 "$here/bin/decapybara" --probe --json >"$out/probe.json" 2>"$out/probe.err"
 "$here/bin/decapybara" --probe 2>&1 | tee "$out/probe.txt"
+fi
 
 printf '\n%-28s %-10s %s\n' test result time
 printf "$table"
